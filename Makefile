@@ -1,0 +1,28 @@
+# The commands a newcomer runs: `make install`, then `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test lint typecheck unit clean
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+lint:
+	$(BIN)/ruff check dcaf_like tests examples
+	$(BIN)/ruff format --check dcaf_like tests examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest
+
+unit:
+	$(BIN)/python -m pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,144 @@
+"""dcaf_like: agents for infrastructure operations whose dangerous tools never run without approval.
+
+Importing this package loads no model SDK, web framework or store client: adapters import theirs
+when they are used.
+"""
+
+from dcaf_like.adapters.memory import InMemoryConversationRepository
+from dcaf_like.agent import Agent
+from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
+from dcaf_like.application.errors import (
+    ApplicationError,
+    ConcurrencyConflict,
+    ConversationNotFound,
+    InvalidRequest,
+    InvalidToolArguments,
+    ModelAccessDenied,
+    ModelError,
+    ModelRateLimited,
+    ModelRequestInvalid,
+    ModelTimeout,
+    RuntimeNotConfigured,
+    StoreUnavailable,
+    UnknownTool,
+)
+from dcaf_like.application.events import (
+    ApprovalRequired,
+    Done,
+    RunFailed,
+    StreamEvent,
+    ToolCallProposed,
+    ToolFinished,
+    ToolRejected,
+    ToolStarted,
+)
+from dcaf_like.application.model import (
+    AssistantTurn,
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    UserTurn,
+)
+from dcaf_like.application.ports import (
+    AgentRuntime,
+    ApprovalAnswer,
+    ConversationRepository,
+    PendingApproval,
+    ToolContext,
+)
+from dcaf_like.application.turn import RunContext
+from dcaf_like.domain import (
+    ApprovalExpired,
+    ApprovalMismatch,
+    ApprovalPolicy,
+    DomainError,
+    EditNotAllowed,
+    IllegalTransition,
+    PendingToolCalls,
+    PlatformContext,
+    Session,
+    UnknownToolCall,
+    argument_in,
+    context_in,
+    deny,
+    require_approval,
+)
+from dcaf_like.function_agent import AgentContext, FunctionAgent
+from dcaf_like.runtimes import resolve_runtime
+from dcaf_like.tools import Tool, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentRequest",
+    "AgentResponse",
+    "AgentResult",
+    "AgentRuntime",
+    "ApplicationError",
+    "ApprovalAnswer",
+    "ApprovalExpired",
+    "ApprovalMismatch",
+    "ApprovalPolicy",
+    "ApprovalRequired",
+    "AssistantTurn",
+    "ConcurrencyConflict",
+    "ConversationNotFound",
+    "ConversationRepository",
+    "DomainError",
+    "Done",
+    "EditNotAllowed",
+    "FunctionAgent",
+    "IllegalTransition",
+    "InMemoryConversationRepository",
+    "InvalidRequest",
+    "InvalidToolArguments",
+    "ModelAccessDenied",
+    "ModelCompleted",
+    "ModelError",
+    "ModelRateLimited",
+    "ModelRequest",
+    "ModelRequestInvalid",
+    "ModelResponse",
+    "ModelTimeout",
+    "ModelToolCall",
+    "PendingApproval",
+    "PendingToolCalls",
+    "PlatformContext",
+    "ReasoningDelta",
+    "RunContext",
+    "RunFailed",
+    "RuntimeNotConfigured",
+    "Session",
+    "StoreUnavailable",
+    "StreamEvent",
+    "TextDelta",
+    "Tool",
+    "ToolCallProposed",
+    "ToolCallView",
+    "ToolContext",
+    "ToolDecision",
+    "ToolFinished",
+    "ToolRejected",
+    "ToolResult",
+    "ToolSpec",
+    "ToolStarted",
+    "UnknownTool",
+    "UnknownToolCall",
+    "Usage",
+    "UserTurn",
+    "__version__",
+    "argument_in",
+    "context_in",
+    "deny",
+    "require_approval",
+    "resolve_runtime",
+    "tool",
+]

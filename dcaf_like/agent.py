@@ -1,0 +1,250 @@
+"""The Agent facade: composes a runtime, tools, a policy and a store into an AgentService."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from dcaf_like.adapters.memory import InMemoryConversationRepository
+from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
+from dcaf_like.application.events import StreamEvent
+from dcaf_like.application.ports import AgentRuntime, ApprovalCallback, ConversationRepository
+from dcaf_like.application.service import AgentService, InstructionProvider
+from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
+from dcaf_like.runtimes import resolve_runtime
+from dcaf_like.tools import Tool, as_tool
+
+Messages = str | Sequence[Mapping[str, Any] | str]
+"""A user's text, or HelpDesk-style message dicts (the last one is the user's turn)."""
+
+
+class Agent:
+    """An agent whose tools run only as its approval policy allows.
+
+    >>> agent = Agent(tools=[list_pods, delete_pod], system="You operate Kubernetes.", runtime=...)
+    >>> response = agent.run("delete the crashing pod")
+    >>> response.pending_tool_calls        # delete_pod waits for a human
+    >>> agent.approve(response.conversation_id, response.pending_tool_calls[0].id)
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        system: str | InstructionProvider = "",
+        *,
+        name: str = "agent",
+        description: str = "",
+        runtime: AgentRuntime | str | None = None,
+        approval_policy: ApprovalPolicy | None = None,
+        repository: ConversationRepository | None = None,
+        max_iterations: int = 10,
+        pause_on_tool_calls: bool = False,
+        approval_ttl: float | None = None,
+        approver: ApprovalCallback | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.tools: list[Tool] = [as_tool(t) for t in tools]
+        self.runtime = resolve_runtime(runtime)
+        self.repository = repository if repository is not None else InMemoryConversationRepository()
+        policy = approval_policy or ApprovalPolicy()
+        if pause_on_tool_calls:
+            policy = policy.with_rules(require_approval("this agent pauses on every tool call"))
+        self.approval_policy = policy
+        self._settings: dict[str, Any] = {
+            "policy": policy,
+            "system": system,
+            "max_iterations": max_iterations,
+            "approval_ttl": approval_ttl,
+            "approver": approver,
+            "name": name,
+        }
+        self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(
+        self,
+        messages: Messages,
+        *,
+        conversation_id: str | None = None,
+        platform_context: Mapping[str, Any] | None = None,
+        session: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        """One turn. Decisions on pending calls may ride along as ``data.tool_calls[].execute``."""
+        return self._service.execute(_request(messages, conversation_id, platform_context, session, user))
+
+    async def arun(
+        self,
+        messages: Messages,
+        *,
+        conversation_id: str | None = None,
+        platform_context: Mapping[str, Any] | None = None,
+        session: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        return await self._service.aexecute(
+            _request(messages, conversation_id, platform_context, session, user)
+        )
+
+    def run_stream(
+        self,
+        messages: Messages,
+        *,
+        conversation_id: str | None = None,
+        platform_context: Mapping[str, Any] | None = None,
+        session: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> Iterator[StreamEvent]:
+        """Events as they happen; the last is ``Done`` (with the response) or ``RunFailed``."""
+        return self._service.execute_stream(
+            _request(messages, conversation_id, platform_context, session, user)
+        )
+
+    def arun_stream(
+        self,
+        messages: Messages,
+        *,
+        conversation_id: str | None = None,
+        platform_context: Mapping[str, Any] | None = None,
+        session: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AsyncIterator[StreamEvent]:
+        return self._service.aexecute_stream(
+            _request(messages, conversation_id, platform_context, session, user)
+        )
+
+    def run_stateless(
+        self,
+        messages: Messages,
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        session: Mapping[str, Any] | None = None,
+    ) -> AgentResponse:
+        """One turn in a throwaway conversation: nothing from earlier runs leaks in, nothing is kept."""
+        return self._ephemeral().run(messages, platform_context=platform_context, session=session)
+
+    async def arun_stateless(
+        self,
+        messages: Messages,
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        session: Mapping[str, Any] | None = None,
+    ) -> AgentResponse:
+        return await self._ephemeral().arun(messages, platform_context=platform_context, session=session)
+
+    def _ephemeral(self) -> Agent:
+        clone = object.__new__(Agent)
+        clone.__dict__.update(self.__dict__)
+        clone.repository = InMemoryConversationRepository()
+        clone._service = AgentService(self.runtime, clone.repository, tools=self.tools, **self._settings)
+        return clone
+
+    # -- deciding ---------------------------------------------------------------------------------
+
+    def approve(
+        self,
+        conversation_id: str,
+        call_id: str,
+        *,
+        edited_arguments: Mapping[str, Any] | None = None,
+        platform_context: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        """Approve one pending call (optionally with edited arguments, for editable tools) and go on."""
+        decision = ToolDecision.approved(call_id, edited_arguments=edited_arguments)
+        return self.decide(conversation_id, [decision], platform_context=platform_context, user=user)
+
+    def reject(
+        self,
+        conversation_id: str,
+        call_id: str,
+        reason: str = "",
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        """Reject one pending call; the reason goes back to the model."""
+        decision = ToolDecision.rejected(call_id, reason)
+        return self.decide(conversation_id, [decision], platform_context=platform_context, user=user)
+
+    def decide(
+        self,
+        conversation_id: str,
+        decisions: Iterable[ToolDecision],
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        """Apply several decisions at once, each keyed by call id, then go on."""
+        request = AgentRequest(
+            conversation_id=conversation_id,
+            decisions=tuple(decisions),
+            platform_context=dict(platform_context or {}),
+            user=user,
+        )
+        return self._service.execute(request)
+
+    async def adecide(
+        self,
+        conversation_id: str,
+        decisions: Iterable[ToolDecision],
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        request = AgentRequest(
+            conversation_id=conversation_id,
+            decisions=tuple(decisions),
+            platform_context=dict(platform_context or {}),
+            user=user,
+        )
+        return await self._service.aexecute(request)
+
+    # -- conversations ----------------------------------------------------------------------------
+
+    def conversation(self, conversation_id: str) -> Conversation | None:
+        return self.repository.get(conversation_id)
+
+    def get_or_create_conversation(self, conversation_id: str | None = None) -> Conversation:
+        """The stored conversation, or a new one saved under `conversation_id` (or a fresh id)."""
+        if conversation_id is not None:
+            existing = self.repository.get(conversation_id)
+            if existing is not None:
+                return existing
+        conversation = Conversation.start(conversation_id)
+        self.repository.save(conversation, 0)
+        return conversation
+
+    # -- the handler interface the server speaks ------------------------------------------------
+
+    def handle(self, request: AgentRequest) -> AgentResponse:
+        return self._service.execute(request)
+
+    async def ahandle(self, request: AgentRequest) -> AgentResponse:
+        return await self._service.aexecute(request)
+
+    def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        return self._service.aexecute_stream(request)
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent(name={self.name!r}, runtime={self.runtime.name!r}, tools={[t.name for t in self.tools]})"
+        )
+
+
+def _request(
+    messages: Messages,
+    conversation_id: str | None,
+    platform_context: Mapping[str, Any] | None,
+    session: Mapping[str, Any] | None,
+    user: str,
+) -> AgentRequest:
+    return AgentRequest.from_messages(
+        messages,
+        conversation_id=conversation_id,
+        platform_context=platform_context,
+        session=session,
+        user=user,
+    )

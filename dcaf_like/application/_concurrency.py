@@ -1,0 +1,76 @@
+"""Bridges between blocking and asyncio code, so sync and async callers share one implementation."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def run_sync(awaitable: Awaitable[T]) -> T:
+    """Wait for `awaitable` from blocking code, even when the calling thread runs an event loop."""
+
+    async def wrap() -> T:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrap())
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(wrap()))
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name="dcaf-like-run-sync")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+async def resolve(value: Any) -> Any:
+    """`value`, awaited first if it is awaitable (for callbacks that may be sync or async)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def resolve_sync(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return run_sync(value)
+    return value
+
+
+async def iterate_in_thread(iterator: Iterator[T]) -> AsyncIterator[T]:
+    """Drive a blocking iterator from a worker thread, handing each item over as soon as it exists."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            for item in iterator:
+                loop.call_soon_threadsafe(queue.put_nowait, ("item", item))
+        except BaseException as exc:
+            loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+        else:
+            loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
+
+    threading.Thread(target=pump, daemon=True, name="dcaf-like-stream").start()
+    while True:
+        kind, value = await queue.get()
+        if kind == "item":
+            yield value
+        elif kind == "error":
+            raise value
+        else:
+            return

@@ -1,0 +1,90 @@
+"""Typed errors of the application layer. Adapters map them to HTTP statuses or CLI messages."""
+
+from __future__ import annotations
+
+
+class ApplicationError(Exception):
+    """Base of the errors a use case reports."""
+
+
+class InvalidRequest(ApplicationError):
+    """The caller sent something malformed. `field` names where, as a path like ``messages[2].data``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class InvalidToolArguments(ApplicationError):
+    """Arguments that do not satisfy a tool's schema."""
+
+    def __init__(self, tool_name: str, detail: str) -> None:
+        self.tool_name = tool_name
+        self.detail = detail
+        super().__init__(f"invalid arguments for tool {tool_name!r}: {detail}")
+
+
+class UnknownTool(ApplicationError):
+    def __init__(self, tool_name: str, known: list[str]) -> None:
+        self.tool_name = tool_name
+        self.known = known
+        super().__init__(f"unknown tool {tool_name!r}; this agent has: {', '.join(known) or 'no tools'}")
+
+
+class ConcurrencyConflict(ApplicationError):
+    """A save lost a race: the stored conversation changed since it was read. Nothing was written."""
+
+    def __init__(self, conversation_id: str, expected_version: int, actual_version: int | None) -> None:
+        self.conversation_id = conversation_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        super().__init__(
+            f"conversation {conversation_id} changed concurrently "
+            f"(expected version {expected_version}, found {actual_version}); retry with its latest state"
+        )
+
+
+class ConversationNotFound(ApplicationError):
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"no conversation {conversation_id}")
+
+
+class StoreUnavailable(ApplicationError):
+    """The conversation store could not be reached or answered with an error."""
+
+
+class RuntimeNotConfigured(ApplicationError):
+    """An agent was built without a model runtime, or with a runtime name nobody provides."""
+
+
+class ModelError(ApplicationError):
+    """The model runtime failed. `retryable` when trying again (or another runtime) may succeed.
+
+    Adapters raise subclasses with the provider's own words in the message; credentials never.
+    """
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, runtime: str = "", retryable: bool | None = None) -> None:
+        self.runtime = runtime
+        if retryable is not None:
+            self.retryable = retryable
+        super().__init__(message)
+
+
+class ModelTimeout(ModelError):
+    retryable = True
+
+
+class ModelRateLimited(ModelError):
+    retryable = True
+
+
+class ModelAccessDenied(ModelError):
+    pass
+
+
+class ModelRequestInvalid(ModelError):
+    pass

@@ -1,0 +1,77 @@
+"""What a streaming run yields, in the order things happen. Every event has a ``type`` string."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dcaf_like.application.dto import AgentResponse, ToolCallView
+from dcaf_like.application.model import ReasoningDelta, TextDelta
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallProposed:
+    """The model proposed a call; `call.status` says whether it waits, runs, or was refused."""
+
+    call: ToolCallView
+    type: str = field(default="tool_call_proposed", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequired:
+    """The run suspends here: these calls wait for a human decision."""
+
+    calls: tuple[ToolCallView, ...]
+    type: str = field(default="approval_required", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    name: str
+    type: str = field(default="tool_started", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """A call ran: `call.status` is ``executed`` with `call.output`, or ``failed`` with `call.error`."""
+
+    call: ToolCallView
+    type: str = field(default="tool_finished", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRejected:
+    """A call was refused, by a human or by the policy; `call.rejection_reason` says why."""
+
+    call: ToolCallView
+    type: str = field(default="tool_rejected", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    response: AgentResponse
+    type: str = field(default="done", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    """The run stopped on an error; what had happened before it is saved."""
+
+    error: str
+    kind: str
+    conversation_id: str
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+    type: str = field(default="error", init=False)
+
+
+StreamEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallProposed
+    | ApprovalRequired
+    | ToolStarted
+    | ToolFinished
+    | ToolRejected
+    | Done
+    | RunFailed
+)

@@ -1,0 +1,369 @@
+"""AgentService: the agent use case. Loads the conversation, applies the request's decisions, drives a
+:class:`~dcaf_like.application.turn.Turn`, and saves what happened."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dcaf_like.application._concurrency import resolve, resolve_sync
+from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
+from dcaf_like.application.errors import ApplicationError, InvalidRequest, ModelError, UnknownTool
+from dcaf_like.application.events import Done, RunFailed, StreamEvent
+from dcaf_like.application.model import ModelCompleted, ModelRequest, ModelResponse
+from dcaf_like.application.ports import (
+    AgentRuntime,
+    ApprovalAnswer,
+    ApprovalCallback,
+    ConversationRepository,
+    ExecutableTool,
+)
+from dcaf_like.application.turn import (
+    CallModel,
+    Effect,
+    Emit,
+    ResolveInstructions,
+    RunContext,
+    RunTool,
+    ToolOutcome,
+    Turn,
+    TurnSettings,
+)
+from dcaf_like.domain import (
+    ApprovalPolicy,
+    Conversation,
+    DomainError,
+    EditNotAllowed,
+    PlatformContext,
+    Role,
+    ToolInput,
+)
+
+InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
+"""Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
+
+EXPIRED = "the approval window closed before a decision"
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    conversation: Conversation
+    expected_version: int
+    turn: Turn
+    claim: bool
+
+
+class AgentService:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        repository: ConversationRepository,
+        *,
+        tools: Sequence[ExecutableTool] = (),
+        policy: ApprovalPolicy | None = None,
+        system: str | InstructionProvider = "",
+        max_iterations: int = 10,
+        approval_ttl: float | None = None,
+        approver: ApprovalCallback | None = None,
+        name: str = "agent",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_iterations < 1:
+            raise ValueError("max_iterations must be at least 1")
+        toolbox = {t.name: t for t in tools}
+        if len(toolbox) != len(tools):
+            names = [t.name for t in tools]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"two tools share a name: {', '.join(duplicates)}")
+        self.runtime = runtime
+        self.repository = repository
+        self.system = system
+        self.approver = approver
+        self.clock = clock
+        self._settings = TurnSettings(
+            toolbox=toolbox,
+            policy=policy or ApprovalPolicy(),
+            tool_specs=tuple(t.spec() for t in tools),
+            max_iterations=max_iterations,
+            approval_ttl=approval_ttl,
+            has_approver=approver is not None,
+            runtime_name=runtime.name,
+            agent_name=name,
+            clock=clock,
+        )
+
+    @property
+    def tools(self) -> dict[str, ExecutableTool]:
+        return dict(self._settings.toolbox)
+
+    # -- sync -------------------------------------------------------------------------------------
+
+    def execute(self, request: AgentRequest) -> AgentResponse:
+        """Run one turn; raise the typed error if it fails (after saving what had already happened)."""
+        return _last_response(self._events(request, streaming=False))
+
+    def execute_stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
+        """Run one turn, yielding events as they happen; a failure ends the stream with RunFailed."""
+        try:
+            yield from self._events(request, streaming=True)
+        except (ApplicationError, DomainError) as exc:
+            yield _failed(exc, request)
+
+    def _events(self, request: AgentRequest, *, streaming: bool) -> Iterator[StreamEvent]:
+        stored = self.repository.get(request.conversation_id) if request.conversation_id else None
+        prepared = self._prepare(request, stored)
+        expected = prepared.expected_version
+        if prepared.claim:
+            self.repository.save(prepared.conversation, expected)
+            expected = prepared.conversation.version
+        try:
+            response = yield from self._drive(prepared.turn.run(), streaming=streaming)
+        finally:
+            if prepared.conversation.version != expected:
+                self.repository.save(prepared.conversation, expected)
+        prepared.conversation.collect_events()
+        yield Done(response)
+
+    def _drive(
+        self, machine: Generator[Effect, Any, AgentResponse], *, streaming: bool
+    ) -> Generator[StreamEvent, None, AgentResponse]:
+        value: Any = None
+        while True:
+            try:
+                effect = machine.send(value)
+            except StopIteration as stop:
+                response: AgentResponse = stop.value
+                return response
+            value = None
+            if isinstance(effect, Emit):
+                yield effect.event
+            elif isinstance(effect, CallModel):
+                value = yield from self._call_model(effect.request, streaming)
+            elif isinstance(effect, RunTool):
+                value = _run_tool(effect)
+            elif isinstance(effect, ResolveInstructions):
+                value = self._instructions(effect.context, resolve_sync)
+            else:
+                assert self.approver is not None
+                value = _answer(resolve_sync(self.approver(effect.pending)))
+
+    def _call_model(
+        self, request: ModelRequest, streaming: bool
+    ) -> Generator[StreamEvent, None, ModelResponse]:
+        try:
+            if not streaming:
+                return self.runtime.invoke(request)
+            for event in self.runtime.stream(request):
+                if isinstance(event, ModelCompleted):
+                    return event.response
+                yield event
+        except Exception as exc:
+            raise self._model_failure(exc) from exc
+        raise ModelError(
+            f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
+        )
+
+    # -- async ------------------------------------------------------------------------------------
+
+    async def aexecute(self, request: AgentRequest) -> AgentResponse:
+        response: AgentResponse | None = None
+        async for event in self._aevents(request, streaming=False):
+            if isinstance(event, Done):
+                response = event.response
+        assert response is not None
+        return response
+
+    async def aexecute_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        try:
+            async for event in self._aevents(request, streaming=True):
+                yield event
+        except (ApplicationError, DomainError) as exc:
+            yield _failed(exc, request)
+
+    async def _aevents(self, request: AgentRequest, *, streaming: bool) -> AsyncIterator[StreamEvent]:
+        stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
+        prepared = self._prepare(request, stored)
+        conversation = prepared.conversation
+        expected = prepared.expected_version
+        if prepared.claim:
+            await self.repository.asave(conversation, expected)
+            expected = conversation.version
+        machine = prepared.turn.run()
+        value: Any = None
+        try:
+            while True:
+                try:
+                    effect = machine.send(value)
+                except StopIteration as stop:
+                    response: AgentResponse = stop.value
+                    break
+                value = None
+                if isinstance(effect, Emit):
+                    yield effect.event
+                elif isinstance(effect, CallModel):
+                    value = None
+                    async for event in self._acall_model(effect.request, streaming):
+                        if isinstance(event, ModelCompleted):
+                            value = event.response
+                        else:
+                            yield event
+                elif isinstance(effect, RunTool):
+                    value = await _arun_tool(effect)
+                elif isinstance(effect, ResolveInstructions):
+                    value = await self._ainstructions(effect.context)
+                else:
+                    assert self.approver is not None
+                    value = _answer(await resolve(self.approver(effect.pending)))
+        finally:
+            if conversation.version != expected:
+                await self.repository.asave(conversation, expected)
+        conversation.collect_events()
+        yield Done(response)
+
+    async def _acall_model(self, request: ModelRequest, streaming: bool) -> AsyncIterator[Any]:
+        try:
+            if not streaming:
+                yield ModelCompleted(await self.runtime.ainvoke(request))
+                return
+            async for event in self.runtime.astream(request):
+                yield event
+                if isinstance(event, ModelCompleted):
+                    return
+        except Exception as exc:
+            raise self._model_failure(exc) from exc
+        raise ModelError(
+            f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
+        )
+
+    async def _ainstructions(self, context: RunContext) -> str:
+        if isinstance(self.system, str):
+            return self.system
+        return _checked_instructions(await resolve(self.system(context)))
+
+    # -- shared -----------------------------------------------------------------------------------
+
+    def _instructions(self, context: RunContext, resolver: Callable[[Any], Any]) -> str:
+        if isinstance(self.system, str):
+            return self.system
+        return _checked_instructions(resolver(self.system(context)))
+
+    def _model_failure(self, exc: Exception) -> ModelError:
+        if isinstance(exc, ModelError):
+            return exc
+        name = self.runtime.name
+        return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
+
+    def _prepare(self, request: AgentRequest, stored: Conversation | None) -> _Prepared:
+        """Everything a request changes before any tool runs. It raises before anything is saved."""
+        now = self.clock()
+        if stored is None:
+            conversation = Conversation.start(request.conversation_id, at=now)
+            for role, text in request.history:
+                if role == Role.USER.value:
+                    conversation.add_user_message(text, at=now)
+                else:
+                    conversation.add_assistant_message(text, at=now)
+        else:
+            conversation = stored
+        expected = conversation.version if stored is not None else 0
+        conversation.use_platform_context(PlatformContext(request.platform_context))
+        if request.session is not None:
+            conversation.replace_session(dict(request.session))
+        approved: list[str] = []
+        rejected: list[str] = []
+        for decision in request.decisions:
+            if self._apply(conversation, decision, request.user, now):
+                approved.append(decision.call_id)
+            else:
+                rejected.append(decision.call_id)
+        if request.text:
+            for call in conversation.pending_tool_calls:
+                if call.is_expired(now):
+                    conversation.reject_tool_call(call.id.value, EXPIRED, by="system", at=now)
+                    rejected.append(call.id.value)
+            conversation.add_user_message(request.text, at=now)
+        elif not request.decisions and not _awaits_model(conversation):
+            raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
+        turn = Turn(conversation, self._settings, approved_now=approved, rejected_now=rejected)
+        return _Prepared(conversation, expected, turn, claim=bool(approved))
+
+    def _apply(self, conversation: Conversation, decision: ToolDecision, user: str, now: float) -> bool:
+        call = conversation.tool_call(decision.call_id)
+        if not decision.approve:
+            conversation.reject_tool_call(call.id.value, decision.reason, by=user, at=now)
+            return False
+        edited = None
+        if decision.edited_arguments is not None:
+            if not call.editable:
+                raise EditNotAllowed(call.id.value, call.name)
+            tool = self._settings.toolbox.get(call.name)
+            if tool is None:
+                raise UnknownTool(call.name, sorted(self._settings.toolbox))
+            edited = ToolInput.of(tool.validate(decision.edited_arguments))
+        conversation.approve_tool_call(
+            call.id.value,
+            by=user,
+            tool_name=decision.tool_name,
+            tool_input=None if decision.arguments is None else ToolInput.of(dict(decision.arguments)),
+            edited_input=edited,
+            at=now,
+        )
+        return True
+
+
+def _awaits_model(conversation: Conversation) -> bool:
+    """True when the model owes an answer: after a user message, or after its calls all finished."""
+    if not conversation.messages:
+        return False
+    last = conversation.messages[-1]
+    return last.role is Role.USER or bool(last.tool_call_ids)
+
+
+def _run_tool(effect: RunTool) -> ToolOutcome:
+    tool = effect.tool
+    try:
+        if tool.is_async:
+            return ToolOutcome(output=resolve_sync(tool.ainvoke(effect.arguments, effect.context)))
+        return ToolOutcome(output=tool.invoke(effect.arguments, effect.context))
+    except Exception as exc:
+        return ToolOutcome(error=_describe(exc))
+
+
+async def _arun_tool(effect: RunTool) -> ToolOutcome:
+    try:
+        return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
+    except Exception as exc:
+        return ToolOutcome(error=_describe(exc))
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _answer(value: Any) -> ApprovalAnswer:
+    if isinstance(value, ApprovalAnswer):
+        return value
+    if isinstance(value, bool):
+        return ApprovalAnswer(approved=value, reason="" if value else "declined by the approver")
+    raise TypeError(f"an approver must return ApprovalAnswer or bool, not {type(value).__name__}")
+
+
+def _checked_instructions(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"dynamic instructions must return a string, not {type(value).__name__}")
+    return value
+
+
+def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
+    return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
+
+
+def _last_response(events: Iterator[StreamEvent]) -> AgentResponse:
+    response: AgentResponse | None = None
+    for event in events:
+        if isinstance(event, Done):
+            response = event.response
+    assert response is not None
+    return response

@@ -1,0 +1,241 @@
+"""The Conversation aggregate: messages, the tool calls they proposed, and every decision about them."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from dcaf_like.domain.context import PlatformContext
+from dcaf_like.domain.errors import (
+    ApprovalMismatch,
+    DomainError,
+    DuplicateToolCall,
+    PendingToolCalls,
+    UnknownToolCall,
+)
+from dcaf_like.domain.events import (
+    Event,
+    MessageAdded,
+    ToolCallApproved,
+    ToolCallExecuted,
+    ToolCallFailed,
+    ToolCallRejected,
+    ToolCallRequested,
+)
+from dcaf_like.domain.tool_call import ToolCall, ToolCallId, ToolCallStatus, ToolInput
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageContent:
+    """The text of a message. Empty is allowed (a turn that only carries decisions)."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise DomainError(f"message content must be text, got {type(self.text).__name__}")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(slots=True)
+class Message:
+    role: Role
+    content: MessageContent
+    at: float
+    # Ids of the tool calls an assistant message proposed, in the order the model gave them.
+    tool_call_ids: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return self.content.text
+
+
+def new_conversation_id() -> str:
+    return "conv_" + secrets.token_hex(12)
+
+
+@dataclass(eq=False)
+class Conversation:
+    """Aggregate root. Every change goes through a method that checks the rules, records an event
+    and bumps :attr:`version`, which the repository uses for optimistic concurrency."""
+
+    id: str
+    messages: list[Message] = field(default_factory=list)
+    tool_calls: dict[str, ToolCall] = field(default_factory=dict)
+    platform_context: PlatformContext = field(default_factory=PlatformContext)
+    session: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    created_at: float = field(default_factory=time.time)
+    events: list[Event] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def start(cls, conversation_id: str | None = None, *, at: float | None = None) -> Conversation:
+        now = time.time() if at is None else at
+        return cls(id=conversation_id or new_conversation_id(), created_at=now)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def pending_tool_calls(self) -> list[ToolCall]:
+        return [c for c in self.tool_calls.values() if c.status is ToolCallStatus.PENDING]
+
+    @property
+    def unfinished_tool_calls(self) -> list[ToolCall]:
+        """Calls not yet in a final state: pending, or approved and not yet run."""
+        return [c for c in self.tool_calls.values() if not c.status.is_terminal]
+
+    def tool_call(self, call_id: str) -> ToolCall:
+        try:
+            return self.tool_calls[call_id]
+        except KeyError:
+            raise UnknownToolCall(call_id, self.id) from None
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def add_user_message(self, text: str, *, at: float | None = None) -> Message:
+        unfinished = self.unfinished_tool_calls
+        if unfinished:
+            raise PendingToolCalls([c.id.value for c in unfinished])
+        return self._add_message(Role.USER, text, at)
+
+    def add_assistant_message(self, text: str, *, at: float | None = None) -> Message:
+        return self._add_message(Role.ASSISTANT, text, at)
+
+    def _add_message(self, role: Role, text: str, at: float | None) -> Message:
+        message = Message(role=role, content=MessageContent(text), at=_now(at))
+        self.messages.append(message)
+        self._record(MessageAdded(self.id, message.at, role=role.value, index=len(self.messages) - 1))
+        return message
+
+    # -- tool calls ----------------------------------------------------------------------------
+
+    def request_tool_call(
+        self,
+        name: str,
+        tool_input: ToolInput,
+        *,
+        requires_approval: bool,
+        editable: bool = False,
+        description: str = "",
+        policy_reason: str | None = None,
+        approval_ttl: float | None = None,
+        call_id: ToolCallId | None = None,
+        at: float | None = None,
+    ) -> ToolCall:
+        """Record a call the model proposed, attached to the latest assistant message."""
+        if not self.messages or self.messages[-1].role is not Role.ASSISTANT:
+            raise DomainError("a tool call must follow the assistant message that proposed it")
+        call_id = call_id or ToolCallId.new()
+        if call_id.value in self.tool_calls:
+            raise DuplicateToolCall(call_id.value)
+        now = _now(at)
+        call = ToolCall(
+            id=call_id,
+            name=name,
+            proposed_input=tool_input,
+            requires_approval=requires_approval,
+            editable=editable,
+            description=description,
+            proposed_at=now,
+            expires_at=None if approval_ttl is None else now + approval_ttl,
+            policy_reason=policy_reason,
+        )
+        self.tool_calls[call_id.value] = call
+        self.messages[-1].tool_call_ids.append(call_id.value)
+        self._record(
+            ToolCallRequested(self.id, now, call_id.value, name, call.fingerprint, requires_approval)
+        )
+        return call
+
+    def approve_tool_call(
+        self,
+        call_id: str,
+        *,
+        by: str,
+        tool_name: str | None = None,
+        tool_input: ToolInput | None = None,
+        edited_input: ToolInput | None = None,
+        at: float | None = None,
+    ) -> ToolCall:
+        """Approve a pending call.
+
+        `tool_name` and `tool_input`, when the approver sends them, must be exactly what was proposed:
+        an approval binds to the proposal's fingerprint. Changing the arguments is a separate decision,
+        `edited_input`, which only tools marked editable accept.
+        """
+        call = self.tool_call(call_id)
+        if tool_name is not None and tool_name != call.name:
+            raise ApprovalMismatch(call_id, f"tool {tool_name!r} was sent, {call.name!r} was proposed")
+        if tool_input is not None and tool_input != call.proposed_input:
+            raise ApprovalMismatch(
+                call_id, "the arguments differ from the proposal; send an explicit edit to change them"
+            )
+        now = _now(at)
+        call.approve(by=by, at=now, edited_input=edited_input)
+        self._record(
+            ToolCallApproved(
+                self.id,
+                now,
+                call_id,
+                call.name,
+                approved_by=by,
+                edited=call.edited,
+                proposed_input=call.proposed_input.canonical_json,
+                approved_input=call.effective_input.canonical_json,
+            )
+        )
+        return call
+
+    def reject_tool_call(self, call_id: str, reason: str, *, by: str, at: float | None = None) -> ToolCall:
+        call = self.tool_call(call_id)
+        now = _now(at)
+        call.reject(reason, by=by, at=now)
+        self._record(ToolCallRejected(self.id, now, call_id, call.name, rejected_by=by, reason=reason))
+        return call
+
+    def record_tool_result(self, call_id: str, result: str, *, at: float | None = None) -> ToolCall:
+        call = self.tool_call(call_id)
+        now = _now(at)
+        call.record_result(result, at=now)
+        self._record(ToolCallExecuted(self.id, now, call_id, call.name))
+        return call
+
+    def record_tool_failure(self, call_id: str, error: str, *, at: float | None = None) -> ToolCall:
+        call = self.tool_call(call_id)
+        now = _now(at)
+        call.record_failure(error, at=now)
+        self._record(ToolCallFailed(self.id, now, call_id, call.name, error=error))
+        return call
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def replace_session(self, values: dict[str, Any]) -> None:
+        if values != self.session:
+            self.session = dict(values)
+            self.version += 1
+
+    def use_platform_context(self, context: PlatformContext) -> None:
+        """The context tools of this turn run with. Not an event: it arrives with every request."""
+        self.platform_context = context
+
+    def collect_events(self) -> list[Event]:
+        events, self.events = self.events, []
+        return events
+
+    def _record(self, event: Event) -> None:
+        self.events.append(event)
+        self.version += 1
+
+
+def _now(at: float | None) -> float:
+    return time.time() if at is None else at

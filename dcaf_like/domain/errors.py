@@ -1,0 +1,69 @@
+"""Typed errors the domain raises. Each names what was wrong, so an adapter can report it as is."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base of every rule the domain refuses to break."""
+
+
+class IllegalTransition(DomainError):
+    """A tool call was asked to move between two states the state machine does not connect."""
+
+    def __init__(self, call_id: str, from_status: str, to_status: str) -> None:
+        self.call_id = call_id
+        self.from_status = from_status
+        self.to_status = to_status
+        super().__init__(f"tool call {call_id} cannot go from {from_status} to {to_status}")
+
+
+class UnknownToolCall(DomainError):
+    """A decision names a tool call this conversation never proposed."""
+
+    def __init__(self, call_id: str, conversation_id: str) -> None:
+        self.call_id = call_id
+        self.conversation_id = conversation_id
+        super().__init__(f"tool call {call_id} was never proposed in conversation {conversation_id}")
+
+
+class DuplicateToolCall(DomainError):
+    """A tool call id was proposed twice in one conversation."""
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        super().__init__(f"tool call {call_id} already exists in this conversation")
+
+
+class ApprovalMismatch(DomainError):
+    """An approval does not match what the agent proposed (another tool name or other arguments)."""
+
+    def __init__(self, call_id: str, detail: str) -> None:
+        self.call_id = call_id
+        self.detail = detail
+        super().__init__(f"approval of tool call {call_id} does not match the proposal: {detail}")
+
+
+class EditNotAllowed(DomainError):
+    """Approving with edited arguments was asked for a tool that does not permit it."""
+
+    def __init__(self, call_id: str, tool_name: str) -> None:
+        self.call_id = call_id
+        self.tool_name = tool_name
+        super().__init__(f"tool {tool_name!r} does not allow editing its arguments (call {call_id})")
+
+
+class ApprovalExpired(DomainError):
+    """A pending tool call was decided after its approval window closed."""
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        super().__init__(f"the approval window of tool call {call_id} has closed")
+
+
+class PendingToolCalls(DomainError):
+    """A new user turn arrived while tool calls still wait for a decision."""
+
+    def __init__(self, call_ids: list[str]) -> None:
+        self.call_ids = call_ids
+        ids = ", ".join(call_ids)
+        super().__init__(f"tool calls waiting for a decision: {ids}; approve or reject them first")

@@ -1,0 +1,56 @@
+"""Domain events: what happened to a conversation, in the past tense, recorded by the aggregate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    conversation_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAdded(Event):
+    role: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequested(Event):
+    call_id: str
+    tool_name: str
+    fingerprint: str
+    requires_approval: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallApproved(Event):
+    call_id: str
+    tool_name: str
+    approved_by: str
+    edited: bool
+    proposed_input: str
+    approved_input: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRejected(Event):
+    call_id: str
+    tool_name: str
+    rejected_by: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallExecuted(Event):
+    call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFailed(Event):
+    call_id: str
+    tool_name: str
+    error: str

@@ -1,0 +1,123 @@
+"""ApprovalPolicy: decides, for one proposed call, whether it runs, waits for a human, or is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from dcaf_like.domain.context import PlatformContext
+
+
+class Verdict(StrEnum):
+    ALLOW = "allow"
+    REQUIRE_APPROVAL = "require_approval"
+    DENY = "deny"
+
+    @property
+    def strictness(self) -> int:
+        return _STRICTNESS[self]
+
+
+_STRICTNESS = {Verdict.ALLOW: 0, Verdict.REQUIRE_APPROVAL: 1, Verdict.DENY: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    verdict: Verdict
+    reason: str
+
+
+Predicate = Callable[[str, Mapping[str, Any], PlatformContext], bool]
+"""A rule's condition: ``(tool_name, arguments, platform_context) -> bool``."""
+
+
+def _always(_name: str, _args: Mapping[str, Any], _ctx: PlatformContext) -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """If `when` holds for a call to one of `tools` (any tool if None), the verdict is at least `verdict`."""
+
+    verdict: Verdict
+    reason: str
+    when: Predicate = _always
+    tools: frozenset[str] | None = None
+
+    def evaluate(self, tool_name: str, arguments: Mapping[str, Any], context: PlatformContext) -> bool:
+        if self.tools is not None and tool_name not in self.tools:
+            return False
+        return bool(self.when(tool_name, arguments, context))
+
+
+def require_approval(reason: str, *, when: Predicate = _always, tools: Iterable[str] | None = None) -> Rule:
+    return Rule(Verdict.REQUIRE_APPROVAL, reason, when, None if tools is None else frozenset(tools))
+
+
+def deny(reason: str, *, when: Predicate = _always, tools: Iterable[str] | None = None) -> Rule:
+    return Rule(Verdict.DENY, reason, when, None if tools is None else frozenset(tools))
+
+
+def argument_in(name: str, *values: Any) -> Predicate:
+    """Holds when the call's argument `name` is one of `values`."""
+
+    def predicate(_tool: str, args: Mapping[str, Any], _ctx: PlatformContext) -> bool:
+        return name in args and args[name] in values
+
+    return predicate
+
+
+def context_in(key: str, *values: Any) -> Predicate:
+    """Holds when the platform context's `key` is one of `values`."""
+
+    def predicate(_tool: str, _args: Mapping[str, Any], ctx: PlatformContext) -> bool:
+        return key in ctx and ctx[key] in values
+
+    return predicate
+
+
+class ApprovalPolicy:
+    """The strictest verdict wins: the tool's own flag, then every matching rule.
+
+    Rules only tighten. To auto-run a tool in dev but ask in prod, mark the tool as not requiring
+    approval and add ``require_approval(..., when=context_in("k8s_namespace", "prod"))``.
+    A rule whose condition raises applies its verdict anyway (it fails closed).
+    """
+
+    def __init__(self, rules: Iterable[Rule] = ()) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+
+    def with_rules(self, *rules: Rule) -> ApprovalPolicy:
+        return ApprovalPolicy((*self.rules, *rules))
+
+    def decide(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        *,
+        tool_requires_approval: bool,
+        context: PlatformContext,
+    ) -> PolicyDecision:
+        if tool_requires_approval:
+            decision = PolicyDecision(Verdict.REQUIRE_APPROVAL, f"{tool_name} requires approval")
+        else:
+            decision = PolicyDecision(Verdict.ALLOW, f"{tool_name} runs without approval")
+        for rule in self.rules:
+            if rule.verdict.strictness <= decision.verdict.strictness:
+                continue
+            try:
+                matched = rule.evaluate(tool_name, arguments, context)
+                reason = rule.reason
+            except Exception as exc:
+                matched = True
+                reason = f"{rule.reason} (its condition failed: {type(exc).__name__}, so it applies)"
+            if matched:
+                decision = PolicyDecision(rule.verdict, reason)
+                if decision.verdict is Verdict.DENY:
+                    break
+        return decision
+
+    def __repr__(self) -> str:
+        return f"ApprovalPolicy({len(self.rules)} rules)"

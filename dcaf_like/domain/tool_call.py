@@ -1,0 +1,188 @@
+"""The ToolCall entity, its state machine, and the value objects that pin what was proposed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from dcaf_like.domain.errors import ApprovalExpired, DomainError, EditNotAllowed, IllegalTransition
+
+
+class InvalidToolInput(DomainError):
+    """Tool arguments that are not a JSON object."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallId:
+    """The server-minted identity of one proposed call: unguessable, so it cannot be forged."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        if not self.value or len(self.value) > 128 or not self.value.isprintable():
+            raise DomainError(f"invalid tool call id {self.value!r}")
+
+    @classmethod
+    def new(cls) -> ToolCallId:
+        return cls("tc_" + secrets.token_hex(12))
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInput:
+    """Immutable tool arguments, kept as canonical JSON so two equal inputs compare and hash equal."""
+
+    canonical_json: str
+
+    @classmethod
+    def of(cls, arguments: Any) -> ToolInput:
+        if not isinstance(arguments, dict):
+            raise InvalidToolInput(f"tool arguments must be a JSON object, got {type(arguments).__name__}")
+        try:
+            text = json.dumps(
+                _normalize(arguments),
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+                allow_nan=False,
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidToolInput(f"tool arguments are not JSON: {exc}") from exc
+        return cls(text)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A fresh copy: changing it never changes the recorded input."""
+        value: dict[str, Any] = json.loads(self.canonical_json)
+        return value
+
+    def __repr__(self) -> str:
+        return f"ToolInput({self.canonical_json})"
+
+
+def _normalize(value: Any) -> Any:
+    """Integral floats become ints, so ``1.0`` and ``1`` (which a JavaScript client cannot tell apart)
+    compare equal after a round trip through a browser."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalize(v) for v in value]
+    return value
+
+
+def fingerprint(tool_name: str, tool_input: ToolInput) -> str:
+    """What an approval binds to: the tool name and the canonical JSON of its arguments."""
+    digest = hashlib.sha256()
+    digest.update(tool_name.encode())
+    digest.update(b"\x00")
+    digest.update(tool_input.canonical_json.encode())
+    return digest.hexdigest()
+
+
+class ToolCallStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXECUTED = "executed"
+    FAILED = "failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({ToolCallStatus.REJECTED, ToolCallStatus.EXECUTED, ToolCallStatus.FAILED})
+
+# The whole state machine. PENDING -> FAILED is a call that could not run at all (unknown tool,
+# arguments that fail the schema); it never reaches a tool.
+_TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
+    {
+        (ToolCallStatus.PENDING, ToolCallStatus.APPROVED),
+        (ToolCallStatus.PENDING, ToolCallStatus.REJECTED),
+        (ToolCallStatus.PENDING, ToolCallStatus.FAILED),
+        (ToolCallStatus.APPROVED, ToolCallStatus.EXECUTED),
+        (ToolCallStatus.APPROVED, ToolCallStatus.FAILED),
+    }
+)
+
+
+def can_transition(from_status: ToolCallStatus, to_status: ToolCallStatus) -> bool:
+    return (from_status, to_status) in _TRANSITIONS
+
+
+@dataclass(eq=False, slots=True)
+class ToolCall:
+    """One call the agent proposed. Its input is fixed at proposal; every change goes through `_move`."""
+
+    id: ToolCallId
+    name: str
+    proposed_input: ToolInput
+    requires_approval: bool = True
+    editable: bool = False
+    description: str = ""
+    proposed_at: float = 0.0
+    expires_at: float | None = None
+    status: ToolCallStatus = ToolCallStatus.PENDING
+    approved_input: ToolInput | None = None
+    decided_by: str | None = None
+    decided_at: float | None = None
+    decision_note: str | None = None
+    result: str | None = None
+    error: str | None = None
+    finished_at: float | None = None
+    # Why the policy asked for approval or denied the call, for the person deciding.
+    policy_reason: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.name, self.proposed_input)
+
+    @property
+    def edited(self) -> bool:
+        return self.approved_input is not None and self.approved_input != self.proposed_input
+
+    @property
+    def effective_input(self) -> ToolInput:
+        """The arguments the tool runs with: the edited ones if a human edited them, else the proposal."""
+        return self.approved_input if self.approved_input is not None else self.proposed_input
+
+    def is_expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+    def _move(self, to_status: ToolCallStatus) -> None:
+        if not can_transition(self.status, to_status):
+            raise IllegalTransition(self.id.value, self.status.value, to_status.value)
+        self.status = to_status
+
+    def approve(self, *, by: str, at: float, edited_input: ToolInput | None = None) -> None:
+        if edited_input is not None and edited_input != self.proposed_input and not self.editable:
+            raise EditNotAllowed(self.id.value, self.name)
+        if self.status is ToolCallStatus.PENDING and self.is_expired(at):
+            raise ApprovalExpired(self.id.value)
+        self._move(ToolCallStatus.APPROVED)
+        self.approved_input = edited_input if edited_input != self.proposed_input else None
+        self.decided_by = by
+        self.decided_at = at
+
+    def reject(self, reason: str, *, by: str, at: float) -> None:
+        self._move(ToolCallStatus.REJECTED)
+        self.decision_note = reason
+        self.decided_by = by
+        self.decided_at = at
+
+    def record_result(self, result: str, *, at: float) -> None:
+        self._move(ToolCallStatus.EXECUTED)
+        self.result = result
+        self.finished_at = at
+
+    def record_failure(self, error: str, *, at: float) -> None:
+        self._move(ToolCallStatus.FAILED)
+        self.error = error
+        self.finished_at = at

@@ -1,0 +1,62 @@
+"""Model runtimes, and how a runtime named by a string is found.
+
+A string names a provider and a model, ``"provider:model"``. Providers shipped with dcaf_like are
+listed in ``_PROVIDERS`` and imported only when named; third-party packages add theirs through the
+``dcaf_like.runtimes`` entry point group (the entry point loads a callable taking the model string).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from dcaf_like.application.errors import RuntimeNotConfigured
+from dcaf_like.application.ports import AgentRuntime
+
+RuntimeFactory = Callable[[str], AgentRuntime]
+
+# provider name -> (factory loader, the extra that installs its SDK). Filled as runtimes ship.
+_PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {}
+
+ENTRY_POINT_GROUP = "dcaf_like.runtimes"
+
+
+def available_providers() -> list[str]:
+    third_party = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    return sorted({*_PROVIDERS, *third_party})
+
+
+def resolve_runtime(runtime: AgentRuntime | str | None) -> AgentRuntime:
+    """An AgentRuntime as is; a ``"provider:model"`` string through the provider chain."""
+    if isinstance(runtime, AgentRuntime):
+        return runtime
+    if runtime is None:
+        raise RuntimeNotConfigured(
+            "this agent has no model runtime: pass runtime=<an AgentRuntime> or runtime='provider:model'. "
+            + _what_exists()
+        )
+    if not isinstance(runtime, str):
+        raise TypeError(f"runtime must be an AgentRuntime or a 'provider:model' string, not {runtime!r}")
+    provider, _, model = runtime.partition(":")
+    if provider in _PROVIDERS:
+        load, extra = _PROVIDERS[provider]
+        try:
+            factory = load()
+        except ImportError as exc:
+            raise RuntimeNotConfigured(
+                f"runtime {provider!r} needs its SDK ({exc.name}): pip install 'dcaf_like[{extra}]'"
+            ) from exc
+        return factory(model)
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=provider):
+        factory = ep.load()
+        return factory(model)  # type: ignore[no-any-return]
+    raise RuntimeNotConfigured(f"no runtime provider named {provider!r}. " + _what_exists())
+
+
+def _what_exists() -> str:
+    providers = available_providers()
+    named = ", ".join(providers) if providers else "none are installed yet in this version"
+    return (
+        f"Providers by name: {named}. Any AgentRuntime subclass works as runtime=...; "
+        "dcaf_like.testing.FakeRuntime is the scripted runtime for tests."
+    )

@@ -1,0 +1,186 @@
+"""Tools: plain typed functions an agent may call, each with its schema and its approval flag."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+import typing
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, overload
+
+from dcaf_like.application.model import ToolSpec
+from dcaf_like.application.ports import ToolContext
+from dcaf_like.domain import PlatformContext, Session
+
+if TYPE_CHECKING:
+    from dcaf_like._schema import ArgumentSchema
+
+_INJECTED: dict[type, str] = {Session: "session", PlatformContext: "platform_context", ToolContext: "context"}
+
+
+def injected_kind(annotation: Any) -> str | None:
+    """Which framework value a parameter with this annotation receives, if any."""
+    return _INJECTED.get(annotation) if isinstance(annotation, type) else None
+
+
+class Tool:
+    """A function the agent can call.
+
+    ``requires_approval`` defaults to True: a tool runs without a human only when its author says so.
+    ``editable`` lets the approver change the arguments before approving (validated against the schema).
+    ``schema`` is a JSON schema dict or a pydantic model; without it the signature is the schema.
+    Parameters annotated ``Session``, ``PlatformContext`` or ``ToolContext`` are filled in by the framework
+    and hidden from the model.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: bool = True,
+        editable: bool = False,
+        schema: Mapping[str, Any] | type | None = None,
+    ) -> None:
+        from dcaf_like import _schema
+
+        self.func = func
+        self.name = name or func.__name__
+        if not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"tool name {self.name!r} may hold only letters, digits, '_' and '-'")
+        self.description = description or _first_paragraph(func) or self.name.replace("_", " ")
+        self.requires_approval = requires_approval
+        self.editable = editable
+        self.is_async = inspect.iscoroutinefunction(func)
+        self._arguments: ArgumentSchema
+        if schema is None:
+            self._arguments = _schema.from_signature(self.name, func)
+        elif isinstance(schema, Mapping):
+            self._arguments = _schema.from_dict(self.name, schema)
+        elif isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+            self._arguments = _schema.from_model(self.name, schema, func)
+        else:
+            raise TypeError(f"tool {self.name!r}: schema must be a dict or a pydantic model, not {schema!r}")
+        hints = typing.get_type_hints(func)
+        self._injected = {
+            p.name: kind
+            for p in inspect.signature(func).parameters.values()
+            if (kind := injected_kind(hints.get(p.name))) is not None
+        }
+        self.__doc__ = func.__doc__
+        self.__name__ = self.name
+        self.__wrapped__ = func
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self._arguments.json_schema
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return self._arguments.validate(arguments)
+
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+        if self.is_async:
+            from dcaf_like.application._concurrency import run_sync
+
+            return run_sync(self.ainvoke(arguments, context))
+        return render(self.func(**self._kwargs(arguments, context)))
+
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+        kwargs = self._kwargs(arguments, context)
+        if self.is_async:
+            return render(await self.func(**kwargs))
+        return render(await asyncio.to_thread(self.func, **kwargs))
+
+    def _kwargs(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        kwargs = self._arguments.bind(arguments)
+        values = {
+            "session": context.session,
+            "platform_context": context.platform_context,
+            "context": context,
+        }
+        for param, kind in self._injected.items():
+            kwargs[param] = values[kind]
+        return kwargs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself, as if it were not a tool (handy in tests)."""
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        approval = "requires approval" if self.requires_approval else "runs without approval"
+        return f"<Tool {self.name}: {approval}>"
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = True,
+    editable: bool = False,
+    schema: Mapping[str, Any] | type | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = True,
+    editable: bool = False,
+    schema: Mapping[str, Any] | type | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+            editable=editable,
+            schema=schema,
+        )
+
+    return wrap(func) if func is not None else wrap
+
+
+def as_tool(value: Tool | Callable[..., Any]) -> Tool:
+    """A Tool as is; a plain function becomes a tool that requires approval."""
+    return value if isinstance(value, Tool) else Tool(value)
+
+
+def render(value: Any) -> str:
+    """A tool's return value as the text the model reads."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    dump = getattr(value, "model_dump_json", None)
+    if callable(dump):
+        return str(dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _first_paragraph(func: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(func) or ""
+    return doc.split("\n\n", 1)[0].strip().replace("\n", " ")
