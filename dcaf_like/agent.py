@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ class Agent:
         pause_on_tool_calls: bool = False,
         approval_ttl: float | None = None,
         approver: ApprovalCallback | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = name
         self.description = description
@@ -58,6 +60,7 @@ class Agent:
             "approval_ttl": approval_ttl,
             "approver": approver,
             "name": name,
+            "clock": clock,
         }
         self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
 

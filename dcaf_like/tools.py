@@ -49,11 +49,11 @@ class Tool:
 
         self.func = func
         self.name = name or func.__name__
+        self.requires_approval = requires_approval
+        self.editable = editable
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"tool name {self.name!r} may hold only letters, digits, '_' and '-'")
         self.description = description or _first_paragraph(func) or self.name.replace("_", " ")
-        self.requires_approval = requires_approval
-        self.editable = editable
         self.is_async = inspect.iscoroutinefunction(func)
         self._arguments: ArgumentSchema
         if schema is None:

@@ -103,9 +103,12 @@ class Conversation:
     # -- messages ------------------------------------------------------------------------------
 
     def add_user_message(self, text: str, *, at: float | None = None) -> Message:
-        unfinished = self.unfinished_tool_calls
-        if unfinished:
-            raise PendingToolCalls([c.id.value for c in unfinished])
+        """A new user turn. Refused while calls wait for a decision; a turn that carries decisions
+        applies them first. Approved calls may still be running: their results stay attached to the
+        message that proposed them."""
+        pending = self.pending_tool_calls
+        if pending:
+            raise PendingToolCalls([c.id.value for c in pending])
         return self._add_message(Role.USER, text, at)
 
     def add_assistant_message(self, text: str, *, at: float | None = None) -> Message:

@@ -1,0 +1,116 @@
+"""An operations agent for a small in-memory Kubernetes-like cluster.
+
+Reading is free; deleting a pod waits for a human; nothing may touch kube-system.
+
+    python examples/k8s_agent.py            # asks you to approve on the terminal
+    python examples/k8s_agent.py --yes      # approves for you (used by the tests)
+
+No provider runtime ships yet, so the walkthrough drives the agent with the scripted test runtime,
+playing the part a model will play. `build_agent(runtime)` takes any AgentRuntime.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dcaf_like import Agent, AgentRuntime, ApprovalPolicy, argument_in, deny, tool
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.pods = {
+            "default": {"web-1": "Running", "web-2": "CrashLoopBackOff"},
+            "kube-system": {"coredns": "Running"},
+        }
+
+    def tools(self) -> list:
+        pods = self.pods
+
+        @tool(requires_approval=False)
+        def list_pods(namespace: str = "default") -> dict[str, str]:
+            """List the pods of a namespace with their status."""
+            return pods.get(namespace, {})
+
+        @tool(requires_approval=False)
+        def describe_pod(name: str, namespace: str = "default") -> str:
+            """Describe one pod."""
+            status = pods.get(namespace, {}).get(name)
+            return f"{namespace}/{name}: {status}" if status else f"no pod {name} in {namespace}"
+
+        @tool
+        def delete_pod(name: str, namespace: str = "default") -> str:
+            """Delete a pod. Its controller may start a fresh one.
+
+            Args:
+                name: The pod to delete.
+                namespace: The pod's namespace.
+            """
+            if pods.get(namespace, {}).pop(name, None) is None:
+                raise LookupError(f"no pod {name} in {namespace}")
+            return f'pod "{name}" deleted'
+
+        return [list_pods, describe_pod, delete_pod]
+
+
+POLICY = ApprovalPolicy(
+    [deny("kube-system is managed by the platform team", when=argument_in("namespace", "kube-system"))]
+)
+
+SYSTEM = "You operate a Kubernetes cluster. Look before you act; explain what you will change."
+
+
+def build_agent(runtime: AgentRuntime | str, cluster: Cluster | None = None) -> Agent:
+    cluster = cluster or Cluster()
+    return Agent(
+        tools=cluster.tools(),
+        system=SYSTEM,
+        name="k8s-operator",
+        description="Inspects and repairs pods; deleting one needs your approval.",
+        runtime=runtime,
+        approval_policy=POLICY,
+    )
+
+
+def scripted_model() -> AgentRuntime:
+    """Plays the model's part for the walkthrough."""
+    from dcaf_like import ModelRequest, ModelResponse, ToolResult
+    from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
+
+    def conclude(request: ModelRequest) -> ModelResponse:
+        outcome = [m for m in request.messages if isinstance(m, ToolResult)][-1]
+        if outcome.is_error:
+            return ModelResponse(text=f"I left web-2 alone ({outcome.content}).")
+        return ModelResponse(text="web-2 was deleted; its deployment will start a fresh pod.")
+
+    return FakeRuntime(
+        [
+            tool_calls(tool_call("list_pods", namespace="default"), text="Let me look at the pods."),
+            tool_calls(
+                tool_call("delete_pod", name="web-2"), text="web-2 is crash-looping; I will delete it."
+            ),
+            conclude,
+        ]
+    )
+
+
+def main(argv: list[str]) -> int:
+    cluster = Cluster()
+    agent = build_agent(scripted_model(), cluster)
+    response = agent.run("web-2 keeps crashing, please fix it")
+    print(f"agent: {response.text}")
+    for call in response.executed_tool_calls:
+        print(f"  ran {call.name}{call.input} -> {call.output}")
+    for call in response.pending_tool_calls:
+        print(f"  wants to run {call.name}{call.input}: {call.description}")
+        answer = "y" if "--yes" in argv else input("  approve? [y/N] ").strip().lower()
+        if answer == "y":
+            response = agent.approve(response.conversation_id, call.id)
+        else:
+            response = agent.reject(response.conversation_id, call.id, "the operator said no")
+    print(f"agent: {response.text}")
+    print(f"pods now: {cluster.pods['default']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,174 @@
+"""The runtime contract: every AgentRuntime must behave like this, whichever model it drives.
+
+Each runtime joins by adding a fixture to RUNTIMES that returns a `Script` for it: a way to make the
+runtime answer the next call with given text or calls (for a real SDK, by scripting the local
+server that speaks its wire protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from dcaf_like import (
+    AgentRuntime,
+    AssistantTurn,
+    ModelCompleted,
+    ModelError,
+    ModelRateLimited,
+    ModelRequest,
+    TextDelta,
+    ToolResult,
+    ToolSpec,
+    UserTurn,
+)
+from dcaf_like.testing import FakeRuntime, Step, fail, reply, tool_call, tool_calls
+
+
+@dataclass
+class Script:
+    runtime: AgentRuntime
+    answer: Callable[[str], None]
+    answer_in_chunks: Callable[[list[str]], None]
+    call: Callable[[list[tuple[str, dict]]], None]
+    fail_rate_limited: Callable[[], None]
+    last_request: Callable[[], ModelRequest]
+
+
+def fake_script() -> Script:
+    runtime = FakeRuntime()
+    return Script(
+        runtime=runtime,
+        answer=lambda text: runtime.then(reply(text)),
+        answer_in_chunks=lambda chunks: runtime.then(reply("".join(chunks), chunks=chunks)),
+        call=lambda calls: runtime.then(tool_calls(*(tool_call(n, a) for n, a in calls))),
+        fail_rate_limited=lambda: runtime.then(fail(ModelRateLimited("slow down", runtime="fake"))),
+        last_request=lambda: runtime.requests[-1],
+    )
+
+
+RUNTIMES = {"fake": fake_script}
+
+
+@pytest.fixture(params=sorted(RUNTIMES))
+def script(request) -> Script:
+    return RUNTIMES[request.param]()
+
+
+TOOLS = (
+    ToolSpec("delete_pod", "Delete a pod", {"type": "object", "properties": {"name": {"type": "string"}}}),
+    ToolSpec("list_pods", "List pods", {"type": "object", "properties": {}}),
+)
+
+
+def ask(text: str, *history) -> ModelRequest:
+    return ModelRequest(system="You operate Kubernetes.", messages=(*history, UserTurn(text)), tools=TOOLS)
+
+
+def test_a_plain_answer(script):
+    script.answer("All pods are healthy.")
+
+    response = script.runtime.invoke(ask("status?"))
+
+    assert response.text == "All pods are healthy."
+    assert response.tool_calls == ()
+
+
+def test_one_tool_call(script):
+    script.call([("delete_pod", {"name": "web-1"})])
+
+    response = script.runtime.invoke(ask("delete web-1"))
+
+    [call] = response.tool_calls
+    assert (call.name, dict(call.arguments)) == ("delete_pod", {"name": "web-1"})
+    assert call.id
+
+
+def test_several_tool_calls_in_one_answer(script):
+    script.call([("list_pods", {}), ("delete_pod", {"name": "web-1"})])
+
+    response = script.runtime.invoke(ask("clean up"))
+
+    assert [c.name for c in response.tool_calls] == ["list_pods", "delete_pod"]
+    assert len({c.id for c in response.tool_calls}) == 2
+
+
+def test_a_tool_result_then_an_answer(script):
+    script.answer("web-1 is deleted.")
+    history = (
+        UserTurn("delete web-1"),
+        AssistantTurn("", (tool_call("delete_pod", name="web-1"),)),
+    )
+    call_id = history[1].tool_calls[0].id
+
+    response = script.runtime.invoke(
+        ModelRequest("sys", (*history, ToolResult(call_id, "delete_pod", 'pod "web-1" deleted')), TOOLS)
+    )
+
+    assert response.text == "web-1 is deleted."
+    sent = script.last_request().messages
+    assert any(isinstance(m, ToolResult) and m.call_id == call_id for m in sent)
+
+
+def test_a_rejection_reason_reaches_the_model(script):
+    script.answer("OK, I will not.")
+    call = tool_call("delete_pod", name="web-1")
+    rejected = ToolResult(call.id, "delete_pod", "Not run. Rejected: serving traffic", is_error=True)
+
+    script.runtime.invoke(
+        ModelRequest("sys", (UserTurn("delete"), AssistantTurn("", (call,)), rejected), TOOLS)
+    )
+
+    [sent] = [m for m in script.last_request().messages if isinstance(m, ToolResult)]
+    assert sent.is_error
+    assert "serving traffic" in sent.content
+
+
+def test_streaming_deltas_arrive_in_order_then_one_completion(script):
+    script.answer_in_chunks(["Pods ", "are ", "healthy."])
+
+    events = list(script.runtime.stream(ask("status?")))
+
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(deltas) == "Pods are healthy."
+    assert isinstance(events[-1], ModelCompleted)
+    assert events[-1].response.text == "Pods are healthy."
+    assert sum(isinstance(e, ModelCompleted) for e in events) == 1
+
+
+async def test_the_async_twins_give_the_same_answers(script):
+    script.answer("async hello")
+    script.answer_in_chunks(["a", "b"])
+
+    response = await script.runtime.ainvoke(ask("hi"))
+    events = [e async for e in script.runtime.astream(ask("hi"))]
+
+    assert response.text == "async hello"
+    assert events[-1].response.text == "ab"
+
+
+def test_a_provider_error_is_mapped_to_a_typed_error(script):
+    script.fail_rate_limited()
+
+    with pytest.raises(ModelError) as info:
+        script.runtime.invoke(ask("hi"))
+
+    assert isinstance(info.value, ModelRateLimited)
+    assert info.value.retryable
+
+
+def test_unicode_and_large_arguments_survive(script):
+    big = {"name": "pød-ünïcødé-🚀", "labels": {f"k{i}": "v" * 50 for i in range(200)}}
+    script.call([("delete_pod", big)])
+
+    response = script.runtime.invoke(ask("delete the rocket pod ✈"))
+
+    assert dict(response.tool_calls[0].arguments) == big
+
+
+def test_a_step_function_sees_the_request():
+    runtime = FakeRuntime([lambda request: Step(text=f"{len(request.tools)} tools").response()])
+
+    assert runtime.invoke(ask("hi")).text == "2 tools"

@@ -1,0 +1,24 @@
+"""Every Python block in the README and in docs/ runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def blocks() -> list[tuple[str, str]]:
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, match in enumerate(BLOCK.finditer(path.read_text())):
+            found.append((f"{path.relative_to(ROOT)}#{i + 1}", match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize(("where", "code"), blocks(), ids=[w for w, _ in blocks()])
+def test_the_documented_code_runs(where, code):
+    exec(compile(code, where, "exec"), {"__name__": "__docs__"})

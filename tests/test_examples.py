@@ -1,0 +1,60 @@
+"""Every example runs, and does what its docstring says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+import k8s_agent  # noqa: E402
+
+
+def run_example(*args: str, stdin: str = "") -> str:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "k8s_agent.py"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_the_walkthrough_deletes_the_crashing_pod_once_approved():
+    out = run_example("--yes")
+
+    assert "wants to run delete_pod{'name': 'web-2', 'namespace': 'default'}" in out
+    assert "pods now: {'web-1': 'Running'}" in out
+
+
+def test_the_walkthrough_leaves_the_pod_when_the_operator_says_no():
+    out = run_example(stdin="n\n")
+
+    assert "I left web-2 alone" in out
+    assert "the operator said no" in out
+    assert "'web-2': 'CrashLoopBackOff'" in out
+
+
+def test_the_example_agent_refuses_to_touch_kube_system():
+    from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+    cluster = k8s_agent.Cluster()
+    runtime = FakeRuntime(
+        [tool_calls(tool_call("delete_pod", name="coredns", namespace="kube-system")), reply("I may not.")]
+    )
+    response = k8s_agent.build_agent(runtime, cluster).run("delete coredns")
+
+    assert not response.has_pending_approvals
+    assert "platform team" in response.rejected_tool_calls[0].rejection_reason
+    assert "coredns" in cluster.pods["kube-system"]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
+def test_every_example_has_a_docstring_saying_how_to_run_it(path):
+    assert "python examples/" in path.read_text().split('"""')[1]

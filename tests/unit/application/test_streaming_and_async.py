@@ -1,0 +1,181 @@
+"""Streaming events, the async API, and the sync/async parity of the loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dcaf_like import (
+    Agent,
+    ApprovalRequired,
+    Done,
+    ModelRateLimited,
+    ReasoningDelta,
+    RunFailed,
+    TextDelta,
+    ToolCallProposed,
+    ToolFinished,
+    ToolRejected,
+    ToolStarted,
+    tool,
+)
+from dcaf_like.testing import FakeRuntime, Step, fail, reply, tool_call, tool_calls
+
+
+def event_types(events) -> list[str]:
+    return [e.type for e in events]
+
+
+def test_a_stream_yields_deltas_in_order_then_tool_events_then_suspends_on_approval(cluster):
+    runtime = FakeRuntime(
+        [
+            tool_calls("list_pods"),
+            Step(
+                text="Deleting web-2 now.",
+                chunks=("Deleting ", "web-2 ", "now."),
+                calls=(tool_call("delete_pod", name="web-2"),),
+                reasoning="web-2 crashes",
+            ),
+        ]
+    )
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+
+    events = list(agent.run_stream("fix the cluster"))
+
+    assert event_types(events) == [
+        "tool_call_proposed",
+        "tool_started",
+        "tool_finished",
+        "reasoning_delta",
+        "text_delta",
+        "text_delta",
+        "text_delta",
+        "tool_call_proposed",
+        "approval_required",
+        "done",
+    ]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Deleting web-2 now."
+    assert isinstance(events[3], ReasoningDelta)
+    proposed = [e for e in events if isinstance(e, ToolCallProposed)]
+    assert [p.call.status for p in proposed] == ["approved", "pending"]
+    [approval] = [e for e in events if isinstance(e, ApprovalRequired)]
+    assert approval.calls[0].name == "delete_pod"
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.response.pending_tool_calls[0].id == approval.calls[0].id
+    assert runtime.remaining == 0
+
+
+def test_resuming_a_stream_after_approval_runs_the_call_then_streams_the_answer(cluster):
+    runtime = FakeRuntime(
+        [tool_calls(tool_call("delete_pod", name="web-2")), reply("Gone.", chunks=["Go", "ne."])]
+    )
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    first = list(agent.run_stream("delete web-2"))[-1].response
+    decision = {
+        "role": "user",
+        "content": "",
+        "data": {"tool_calls": [{"id": first.pending_tool_calls[0].id, "execute": True}]},
+    }
+
+    events = list(agent.run_stream([decision], conversation_id=first.conversation_id))
+
+    assert event_types(events) == ["tool_started", "tool_finished", "text_delta", "text_delta", "done"]
+    assert isinstance(events[1], ToolFinished)
+    assert events[1].call.output == 'pod "web-2" deleted'
+    assert isinstance(events[0], ToolStarted)
+    assert events[0].name == "delete_pod"
+
+
+def test_a_failure_while_streaming_ends_the_stream_with_an_error_event(cluster):
+    agent = Agent(tools=cluster.tools(), runtime=FakeRuntime([fail(ModelRateLimited("throttled"))]))
+
+    events = list(agent.run_stream("hi"))
+
+    [failed] = events
+    assert isinstance(failed, RunFailed)
+    assert failed.type == "error"
+    assert failed.kind == "ModelRateLimited"
+    assert "throttled" in failed.error
+    assert isinstance(failed.exception, ModelRateLimited)
+
+
+def test_a_rejected_decision_is_announced_in_the_stream(cluster):
+    agent = Agent(
+        tools=cluster.tools(),
+        runtime=FakeRuntime([tool_calls(tool_call("delete_pod", name="web-1")), reply("Left alone.")]),
+    )
+    first = agent.run("delete web-1")
+    decision = {
+        "role": "user",
+        "content": "",
+        "data": {"tool_calls": [{"id": first.pending_tool_calls[0].id, "rejection_reason": "no"}]},
+    }
+
+    events = list(agent.run_stream([decision], conversation_id=first.conversation_id))
+
+    assert isinstance(events[0], ToolRejected)
+    assert events[0].call.rejection_reason == "no"
+
+
+async def test_the_async_api_runs_the_same_approval_flow(cluster):
+    runtime = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-1")), reply("Deleted.")])
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+
+    first = await agent.arun("delete web-1")
+    second = await agent.adecide(first.conversation_id, [_approve(first.pending_tool_calls[0].id)])
+
+    assert second.text == "Deleted."
+    assert cluster.deleted == [("default", "web-1")]
+
+
+async def test_the_async_stream_yields_the_same_events_as_the_sync_stream(cluster):
+    def script():
+        return [tool_calls("list_pods"), reply("All fine.", chunks=["All ", "fine."])]
+
+    sync_events = list(Agent(tools=cluster.tools(), runtime=FakeRuntime(script())).run_stream("status?"))
+    async_events = [
+        e async for e in Agent(tools=cluster.tools(), runtime=FakeRuntime(script())).arun_stream("status?")
+    ]
+
+    assert event_types(async_events) == event_types(sync_events)
+    assert async_events[-1].response.text == sync_events[-1].response.text == "All fine."
+
+
+async def test_async_tools_run_in_both_apis():
+    calls = []
+
+    @tool(requires_approval=False)
+    async def ping(host: str) -> str:
+        """Ping a host."""
+        await asyncio.sleep(0)
+        calls.append(host)
+        return f"{host} is up"
+
+    def script():
+        return [tool_calls(tool_call("ping", host="db")), reply("ok")]
+
+    sync_response = await asyncio.to_thread(Agent(tools=[ping], runtime=FakeRuntime(script())).run, "ping db")
+    async_response = await Agent(tools=[ping], runtime=FakeRuntime(script())).arun("ping db")
+
+    assert sync_response.executed_tool_calls[0].output == "db is up"
+    assert async_response.executed_tool_calls[0].output == "db is up"
+    assert calls == ["db", "db"]
+
+
+def test_a_sync_run_works_inside_a_running_event_loop():
+    @tool(requires_approval=False)
+    async def ping(host: str) -> str:
+        return f"{host} is up"
+
+    agent = Agent(tools=[ping], runtime=FakeRuntime([tool_calls(tool_call("ping", host="db")), reply("ok")]))
+
+    async def main():
+        return agent.run("ping db")
+
+    assert asyncio.run(main()).executed_tool_calls[0].output == "db is up"
+
+
+def _approve(call_id):
+    from dcaf_like import ToolDecision
+
+    return ToolDecision.approved(call_id)

@@ -1,0 +1,112 @@
+"""The public surface is curated: a change to it is a decision, made here on purpose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dcaf_like
+
+EXPORTED = {
+    "Agent",
+    "AgentContext",
+    "AgentRequest",
+    "AgentResponse",
+    "AgentResult",
+    "AgentRuntime",
+    "ApplicationError",
+    "ApprovalAnswer",
+    "ApprovalExpired",
+    "ApprovalMismatch",
+    "ApprovalPolicy",
+    "ApprovalRequired",
+    "AssistantTurn",
+    "ConcurrencyConflict",
+    "ConversationNotFound",
+    "ConversationRepository",
+    "DomainError",
+    "Done",
+    "EditNotAllowed",
+    "FunctionAgent",
+    "IllegalTransition",
+    "InMemoryConversationRepository",
+    "InvalidRequest",
+    "InvalidToolArguments",
+    "ModelAccessDenied",
+    "ModelCompleted",
+    "ModelError",
+    "ModelRateLimited",
+    "ModelRequest",
+    "ModelRequestInvalid",
+    "ModelResponse",
+    "ModelTimeout",
+    "ModelToolCall",
+    "PendingApproval",
+    "PendingToolCalls",
+    "PlatformContext",
+    "ReasoningDelta",
+    "RunContext",
+    "RunFailed",
+    "RuntimeNotConfigured",
+    "Session",
+    "StoreUnavailable",
+    "StreamEvent",
+    "TextDelta",
+    "Tool",
+    "ToolCallProposed",
+    "ToolCallView",
+    "ToolContext",
+    "ToolDecision",
+    "ToolFinished",
+    "ToolRejected",
+    "ToolResult",
+    "ToolSpec",
+    "ToolStarted",
+    "UnknownTool",
+    "UnknownToolCall",
+    "Usage",
+    "UserTurn",
+    "__version__",
+    "argument_in",
+    "context_in",
+    "deny",
+    "require_approval",
+    "resolve_runtime",
+    "tool",
+}
+
+
+def test_the_package_exports_exactly_the_curated_names():
+    assert set(dcaf_like.__all__) == EXPORTED
+    assert len(dcaf_like.__all__) == len(EXPORTED)
+    for name in dcaf_like.__all__:
+        assert hasattr(dcaf_like, name), name
+
+
+SDKS = (
+    "agno",
+    "google",
+    "langchain",
+    "langchain_core",
+    "boto3",
+    "botocore",
+    "redis",
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "openai",
+    "httpx",
+    "pydantic",
+    "llama_cpp",
+    "mcp",
+    "a2a",
+)
+
+
+def test_importing_the_package_loads_no_sdk_web_framework_or_store_client():
+    code = "import sys, dcaf_like; print('\\n'.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    roots = {name.split(".")[0] for name in loaded.split()}
+
+    assert roots.isdisjoint(SDKS), sorted(roots & set(SDKS))
+    assert "dcaf_like" in roots

@@ -1,0 +1,211 @@
+"""Tools: the three schema options, validation before execution, injection, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+
+import pytest
+from pydantic import BaseModel, Field
+
+from dcaf_like import InvalidToolArguments, PlatformContext, Session, Tool, ToolContext, tool
+
+
+def context() -> ToolContext:
+    return ToolContext("conv_1", "tc_1", PlatformContext({"tenant_name": "acme"}), Session())
+
+
+class Size(StrEnum):
+    SMALL = "small"
+    LARGE = "large"
+
+
+@tool(requires_approval=False)
+def scale(deployment: str, replicas: int, size: Size = Size.SMALL, dry_run: bool = False) -> str:
+    """Scale a deployment.
+
+    Args:
+        deployment: The deployment's name.
+        replicas: How many pods to run.
+    """
+    return f"{deployment}={replicas} ({size.value}, dry_run={dry_run})"
+
+
+def test_a_signature_becomes_a_json_schema_with_descriptions_from_the_docstring():
+    assert scale.schema == {
+        "name": "scale",
+        "description": "Scale a deployment.",
+        "input_schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "deployment": {"type": "string", "description": "The deployment's name."},
+                "replicas": {"type": "integer", "description": "How many pods to run."},
+                "size": {"$ref": "#/$defs/Size", "default": "small"},
+                "dry_run": {"type": "boolean", "default": False},
+            },
+            "required": ["deployment", "replicas"],
+            "$defs": {"Size": {"enum": ["small", "large"], "title": "Size", "type": "string"}},
+        },
+    }
+
+
+def test_validation_fills_defaults_and_returns_json_ready_arguments():
+    assert scale.validate({"deployment": "api", "replicas": "3"}) == {
+        "deployment": "api",
+        "replicas": 3,
+        "size": "small",
+        "dry_run": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "complaint"),
+    [
+        ({"replicas": 3}, "deployment: Field required"),
+        ({"deployment": "api", "replicas": "many"}, "replicas"),
+        ({"deployment": "api", "replicas": 3, "size": "huge"}, "size"),
+        ({"deployment": "api", "replicas": 3, "force": True}, "force: Extra inputs are not permitted"),
+    ],
+)
+def test_arguments_that_fail_the_schema_are_refused_with_what_is_wrong(arguments, complaint):
+    with pytest.raises(InvalidToolArguments, match="scale") as info:
+        scale.validate(arguments)
+
+    assert complaint in info.value.detail
+
+
+def test_the_tool_runs_with_typed_arguments():
+    assert scale.invoke({"deployment": "api", "replicas": 2, "size": "large"}, context()) == (
+        "api=2 (large, dry_run=False)"
+    )
+
+
+def test_an_explicit_dict_schema_is_used_as_given_and_enforced():
+    @tool(
+        description="Delete a pod",
+        schema={
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "Pod name", "minLength": 1},
+                "namespace": {"type": "string", "default": "default"},
+            },
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+    )
+    def delete_pod(name: str, namespace: str = "default") -> str:
+        return f"{namespace}/{name}"
+
+    assert delete_pod.input_schema["properties"]["name"]["description"] == "Pod name"
+    assert delete_pod.validate({"name": "web"}) == {"name": "web", "namespace": "default"}
+    with pytest.raises(InvalidToolArguments, match=r"name: required"):
+        delete_pod.validate({})
+    with pytest.raises(InvalidToolArguments, match="expected string, got integer"):
+        delete_pod.validate({"name": 5})
+    with pytest.raises(InvalidToolArguments, match="extra: not a parameter"):
+        delete_pod.validate({"name": "web", "extra": 1})
+    assert delete_pod.invoke({"name": "web"}, context()) == "default/web"
+
+
+class DeletePodInput(BaseModel):
+    name: str = Field(..., description="Pod name")
+    namespace: str = Field(default="default")
+
+
+def test_a_pydantic_model_schema_passes_fields_as_keyword_arguments():
+    @tool(description="Delete a pod", schema=DeletePodInput)
+    def delete_pod(name: str, namespace: str = "default") -> str:
+        return f"{namespace}/{name}"
+
+    assert delete_pod.input_schema["properties"]["name"] == {"description": "Pod name", "type": "string"}
+    assert delete_pod.input_schema["required"] == ["name"]
+    assert delete_pod.invoke({"name": "web", "namespace": "prod"}, context()) == "prod/web"
+
+
+def test_a_pydantic_model_schema_is_passed_whole_to_a_function_that_takes_the_model():
+    @tool(schema=DeletePodInput)
+    def delete_pod(request: DeletePodInput) -> str:
+        """Delete a pod."""
+        return f"{request.namespace}/{request.name}"
+
+    assert delete_pod.invoke({"name": "web"}, context()) == "default/web"
+
+
+def test_session_platform_context_and_tool_context_are_injected_and_hidden_from_the_model():
+    @tool
+    def audit(action: str, session: Session, platform_context: PlatformContext, ctx: ToolContext) -> str:
+        """Record an action."""
+        session.set("last", action)
+        return f"{platform_context['tenant_name']}:{ctx.call_id}:{action}"
+
+    tool_context = context()
+
+    assert list(audit.input_schema["properties"]) == ["action"]
+    assert audit.invoke({"action": "restart"}, tool_context) == "acme:tc_1:restart"
+    assert tool_context.session.get("last") == "restart"
+
+
+def test_return_values_become_text_the_model_can_read():
+    @tool
+    def report() -> dict[str, object]:
+        """Report."""
+        return {"pods": ["a", "b"], "ok": True, "name": "ünïcode"}
+
+    @tool
+    def model_report() -> DeletePodInput:
+        """Report."""
+        return DeletePodInput(name="web")
+
+    @tool
+    def nothing() -> None:
+        """Nothing."""
+
+    assert report.invoke({}, context()) == '{"pods": ["a", "b"], "ok": true, "name": "ünïcode"}'
+    assert model_report.invoke({}, context()) == '{"name":"web","namespace":"default"}'
+    assert nothing.invoke({}, context()) == ""
+
+
+async def test_async_tools_are_awaited_and_sync_tools_do_not_block_the_event_loop():
+    @tool
+    async def slow(seconds: float) -> str:
+        """Sleep."""
+        await asyncio.sleep(seconds)
+        return "slept"
+
+    @tool
+    def blocking(value: int) -> int:
+        """Blocking work."""
+        return value * 2
+
+    assert slow.is_async
+    assert await slow.ainvoke({"seconds": 0}, context()) == "slept"
+    assert slow.invoke({"seconds": 0}, context()) == "slept"
+    assert await blocking.ainvoke({"value": 21}, context()) == "42"
+
+
+def test_tools_require_approval_unless_their_author_says_otherwise():
+    def plain(x: int) -> int:
+        """A plain function."""
+        return x
+
+    assert tool(plain).requires_approval is True
+    assert Tool(plain).requires_approval is True
+    assert tool(requires_approval=False)(plain).requires_approval is False
+    assert tool(plain)(3) == 3
+
+
+def test_bad_tool_definitions_are_refused_when_defined():
+    def spread(*args: int) -> int:
+        return 0
+
+    with pytest.raises(TypeError, match="args"):
+        tool(spread)
+    with pytest.raises(ValueError, match="tool name"):
+        tool(name="rm -rf")(lambda: None)
+
+    def noop() -> None:
+        """Nothing."""
+
+    with pytest.raises(TypeError, match="schema must be"):
+        tool(schema=42)(noop)  # type: ignore[arg-type]
