@@ -126,7 +126,8 @@ class Agent:
         session: Mapping[str, Any] | None = None,
     ) -> AgentResponse:
         """One turn in a throwaway conversation: nothing from earlier runs leaks in, nothing is kept."""
-        return self._ephemeral().run(messages, platform_context=platform_context, session=session)
+        request = _request(messages, None, platform_context, session, "user")
+        return self._ephemeral_service().execute(request)
 
     async def arun_stateless(
         self,
@@ -135,14 +136,12 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
     ) -> AgentResponse:
-        return await self._ephemeral().arun(messages, platform_context=platform_context, session=session)
+        request = _request(messages, None, platform_context, session, "user")
+        return await self._ephemeral_service().aexecute(request)
 
-    def _ephemeral(self) -> Agent:
-        clone = object.__new__(Agent)
-        clone.__dict__.update(self.__dict__)
-        clone.repository = InMemoryConversationRepository()
-        clone._service = AgentService(self.runtime, clone.repository, tools=self.tools, **self._settings)
-        return clone
+    def _ephemeral_service(self) -> AgentService:
+        store = InMemoryConversationRepository()
+        return AgentService(self.runtime, store, tools=self.tools, **self._settings)
 
     # -- deciding ---------------------------------------------------------------------------------
 
