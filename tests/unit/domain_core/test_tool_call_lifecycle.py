@@ -1,0 +1,178 @@
+"""The ToolCall state machine: every legal move, every illegal one, and random sequences of both."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcaf_like.domain import (
+    ApprovalMismatch,
+    Conversation,
+    DomainError,
+    IllegalTransition,
+    PendingToolCalls,
+    ToolCallExecuted,
+    ToolCallStatus,
+    ToolInput,
+    fingerprint,
+)
+from dcaf_like.domain.tool_call import can_transition
+
+S = ToolCallStatus
+LEGAL = {(S.PENDING, S.APPROVED), (S.PENDING, S.REJECTED), (S.PENDING, S.FAILED),
+         (S.APPROVED, S.EXECUTED), (S.APPROVED, S.FAILED)}  # fmt: skip
+ILLEGAL = sorted(set(itertools.product(S, S)) - LEGAL)
+
+
+def conversation_with_call(**kwargs):
+    conversation = Conversation.start("conv_1", at=0.0)
+    conversation.add_user_message("delete web-1", at=0.0)
+    conversation.add_assistant_message("", at=0.0)
+    call = conversation.request_tool_call(
+        "delete_pod", ToolInput.of({"name": "web-1"}), requires_approval=True, at=0.0, **kwargs
+    )
+    return conversation, call
+
+
+MOVES = {
+    S.APPROVED: lambda c, i: c.approve_tool_call(i, by="u", at=1.0),
+    S.REJECTED: lambda c, i: c.reject_tool_call(i, "no", by="u", at=1.0),
+    S.EXECUTED: lambda c, i: c.record_tool_result(i, "ok", at=1.0),
+    S.FAILED: lambda c, i: c.record_tool_failure(i, "boom", at=1.0),
+}
+PATHS = {S.PENDING: [], S.APPROVED: [S.APPROVED], S.REJECTED: [S.REJECTED],
+         S.EXECUTED: [S.APPROVED, S.EXECUTED], S.FAILED: [S.APPROVED, S.FAILED]}  # fmt: skip
+
+
+def in_status(status):
+    conversation, call = conversation_with_call()
+    for step in PATHS[status]:
+        MOVES[step](conversation, call.id.value)
+    return conversation, call
+
+
+@pytest.mark.parametrize(("source", "target"), sorted(LEGAL))
+def test_every_legal_transition_moves_the_call(source, target):
+    conversation, call = in_status(source)
+
+    MOVES[target](conversation, call.id.value)
+
+    assert call.status is target
+    assert can_transition(source, target)
+
+
+@pytest.mark.parametrize(("source", "target"), [p for p in ILLEGAL if p[1] is not S.PENDING])
+def test_every_illegal_transition_is_refused_naming_from_and_to(source, target):
+    conversation, call = in_status(source)
+    version = conversation.version
+
+    with pytest.raises(IllegalTransition) as info:
+        MOVES[target](conversation, call.id.value)
+
+    assert (info.value.from_status, info.value.to_status) == (source.value, target.value)
+    assert f"from {source.value} to {target.value}" in str(info.value)
+    assert call.status is source
+    assert conversation.version == version
+
+
+def test_nothing_leads_back_to_pending():
+    assert not any(can_transition(s, S.PENDING) for s in S)
+
+
+def test_an_approval_binds_to_the_proposed_name_and_arguments():
+    conversation, call = conversation_with_call()
+
+    with pytest.raises(ApprovalMismatch, match="'restart_pod' was sent"):
+        conversation.approve_tool_call(call.id.value, by="u", tool_name="restart_pod")
+    with pytest.raises(ApprovalMismatch, match="arguments differ"):
+        conversation.approve_tool_call(call.id.value, by="u", tool_input=ToolInput.of({"name": "db-1"}))
+
+    assert call.status is S.PENDING
+    conversation.approve_tool_call(
+        call.id.value, by="u", tool_name="delete_pod", tool_input=ToolInput.of({"name": "web-1"})
+    )
+    assert call.status is S.APPROVED
+
+
+def test_the_fingerprint_depends_on_the_name_and_every_argument_but_not_key_order():
+    base = fingerprint("delete_pod", ToolInput.of({"name": "a", "namespace": "b"}))
+
+    assert base == fingerprint("delete_pod", ToolInput.of({"namespace": "b", "name": "a"}))
+    assert base != fingerprint("restart_pod", ToolInput.of({"name": "a", "namespace": "b"}))
+    assert base != fingerprint("delete_pod", ToolInput.of({"name": "a", "namespace": "c"}))
+    assert ToolInput.of({"n": 1.0}) == ToolInput.of({"n": 1})
+
+
+def test_a_recorded_input_cannot_be_changed_through_a_copy():
+    _, call = conversation_with_call()
+
+    call.proposed_input.as_dict()["name"] = "db-1"
+
+    assert call.proposed_input.as_dict() == {"name": "web-1"}
+
+
+def test_a_user_turn_waits_for_pending_decisions():
+    conversation, call = conversation_with_call()
+
+    with pytest.raises(PendingToolCalls, match=call.id.value):
+        conversation.add_user_message("and another thing")
+    conversation.reject_tool_call(call.id.value, "no", by="u")
+    conversation.add_user_message("and another thing")
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["propose", "approve", "approve_wrong", "reject", "result", "fail", "user"]),
+        st.integers(0, 4),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_random_operation_sequences_keep_the_safety_invariants(ops):
+    conversation = Conversation.start("conv_p", at=0.0)
+    conversation.add_user_message("go", at=0.0)
+    ever_approved: set[str] = set()
+    executed_events: list[str] = []
+    for op, index in ops:
+        ids = list(conversation.tool_calls)
+        call_id = ids[index % len(ids)] if ids else "tc_missing"
+        version = conversation.version
+        statuses = {i: c.status for i, c in conversation.tool_calls.items()}
+        try:
+            if op == "propose":
+                conversation.add_assistant_message("", at=0.0)
+                conversation.request_tool_call("t", ToolInput.of({"i": index}), requires_approval=True)
+            elif op == "approve":
+                conversation.approve_tool_call(call_id, by="u")
+                ever_approved.add(call_id)
+            elif op == "approve_wrong":
+                conversation.approve_tool_call(call_id, by="u", tool_input=ToolInput.of({"i": -1}))
+                ever_approved.add(call_id)
+            elif op == "reject":
+                conversation.reject_tool_call(call_id, "no", by="u")
+            elif op == "result":
+                conversation.record_tool_result(call_id, "ok")
+            elif op == "fail":
+                conversation.record_tool_failure(call_id, "boom")
+            else:
+                conversation.add_user_message("more")
+        except DomainError:
+            assert conversation.version == version
+            assert {i: c.status for i, c in conversation.tool_calls.items()} == statuses
+        else:
+            assert conversation.version > version
+        executed_events += [
+            e.call_id for e in conversation.collect_events() if isinstance(e, ToolCallExecuted)
+        ]
+    assert len(executed_events) == len(set(executed_events))
+    for call_id, call in conversation.tool_calls.items():
+        if call.status is S.EXECUTED:
+            assert call_id in ever_approved
+            assert call.decided_by == "u"
+    assert set(executed_events) <= ever_approved
