@@ -122,7 +122,6 @@ class ExecutableTool(Protocol):
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Arguments checked (and coerced) against the schema; raises InvalidToolArguments."""
-        ...
 
     def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str: ...
 
