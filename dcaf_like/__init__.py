@@ -71,6 +71,7 @@ from dcaf_like.domain import (
 )
 from dcaf_like.function_agent import AgentContext, FunctionAgent
 from dcaf_like.runtimes import resolve_runtime
+from dcaf_like.serving import create_app, serve
 from dcaf_like.tools import Tool, tool
 
 __version__ = "0.1.0"
@@ -135,6 +136,8 @@ __all__ = [
     "Usage",
     "UserTurn",
     "__version__",
+    "create_app",
+    "serve",
     "argument_in",
     "context_in",
     "deny",

@@ -36,8 +36,8 @@ class FunctionAgent:
         self, func: AgentFunction, *, name: str | None = None, description: str | None = None
     ) -> None:
         self.func = func
-        self.name = name or getattr(func, "__name__", "agent")
-        self.description = description or (inspect.getdoc(func) or "").split("\n\n", 1)[0]
+        self.name: str = name or str(getattr(func, "__name__", "agent"))
+        self.description: str = description or (inspect.getdoc(func) or "").split("\n\n", 1)[0]
 
     def run(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
         return self.handle(AgentRequest.from_messages(messages, **kwargs))

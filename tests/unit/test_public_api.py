@@ -67,6 +67,8 @@ EXPORTED = {
     "Usage",
     "UserTurn",
     "__version__",
+    "create_app",
+    "serve",
     "argument_in",
     "context_in",
     "deny",

@@ -1,0 +1,243 @@
+"""The FastAPI application that serves an agent over the HelpDesk protocol."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, runtime_checkable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dcaf_like import __version__
+from dcaf_like.adapters.http.errors import HttpError, http_error
+from dcaf_like.adapters.http.middleware import (
+    BodyLimitMiddleware,
+    RequestIdMiddleware,
+    current_request_id,
+    logger,
+)
+from dcaf_like.adapters.http.wire import (
+    ChatRequest,
+    ChatResponse,
+    ErrorBody,
+    event_lines,
+    ndjson,
+    request_payload,
+)
+from dcaf_like.application.dto import AgentRequest, AgentResponse
+from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.function_agent import FunctionAgent
+from dcaf_like.serving import DEFAULT_MAX_BODY_BYTES
+
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@runtime_checkable
+class ServedAgent(Protocol):
+    """What the server needs of an agent. :class:`~dcaf_like.Agent` and
+    :class:`~dcaf_like.FunctionAgent` are both one."""
+
+    name: str
+    description: str
+
+    async def ahandle(self, request: AgentRequest) -> AgentResponse: ...
+
+    def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+def as_served(target: ServedAgent | Callable[..., Any]) -> ServedAgent:
+    """An Agent as is; a plain ``(messages, context)`` function wrapped in a FunctionAgent."""
+    if isinstance(target, ServedAgent):
+        return target
+    if callable(target):
+        return FunctionAgent(target)
+    raise TypeError(f"serve an Agent or an agent function (messages, context), not {type(target).__name__}")
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "The request is malformed; `error.field` names where.",
+        403: "Edited arguments for a tool that does not allow editing.",
+        404: "The tool call was never proposed in this conversation.",
+        409: "Already decided, not matching the proposal, or a concurrent turn won.",
+        410: "The approval window of the call has closed.",
+        413: "The body is over the server's limit.",
+        422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
+        500: "The server failed; the log has the details under the request id.",
+        502: "The model runtime failed.",
+        503: "The model is rate limited or the conversation store is unavailable.",
+        504: "The model runtime timed out.",
+    }.items()
+}
+
+
+def create_app(
+    agent: ServedAgent | Callable[..., Any],
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    title: str | None = None,
+) -> FastAPI:
+    """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``."""
+    if max_body_bytes < 1:
+        raise ValueError("max_body_bytes must be positive")
+    served = as_served(agent)
+    app = FastAPI(
+        title=title or f"{served.name} (dcaf_like)",
+        version=__version__,
+        description=served.description or "An agent served over the HelpDesk protocol.",
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
+    app.state.agent = served
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = exc.errors()
+        first = problems[0] if problems else {"loc": ("body",), "msg": "invalid body"}
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        error = HttpError(422, "invalid_request", f"{first['msg']}{more}", field=_path(first["loc"]))
+        return _error_response(error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_exception(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error_response(HttpError(exc.status_code, code, str(exc.detail)))
+
+    @app.exception_handler(Exception)
+    async def unforeseen(_: Request, exc: Exception) -> JSONResponse:
+        return _failure(exc, None)
+
+    @app.get("/health", tags=["operations"])
+    async def health() -> dict[str, str]:
+        """Liveness: the process serves requests."""
+        return {"status": "ok", "agent": served.name, "version": __version__}
+
+    @app.post(
+        "/api/chat",
+        tags=["helpdesk"],
+        response_model=None,
+        responses={200: {"model": ChatResponse}, **_ERRORS},
+    )
+    async def chat(body: ChatRequest) -> Response:
+        """One turn: a user message, decisions on pending tool calls, or both. Answers with the
+        assistant's message; ``data`` always lists pending and executed calls and the session."""
+        try:
+            request = _agent_request(body)
+        except Exception as exc:
+            return _failure(exc, None)
+        try:
+            response = await served.ahandle(request)
+        except Exception as exc:
+            return _failure(exc, request.conversation_id)
+        message = response.to_helpdesk_message()
+        message["meta"]["request_id"] = current_request_id()
+        return JSONResponse(message)
+
+    @app.post(
+        "/api/chat-stream",
+        tags=["helpdesk"],
+        response_model=None,
+        responses={
+            200: {
+                "description": "NDJSON events, one per line, each flushed as it happens.",
+                "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            },
+            **_ERRORS,
+        },
+    )
+    async def chat_stream(body: ChatRequest) -> Response:
+        """The same turn as ``/api/chat``, as NDJSON events. A request the server refuses gets a 4xx
+        JSON error before any event; a failure during the run ends the stream with an ``error`` event."""
+        try:
+            request = _agent_request(body)
+        except Exception as exc:
+            return _failure(exc, None)
+        events = aiter(served.ahandle_stream(request))
+        try:
+            first: StreamEvent | None = await anext(events)
+        except StopAsyncIteration:
+            first = None
+        except Exception as exc:
+            return _failure(exc, request.conversation_id)
+        if isinstance(first, RunFailed):
+            error = http_error(first.exception or RuntimeError(first.error), first.conversation_id)
+            if error.is_client_error:
+                _log(error, first.exception)
+                return _error_response(error)
+        lines = _stream_lines(first, events, request.conversation_id)
+        return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
+
+    return app
+
+
+def _agent_request(body: ChatRequest) -> AgentRequest:
+    payload = request_payload(body)
+    return AgentRequest.from_messages(
+        payload["messages"],
+        conversation_id=payload.get("conversation_id"),
+        platform_context=payload.get("platform_context"),
+    )
+
+
+async def _stream_lines(
+    first: StreamEvent | None, events: AsyncIterator[StreamEvent], conversation_id: str | None
+) -> AsyncIterator[bytes]:
+    request_id = current_request_id()
+    try:
+        event = first
+        while event is not None:
+            if isinstance(event, RunFailed):
+                yield ndjson(_error_event(event, request_id))
+                return
+            for line in event_lines(event, request_id):
+                yield ndjson(line)
+            try:
+                event = await anext(events)
+            except StopAsyncIteration:
+                event = None
+    except Exception as exc:
+        error = http_error(exc, conversation_id)
+        _log(error, exc)
+        yield ndjson({"type": "error", "status": error.status, **error.body(request_id)})
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _error_event(failed: RunFailed, request_id: str) -> dict[str, Any]:
+    error = http_error(failed.exception or RuntimeError(failed.error), failed.conversation_id)
+    _log(error, failed.exception)
+    return {"type": "error", "status": error.status, **error.body(request_id)}
+
+
+def _failure(exc: Exception, conversation_id: str | None) -> JSONResponse:
+    error = http_error(exc, conversation_id)
+    _log(error, exc)
+    return _error_response(error)
+
+
+def _error_response(error: HttpError) -> JSONResponse:
+    return JSONResponse(error.body(current_request_id()), status_code=error.status)
+
+
+def _log(error: HttpError, exc: BaseException | None) -> None:
+    request_id = current_request_id()
+    if error.status == 500:
+        logger.error("request %s failed", request_id, exc_info=exc, extra={"request_id": request_id})
+    elif error.status >= 500:
+        logger.warning("request %s: %s: %s", request_id, error.code, error.message)
+    else:
+        logger.info("request %s refused: %s: %s", request_id, error.code, error.message)
+
+
+def _path(loc: Any) -> str:
+    """``("body", "messages", 0, "role")`` as ``messages[0].role``."""
+    parts = [p for p in loc if p != "body"] if len(loc) > 1 else list(loc)
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"

@@ -1,0 +1,136 @@
+"""ASGI middleware: a request id on every request, and a cap on request body size."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextvars import ContextVar
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+logger = logging.getLogger("dcaf_like.server")
+
+request_id_var: ContextVar[str] = ContextVar("dcaf_like_request_id", default="-")
+
+_CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def current_request_id() -> str:
+    return request_id_var.get()
+
+
+class RequestIdMiddleware:
+    """Takes the caller's ``X-Request-ID`` when it is a sane token, else mints one; returns it as a
+    header, puts it in the log, and makes it available to error bodies."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        supplied = _header(scope, b"x-request-id")
+        request_id = supplied if supplied and _CLIENT_ID.fullmatch(supplied) else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            logger.info(
+                "%s %s -> %s in %.1f ms [request_id=%s]",
+                scope.get("method"),
+                scope.get("path"),
+                status or "aborted",
+                (time.perf_counter() - started) * 1000,
+                request_id,
+                extra={"request_id": request_id},
+            )
+            request_id_var.reset(token)
+
+
+class BodyLimitMiddleware:
+    """Refuses a body over `max_bytes` with 413, whether or not it declared its length."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {
+                "error": {
+                    "code": "body_too_large",
+                    "message": f"the request body is over the server's limit of {self.max_bytes} bytes",
+                    "field": "body",
+                    "request_id": current_request_id(),
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
