@@ -36,6 +36,15 @@ def serve(
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     app = create_app(agent, max_body_bytes=max_body_bytes)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # Our access line carries the request id, so it replaces uvicorn's.
+    log_config = {
+        **LOGGING_CONFIG,
+        "loggers": {
+            **LOGGING_CONFIG["loggers"],
+            "dcaf_like": {"handlers": ["default"], "level": log_level.upper(), "propagate": False},
+        },
+    }
+    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=log_config, access_log=False)

@@ -11,6 +11,7 @@ playing the part a model will play. `build_agent(runtime)` takes any AgentRuntim
 
 from __future__ import annotations
 
+import os
 import sys
 
 from dcaf_like import Agent, AgentRuntime, ApprovalPolicy, argument_in, deny, tool
@@ -59,7 +60,7 @@ POLICY = ApprovalPolicy(
 SYSTEM = "You operate a Kubernetes cluster. Look before you act; explain what you will change."
 
 
-def build_agent(runtime: AgentRuntime | str, cluster: Cluster | None = None) -> Agent:
+def build_agent(runtime: AgentRuntime | str | None, cluster: Cluster | None = None) -> Agent:
     cluster = cluster or Cluster()
     return Agent(
         tools=cluster.tools(),
@@ -69,6 +70,14 @@ def build_agent(runtime: AgentRuntime | str, cluster: Cluster | None = None) -> 
         runtime=runtime,
         approval_policy=POLICY,
     )
+
+
+def from_environment() -> Agent:
+    """The agent on the model named by ``DCAF_RUNTIME`` ("provider:model"), for serving:
+
+    DCAF_RUNTIME=... dcaf-like serve examples/k8s_agent.py:from_environment --factory
+    """
+    return build_agent(os.environ.get("DCAF_RUNTIME") or None)
 
 
 def scripted_model() -> AgentRuntime:

@@ -1,0 +1,92 @@
+"""``dcaf-like``: the command line. ``dcaf-like serve examples/k8s_agent.py:agent --port 8000``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dcaf_like.application.errors import ApplicationError
+from dcaf_like.serving import DEFAULT_MAX_BODY_BYTES, serve
+
+
+class TargetError(Exception):
+    """The command line names something that cannot be served."""
+
+
+def load_target(spec: str, *, factory: bool = False) -> Any:
+    """``path/to/file.py:name`` or ``package.module:name``; with `factory`, ``name()`` is served."""
+    location, sep, attribute = spec.rpartition(":")
+    if not sep or not location or not attribute:
+        raise TargetError(f"expected FILE.py:NAME or MODULE:NAME, got {spec!r}")
+    module = _load_module(location)
+    try:
+        target = getattr(module, attribute)
+    except AttributeError:
+        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        raise TargetError(f"{location} has no {attribute!r}; it has: {', '.join(names)}") from None
+    if factory:
+        if not callable(target):
+            raise TargetError(f"--factory: {spec} is not callable")
+        target = target()
+    if not callable(target) and not hasattr(target, "ahandle"):
+        raise TargetError(f"{spec} is neither an Agent nor an agent function")
+    return target
+
+
+def _load_module(location: str) -> Any:
+    if location.endswith(".py"):
+        path = Path(location)
+        if not path.is_file():
+            raise TargetError(f"no such file: {location}")
+        name = f"_dcaf_like_target_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise TargetError(f"cannot import {location}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as exc:
+        raise TargetError(f"cannot import {location}: {exc}") from exc
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dcaf-like", description="Serve and operate dcaf_like agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="serve an agent over the HelpDesk protocol")
+    run.add_argument("target", help="FILE.py:NAME or MODULE:NAME (an Agent or an agent function)")
+    run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
+    run.add_argument("--port", type=int, default=8000)
+    run.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        target = load_target(args.target, factory=args.factory)
+    except (TargetError, ApplicationError) as exc:
+        print(f"dcaf-like: {exc}", file=sys.stderr)
+        return 2
+    serve(
+        target,
+        host=args.host,
+        port=args.port,
+        max_body_bytes=args.max_body_bytes,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

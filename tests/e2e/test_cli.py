@@ -1,0 +1,77 @@
+"""``dcaf-like serve``: the installed console command, run as a real process."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = str(Path(sys.executable).parent / "dcaf-like")
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [COMMAND, *args], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+
+
+def test_serve_runs_an_agent_function_from_a_file_until_stopped():
+    process = subprocess.Popen(
+        [COMMAND, "serve", "examples/triage_function.py:triage", "--port", "0"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        port = None
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+                port = int(match.group(1))
+        assert port is not None, "the server never said where it listens"
+
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/api/chat",
+            json={"messages": [{"role": "user", "content": "OOMKilled on api-1"}]},
+            timeout=10,
+        )
+
+        assert response.status_code == 200
+        assert response.json()["content"].startswith("First step: Raise the container's memory limit")
+        request_id = response.headers["x-request-id"]
+    finally:
+        process.terminate()
+        _, rest = process.communicate(timeout=15)
+    assert f"request_id={request_id}" in rest, "the access log names the request id"
+
+
+def test_serve_explains_a_target_it_cannot_find():
+    missing_name = run("serve", "examples/triage_function.py:nope")
+    missing_file = run("serve", "examples/absent.py:agent")
+    no_colon = run("serve", "examples/triage_function.py")
+
+    assert missing_name.returncode == 2
+    assert "has no 'nope'" in missing_name.stderr
+    assert "triage" in missing_name.stderr
+    assert missing_file.returncode == 2
+    assert "no such file" in missing_file.stderr
+    assert no_colon.returncode == 2
+    assert "expected FILE.py:NAME" in no_colon.stderr
+
+
+def test_serve_says_which_runtime_is_missing_instead_of_a_traceback():
+    env = {k: v for k, v in os.environ.items() if k != "DCAF_RUNTIME"}
+
+    result = run("serve", "examples/k8s_agent.py:from_environment", "--factory", env=env)
+
+    assert result.returncode == 2
+    assert "no model runtime" in result.stderr
+    assert "Traceback" not in result.stderr
