@@ -2,7 +2,8 @@
 
 It needs no model: it answers from a table of known alerts, and counts the turns in its session.
 
-    dcaf-like serve examples/triage_function.py:triage --port 8000
+    python examples/triage_function.py                              # serves on 127.0.0.1:8000
+    dcaf-like serve examples/triage_function.py:triage --port 8000  # the same, from the command line
     curl -s localhost:8000/api/chat -H 'content-type: application/json' \\
          -d '{"messages": [{"role": "user", "content": "CrashLoopBackOff on web-2"}]}'
 """

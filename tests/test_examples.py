@@ -12,6 +12,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 import k8s_agent  # noqa: E402
+import triage_function  # noqa: E402
 
 
 def run_example(*args: str, stdin: str = "") -> str:
@@ -58,3 +59,16 @@ def test_the_example_agent_refuses_to_touch_kube_system():
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
 def test_every_example_has_a_docstring_saying_how_to_run_it(path):
     assert "python examples/" in path.read_text().split('"""')[1]
+
+
+def test_the_triage_function_answers_from_its_runbook_and_counts_turns():
+    from dcaf_like import FunctionAgent
+
+    agent = FunctionAgent(triage_function.triage)
+    known = agent.run("ImagePullBackOff on api-1", platform_context={"tenant_name": "prod"})
+    unknown = agent.run("the disk is full", session={"turns": 4})
+
+    assert known.text.startswith("First step in prod: Check the image tag exists")
+    assert known.session == {"turns": 1}
+    assert "crashloopbackoff" in unknown.text
+    assert unknown.session == {"turns": 5}

@@ -104,7 +104,9 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_exception(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error_response(HttpError(exc.status_code, code, str(exc.detail)))
+        response = _error_response(HttpError(exc.status_code, code, str(exc.detail)))
+        response.headers.update(exc.headers or {})  # e.g. the Allow of a 405
+        return response
 
     @app.exception_handler(Exception)
     async def unforeseen(_: Request, exc: Exception) -> JSONResponse:

@@ -44,17 +44,11 @@ class RequestIdMiddleware:
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 0
+        logged = False
 
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
+        def log_access() -> None:
+            nonlocal logged
+            logged = True
             logger.info(
                 "%s %s -> %s in %.1f ms [request_id=%s]",
                 scope.get("method"),
@@ -64,6 +58,21 @@ class RequestIdMiddleware:
                 request_id,
                 extra={"request_id": request_id},
             )
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                log_access()  # before the last byte leaves, so the log never lags the client
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if not logged:
+                log_access()
             request_id_var.reset(token)
 
 
