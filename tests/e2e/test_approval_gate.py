@@ -240,3 +240,34 @@ def test_two_simultaneous_approvals_of_one_call_execute_it_once(proposed):
 
     assert sorted(statuses) == [200, 409]
     assert proposed.cluster.deleted == [("default", "web-2")]
+
+
+def test_two_servers_sharing_a_store_honour_an_approval_once(start_server, cluster):
+    """Two workers (each its own app and Agent) behind one store: the gate's state is the store's."""
+    from dcaf_like import InMemoryConversationRepository
+
+    store = InMemoryConversationRepository()
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), "Done."])
+    workers = [
+        start_server(Agent(tools=cluster.tools(), runtime=runtime, repository=store)) for _ in range(2)
+    ]
+    body = workers[0].post("/api/chat", json={"messages": [user("delete web-2")]}).json()
+    [pending] = body["data"]["tool_calls"]
+    decision = {
+        "messages": [user("", tool_calls=[approve(pending)], conversation_id=body["data"]["conversation_id"])]
+    }
+    barrier = threading.Barrier(2)
+    statuses: list[int] = []
+
+    def approve_on(worker: httpx.Client) -> None:
+        barrier.wait()
+        statuses.append(worker.post("/api/chat", json=decision).status_code)
+
+    threads = [threading.Thread(target=approve_on, args=(worker,)) for worker in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(statuses) == [200, 409]
+    assert cluster.deleted == [("default", "web-2")]
