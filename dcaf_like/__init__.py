@@ -4,6 +4,8 @@ Importing this package loads no model SDK, web framework or store client: adapte
 when they are used.
 """
 
+from typing import Any
+
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.agent import Agent
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
@@ -72,9 +74,26 @@ from dcaf_like.domain import (
 from dcaf_like.function_agent import AgentContext, FunctionAgent
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.serving import create_app, serve
+from dcaf_like.stores import StoreConfigError, open_store
 from dcaf_like.tools import Tool, tool
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "SqliteConversationRepository": "dcaf_like.adapters.sqlite_store",
+    "RedisConversationRepository": "dcaf_like.adapters.redis_store",
+    "DynamoDBConversationRepository": "dcaf_like.adapters.dynamodb_store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Store classes load their module (and its client library) only when first named."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Agent",
@@ -94,6 +113,7 @@ __all__ = [
     "ConversationNotFound",
     "ConversationRepository",
     "DomainError",
+    "DynamoDBConversationRepository",
     "Done",
     "EditNotAllowed",
     "FunctionAgent",
@@ -114,10 +134,13 @@ __all__ = [
     "PendingToolCalls",
     "PlatformContext",
     "ReasoningDelta",
+    "RedisConversationRepository",
     "RunContext",
     "RunFailed",
     "RuntimeNotConfigured",
     "Session",
+    "SqliteConversationRepository",
+    "StoreConfigError",
     "StoreUnavailable",
     "StreamEvent",
     "TextDelta",
@@ -142,6 +165,7 @@ __all__ = [
     "context_in",
     "deny",
     "require_approval",
+    "open_store",
     "resolve_runtime",
     "tool",
 ]

@@ -13,6 +13,7 @@ from dcaf_like.application.ports import AgentRuntime, ApprovalCallback, Conversa
 from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
 from dcaf_like.runtimes import resolve_runtime
+from dcaf_like.stores import open_store
 from dcaf_like.tools import Tool, as_tool
 
 Messages = str | Sequence[Mapping[str, Any] | str]
@@ -37,7 +38,7 @@ class Agent:
         description: str = "",
         runtime: AgentRuntime | str | None = None,
         approval_policy: ApprovalPolicy | None = None,
-        repository: ConversationRepository | None = None,
+        repository: ConversationRepository | str | None = None,
         max_iterations: int = 10,
         pause_on_tool_calls: bool = False,
         approval_ttl: float | None = None,
@@ -48,7 +49,12 @@ class Agent:
         self.description = description
         self.tools: list[Tool] = [as_tool(t) for t in tools]
         self.runtime = resolve_runtime(runtime)
-        self.repository = repository if repository is not None else InMemoryConversationRepository()
+        #: False while the agent keeps the in-memory store it got by default; serve() then picks the
+        #: embedded SQLite store (or DCAF_STORE) instead.
+        self.repository_chosen = repository is not None
+        self.repository = (
+            InMemoryConversationRepository() if repository is None else open_store(repository, namespace=name)
+        )
         policy = approval_policy or ApprovalPolicy()
         if pause_on_tool_calls:
             policy = policy.with_rules(require_approval("this agent pauses on every tool call"))
@@ -62,6 +68,12 @@ class Agent:
             "name": name,
             "clock": clock,
         }
+        self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
+
+    def use_repository(self, repository: ConversationRepository | str) -> None:
+        """Keep conversations in `repository` (or the store a URL names) from now on."""
+        self.repository = open_store(repository, namespace=self.name)
+        self.repository_chosen = True
         self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
 
     # -- running ----------------------------------------------------------------------------------
@@ -208,6 +220,14 @@ class Agent:
 
     def conversation(self, conversation_id: str) -> Conversation | None:
         return self.repository.get(conversation_id)
+
+    def conversation_ids(self, limit: int = 100) -> list[str]:
+        """This agent's stored conversations, most recently updated first."""
+        return self.repository.list_ids(limit)
+
+    def delete_conversation(self, conversation_id: str) -> bool:
+        """Forget a conversation; False if there was none."""
+        return self.repository.delete(conversation_id)
 
     def get_or_create_conversation(self, conversation_id: str | None = None) -> Conversation:
         """The stored conversation, or a new one saved under `conversation_id` (or a fresh id)."""

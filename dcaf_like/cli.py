@@ -12,6 +12,7 @@ from typing import Any
 
 from dcaf_like.application.errors import ApplicationError
 from dcaf_like.serving import DEFAULT_MAX_BODY_BYTES, serve
+from dcaf_like.stores import StoreConfigError
 
 
 class TargetError(Exception):
@@ -65,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
     run.add_argument("--port", type=int, default=8000)
     run.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    run.add_argument(
+        "--store",
+        default=None,
+        help="where conversations live: sqlite:///PATH, redis://HOST:PORT/DB, dynamodb://TABLE?region=R, "
+        "memory:// (default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+    )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return parser
@@ -78,13 +85,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TargetError, ApplicationError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
-    serve(
-        target,
-        host=args.host,
-        port=args.port,
-        max_body_bytes=args.max_body_bytes,
-        log_level=args.log_level,
-    )
+    try:
+        serve(
+            target,
+            host=args.host,
+            port=args.port,
+            store=args.store,
+            max_body_bytes=args.max_body_bytes,
+            log_level=args.log_level,
+        )
+    except (StoreConfigError, TypeError) as exc:
+        print(f"dcaf-like: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

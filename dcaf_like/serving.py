@@ -1,9 +1,21 @@
-"""``serve(agent)`` and ``create_app(agent)``. FastAPI and uvicorn are imported only when called."""
+"""``serve(agent)`` and ``create_app(agent)``. FastAPI and uvicorn are imported only when called.
+
+Which store an Agent's conversations live in, first match wins:
+
+1. ``store=`` given to ``serve``/``create_app`` (a repository or a URL);
+2. ``Agent(repository=...)``, chosen in code;
+3. the ``DCAF_STORE`` environment variable (a URL);
+4. for ``serve()`` and ``dcaf-like serve``, the embedded SQLite file ``./dcaf_like.sqlite3``;
+   ``create_app`` leaves the agent's in-memory store as it is.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.stores import DEFAULT_SQLITE_PATH, redact, store_from_environment
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -11,18 +23,24 @@ if TYPE_CHECKING:
     from dcaf_like.adapters.http import ServedAgent
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_STORE = f"sqlite:///{DEFAULT_SQLITE_PATH}"
+
+Store = ConversationRepository | str
 
 
 def create_app(
     agent: ServedAgent | Callable[..., Any],
     *,
+    store: Store | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
-    who mount it in their own app or run it under their own server (``uvicorn --factory``, workers)."""
+    who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
+    Several workers must share a store: pass `store` or set ``DCAF_STORE``."""
     from dcaf_like.adapters.http import create_app as build
 
+    attach_store(agent, store, default=None)
     return build(agent, max_body_bytes=max_body_bytes, title=title)
 
 
@@ -31,13 +49,19 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
+    store: Store | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
 ) -> None:
-    """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise."""
+    """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
+    Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
+    own repository or ``DCAF_STORE`` says otherwise."""
+    import logging
+
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
+    chosen = attach_store(agent, store, default=DEFAULT_STORE)
     app = create_app(agent, max_body_bytes=max_body_bytes)
     # Our access line carries the request id, so it replaces uvicorn's.
     log_config = {
@@ -47,4 +71,26 @@ def serve(
             "dcaf_like": {"handlers": ["default"], "level": log_level.upper(), "propagate": False},
         },
     }
+    if chosen is not None:
+        logging.getLogger("uvicorn.error").info("conversations are kept in %s", chosen)
     uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=log_config, access_log=False)
+
+
+def attach_store(agent: Any, store: Store | None, *, default: str | None) -> str | None:
+    """Give an Agent the store chosen by the rules of this module; return a description of it
+    (without credentials), or None when the agent keeps the one it has."""
+    use = getattr(agent, "use_repository", None)
+    if use is None:
+        if store is not None:
+            raise TypeError(
+                f"{type(agent).__name__} keeps no conversations, so it takes no store; only an Agent does"
+            )
+        return None
+    if store is None:
+        if getattr(agent, "repository_chosen", False):
+            return repr(agent.repository)
+        store = store_from_environment() or default
+        if store is None:
+            return None
+    use(store)
+    return redact(store) if isinstance(store, str) else repr(store)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
+
 import pytest
 
 from dcaf_like import Tool, tool
@@ -51,3 +55,59 @@ class Cluster:
 @pytest.fixture
 def cluster() -> Cluster:
     return Cluster()
+
+
+# -- real services on this machine ------------------------------------------------------------------
+
+REDIS_URL = os.environ.get("DCAF_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def service_missing(what: str) -> None:
+    """Skip when a local service is not running, unless CI says services are required."""
+    if os.environ.get("DCAF_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{what} is required (DCAF_REQUIRE_SERVICES=1) but not reachable")
+    pytest.skip(f"{what} is not running on this machine; .ci/run starts it")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The real Redis (database 15, so a developer's data in db 0 is never touched)."""
+    redis = pytest.importorskip("redis", reason="the redis extra is not installed: pip install -e '.[redis]'")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError:
+        service_missing(f"Redis at {REDIS_URL}")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this test's own; its keys are deleted afterwards."""
+    import redis
+
+    prefix = f"dcaf-test:{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def dynamodb_endpoint() -> Iterator[str]:
+    """DynamoDB emulated by moto's server on a loopback port (an emulator, not AWS)."""
+    server_module = pytest.importorskip(
+        "moto.server", reason="moto[server] is a dev dependency: pip install -e '.[dev]'"
+    )
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

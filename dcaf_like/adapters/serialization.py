@@ -6,8 +6,10 @@ written to a store.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.domain import (
     Conversation,
     Message,
@@ -100,3 +102,19 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         finished_at=data["finished_at"],
         policy_reason=data["policy_reason"],
     )
+
+
+def encode(conversation: Conversation) -> str:
+    """The stored text of a conversation: compact JSON, unicode kept as is."""
+    return json.dumps(conversation_to_dict(conversation), ensure_ascii=False, separators=(",", ":"))
+
+
+def decode(text: str | bytes, conversation_id: str) -> Conversation:
+    """A conversation from its stored text; a record that cannot be read is a StoreUnavailable that
+    names it, never a half-built conversation."""
+    try:
+        return conversation_from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreUnavailable(
+            f"stored conversation {conversation_id} cannot be read ({type(exc).__name__}: {exc})"
+        ) from exc

@@ -25,6 +25,7 @@ EXPORTED = {
     "ConversationNotFound",
     "ConversationRepository",
     "DomainError",
+    "DynamoDBConversationRepository",
     "Done",
     "EditNotAllowed",
     "FunctionAgent",
@@ -45,10 +46,13 @@ EXPORTED = {
     "PendingToolCalls",
     "PlatformContext",
     "ReasoningDelta",
+    "RedisConversationRepository",
     "RunContext",
     "RunFailed",
     "RuntimeNotConfigured",
     "Session",
+    "SqliteConversationRepository",
+    "StoreConfigError",
     "StoreUnavailable",
     "StreamEvent",
     "TextDelta",
@@ -73,6 +77,7 @@ EXPORTED = {
     "context_in",
     "deny",
     "require_approval",
+    "open_store",
     "resolve_runtime",
     "tool",
 }
@@ -102,6 +107,7 @@ SDKS = (
     "llama_cpp",
     "mcp",
     "a2a",
+    "sqlite3",
 )
 
 

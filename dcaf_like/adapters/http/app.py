@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI, Request
@@ -84,7 +85,17 @@ def create_app(
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        # Store clients bound to the server's event loop (redis.asyncio) are closed with it.
+        close = getattr(getattr(served, "repository", None), "aclose", None)
+        if close is not None:
+            await close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title=title or f"{served.name} (dcaf_like)",
         version=__version__,
         description=served.description or "An agent served over the HelpDesk protocol.",

@@ -1,0 +1,232 @@
+"""DynamoDBConversationRepository: conversations in a DynamoDB table, written with conditional puts.
+
+Table layout (:meth:`DynamoDBConversationRepository.create_table` makes it):
+
+==================  ====  ===========================================================
+attribute           type  meaning
+==================  ====  ===========================================================
+``pk``              S     partition key: ``<namespace>#<conversation id>``
+``ns``              S     the namespace (an agent's name); hash key of the index
+``conversation_id`` S     the conversation id
+``version``         N     compared on every write (optimistic concurrency)
+``updated_at``      N     epoch seconds of the last save; range key of the index
+``body``            B     the conversation's JSON, zlib-compressed (an item holds at most 400 KB)
+``expires_at``      N     epoch seconds after which DynamoDB's TTL may delete it (with ``ttl``)
+==================  ====  ===========================================================
+
+Global secondary index ``by_namespace`` (``ns``, ``updated_at``), keys only plus ``expires_at``, lists an
+agent's conversations, newest first. DynamoDB has no async client in boto3: the async twins run the
+blocking calls in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from dcaf_like.adapters.serialization import decode, encode
+from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.domain import Conversation
+
+INDEX = "by_namespace"
+
+
+class DynamoDBConversationRepository(ConversationRepository):
+    """Conversations in DynamoDB table `table`. Pass `client` (a boto3 ``dynamodb`` client) or let it
+    be made from `region` and `endpoint_url` with the usual AWS credential chain."""
+
+    def __init__(
+        self,
+        table: str,
+        *,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        namespace: str = "default",
+        ttl: float | None = None,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        import botocore.exceptions
+
+        if client is None:
+            import boto3
+
+            client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
+        self.table = table
+        self.namespace = namespace
+        self.ttl = ttl
+        self.clock = clock
+        self.client = client
+        self._client_error = botocore.exceptions.ClientError
+        self._errors: tuple[type[BaseException], ...] = (botocore.exceptions.BotoCoreError,)
+
+    # -- the port ---------------------------------------------------------------------------------
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        item = self._call(
+            "GetItem",
+            lambda: self.client.get_item(
+                TableName=self.table,
+                Key={"pk": {"S": self._pk(conversation_id)}},
+                ConsistentRead=True,
+                ProjectionExpression="body, expires_at",
+            ),
+        ).get("Item")
+        if item is None or self._expired(item):
+            return None
+        return decode(zlib.decompress(item["body"]["B"]), conversation_id)
+
+    def save(self, conversation: Conversation, expected_version: int) -> None:
+        now = self.clock()
+        item: dict[str, Any] = {
+            "pk": {"S": self._pk(conversation.id)},
+            "ns": {"S": self.namespace},
+            "conversation_id": {"S": conversation.id},
+            "version": {"N": str(conversation.version)},
+            "updated_at": {"N": _number(now)},
+            "body": {"B": zlib.compress(encode(conversation).encode("utf-8"))},
+        }
+        if self.ttl is not None:
+            item["expires_at"] = {"N": str(int(now + self.ttl))}
+        if expected_version == 0:
+            # A row DynamoDB's TTL has not yet swept away counts as absent.
+            condition = "attribute_not_exists(pk) OR expires_at < :now"
+            values = {":now": {"N": str(int(now))}}
+        else:
+            condition = "version = :expected AND (attribute_not_exists(expires_at) OR expires_at >= :now)"
+            values = {":expected": {"N": str(expected_version)}, ":now": {"N": str(int(now))}}
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self._client_error as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable("PutItem", exc) from exc
+            old = exc.response.get("Item") or {}
+            actual = int(old["version"]["N"]) if "version" in old else None
+            raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
+        except self._errors as exc:
+            raise self._unavailable("PutItem", exc) from exc
+
+    def delete(self, conversation_id: str) -> bool:
+        old = self._call(
+            "DeleteItem",
+            lambda: self.client.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": self._pk(conversation_id)}},
+                ReturnValues="ALL_OLD",
+            ),
+        ).get("Attributes")
+        return old is not None
+
+    def list_ids(self, limit: int = 100) -> list[str]:
+        found: list[str] = []
+        start: dict[str, Any] | None = None
+        prefix = len(self.namespace) + 1
+        while len(found) < limit:
+            query: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": INDEX,
+                "KeyConditionExpression": "ns = :ns",
+                "ExpressionAttributeValues": {":ns": {"S": self.namespace}},
+                "ScanIndexForward": False,
+                "Limit": limit,
+            }
+            if start is not None:
+                query["ExclusiveStartKey"] = start
+            page = self._call("Query", lambda q=query: self.client.query(**q))  # type: ignore[misc]
+            found += [i["pk"]["S"][prefix:] for i in page.get("Items", []) if not self._expired(i)]
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                break
+        return found[:limit]
+
+    async def aget(self, conversation_id: str) -> Conversation | None:
+        return await asyncio.to_thread(self.get, conversation_id)
+
+    async def asave(self, conversation: Conversation, expected_version: int) -> None:
+        await asyncio.to_thread(self.save, conversation, expected_version)
+
+    # -- the table --------------------------------------------------------------------------------
+
+    def create_table(self, *, wait: bool = True) -> None:
+        """Create the table with its index (on-demand billing) and turn on TTL on ``expires_at``.
+        An existing table is left as it is."""
+        try:
+            self.client.create_table(
+                TableName=self.table,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "ns", "AttributeType": "S"},
+                    {"AttributeName": "updated_at", "AttributeType": "N"},
+                ],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": INDEX,
+                        "KeySchema": [
+                            {"AttributeName": "ns", "KeyType": "HASH"},
+                            {"AttributeName": "updated_at", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at"]},
+                    }
+                ],
+            )
+        except self._client_error as exc:
+            if _code(exc) == "ResourceInUseException":
+                return
+            raise self._unavailable("CreateTable", exc) from exc
+        except self._errors as exc:
+            raise self._unavailable("CreateTable", exc) from exc
+        if wait:
+            self.client.get_waiter("table_exists").wait(
+                TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+            )
+        self._call(
+            "UpdateTimeToLive",
+            lambda: self.client.update_time_to_live(
+                TableName=self.table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+            ),
+        )
+
+    # -- shared -----------------------------------------------------------------------------------
+
+    def _pk(self, conversation_id: str) -> str:
+        return f"{self.namespace}#{conversation_id}"
+
+    def _expired(self, item: dict[str, Any]) -> bool:
+        expires = item.get("expires_at")
+        return expires is not None and float(expires["N"]) < self.clock()
+
+    def _call(self, operation: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return call()
+        except (self._client_error, *self._errors) as exc:
+            raise self._unavailable(operation, exc) from exc
+
+    def _unavailable(self, operation: str, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(f"dynamodb table {self.table}: {operation} failed: {exc}")
+
+    def __repr__(self) -> str:
+        return f"DynamoDBConversationRepository({self.table!r}, namespace={self.namespace!r})"
+
+
+def _code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _number(value: float) -> str:
+    return str(Decimal(repr(value)))

@@ -1,0 +1,167 @@
+"""Conversation stores, and how a store named by a URL is opened.
+
+========================================  ====================================================
+URL                                       store
+========================================  ====================================================
+``memory://``                             InMemoryConversationRepository (forgets on exit)
+``sqlite:///relative/path.db``            SqliteConversationRepository (three slashes: relative)
+``sqlite:////absolute/path.db``           (four slashes: absolute)
+``redis://[:password@]host:port/db``      RedisConversationRepository (also ``rediss://``)
+``dynamodb://table?region=eu-west-1``     DynamoDBConversationRepository
+========================================  ====================================================
+
+Query options every store takes: ``namespace`` (defaults to the agent's name) and ``ttl`` (seconds).
+Redis also takes ``prefix``; DynamoDB ``region``, ``endpoint`` and ``create=1`` (create the table).
+The SQLite, Redis and DynamoDB classes are imported from here lazily, with their client libraries.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from dcaf_like.adapters.memory import InMemoryConversationRepository
+from dcaf_like.application.ports import ConversationRepository
+
+if TYPE_CHECKING:
+    from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
+    from dcaf_like.adapters.redis_store import RedisConversationRepository
+    from dcaf_like.adapters.sqlite_store import SqliteConversationRepository
+
+ENV_VAR = "DCAF_STORE"
+DEFAULT_SQLITE_PATH = "dcaf_like.sqlite3"
+
+__all__ = [
+    "DEFAULT_SQLITE_PATH",
+    "ENV_VAR",
+    "DynamoDBConversationRepository",
+    "InMemoryConversationRepository",
+    "RedisConversationRepository",
+    "SqliteConversationRepository",
+    "StoreConfigError",
+    "open_store",
+    "redact",
+]
+
+
+class StoreConfigError(ValueError):
+    """A store URL that names no store, or options a store does not take."""
+
+
+def open_store(store: str | ConversationRepository, *, namespace: str = "default") -> ConversationRepository:
+    """A repository as is; a URL opened as the store it names (see the module's table)."""
+    if isinstance(store, ConversationRepository):
+        return store
+    if not isinstance(store, str):
+        raise TypeError(f"a store is a ConversationRepository or a URL, not {type(store).__name__}")
+    parts = urlsplit(store)
+    options = dict(parse_qsl(parts.query))
+    namespace = options.pop("namespace", namespace)
+    ttl = _ttl(options.pop("ttl", None), store)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        _no_more(options, store)
+        return InMemoryConversationRepository()
+    if scheme == "sqlite":
+        from dcaf_like.adapters.sqlite_store import SqliteConversationRepository
+
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if parts.netloc or not path:
+            raise StoreConfigError(
+                f"a sqlite URL is sqlite:///relative/path or sqlite:////absolute/path, not {redact(store)!r}"
+            )
+        _no_more(options, store)
+        return SqliteConversationRepository(path, namespace=namespace, ttl=ttl)
+    if scheme in ("redis", "rediss", "unix"):
+        prefix = options.pop("prefix", "dcaf:")
+        redis_url = urlunsplit(parts._replace(query=urlencode(options)))
+        try:
+            from dcaf_like.adapters.redis_store import RedisConversationRepository
+        except ImportError as exc:
+            raise StoreConfigError(_missing("redis", exc)) from exc
+        try:
+            return RedisConversationRepository(redis_url, prefix=prefix, namespace=namespace, ttl=ttl)
+        except ImportError as exc:
+            raise StoreConfigError(_missing("redis", exc)) from exc
+        except (TypeError, ValueError) as exc:
+            raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
+    if scheme == "dynamodb":
+        table = parts.netloc or parts.path.strip("/")
+        if not table:
+            raise StoreConfigError(
+                f"a dynamodb URL names its table: dynamodb://TABLE?region=..., not {store!r}"
+            )
+        region = options.pop("region", None)
+        endpoint = options.pop("endpoint", None)
+        create = options.pop("create", "0").lower() in ("1", "true", "yes")
+        _no_more(options, store)
+        try:
+            from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
+
+            repository = DynamoDBConversationRepository(
+                table, region=region, endpoint_url=endpoint, namespace=namespace, ttl=ttl
+            )
+        except ImportError as exc:
+            raise StoreConfigError(_missing("dynamodb", exc)) from exc
+        if create:
+            repository.create_table()
+        return repository
+    raise StoreConfigError(
+        f"no store for {redact(store)!r}: use memory://, sqlite:///PATH, redis://HOST:PORT/DB "
+        "or dynamodb://TABLE?region=REGION"
+    )
+
+
+def store_from_environment() -> str | None:
+    """The store URL in ``DCAF_STORE``, if set."""
+    return os.environ.get(ENV_VAR) or None
+
+
+def redact(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def _ttl(value: str | None, store: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        ttl = float(value)
+    except ValueError:
+        raise StoreConfigError(f"store {redact(store)!r}: ttl must be seconds, not {value!r}") from None
+    if ttl <= 0:
+        raise StoreConfigError(f"store {redact(store)!r}: ttl must be positive, not {value!r}")
+    return ttl
+
+
+def _no_more(options: dict[str, str], store: str) -> None:
+    if options:
+        raise StoreConfigError(f"store {redact(store)!r} does not take {', '.join(sorted(options))}")
+
+
+def _missing(extra: str, exc: ImportError) -> str:
+    return f"this store needs {exc.name or 'its client library'}: pip install 'dcaf_like[{extra}]'"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SqliteConversationRepository":
+        from dcaf_like.adapters.sqlite_store import SqliteConversationRepository
+
+        return SqliteConversationRepository
+    if name == "RedisConversationRepository":
+        from dcaf_like.adapters.redis_store import RedisConversationRepository
+
+        return RedisConversationRepository
+    if name == "DynamoDBConversationRepository":
+        from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
+
+        return DynamoDBConversationRepository
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,378 @@
+"""The repository contract: every conversation store passes the same suite.
+
+Adding a store = adding a factory to ``STORES``. Redis is the real server on 127.0.0.1:6379; DynamoDB is
+moto's emulator on a loopback port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcaf_like import ConcurrencyConflict, ConversationRepository, InMemoryConversationRepository
+from dcaf_like.adapters.serialization import conversation_to_dict
+from dcaf_like.domain import Conversation, PlatformContext, ToolInput
+
+Factory = Callable[..., ConversationRepository]
+"""``make(namespace="default", **options)``: a repository on the store under test."""
+
+STORES = ["memory", "sqlite", "redis", "dynamodb"]
+
+
+@pytest.fixture(params=STORES)
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    made: list[ConversationRepository] = []
+    kind = request.param
+
+    def factory(namespace: str = "default", **options: Any) -> ConversationRepository:
+        if kind == "memory":
+            if namespace != "default":
+                pytest.skip("the in-memory store is one process's; it has no namespaces")
+            repository: ConversationRepository = shared.setdefault("memory", InMemoryConversationRepository())
+        elif kind == "sqlite":
+            from dcaf_like import SqliteConversationRepository
+
+            repository = SqliteConversationRepository(tmp_path / "c.db", namespace=namespace, **options)
+        elif kind == "redis":
+            from dcaf_like import RedisConversationRepository
+
+            prefix = request.getfixturevalue("redis_prefix")
+            url = request.getfixturevalue("redis_url")
+            repository = RedisConversationRepository(url, prefix=prefix, namespace=namespace, **options)
+        else:
+            from dcaf_like import DynamoDBConversationRepository
+
+            endpoint = request.getfixturevalue("dynamodb_endpoint")
+            table = shared.setdefault("table", f"conversations-{uuid.uuid4().hex[:8]}")
+            repository = DynamoDBConversationRepository(
+                table, region="eu-west-1", endpoint_url=endpoint, namespace=namespace, **options
+            )
+            repository.create_table()
+        made.append(repository)
+        return repository
+
+    shared: dict[str, Any] = {}
+    yield factory
+    for repository in made:
+        close = getattr(repository, "close", None)
+        if close is not None:
+            close()
+
+
+def full_conversation(conversation_id: str | None = None) -> Conversation:
+    """A conversation with every field set and a tool call in every state."""
+    c = Conversation.start(conversation_id, at=1_700_000_000.25)
+    c.use_platform_context(PlatformContext(tenant="acme", aws_secret_access_key="s3cr3t"))
+    c.replace_session({"cluster": "prod-eu", "nested": {"list": [1, 2.5, None, True]}})
+    c.add_user_message("clean up the crashing pods", at=1_700_000_001.0)
+    c.add_assistant_message("I will look, then delete.", at=1_700_000_002.0)
+    for name in ("executed", "failed", "rejected", "edited", "pending", "approved"):
+        c.request_tool_call(
+            "delete_pod",
+            ToolInput.of({"name": f"web-{name}", "namespace": "prod", "grace": 30}),
+            requires_approval=True,
+            editable=name == "edited",
+            description="Delete a pod.",
+            policy_reason="deletes are dangerous",
+            approval_ttl=600 if name == "pending" else None,
+            at=1_700_000_003.0,
+        )
+    calls = {
+        call.proposed_input.as_dict()["name"].removeprefix("web-"): call.id.value
+        for call in c.tool_calls.values()
+    }
+    c.approve_tool_call(calls["executed"], by="alice", at=1_700_000_004.0)
+    c.record_tool_result(calls["executed"], 'pod "web-executed" deleted', at=1_700_000_005.0)
+    c.approve_tool_call(calls["failed"], by="alice", at=1_700_000_004.0)
+    c.record_tool_failure(calls["failed"], "LookupError: not found", at=1_700_000_005.0)
+    c.reject_tool_call(calls["rejected"], "not in business hours", by="bob", at=1_700_000_004.0)
+    c.approve_tool_call(
+        calls["edited"], by="carol", edited_input=ToolInput.of({"name": "web-2", "namespace": "prod"})
+    )
+    c.approve_tool_call(calls["approved"], by="dave", at=1_700_000_006.0)
+    c.collect_events()
+    return c
+
+
+def same(a: Conversation, b: Conversation) -> bool:
+    return conversation_to_dict(a) == conversation_to_dict(b)
+
+
+# -- reading and writing ------------------------------------------------------------------------------
+
+
+def test_an_unknown_conversation_is_absent(make: Factory) -> None:
+    assert make().get("no-such-conversation") is None
+
+
+def test_every_domain_field_survives_a_round_trip(make: Factory) -> None:
+    store = make()
+    original = full_conversation()
+
+    store.save(original, 0)
+    loaded = store.get(original.id)
+
+    assert loaded is not None
+    assert same(loaded, original)
+    assert loaded.version == original.version
+    assert [c.status.value for c in loaded.tool_calls.values()] == [
+        "executed", "failed", "rejected", "approved", "pending", "approved"
+    ]  # fmt: skip
+    edited = next(c for c in loaded.tool_calls.values() if c.edited)
+    assert edited.proposed_input.as_dict()["name"] == "web-edited"
+    assert edited.effective_input.as_dict() == {"name": "web-2", "namespace": "prod"}
+    assert loaded.session == {"cluster": "prod-eu", "nested": {"list": [1, 2.5, None, True]}}
+    assert loaded.messages[1].tool_call_ids == list(original.tool_calls)
+
+
+def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+
+    loaded = store.get(conversation.id)
+
+    assert loaded is not None
+    assert dict(loaded.platform_context) == {"tenant": "acme"}
+
+
+def test_a_loaded_conversation_is_a_copy_until_saved(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    loaded.add_assistant_message("not saved")
+
+    again = store.get(conversation.id)
+    assert again is not None
+    assert same(again, conversation)
+
+
+def test_successive_saves_advance_the_version(make: Factory) -> None:
+    store = make()
+    conversation = Conversation.start()
+    conversation.add_user_message("one")
+    store.save(conversation, 0)
+    first = conversation.version
+    conversation.add_assistant_message("two")
+
+    store.save(conversation, first)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert loaded.version == conversation.version > first
+    assert [m.text for m in loaded.messages] == ["one", "two"]
+
+
+# -- optimistic concurrency ------------------------------------------------------------------------
+
+
+def test_creating_a_conversation_that_exists_is_a_conflict(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+    impostor = Conversation.start(conversation.id)
+    impostor.add_user_message("overwrite")
+
+    with pytest.raises(ConcurrencyConflict) as raised:
+        store.save(impostor, 0)
+
+    assert raised.value.actual_version == conversation.version
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert same(loaded, conversation)
+
+
+def test_a_stale_write_is_refused_and_writes_nothing(make: Factory) -> None:
+    store = make()
+    conversation = Conversation.start()
+    conversation.add_user_message("hello")
+    store.save(conversation, 0)
+    read_version = conversation.version
+    first = store.get(conversation.id)
+    second = store.get(conversation.id)
+    assert first is not None
+    assert second is not None
+    first.add_assistant_message("first writer")
+    store.save(first, read_version)
+    second.add_assistant_message("second writer")
+
+    with pytest.raises(ConcurrencyConflict) as raised:
+        store.save(second, read_version)
+
+    assert raised.value.expected_version == read_version
+    assert raised.value.actual_version == first.version
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert [m.text for m in loaded.messages] == ["hello", "first writer"]
+
+
+def test_saving_a_deleted_conversation_as_existing_is_a_conflict(make: Factory) -> None:
+    store = make()
+    conversation = Conversation.start()
+    conversation.add_user_message("hello")
+    store.save(conversation, 0)
+    store.delete(conversation.id)
+    conversation.add_assistant_message("late")
+
+    with pytest.raises(ConcurrencyConflict):
+        store.save(conversation, 1)
+
+    assert store.get(conversation.id) is None
+
+
+def test_of_many_simultaneous_writers_of_one_version_exactly_one_wins(make: Factory) -> None:
+    store = make()
+    conversation = Conversation.start()
+    conversation.add_user_message("race")
+    store.save(conversation, 0)
+    version = conversation.version
+    writers = 16
+    barrier = threading.Barrier(writers)
+    outcomes: list[str] = []
+
+    def write(n: int) -> None:
+        mine = store.get(conversation.id)
+        assert mine is not None
+        mine.add_assistant_message(f"writer {n}")
+        barrier.wait()
+        try:
+            store.save(mine, version)
+            outcomes.append(f"won {n}")
+        except ConcurrencyConflict:
+            outcomes.append("lost")
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    winners = [o for o in outcomes if o.startswith("won")]
+    assert len(winners) == 1
+    assert outcomes.count("lost") == writers - 1
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert loaded.messages[-1].text == f"writer {winners[0].split()[1]}"
+
+
+# -- isolation ---------------------------------------------------------------------------------
+
+
+def test_conversations_are_isolated_from_each_other(make: Factory) -> None:
+    store = make()
+    a = Conversation.start("conv-a")
+    a.add_user_message("for a")
+    b = Conversation.start("conv-b")
+    b.add_user_message("for b")
+    store.save(a, 0)
+    store.save(b, 0)
+    b.add_assistant_message("b only")
+    store.save(b, 1)
+
+    loaded_a = store.get("conv-a")
+    assert loaded_a is not None
+    assert [m.text for m in loaded_a.messages] == ["for a"]
+    assert store.delete("conv-b")
+    assert store.get("conv-a") is not None
+
+
+def test_namespaces_sharing_a_store_do_not_see_each_other(make: Factory) -> None:
+    ops = make(namespace="ops-agent")
+    billing = make(namespace="billing-agent")
+    conversation = Conversation.start("same-id")
+    conversation.add_user_message("ops secret plan")
+    ops.save(conversation, 0)
+
+    assert billing.get("same-id") is None
+    assert billing.list_ids() == []
+    assert not billing.delete("same-id")
+    other = Conversation.start("same-id")
+    other.add_user_message("billing question")
+    billing.save(other, 0)
+    loaded = ops.get("same-id")
+    assert loaded is not None
+    assert loaded.messages[0].text == "ops secret plan"
+
+
+# -- listing and deleting ----------------------------------------------------------------------------
+
+
+def test_list_ids_gives_the_most_recently_updated_first(make: Factory) -> None:
+    store = make()
+    conversations = [Conversation.start(f"conv-{n}") for n in range(4)]
+    for c in conversations:
+        c.add_user_message("hi")
+        store.save(c, 0)
+    touched = conversations[1]
+    touched.add_assistant_message("again")
+    store.save(touched, 1)
+
+    assert store.list_ids() == ["conv-1", "conv-3", "conv-2", "conv-0"]
+    assert store.list_ids(limit=2) == ["conv-1", "conv-3"]
+
+
+def test_delete_removes_a_conversation_once(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+
+    assert store.delete(conversation.id) is True
+    assert store.get(conversation.id) is None
+    assert conversation.id not in store.list_ids()
+    assert store.delete(conversation.id) is False
+
+
+# -- content -----------------------------------------------------------------------------------------
+
+UNICODE = 'Ünïcödé ✓ — 日本語のテキスト — العربية — emoji 🚀🔥 — \u0000nul — "quotes" \\ back'
+
+
+def test_unicode_and_a_large_history_round_trip(make: Factory) -> None:
+    store = make()
+    conversation = Conversation.start(f"unicode-{UNICODE[:6]}")
+    conversation.replace_session({UNICODE: [UNICODE]})
+    for n in range(600):
+        conversation.add_user_message(f"{n} {UNICODE} " + "log line " * 20)
+        conversation.add_assistant_message(f"{n} ok")
+    conversation.request_tool_call("annotate", ToolInput.of({"text": UNICODE * 200}), requires_approval=True)
+
+    store.save(conversation, 0)
+    loaded = store.get(conversation.id)
+
+    assert loaded is not None
+    assert len(loaded.messages) == 1200
+    assert same(loaded, conversation)
+    assert len(conversation_to_dict(loaded)["messages"][0]["text"]) > 200
+
+
+# -- asyncio ------------------------------------------------------------------------------------------
+
+
+async def test_the_async_twins_read_write_and_conflict_like_the_sync_ones(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+
+    await store.asave(conversation, 0)
+    loaded = await store.aget(conversation.id)
+    assert loaded is not None
+    assert same(loaded, conversation)
+    loaded.add_assistant_message("async")
+    await store.asave(loaded, conversation.version)
+    with pytest.raises(ConcurrencyConflict):
+        await store.asave(conversation, conversation.version)
+
+    results = await asyncio.gather(*(store.aget(conversation.id) for _ in range(5)))
+    assert all(r is not None and r.version == loaded.version for r in results)
+    assert store.get(conversation.id) is not None
+    close = getattr(store, "aclose", None)
+    if close is not None:
+        await close()
