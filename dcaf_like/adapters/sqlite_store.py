@@ -167,7 +167,7 @@ class SqliteConversationRepository(ConversationRepository):
     def _reading(self) -> Iterator[sqlite3.Connection]:
         try:
             yield self._connection()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise self._unavailable(exc) from exc
 
     @contextmanager
@@ -176,7 +176,7 @@ class SqliteConversationRepository(ConversationRepository):
         try:
             db = self._connection()
             db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise self._unavailable(exc) from exc
         try:
             yield db
@@ -193,5 +193,5 @@ class SqliteConversationRepository(ConversationRepository):
                 db.execute("ROLLBACK")
             raise self._unavailable(exc) from exc
 
-    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+    def _unavailable(self, exc: Exception) -> StoreUnavailable:
         return StoreUnavailable(f"sqlite store {self.path}: {type(exc).__name__}: {exc}")

@@ -23,7 +23,7 @@ def start_server() -> Iterator[StartServer]:
 
     def start(agent: Any, **options: Any) -> httpx.Client:
         config = uvicorn.Config(
-            create_app(agent, **options), host="127.0.0.1", port=0, log_level="warning", lifespan="off"
+            create_app(agent, **options), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)

@@ -163,7 +163,8 @@ def create_app(
     )
     async def chat_stream(body: ChatRequest) -> Response:
         """The same turn as ``/api/chat``, as NDJSON events. A request the server refuses gets a 4xx
-        JSON error before any event; a failure during the run ends the stream with an ``error`` event."""
+        JSON error before any event (as does a store that is down: 503); a failure during the run ends
+        the stream with an ``error`` event."""
         try:
             request = _agent_request(body)
         except Exception as exc:
@@ -177,7 +178,8 @@ def create_app(
             return _failure(exc, request.conversation_id)
         if isinstance(first, RunFailed):
             error = http_error(first.exception or RuntimeError(first.error), first.conversation_id)
-            if error.is_client_error:
+            # Refused, or the store is down before anything happened: a plain HTTP error, no stream.
+            if error.is_client_error or error.code == "store_unavailable":
                 _log(error, first.exception)
                 return _error_response(error)
         lines = _stream_lines(first, events, request.conversation_id)
