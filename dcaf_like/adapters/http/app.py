@@ -10,8 +10,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from dcaf_like import __version__
+from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import (
     BodyLimitMiddleware,
@@ -29,6 +31,7 @@ from dcaf_like.adapters.http.wire import (
 )
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.function_agent import FunctionAgent
 from dcaf_like.serving import DEFAULT_MAX_BODY_BYTES
 
@@ -113,15 +116,22 @@ def create_app(
         return _error_response(error)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_exception(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_exception(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         response = _error_response(HttpError(exc.status_code, code, str(exc.detail)))
-        response.headers.update(exc.headers or {})  # e.g. the Allow of a 405
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route matching the path; a path served by
+            # several routes (GET and DELETE of a conversation) allows all of theirs.
+            response.headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
         return response
 
     @app.exception_handler(Exception)
     async def unforeseen(_: Request, exc: Exception) -> JSONResponse:
         return _failure(exc, None)
+
+    if isinstance(getattr(served, "repository", None), ConversationRepository):
+        app.include_router(conversation_routes(lambda: served.repository, _failure, ErrorBody))  # type: ignore[attr-defined]
 
     @app.get("/health", tags=["operations"])
     async def health() -> dict[str, str]:
@@ -247,6 +257,14 @@ def _log(error: HttpError, exc: BaseException | None) -> None:
         logger.warning("request %s: %s: %s", request_id, error.code, error.message)
     else:
         logger.info("request %s refused: %s: %s", request_id, error.code, error.message)
+
+
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    methods: set[str] = set()
+    for route in app.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def _path(loc: Any) -> str:
