@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import Match
 
 from dcaf_like import __version__
 from dcaf_like.adapters.http.conversations import conversation_routes
@@ -123,7 +123,7 @@ def create_app(
         if exc.status_code == 405:
             # Starlette names the methods of the first route matching the path; a path served by
             # several routes (GET and DELETE of a conversation) allows all of theirs.
-            response.headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
+            response.headers["Allow"] = ", ".join(_allowed_methods(app, request))
         return response
 
     @app.exception_handler(Exception)
@@ -259,12 +259,16 @@ def _log(error: HttpError, exc: BaseException | None) -> None:
         logger.info("request %s refused: %s: %s", request_id, error.code, error.message)
 
 
-def _allowed_methods(app: FastAPI, path: str) -> list[str]:
-    methods: set[str] = set()
-    for route in app.routes:
-        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
-            methods |= route.methods
-    return sorted(methods)
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """The methods some route of `app` fully matches for the request's path."""
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in app.routes)
+    ]
 
 
 def _path(loc: Any) -> str:
