@@ -1,0 +1,65 @@
+"""The Redis store's hot path: a turn on an existing conversation costs two round trips (read, save)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dcaf_like import Agent, RedisConversationRepository, ToolDecision
+from dcaf_like.testing import FakeRuntime, tool_call
+
+redis = pytest.importorskip("redis", reason="the redis extra is not installed")
+
+
+class CountingRedis(redis.Redis):  # type: ignore[misc,name-defined]
+    commands: list[str]
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands.append(str(args[0]))
+        return super().execute_command(*args, **options)
+
+
+class CountingAsyncRedis(redis.asyncio.Redis):  # type: ignore[misc,name-defined]
+    commands: list[str]
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands.append(str(args[0]))
+        return await super().execute_command(*args, **options)
+
+
+def test_a_sync_turn_reads_once_and_saves_once(redis_url, redis_prefix, cluster):
+    client = CountingRedis.from_url(redis_url)
+    client.commands = []
+    store = RedisConversationRepository(redis_url, prefix=redis_prefix, client=client)
+    agent = Agent(tools=cluster.tools(), runtime=FakeRuntime(["one", "two"]), repository=store)
+    first = agent.run("hello")
+    client.commands.clear()
+
+    agent.run("again", conversation_id=first.conversation_id)
+
+    assert client.commands == ["HGET", "EVALSHA"]
+    client.close()
+
+
+async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_claim(
+    redis_url, redis_prefix, cluster
+):
+    client = CountingAsyncRedis.from_url(redis_url)
+    client.commands = []
+    store = RedisConversationRepository(redis_url, prefix=redis_prefix, async_client=client)
+    runtime = FakeRuntime(["one", tool_call("delete_pod", name="web-2"), "deleted"])
+    agent = Agent(tools=cluster.tools(), runtime=runtime, repository=store)
+    first = await agent.arun("hello")
+    client.commands.clear()
+
+    proposed = await agent.arun("delete web-2", conversation_id=first.conversation_id)
+    turn = list(client.commands)
+    client.commands.clear()
+    await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
+
+    assert turn == ["HGET", "EVALSHA"]
+    assert client.commands == ["HGET", "EVALSHA", "EVALSHA"]  # read, claim the approval, save the outcome
+    assert cluster.deleted == [("default", "web-2")]
+    await client.aclose()
+    store.close()
