@@ -5,13 +5,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.application.errors import ApplicationError
-from dcaf_like.serving import DEFAULT_MAX_BODY_BYTES, serve
+from dcaf_like.serving import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_STORE,
+    attach_store,
+    create_app,
+    run_uvicorn,
+    serve,
+)
 from dcaf_like.stores import StoreConfigError
 
 
@@ -72,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         help="where conversations live: sqlite:///PATH, redis://HOST:PORT/DB, dynamodb://TABLE?region=R, "
         "memory:// (default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
     )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the port; they must share a store (SQLite file, Redis, DynamoDB)",
+    )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return parser
@@ -82,10 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(Path.cwd()))
     try:
         target = load_target(args.target, factory=args.factory)
-    except (TargetError, ApplicationError) as exc:
-        print(f"dcaf-like: {exc}", file=sys.stderr)
-        return 2
-    try:
+        if args.workers > 1:
+            return _serve_workers(args, target)
         serve(
             target,
             host=args.host,
@@ -94,10 +107,53 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_body_bytes=args.max_body_bytes,
             log_level=args.log_level,
         )
-    except (StoreConfigError, TypeError) as exc:
+    except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+# Several workers: uvicorn starts each process afresh, so each loads the target itself, told by these.
+_TARGET = "DCAF_SERVE_TARGET"
+_FACTORY = "DCAF_SERVE_FACTORY"
+_STORE = "DCAF_SERVE_STORE"
+_MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
+
+
+def _serve_workers(args: argparse.Namespace, target: Any) -> int:
+    """Check in this process what every worker will do, then let uvicorn start the workers."""
+    described = attach_store(target, args.store, default=DEFAULT_STORE)
+    if isinstance(getattr(target, "repository", None), InMemoryConversationRepository):
+        raise TargetError(
+            f"{args.workers} workers cannot share an in-memory store: an approval would reach a worker "
+            "that never saw the proposal. Use --store sqlite:///PATH or redis://HOST:PORT/DB"
+        )
+    os.environ.update(
+        {
+            _TARGET: args.target,
+            _FACTORY: "1" if args.factory else "",
+            _STORE: args.store or "",
+            _MAX_BODY: str(args.max_body_bytes),
+        }
+    )
+    run_uvicorn(
+        "dcaf_like.cli:worker_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        store_description=described,
+        workers=args.workers,
+    )
+    return 0
+
+
+def worker_app() -> Any:
+    """The app of one worker process (uvicorn's factory), from what :func:`_serve_workers` set."""
+    sys.path.insert(0, str(Path.cwd()))
+    target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
+    attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE)
+    return create_app(target, max_body_bytes=int(os.environ[_MAX_BODY]))
 
 
 if __name__ == "__main__":

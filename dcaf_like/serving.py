@@ -55,15 +55,31 @@ def serve(
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
-    own repository or ``DCAF_STORE`` says otherwise."""
+    own repository or ``DCAF_STORE`` says otherwise. For several worker processes, see
+    ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store."""
+    chosen = attach_store(agent, store, default=DEFAULT_STORE)
+    app = create_app(agent, max_body_bytes=max_body_bytes)
+    run_uvicorn(app, host=host, port=port, log_level=log_level, store_description=chosen)
+
+
+def run_uvicorn(
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    log_level: str,
+    store_description: str | None = None,
+    workers: int = 1,
+    factory: bool = False,
+) -> None:
+    """uvicorn with our logging: our access line (it carries the request id) replaces uvicorn's.
+    `app` is an app, or with several `workers` an import string of one (or of a `factory`)."""
     import logging
+    import logging.config
 
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    chosen = attach_store(agent, store, default=DEFAULT_STORE)
-    app = create_app(agent, max_body_bytes=max_body_bytes)
-    # Our access line carries the request id, so it replaces uvicorn's.
     log_config = {
         **LOGGING_CONFIG,
         "loggers": {
@@ -71,9 +87,19 @@ def serve(
             "dcaf_like": {"handlers": ["default"], "level": log_level.upper(), "propagate": False},
         },
     }
-    if chosen is not None:
-        logging.getLogger("uvicorn.error").info("conversations are kept in %s", chosen)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=log_config, access_log=False)
+    if store_description is not None:
+        logging.config.dictConfig(log_config)
+        logging.getLogger("uvicorn.error").info("conversations are kept in %s", store_description)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=log_config,
+        access_log=False,
+        workers=workers if workers > 1 else None,
+        factory=factory,
+    )
 
 
 def attach_store(agent: Any, store: Store | None, *, default: str | None) -> str | None:

@@ -3,6 +3,8 @@ and two workers receiving the same approval fifty times at once. The tool must r
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -36,8 +38,14 @@ class Worker:
             self.process.send_signal(sig)
         self.process.wait(timeout=15)
 
+    def kill_all(self) -> None:
+        """Kill the server and any worker processes it started (its own process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=15)
 
-StartWorker = Callable[[str], Worker]
+
+StartWorker = Callable[..., Worker]
 
 
 @pytest.fixture
@@ -53,13 +61,14 @@ def start_worker(ledger: Path) -> Iterator[StartWorker]:
     workers: list[Worker] = []
     readers: list[threading.Thread] = []
 
-    def start(store: str) -> Worker:
+    def start(store: str, *extra: str) -> Worker:
         process = subprocess.Popen(
-            [COMMAND, "serve", TARGET, "--factory", "--port", "0", "--store", store, "--log-level", "info"],
+            [COMMAND, "serve", TARGET, "--factory", "--port", "0", "--store", store, *extra],
             cwd=ROOT,
             stderr=subprocess.PIPE,
             text=True,
             env={**_environment(), "DCAF_TEST_LEDGER": str(ledger)},
+            start_new_session=True,
         )
         assert process.stderr is not None
         log: list[str] = []
@@ -81,23 +90,25 @@ def start_worker(ledger: Path) -> Iterator[StartWorker]:
         reader.start()
         workers.append(worker)
         readers.append(reader)
+        # With --workers the port is bound at once but listened on only once a worker has started.
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{worker.url}/health", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.05)
         return worker
 
     yield start
     for worker in workers:
-        if worker.process.poll() is None:
-            worker.process.kill()
-            worker.process.wait(timeout=15)
-    for reader in readers:
+        worker.kill_all()
+    for reader, worker in zip(readers, workers, strict=True):
         reader.join(timeout=15)
-    for worker in workers:
         assert worker.process.stderr is not None
-        worker.process.stderr.close()
+        if not reader.is_alive():
+            worker.process.stderr.close()
 
 
 def _environment() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k != "DCAF_STORE"}
 
 
@@ -185,3 +196,40 @@ def test_fifty_simultaneous_approvals_over_two_workers_run_the_tool_once(
     assert winner.json()["data"]["executed_tool_calls"][0]["id"] == pending["id"]
     assert len(executions(ledger)) == 1
     assert {line.split()[0] for line in executions(ledger)} <= {str(w.process.pid) for w in workers}
+
+
+def test_one_command_with_two_workers_honours_fifty_approvals_once(
+    start_worker: StartWorker, tmp_path: Path, ledger: Path
+) -> None:
+    server = start_worker(f"sqlite:///{tmp_path / 'shared.sqlite3'}", "--workers", "2")
+    conversation_id, pending = propose(server.url)
+    body = approval(conversation_id, pending)
+    start = threading.Barrier(50)
+
+    def send(_: int) -> httpx.Response:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            start.wait()
+            return client.post("/api/chat", json=body)
+
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        responses = list(pool.map(send, range(50)))
+
+    assert Counter(r.status_code for r in responses) == {200: 1, 409: 49}
+    assert len(executions(ledger)) == 1
+    server.stop()
+    assert any("conversations are kept in sqlite:///" in line for line in server.log)
+
+
+def test_several_workers_refuse_an_in_memory_store(ledger: Path) -> None:
+    result = subprocess.run(
+        [COMMAND, "serve", TARGET, "--factory", "--workers", "2", "--store", "memory://"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**_environment(), "DCAF_TEST_LEDGER": str(ledger)},
+        check=False,
+    )
+
+    assert result.returncode == 2
+    assert "2 workers cannot share an in-memory store" in result.stderr
