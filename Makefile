@@ -13,8 +13,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 lint:
-	$(BIN)/ruff check dcaf_like tests examples
-	$(BIN)/ruff format --check dcaf_like tests examples
+	$(BIN)/ruff check dcaf_like tests examples benchmarks
+	$(BIN)/ruff format --check dcaf_like tests examples benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
