@@ -32,8 +32,7 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
 
     def factory(namespace: str = "default", **options: Any) -> ConversationRepository:
         if kind == "memory":
-            if namespace != "default":
-                pytest.skip("the in-memory store is one process's; it has no namespaces")
+            assert namespace == "default", "the in-memory store has no namespaces"
             repository: ConversationRepository = shared.setdefault("memory", InMemoryConversationRepository())
         elif kind == "sqlite":
             from dcaf_like import SqliteConversationRepository
@@ -285,6 +284,9 @@ def test_conversations_are_isolated_from_each_other(make: Factory) -> None:
     assert store.get("conv-a") is not None
 
 
+@pytest.mark.parametrize(
+    "make", ["sqlite", "redis", "dynamodb"], indirect=True
+)  # memory: one process, no sharing
 def test_namespaces_sharing_a_store_do_not_see_each_other(make: Factory) -> None:
     ops = make(namespace="ops-agent")
     billing = make(namespace="billing-agent")

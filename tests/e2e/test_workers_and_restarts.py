@@ -169,6 +169,16 @@ def test_an_approval_survives_a_killed_server_and_runs_once_in_the_next(
     )
     assert follow_up.status_code == 200
     assert follow_up.json()["content"] == "Nothing to do."
+    history = httpx.get(f"{second.url}/api/conversations/{conversation_id}", timeout=10).json()
+    assert [(m["role"], m["content"]) for m in history["messages"]] == [
+        ("user", "delete pod web-1 in prod"),
+        ("assistant", ""),
+        ("assistant", 'Done: pod "web-1" deleted'),
+        ("user", "thanks"),
+        ("assistant", "Nothing to do."),
+    ]
+    (call,) = history["tool_calls"]
+    assert (call["id"], call["status"], call["output"]) == (pending["id"], "executed", 'pod "web-1" deleted')
 
 
 def test_fifty_simultaneous_approvals_over_two_workers_run_the_tool_once(
