@@ -45,6 +45,12 @@ class AgentRuntime(ABC):
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
         return await asyncio.to_thread(self.invoke, request)
 
+    def close(self) -> None:  # noqa: B027  (optional hook: most runtimes hold nothing to release)
+        """Release the SDK's connections (a server calls this at shutdown)."""
+
+    async def aclose(self) -> None:  # noqa: B027
+        """Release the connections of the asyncio client used by the running event loop."""
+
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         if type(self).stream is AgentRuntime.stream:
             response = await self.ainvoke(request)

@@ -15,8 +15,19 @@ from dcaf_like.application.ports import AgentRuntime
 
 RuntimeFactory = Callable[[str], AgentRuntime]
 
-# provider name -> (factory loader, the extra that installs its SDK). Filled as runtimes ship.
-_PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {}
+
+def _openai() -> RuntimeFactory:
+    import openai  # noqa: F401  (a missing SDK is reported with the extra to install)
+
+    from dcaf_like.runtimes.openai_chat import OpenAIRuntime
+
+    return OpenAIRuntime
+
+
+# provider name -> (factory loader, the extra that installs its SDK).
+_PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {
+    "openai": (_openai, "openai"),
+}
 
 ENTRY_POINT_GROUP = "dcaf_like.runtimes"
 

@@ -1,4 +1,5 @@
-"""The test kit: a scripted runtime that honours the runtime port, builders, and pytest fixtures.
+"""The test kit: a scripted runtime that honours the runtime port, a scripted OpenAI-compatible server
+on loopback (for real SDKs, offline), builders, and pytest fixtures.
 
 For tests only. An Agent never falls back to these: a runtime must always be chosen explicitly.
 """
@@ -13,10 +14,12 @@ from dcaf_like.testing.fake_runtime import (
     tool_call,
     tool_calls,
 )
+from dcaf_like.testing.openai_server import OpenAICompatibleServer
 
 __all__ = [
     "ConversationBuilder",
     "FakeRuntime",
+    "OpenAICompatibleServer",
     "ScriptExhausted",
     "Step",
     "fail",

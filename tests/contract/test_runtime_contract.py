@@ -7,7 +7,7 @@ server that speaks its wire protocol).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -34,10 +34,11 @@ class Script:
     answer_in_chunks: Callable[[list[str]], None]
     call: Callable[[list[tuple[str, dict]]], None]
     fail_rate_limited: Callable[[], None]
-    last_request: Callable[[], ModelRequest]
+    sent_tool_results: Callable[[], list[ToolResult]]
+    """The tool results the runtime sent with its last call, read back from what it sent."""
 
 
-def fake_script() -> Script:
+def fake_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     runtime = FakeRuntime()
     return Script(
         runtime=runtime,
@@ -45,16 +46,52 @@ def fake_script() -> Script:
         answer_in_chunks=lambda chunks: runtime.then(reply("".join(chunks), chunks=chunks)),
         call=lambda calls: runtime.then(tool_calls(*(tool_call(n, a) for n, a in calls))),
         fail_rate_limited=lambda: runtime.then(fail(ModelRateLimited("slow down", runtime="fake"))),
-        last_request=lambda: runtime.requests[-1],
+        sent_tool_results=lambda: [m for m in runtime.requests[-1].messages if isinstance(m, ToolResult)],
     )
 
 
-RUNTIMES = {"fake": fake_script}
+def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """The real openai SDK against the local OpenAI-compatible server."""
+    pytest.importorskip("openai", reason="the openai extra is not installed: pip install -e '.[openai]'")
+    from dcaf_like.runtimes.openai_chat import OpenAIRuntime
+    from dcaf_like.testing import OpenAICompatibleServer
+
+    server = OpenAICompatibleServer().start()
+    cleanup(server.stop)
+    runtime = OpenAIRuntime("test-model", base_url=server.base_url, max_retries=0)
+    cleanup(runtime.close)
+
+    def sent_tool_results() -> list[ToolResult]:
+        sent = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+        return [
+            ToolResult(
+                m["tool_call_id"],
+                "",
+                m["content"].removeprefix("Error: "),
+                m["content"].startswith("Error: "),
+            )
+            for m in sent
+        ]
+
+    return Script(
+        runtime=runtime,
+        answer=server.reply,
+        answer_in_chunks=lambda chunks: server.reply("".join(chunks), chunks=chunks),
+        call=server.call,
+        fail_rate_limited=lambda: server.fail(429, "rate_limit_exceeded", "Rate limit reached, slow down"),
+        sent_tool_results=sent_tool_results,
+    )
+
+
+RUNTIMES = {"fake": fake_script, "openai": openai_script}
 
 
 @pytest.fixture(params=sorted(RUNTIMES))
-def script(request) -> Script:
-    return RUNTIMES[request.param]()
+def script(request) -> Iterator[Script]:
+    cleanups: list[Callable[[], None]] = []
+    yield RUNTIMES[request.param](cleanups.append)
+    for cleanup in cleanups:
+        cleanup()
 
 
 TOOLS = (
@@ -108,8 +145,7 @@ def test_a_tool_result_then_an_answer(script):
     )
 
     assert response.text == "web-1 is deleted."
-    sent = script.last_request().messages
-    assert any(isinstance(m, ToolResult) and m.call_id == call_id for m in sent)
+    assert [(r.call_id, r.content) for r in script.sent_tool_results()] == [(call_id, 'pod "web-1" deleted')]
 
 
 def test_a_rejection_reason_reaches_the_model(script):
@@ -121,7 +157,7 @@ def test_a_rejection_reason_reaches_the_model(script):
         ModelRequest("sys", (UserTurn("delete"), AssistantTurn("", (call,)), rejected), TOOLS)
     )
 
-    [sent] = [m for m in script.last_request().messages if isinstance(m, ToolResult)]
+    [sent] = script.sent_tool_results()
     assert sent.is_error
     assert "serving traffic" in sent.content
 
@@ -145,6 +181,7 @@ async def test_the_async_twins_give_the_same_answers(script):
     response = await script.runtime.ainvoke(ask("hi"))
     events = [e async for e in script.runtime.astream(ask("hi"))]
 
+    await script.runtime.aclose()
     assert response.text == "async hello"
     assert events[-1].response.text == "ab"
 

@@ -92,10 +92,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        # Store clients bound to the server's event loop (redis.asyncio) are closed with it.
-        close = getattr(getattr(served, "repository", None), "aclose", None)
-        if close is not None:
-            await close()
+        # Clients bound to the server's event loop (redis.asyncio, the SDKs' async clients) close with it.
+        for resource in (getattr(served, "repository", None), getattr(served, "runtime", None)):
+            close = getattr(resource, "aclose", None)
+            if close is not None:
+                await close()
 
     app = FastAPI(
         lifespan=lifespan,

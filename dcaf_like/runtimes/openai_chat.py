@@ -1,0 +1,304 @@
+"""OpenAIRuntime: any server speaking OpenAI's chat completions, through the ``openai`` SDK.
+
+OpenAI itself, and the servers that copy its wire format: Ollama, vLLM, llama.cpp's server, LM Studio.
+Install with ``pip install 'dcaf_like[openai]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dcaf_like.application.errors import (
+    ModelAccessDenied,
+    ModelError,
+    ModelRateLimited,
+    ModelRequestInvalid,
+    ModelTimeout,
+)
+from dcaf_like.application.model import (
+    AssistantTurn,
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    ModelToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolResult,
+    Usage,
+)
+from dcaf_like.application.ports import AgentRuntime
+
+LOCAL_API_KEY = "not-needed"
+"""Sent when a base URL is given without a key: local servers want none, the SDK wants one."""
+
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+class OpenAIRuntime(AgentRuntime):
+    """``OpenAIRuntime("gpt-4o-mini")`` or ``OpenAIRuntime("qwen2.5", base_url="http://localhost:11434/v1")``.
+
+    `api_key` defaults to ``OPENAI_API_KEY``, `base_url` to ``OPENAI_BASE_URL``. Extra request fields
+    (``temperature``, ``max_tokens``, ...) go in `options`.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        options: dict[str, Any] | None = None,
+        client: Any = None,
+        async_client: Any = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise ImportError(
+                "OpenAIRuntime needs the openai SDK: pip install 'dcaf_like[openai]'", name=exc.name
+            ) from exc
+        self.model = model
+        self.name = f"openai:{model}"
+        self.options = dict(options or {})
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = api_key or os.environ.get("OPENAI_API_KEY") or (LOCAL_API_KEY if base_url else None)
+        if key is None and client is None:
+            raise ModelAccessDenied(
+                f"{self.name}: no API key; pass api_key=, set OPENAI_API_KEY, or give the base_url of a "
+                "local server (which needs none)",
+                runtime=self.name,
+            )
+        self._settings = {
+            "base_url": base_url,
+            "api_key": key,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self.base_url = base_url
+        self._client = client or openai.OpenAI(**self._settings)
+        self._given_async = async_client
+        # An asyncio client's connections belong to the loop that opened them: one client per loop.
+        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._openai = openai
+
+    def _async_client(self) -> Any:
+        if self._given_async is not None:
+            return self._given_async
+        loop = asyncio.get_running_loop()
+        client = self._async_by_loop.get(loop)
+        if client is None:
+            client = self._async_by_loop[loop] = self._openai.AsyncOpenAI(**self._settings)
+        return client
+
+    def close(self) -> None:
+        self._client.close()
+
+    async def aclose(self) -> None:
+        client = self._async_by_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIRuntime({self.model!r}, base_url={self.base_url!r})"
+
+    # -- calls ------------------------------------------------------------------------------------
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        try:
+            completion = self._client.chat.completions.create(**self._body(request))
+        except self._openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+        return self._response(completion)
+
+    async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        try:
+            completion = await self._async_client().chat.completions.create(**self._body(request))
+        except self._openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+        return self._response(completion)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        state = _StreamState()
+        try:
+            chunks = self._client.chat.completions.create(**self._body(request, stream=True))
+            for chunk in chunks:
+                yield from state.add(chunk)
+        except self._openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+        yield ModelCompleted(state.response(self.model))
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        state = _StreamState()
+        try:
+            chunks = await self._async_client().chat.completions.create(**self._body(request, stream=True))
+            async for chunk in chunks:
+                for event in state.add(chunk):
+                    yield event
+        except self._openai.OpenAIError as exc:
+            raise self._error(exc) from exc
+        yield ModelCompleted(state.response(self.model))
+
+    # -- the wire format --------------------------------------------------------------------------
+
+    def _body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(request), **self.options}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "parameters": dict(spec.input_schema),
+                    },
+                }
+                for spec in request.tools
+            ]
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _response(self, completion: Any) -> ModelResponse:
+        if not completion.choices:
+            raise ModelError(f"{self.name}: the server answered with no choices", runtime=self.name)
+        choice = completion.choices[0]
+        message = choice.message
+        calls = tuple(
+            _tool_call(c.id, c.function.name, c.function.arguments) for c in (message.tool_calls or ())
+        )
+        usage = completion.usage
+        return ModelResponse(
+            text=message.content or "",
+            tool_calls=calls,
+            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+            stop_reason="tool_use" if calls else _STOP_REASONS.get(choice.finish_reason or "", "end_turn"),
+            reasoning=getattr(message, "reasoning_content", None) or "",
+            model=completion.model or self.model,
+        )
+
+    def _error(self, exc: Exception) -> ModelError:
+        """The SDK's error as a typed one; the provider's message, never the key."""
+        o = self._openai
+        status = getattr(exc, "status_code", None)
+        detail = getattr(exc, "message", None) or str(exc)
+        message = f"{self.name}: {detail}" if status is None else f"{self.name}: HTTP {status}: {detail}"
+        if isinstance(exc, o.APITimeoutError):
+            return ModelTimeout(message, runtime=self.name)
+        if isinstance(exc, o.RateLimitError):
+            return ModelRateLimited(message, runtime=self.name)
+        if isinstance(exc, o.AuthenticationError | o.PermissionDeniedError):
+            return ModelAccessDenied(message, runtime=self.name)
+        if isinstance(exc, o.BadRequestError | o.NotFoundError | o.UnprocessableEntityError):
+            return ModelRequestInvalid(message, runtime=self.name)
+        if isinstance(exc, o.APIConnectionError):
+            return ModelError(message, runtime=self.name, retryable=True)
+        return ModelError(message, runtime=self.name, retryable=status is not None and status >= 500)
+
+
+def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """A model request as chat completion messages. A failed or rejected call's result is sent
+    prefixed with ``Error:`` (the format has no error flag)."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for m in request.messages:
+        if isinstance(m, ToolResult):
+            content = f"Error: {m.content}" if m.is_error else m.content
+            messages.append({"role": "tool", "tool_call_id": m.call_id, "content": content})
+        elif isinstance(m, AssistantTurn):
+            message: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            if m.tool_calls:
+                message["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {
+                            "name": c.name,
+                            "arguments": json.dumps(dict(c.arguments), ensure_ascii=False),
+                        },
+                    }
+                    for c in m.tool_calls
+                ]
+            messages.append(message)
+        else:
+            messages.append({"role": "user", "content": m.text})
+    return messages
+
+
+def _tool_call(call_id: str | None, name: str, arguments: str | None) -> ModelToolCall:
+    """A call as the model wrote it. Arguments that are not a JSON object are kept as
+    `invalid_arguments`: the service reports them to the model and runs nothing."""
+    raw = arguments or "{}"
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
+    if not isinstance(parsed, dict):
+        problem = f"the arguments are not a JSON object: {raw[:200]}"
+        return ModelToolCall(call_id, name, {}, invalid_arguments=problem)
+    return ModelToolCall(call_id, name, parsed)
+
+
+@dataclass
+class _StreamState:
+    """Assembles a streamed completion: text and reasoning as they come, tool calls by index."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finish: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+    def add(self, chunk: Any) -> Iterator[ModelStreamEvent]:
+        self.model = chunk.model or self.model
+        if chunk.usage:
+            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        for choice in chunk.choices or ():
+            delta = choice.delta
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+            reasoning = getattr(delta, "reasoning_content", None)
+            if reasoning:
+                self.reasoning.append(reasoning)
+                yield ReasoningDelta(reasoning)
+            if delta.content:
+                self.text.append(delta.content)
+                yield TextDelta(delta.content)
+            for call in delta.tool_calls or ():
+                slot = self.calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
+                if call.id:
+                    slot["id"] = call.id
+                if call.function is not None:
+                    slot["name"] += call.function.name or ""
+                    slot["arguments"] += call.function.arguments or ""
+
+    def response(self, model: str) -> ModelResponse:
+        calls = tuple(_tool_call(c["id"], c["name"], c["arguments"]) for _, c in sorted(self.calls.items()))
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=calls,
+            usage=self.usage,
+            stop_reason="tool_use" if calls else _STOP_REASONS.get(self.finish or "", "end_turn"),
+            reasoning="".join(self.reasoning),
+            model=self.model or model,
+        )
