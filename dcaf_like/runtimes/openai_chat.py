@@ -83,7 +83,7 @@ class OpenAIRuntime(AgentRuntime):
                 "local server (which needs none)",
                 runtime=self.name,
             )
-        self._settings = {
+        self._settings: dict[str, Any] = {
             "base_url": base_url,
             "api_key": key,
             "timeout": timeout,
