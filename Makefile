@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit clean
+.PHONY: install test lint typecheck unit demo clean
 
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -23,6 +23,11 @@ test: lint
 
 unit:
 	$(BIN)/python -m pytest tests/unit
+
+# The operations agent on the local model (fetched and verified on first run), served on :8000.
+# DCAF_RUNTIME=openai:<model> (with OPENAI_BASE_URL) runs it on another provider.
+demo: $(BIN)/python
+	$(BIN)/python examples/ops_demo.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

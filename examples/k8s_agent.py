@@ -21,6 +21,7 @@ class Cluster:
     def __init__(self) -> None:
         self.pods = {
             "default": {"web-1": "Running", "web-2": "CrashLoopBackOff"},
+            "prod": {"web-1": "Running", "api-1": "Running", "worker-1": "CrashLoopBackOff"},
             "kube-system": {"coredns": "Running"},
         }
 

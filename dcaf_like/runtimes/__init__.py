@@ -24,9 +24,18 @@ def _openai() -> RuntimeFactory:
     return OpenAIRuntime
 
 
+def _local() -> RuntimeFactory:
+    import llama_cpp  # noqa: F401
+
+    from dcaf_like.runtimes.local import LocalRuntime
+
+    return lambda model: LocalRuntime(model or None)
+
+
 # provider name -> (factory loader, the extra that installs its SDK).
 _PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {
     "openai": (_openai, "openai"),
+    "local": (_local, "local"),
 }
 
 ENTRY_POINT_GROUP = "dcaf_like.runtimes"

