@@ -32,10 +32,19 @@ def _local() -> RuntimeFactory:
     return lambda model: LocalRuntime(model or None)
 
 
+def _bedrock() -> RuntimeFactory:
+    import boto3  # noqa: F401
+
+    from dcaf_like.runtimes.bedrock import BedrockRuntime
+
+    return BedrockRuntime
+
+
 # provider name -> (factory loader, the extra that installs its SDK).
 _PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {
     "openai": (_openai, "openai"),
     "local": (_local, "local"),
+    "bedrock": (_bedrock, "bedrock"),
 }
 
 ENTRY_POINT_GROUP = "dcaf_like.runtimes"

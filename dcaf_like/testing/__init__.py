@@ -1,9 +1,10 @@
-"""The test kit: a scripted runtime that honours the runtime port, a scripted OpenAI-compatible server
-on loopback (for real SDKs, offline), builders, and pytest fixtures.
+"""The test kit: a scripted runtime that honours the runtime port, scripted OpenAI-compatible and Bedrock
+servers on loopback (for real SDKs, offline), builders, and pytest fixtures.
 
 For tests only. An Agent never falls back to these: a runtime must always be chosen explicitly.
 """
 
+from dcaf_like.testing.bedrock_server import BedrockConverseServer
 from dcaf_like.testing.builders import ConversationBuilder
 from dcaf_like.testing.fake_runtime import (
     FakeRuntime,
@@ -17,6 +18,7 @@ from dcaf_like.testing.fake_runtime import (
 from dcaf_like.testing.openai_server import OpenAICompatibleServer
 
 __all__ = [
+    "BedrockConverseServer",
     "ConversationBuilder",
     "FakeRuntime",
     "OpenAICompatibleServer",

@@ -83,7 +83,47 @@ def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     )
 
 
-RUNTIMES = {"fake": fake_script, "openai": openai_script}
+def bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """Real boto3 (Converse, and ConverseStream's event-stream framing) against the local server."""
+    boto3 = pytest.importorskip(
+        "boto3", reason="the bedrock extra is not installed: pip install -e '.[bedrock]'"
+    )
+    from botocore.config import Config
+
+    from dcaf_like.runtimes.bedrock import BedrockRuntime
+    from dcaf_like.testing import BedrockConverseServer
+
+    server = BedrockConverseServer().start()
+    cleanup(server.stop)
+    client = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=server.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),  # max_attempts=1 still retries once
+    )
+    runtime = BedrockRuntime("anthropic.claude-3-5-haiku-20241022-v1:0", client=client)
+    cleanup(runtime.close)
+
+    def sent_tool_results() -> list[ToolResult]:
+        _, body = server.requests[-1]
+        blocks = [b["toolResult"] for m in body["messages"] for b in m["content"] if "toolResult" in b]
+        return [
+            ToolResult(b["toolUseId"], "", b["content"][0]["text"], b["status"] == "error") for b in blocks
+        ]
+
+    return Script(
+        runtime=runtime,
+        answer=server.reply,
+        answer_in_chunks=lambda chunks: server.reply("".join(chunks), chunks=chunks),
+        call=server.call,
+        fail_rate_limited=lambda: server.fail(429, "ThrottlingException", "Too many requests, please wait"),
+        sent_tool_results=sent_tool_results,
+    )
+
+
+RUNTIMES = {"fake": fake_script, "openai": openai_script, "bedrock": bedrock_script}
 
 
 @pytest.fixture(params=sorted(RUNTIMES))

@@ -1,0 +1,273 @@
+"""BedrockRuntime: Amazon Bedrock's Converse and ConverseStream APIs through boto3.
+
+``BedrockRuntime("anthropic.claude-3-5-haiku-20241022-v1:0", region="us-east-1")``, or
+``runtime="bedrock:<model id>"``. Credentials come from boto3's usual chain (environment, profile,
+role). Install with ``pip install 'dcaf_like[bedrock]'``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dcaf_like.application.errors import (
+    ModelAccessDenied,
+    ModelError,
+    ModelRateLimited,
+    ModelRequestInvalid,
+    ModelTimeout,
+)
+from dcaf_like.application.model import (
+    AssistantTurn,
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    ModelToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolResult,
+    Usage,
+)
+from dcaf_like.application.ports import AgentRuntime
+
+_STOP_REASONS = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "end_turn",
+    "guardrail_intervened": "guardrail",
+    "content_filtered": "content_filtered",
+}
+_RATE_LIMITED = {"ThrottlingException", "TooManyRequestsException", "ServiceQuotaExceededException"}
+_DENIED = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
+_INVALID = {"ValidationException", "ResourceNotFoundException"}
+_TIMEOUT = {"ModelTimeoutException"}
+
+
+class BedrockRuntime(AgentRuntime):
+    """A Bedrock model. `max_tokens`, `temperature` go to ``inferenceConfig``; pass `client` (a boto3
+    ``bedrock-runtime`` client) to control credentials, endpoint and retries yourself."""
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        region: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        endpoint_url: str | None = None,
+        client: Any = None,
+    ) -> None:
+        try:
+            import botocore.exceptions
+        except ImportError as exc:
+            raise ImportError(
+                "BedrockRuntime needs boto3: pip install 'dcaf_like[bedrock]'", name=exc.name
+            ) from exc
+        if client is None:
+            import boto3
+
+            client = boto3.client("bedrock-runtime", region_name=region, endpoint_url=endpoint_url)
+        self.model_id = model_id
+        self.name = f"bedrock:{model_id}"
+        self.client = client
+        self.inference: dict[str, Any] = {}
+        if max_tokens is not None:
+            self.inference["maxTokens"] = max_tokens
+        if temperature is not None:
+            self.inference["temperature"] = temperature
+        self._client_error = botocore.exceptions.ClientError
+        self._botocore = botocore.exceptions
+
+    def __repr__(self) -> str:
+        return f"BedrockRuntime({self.model_id!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- calls ------------------------------------------------------------------------------------
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        try:
+            answer = self.client.converse(**self._body(request))
+        except (self._client_error, self._botocore.BotoCoreError) as exc:
+            raise self._error(exc) from exc
+        return self._response(answer)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        state = _StreamState()
+        try:
+            answer = self.client.converse_stream(**self._body(request))
+            for event in answer["stream"]:
+                yield from state.add(event)
+        except (self._client_error, self._botocore.BotoCoreError) as exc:
+            raise self._error(exc) from exc
+        yield ModelCompleted(state.response(self.model_id))
+
+    # -- the wire format --------------------------------------------------------------------------
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"modelId": self.model_id, "messages": to_bedrock_messages(request)}
+        if request.system:
+            body["system"] = [{"text": request.system}]
+        if request.tools:
+            body["toolConfig"] = {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": spec.name,
+                            "description": spec.description or spec.name,
+                            "inputSchema": {"json": dict(spec.input_schema)},
+                        }
+                    }
+                    for spec in request.tools
+                ]
+            }
+        if self.inference:
+            body["inferenceConfig"] = dict(self.inference)
+        return body
+
+    def _response(self, answer: dict[str, Any]) -> ModelResponse:
+        content = answer.get("output", {}).get("message", {}).get("content", [])
+        text = "".join(block["text"] for block in content if "text" in block)
+        reasoning = "".join(
+            block["reasoningContent"].get("reasoningText", {}).get("text", "")
+            for block in content
+            if "reasoningContent" in block
+        )
+        calls = tuple(
+            ModelToolCall(
+                block["toolUse"]["toolUseId"], block["toolUse"]["name"], block["toolUse"].get("input") or {}
+            )
+            for block in content
+            if "toolUse" in block
+        )
+        usage = answer.get("usage", {})
+        stop = answer.get("stopReason", "end_turn")
+        return ModelResponse(
+            text=text,
+            tool_calls=calls,
+            usage=Usage(usage.get("inputTokens", 0), usage.get("outputTokens", 0)),
+            stop_reason="tool_use" if calls else _STOP_REASONS.get(stop, stop),
+            reasoning=reasoning,
+            model=self.model_id,
+        )
+
+    def _error(self, exc: Exception) -> ModelError:
+        """AWS's error as a typed one, with AWS's message (credentials are never in it)."""
+        if isinstance(exc, self._client_error):
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", "")).split(":")[0]
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            message = f"{self.name}: {code}: {error.get('Message') or exc}"
+            if code in _RATE_LIMITED:
+                return ModelRateLimited(message, runtime=self.name)
+            if code in _DENIED:
+                return ModelAccessDenied(message, runtime=self.name)
+            if code in _INVALID:
+                return ModelRequestInvalid(message, runtime=self.name)
+            if code in _TIMEOUT:
+                return ModelTimeout(message, runtime=self.name)
+            return ModelError(message, runtime=self.name, retryable=status is None or status >= 500)
+        message = f"{self.name}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, self._botocore.ReadTimeoutError | self._botocore.ConnectTimeoutError):
+            return ModelTimeout(message, runtime=self.name)
+        if isinstance(exc, self._botocore.NoCredentialsError):
+            return ModelAccessDenied(message, runtime=self.name)
+        return ModelError(message, runtime=self.name, retryable=True)
+
+
+def to_bedrock_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """Converse messages: roles alternate, tool results are ``toolResult`` blocks in a user message."""
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    for m in request.messages:
+        if isinstance(m, ToolResult):
+            result = {
+                "toolUseId": m.call_id,
+                "content": [{"text": m.content}],
+                "status": "error" if m.is_error else "success",
+            }
+            add("user", [{"toolResult": result}])
+        elif isinstance(m, AssistantTurn):
+            blocks: list[dict[str, Any]] = [{"text": m.text}] if m.text else []
+            blocks += [
+                {"toolUse": {"toolUseId": c.id, "name": c.name, "input": dict(c.arguments)}}
+                for c in m.tool_calls
+            ]
+            add("assistant", blocks)
+        else:
+            add("user", [{"text": m.text or " "}])
+    return messages
+
+
+@dataclass
+class _StreamState:
+    """Assembles ConverseStream events: text and reasoning deltas as they come, tool uses by block."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tools: dict[int, dict[str, Any]] = field(default_factory=dict)
+    stop: str = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+
+    def add(self, event: dict[str, Any]) -> Iterator[ModelStreamEvent]:
+        if "contentBlockStart" in event:
+            start = event["contentBlockStart"]
+            use = start.get("start", {}).get("toolUse")
+            if use:
+                self.tools[start["contentBlockIndex"]] = {
+                    "id": use["toolUseId"],
+                    "name": use["name"],
+                    "input": "",
+                }
+        elif "contentBlockDelta" in event:
+            block = event["contentBlockDelta"]
+            delta = block.get("delta", {})
+            if "text" in delta:
+                self.text.append(delta["text"])
+                yield TextDelta(delta["text"])
+            elif "toolUse" in delta:
+                self.tools[block["contentBlockIndex"]]["input"] += delta["toolUse"].get("input", "")
+            elif "reasoningContent" in delta and delta["reasoningContent"].get("text"):
+                self.reasoning.append(delta["reasoningContent"]["text"])
+                yield ReasoningDelta(delta["reasoningContent"]["text"])
+        elif "messageStop" in event:
+            self.stop = event["messageStop"].get("stopReason", "end_turn")
+        elif "metadata" in event:
+            usage = event["metadata"].get("usage", {})
+            self.usage = Usage(usage.get("inputTokens", 0), usage.get("outputTokens", 0))
+
+    def response(self, model: str) -> ModelResponse:
+        calls = tuple(_call(tool) for _, tool in sorted(self.tools.items()))
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=calls,
+            usage=self.usage,
+            stop_reason="tool_use" if calls else _STOP_REASONS.get(self.stop, self.stop),
+            reasoning="".join(self.reasoning),
+            model=model,
+        )
+
+
+def _call(tool: dict[str, Any]) -> ModelToolCall:
+    raw = tool["input"] or "{}"
+    try:
+        arguments = json.loads(raw)
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        problem = f"the tool input is not a JSON object: {raw[:200]}"
+        return ModelToolCall(tool["id"], tool["name"], {}, invalid_arguments=problem)
+    return ModelToolCall(tool["id"], tool["name"], arguments)
