@@ -73,6 +73,7 @@ from dcaf_like.domain import (
 )
 from dcaf_like.function_agent import AgentContext, FunctionAgent
 from dcaf_like.runtimes import resolve_runtime
+from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
 from dcaf_like.serving import create_app, serve
 from dcaf_like.stores import StoreConfigError, open_store
 from dcaf_like.tools import Tool, tool
@@ -116,6 +117,7 @@ __all__ = [
     "DynamoDBConversationRepository",
     "Done",
     "EditNotAllowed",
+    "FallbackRuntime",
     "FunctionAgent",
     "IllegalTransition",
     "InMemoryConversationRepository",
@@ -135,6 +137,7 @@ __all__ = [
     "PlatformContext",
     "ReasoningDelta",
     "RedisConversationRepository",
+    "RoutingRuntime",
     "RunContext",
     "RunFailed",
     "RuntimeNotConfigured",

@@ -15,10 +15,12 @@ import pytest
 from dcaf_like import (
     AgentRuntime,
     AssistantTurn,
+    FallbackRuntime,
     ModelCompleted,
     ModelError,
     ModelRateLimited,
     ModelRequest,
+    ModelResponse,
     TextDelta,
     ToolResult,
     ToolSpec,
@@ -123,7 +125,34 @@ def bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     )
 
 
-RUNTIMES = {"fake": fake_script, "openai": openai_script, "bedrock": bedrock_script}
+class Down(AgentRuntime):
+    """A runtime whose provider is down: every call fails with a retryable error."""
+
+    name = "down"
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        raise ModelError("connection refused", runtime=self.name, retryable=True)
+
+
+def fallback_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """A FallbackRuntime whose first runtime is down: the second answers everything."""
+    inner = fake_script(cleanup)
+    return Script(
+        runtime=FallbackRuntime([Down(), inner.runtime]),
+        answer=inner.answer,
+        answer_in_chunks=inner.answer_in_chunks,
+        call=inner.call,
+        fail_rate_limited=inner.fail_rate_limited,
+        sent_tool_results=inner.sent_tool_results,
+    )
+
+
+RUNTIMES = {
+    "fake": fake_script,
+    "openai": openai_script,
+    "bedrock": bedrock_script,
+    "fallback": fallback_script,
+}
 
 
 @pytest.fixture(params=sorted(RUNTIMES))

@@ -1,0 +1,163 @@
+"""Runtimes made of runtimes: try the next when one fails (fallback), or pick one per request (routing).
+
+Both are ordinary :class:`AgentRuntime`s, so the agent loop, the approval gate and the events do not
+change; ``Agent(runtime=FallbackRuntime(["bedrock:...", "openai:..."]))`` is all it takes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+
+from dcaf_like.application.errors import ModelError, RuntimeNotConfigured
+from dcaf_like.application.model import ModelRequest, ModelResponse, ModelStreamEvent
+from dcaf_like.application.ports import AgentRuntime
+
+logger = logging.getLogger("dcaf_like.runtimes")
+
+
+def _retryable(error: ModelError) -> bool:
+    return error.retryable
+
+
+class FallbackRuntime(AgentRuntime):
+    """Tries `runtimes` in order; moves to the next when one fails with an error `fall_back_on`
+    accepts (by default a retryable one: rate limit, timeout, server error, connection).
+
+    A stream falls back only before its first event: text already sent cannot be taken back, so a
+    failure after that is raised. When every runtime fails, the last error is raised, its message
+    naming each failure.
+    """
+
+    def __init__(
+        self,
+        runtimes: Sequence[AgentRuntime | str],
+        *,
+        fall_back_on: Callable[[ModelError], bool] = _retryable,
+    ) -> None:
+        from dcaf_like.runtimes import resolve_runtime
+
+        if not runtimes:
+            raise ValueError("FallbackRuntime needs at least one runtime")
+        self.runtimes = [resolve_runtime(r) for r in runtimes]
+        self.fall_back_on = fall_back_on
+        self.name = f"fallback({', '.join(r.name for r in self.runtimes)})"
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        failures: list[ModelError] = []
+        for runtime in self.runtimes:
+            try:
+                return runtime.invoke(request)
+            except ModelError as error:
+                self._failed(runtime, error, failures)
+        raise self._all_failed(failures)
+
+    async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        failures: list[ModelError] = []
+        for runtime in self.runtimes:
+            try:
+                return await runtime.ainvoke(request)
+            except ModelError as error:
+                self._failed(runtime, error, failures)
+        raise self._all_failed(failures)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        failures: list[ModelError] = []
+        for runtime in self.runtimes:
+            started = False
+            try:
+                for event in runtime.stream(request):
+                    started = True
+                    yield event
+                return
+            except ModelError as error:
+                if started:
+                    raise
+                self._failed(runtime, error, failures)
+        raise self._all_failed(failures)
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        failures: list[ModelError] = []
+        for runtime in self.runtimes:
+            started = False
+            try:
+                async for event in runtime.astream(request):
+                    started = True
+                    yield event
+                return
+            except ModelError as error:
+                if started:
+                    raise
+                self._failed(runtime, error, failures)
+        raise self._all_failed(failures)
+
+    def close(self) -> None:
+        for runtime in self.runtimes:
+            runtime.close()
+
+    async def aclose(self) -> None:
+        for runtime in self.runtimes:
+            await runtime.aclose()
+
+    def _failed(self, runtime: AgentRuntime, error: ModelError, failures: list[ModelError]) -> None:
+        failures.append(error)
+        if not self.fall_back_on(error) or len(failures) == len(self.runtimes):
+            raise self._all_failed(failures) if len(failures) > 1 else error
+        logger.warning("%s failed (%s); falling back to the next runtime", runtime.name, error)
+
+    def _all_failed(self, failures: list[ModelError]) -> ModelError:
+        last = failures[-1]
+        summary = "; ".join(str(f) for f in failures)
+        return type(last)(
+            f"{self.name}: every runtime tried failed: {summary}", runtime=self.name, retryable=last.retryable
+        )
+
+
+class RoutingRuntime(AgentRuntime):
+    """Sends each request to the runtime `route(request)` names, e.g. a small model for plain chat
+    and a large one when tools are offered::
+
+        RoutingRuntime(lambda r: "large" if r.tools else "small",
+                       {"small": "openai:gpt-4o-mini", "large": "bedrock:anthropic.claude-3-5-sonnet..."})
+    """
+
+    def __init__(
+        self, route: Callable[[ModelRequest], str], runtimes: Mapping[str, AgentRuntime | str]
+    ) -> None:
+        from dcaf_like.runtimes import resolve_runtime
+
+        if not runtimes:
+            raise ValueError("RoutingRuntime needs at least one runtime")
+        self.route = route
+        self.runtimes = {key: resolve_runtime(r) for key, r in runtimes.items()}
+        self.name = f"router({', '.join(f'{k}={r.name}' for k, r in self.runtimes.items())})"
+
+    def choose(self, request: ModelRequest) -> AgentRuntime:
+        key = self.route(request)
+        try:
+            return self.runtimes[key]
+        except KeyError:
+            known = ", ".join(sorted(self.runtimes))
+            raise RuntimeNotConfigured(
+                f"{self.name}: the route chose {key!r}; the runtimes are {known}"
+            ) from None
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        return self.choose(request).invoke(request)
+
+    async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        return await self.choose(request).ainvoke(request)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        return self.choose(request).stream(request)
+
+    def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        return self.choose(request).astream(request)
+
+    def close(self) -> None:
+        for runtime in self.runtimes.values():
+            runtime.close()
+
+    async def aclose(self) -> None:
+        for runtime in self.runtimes.values():
+            await runtime.aclose()

@@ -1,0 +1,150 @@
+"""FallbackRuntime and RoutingRuntime: runtimes made of runtimes."""
+
+from __future__ import annotations
+
+import pytest
+
+from dcaf_like import (
+    Agent,
+    FallbackRuntime,
+    ModelAccessDenied,
+    ModelCompleted,
+    ModelRateLimited,
+    ModelRequest,
+    ModelTimeout,
+    RoutingRuntime,
+    RuntimeNotConfigured,
+    TextDelta,
+    ToolSpec,
+    UserTurn,
+)
+from dcaf_like.testing import FakeRuntime, Step, fail, reply
+
+
+def ask(text: str = "hi", *, tools: tuple[ToolSpec, ...] = ()) -> ModelRequest:
+    return ModelRequest("", (UserTurn(text),), tools)
+
+
+def named(name: str, script) -> FakeRuntime:
+    runtime = FakeRuntime(script)
+    runtime.name = name
+    return runtime
+
+
+def test_a_retryable_failure_falls_back_to_the_next_runtime():
+    primary = named("primary", [fail(ModelRateLimited("throttled", runtime="primary"))])
+    backup = named("backup", ["from the backup"])
+    runtime = FallbackRuntime([primary, backup])
+
+    response = runtime.invoke(ask())
+
+    assert response.text == "from the backup"
+    assert len(primary.requests) == len(backup.requests) == 1
+    assert runtime.name == "fallback(primary, backup)"
+
+
+def test_a_failure_that_is_not_retryable_does_not_fall_back():
+    primary = named("primary", [fail(ModelAccessDenied("no access to the model", runtime="primary"))])
+    backup = named("backup", ["never"])
+
+    with pytest.raises(ModelAccessDenied, match="no access"):
+        FallbackRuntime([primary, backup]).invoke(ask())
+
+    assert backup.requests == []
+
+
+def test_when_every_runtime_fails_the_error_names_each_failure():
+    runtime = FallbackRuntime(
+        [
+            named("a", [fail(ModelTimeout("a timed out", runtime="a"))]),
+            named("b", [fail(ModelRateLimited("b is throttled", runtime="b"))]),
+        ]
+    )
+
+    with pytest.raises(ModelRateLimited) as raised:
+        runtime.invoke(ask())
+
+    assert "a timed out" in str(raised.value)
+    assert "b is throttled" in str(raised.value)
+    assert raised.value.retryable
+
+
+def test_a_stream_falls_back_only_before_its_first_event():
+    class BreaksMidStream(FakeRuntime):
+        def stream(self, request):
+            yield TextDelta("half an ans")
+            raise ModelTimeout("cut off", runtime="mid")
+
+    early = FallbackRuntime(
+        [named("down", [fail(ModelTimeout("down", runtime="down"))]), named("up", ["whole"])]
+    )
+    late = FallbackRuntime([BreaksMidStream(), named("up", ["never"])])
+
+    events = list(early.stream(ask()))
+    assert isinstance(events[-1], ModelCompleted)
+    assert events[-1].response.text == "whole"
+    with pytest.raises(ModelTimeout, match="cut off"):
+        list(late.stream(ask()))
+    assert late.runtimes[1].requests == []  # type: ignore[attr-defined]
+
+
+async def test_the_async_twins_fall_back_too():
+    runtime = FallbackRuntime(
+        [
+            named("down", [fail(ModelTimeout("down", runtime="down"))] * 2),
+            named("up", ["async one", "async two"]),
+        ]
+    )
+
+    response = await runtime.ainvoke(ask())
+    events = [e async for e in runtime.astream(ask())]
+
+    assert response.text == "async one"
+    assert events[-1].response.text == "async two"
+
+
+def test_an_agent_on_a_fallback_runtime_keeps_its_approval_gate(cluster):
+    from dcaf_like.testing import tool_call
+
+    runtime = FallbackRuntime(
+        [
+            named("down", [fail(ModelRateLimited("throttled", runtime="down"))]),
+            named("up", [tool_call("delete_pod", name="web-1")]),
+        ]
+    )
+
+    response = Agent(tools=cluster.tools(), runtime=runtime).run("delete web-1")
+
+    assert [c.name for c in response.pending_tool_calls] == ["delete_pod"]
+    assert cluster.deleted == []
+
+
+def test_routing_sends_each_request_where_the_route_says():
+    small = named("small", ["small answer", "streamed small"])
+    large = named("large", [Step(text="large answer")])
+    runtime = RoutingRuntime(lambda r: "large" if r.tools else "small", {"small": small, "large": large})
+
+    plain = runtime.invoke(ask())
+    with_tools = runtime.invoke(ask(tools=(ToolSpec("list_pods", "List.", {"type": "object"}),)))
+    streamed = list(runtime.stream(ask()))
+
+    assert (plain.text, with_tools.text) == ("small answer", "large answer")
+    assert streamed[-1].response.text == "streamed small"
+    assert (len(small.requests), len(large.requests)) == (2, 1)
+    assert runtime.name == "router(small=small, large=large)"
+
+
+def test_a_route_to_an_unknown_runtime_is_a_clear_error():
+    runtime = RoutingRuntime(lambda _: "huge", {"small": FakeRuntime([reply("x")])})
+
+    with pytest.raises(RuntimeNotConfigured, match="the route chose 'huge'; the runtimes are small"):
+        runtime.invoke(ask())
+
+
+def test_a_strategy_needs_runtimes():
+    with pytest.raises(ValueError, match="at least one"):
+        FallbackRuntime([])
+    with pytest.raises(ValueError, match="at least one"):
+        RoutingRuntime(lambda _: "a", {})
+    with pytest.raises(RuntimeNotConfigured, match="no runtime provider named 'nope'"):
+        FallbackRuntime(["nope:model"])
