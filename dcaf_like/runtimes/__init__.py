@@ -40,11 +40,20 @@ def _bedrock() -> RuntimeFactory:
     return BedrockRuntime
 
 
+def _langchain() -> RuntimeFactory:
+    import langchain_core  # noqa: F401
+
+    from dcaf_like.runtimes.langchain import LangChainRuntime
+
+    return LangChainRuntime.from_string
+
+
 # provider name -> (factory loader, the extra that installs its SDK).
 _PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {
     "openai": (_openai, "openai"),
     "local": (_local, "local"),
     "bedrock": (_bedrock, "bedrock"),
+    "langchain": (_langchain, "langchain"),
 }
 
 ENTRY_POINT_GROUP = "dcaf_like.runtimes"

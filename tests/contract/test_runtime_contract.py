@@ -147,11 +147,55 @@ def fallback_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     )
 
 
+def langchain_openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """LangChain's real ChatOpenAI against the local OpenAI-compatible server."""
+    pytest.importorskip("langchain_openai", reason="langchain-openai is a dev dependency: make install")
+    from langchain_openai import ChatOpenAI
+
+    from dcaf_like.runtimes.langchain import LangChainRuntime
+
+    inner = openai_script(cleanup)
+    base_url = inner.runtime.base_url  # type: ignore[attr-defined]
+    chat = ChatOpenAI(model="test-model", base_url=base_url, api_key="unused", max_retries=0)
+    return Script(
+        runtime=LangChainRuntime(chat),
+        answer=inner.answer,
+        answer_in_chunks=inner.answer_in_chunks,
+        call=inner.call,
+        fail_rate_limited=inner.fail_rate_limited,
+        sent_tool_results=inner.sent_tool_results,
+    )
+
+
+def langchain_bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """LangChain's real ChatBedrockConverse (over boto3) against the local Bedrock server."""
+    pytest.importorskip("langchain_aws", reason="langchain-aws is a dev dependency: make install")
+    from langchain_aws import ChatBedrockConverse
+
+    from dcaf_like.runtimes.langchain import LangChainRuntime
+
+    inner = bedrock_script(cleanup)
+    client = inner.runtime.client  # type: ignore[attr-defined]
+    chat = ChatBedrockConverse(
+        model="anthropic.claude-3-5-haiku-20241022-v1:0", client=client, region_name="us-east-1"
+    )
+    return Script(
+        runtime=LangChainRuntime(chat),
+        answer=inner.answer,
+        answer_in_chunks=inner.answer_in_chunks,
+        call=inner.call,
+        fail_rate_limited=inner.fail_rate_limited,
+        sent_tool_results=inner.sent_tool_results,
+    )
+
+
 RUNTIMES = {
     "fake": fake_script,
     "openai": openai_script,
     "bedrock": bedrock_script,
     "fallback": fallback_script,
+    "langchain-openai": langchain_openai_script,
+    "langchain-bedrock": langchain_bedrock_script,
 }
 
 

@@ -1,0 +1,256 @@
+"""LangChainRuntime: any LangChain chat model (``BaseChatModel``) as an agent's runtime.
+
+``LangChainRuntime(ChatOpenAI(model="gpt-4o-mini"))``, ``LangChainRuntime(ChatBedrockConverse(...))``,
+or ``runtime="langchain:openai:<model>"`` / ``"langchain:bedrock:<model id>"``. Tools are bound with
+``bind_tools``, calls read from ``AIMessage.tool_calls``, results sent as ``ToolMessage``s; our service
+keeps the loop and the approval gate (LangChain's agents are not used). Install with
+``pip install 'dcaf_like[langchain]'`` plus the provider's package (``langchain-openai``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from dcaf_like.application.errors import (
+    ModelAccessDenied,
+    ModelError,
+    ModelRateLimited,
+    ModelRequestInvalid,
+    ModelTimeout,
+    RuntimeNotConfigured,
+)
+from dcaf_like.application.model import (
+    AssistantTurn,
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    ModelToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolResult,
+    Usage,
+)
+from dcaf_like.application.ports import AgentRuntime
+
+# "langchain:<provider>:<model>": the chat model class for each provider, and its package.
+CHAT_MODELS: dict[str, tuple[str, str, str]] = {
+    "openai": ("langchain_openai", "ChatOpenAI", "langchain-openai"),
+    "bedrock": ("langchain_aws", "ChatBedrockConverse", "langchain-aws"),
+    "anthropic": ("langchain_anthropic", "ChatAnthropic", "langchain-anthropic"),
+    "ollama": ("langchain_ollama", "ChatOllama", "langchain-ollama"),
+}
+
+
+class LangChainRuntime(AgentRuntime):
+    def __init__(self, chat_model: Any) -> None:
+        try:
+            from langchain_core.language_models import BaseChatModel
+        except ImportError as exc:
+            raise ImportError(
+                "LangChainRuntime needs langchain-core: pip install 'dcaf_like[langchain]'", name=exc.name
+            ) from exc
+        if not isinstance(chat_model, BaseChatModel):
+            raise TypeError(f"LangChainRuntime takes a LangChain chat model, not {type(chat_model).__name__}")
+        self.chat_model = chat_model
+        model = next(
+            (
+                getattr(chat_model, a)
+                for a in ("model_name", "model_id", "model")
+                if getattr(chat_model, a, None)
+            ),
+            "",
+        )
+        self.model = str(model)
+        self.name = f"langchain:{type(chat_model).__name__}:{self.model}".rstrip(":")
+        self._bound: dict[str, Any] = {}
+
+    @classmethod
+    def from_string(cls, spec: str) -> LangChainRuntime:
+        """``"openai:gpt-4o-mini"``, ``"bedrock:<model id>"``, ``"anthropic:..."``, ``"ollama:..."``."""
+        provider, _, model = spec.partition(":")
+        if provider not in CHAT_MODELS or not model:
+            known = ", ".join(f"langchain:{p}:<model>" for p in CHAT_MODELS)
+            raise RuntimeNotConfigured(f"langchain runtime {spec!r}: expected one of {known}")
+        module, class_name, package = CHAT_MODELS[provider]
+        try:
+            chat_class = getattr(__import__(module, fromlist=[class_name]), class_name)
+        except ImportError as exc:
+            raise RuntimeNotConfigured(
+                f"langchain:{provider} needs {package}: pip install {package}"
+            ) from exc
+        return cls(chat_class(model=model))
+
+    def __repr__(self) -> str:
+        return f"LangChainRuntime({type(self.chat_model).__name__}({self.model!r}))"
+
+    # -- calls ------------------------------------------------------------------------------------
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        try:
+            message = self._model(request).invoke(to_langchain_messages(request))
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return self._response(message)
+
+    async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        try:
+            message = await self._model(request).ainvoke(to_langchain_messages(request))
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return self._response(message)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        total = None
+        try:
+            for chunk in self._model(request).stream(to_langchain_messages(request)):
+                total = chunk if total is None else total + chunk
+                yield from _deltas(chunk)
+        except Exception as exc:
+            raise self._error(exc) from exc
+        yield ModelCompleted(self._response(total))
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        total = None
+        try:
+            async for chunk in self._model(request).astream(to_langchain_messages(request)):
+                total = chunk if total is None else total + chunk
+                for event in _deltas(chunk):
+                    yield event
+        except Exception as exc:
+            raise self._error(exc) from exc
+        yield ModelCompleted(self._response(total))
+
+    # -- mapping ----------------------------------------------------------------------------------
+
+    def _model(self, request: ModelRequest) -> Any:
+        """The chat model with this request's tools bound (bound once per tool set)."""
+        if not request.tools:
+            return self.chat_model
+        schemas = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.input_schema),
+                },
+            }
+            for t in request.tools
+        ]
+        key = json.dumps(schemas, sort_keys=True)
+        if key not in self._bound:
+            self._bound[key] = self.chat_model.bind_tools(schemas)
+        return self._bound[key]
+
+    def _response(self, message: Any) -> ModelResponse:
+        if message is None:
+            raise ModelError(f"{self.name}: the model returned nothing", runtime=self.name)
+        calls = [
+            ModelToolCall(c.get("id") or _new_id(), c["name"], c.get("args") or {})
+            for c in message.tool_calls
+        ]
+        for bad in getattr(message, "invalid_tool_calls", None) or ():
+            problem = f"the tool call could not be read: {bad.get('error') or bad.get('args')}"
+            calls.append(
+                ModelToolCall(
+                    bad.get("id") or _new_id(), bad.get("name") or "", {}, invalid_arguments=problem
+                )
+            )
+        usage = getattr(message, "usage_metadata", None) or {}
+        metadata = getattr(message, "response_metadata", None) or {}
+        stop = (
+            metadata.get("finish_reason") or metadata.get("stopReason") or metadata.get("stop_reason") or ""
+        )
+        return ModelResponse(
+            text=_text(message.content),
+            tool_calls=tuple(calls),
+            usage=Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
+            stop_reason="tool_use"
+            if calls
+            else ("max_tokens" if stop in ("length", "max_tokens") else "end_turn"),
+            reasoning=_reasoning(message.content),
+            model=self.model,
+        )
+
+    def _error(self, exc: Exception) -> ModelError:
+        """The provider's exception (LangChain passes it through) as a typed error."""
+        if isinstance(exc, ModelError):
+            return exc
+        status = getattr(exc, "status_code", None)
+        response = getattr(exc, "response", None)
+        code = ""
+        if isinstance(response, dict):  # botocore's ClientError
+            code = str(response.get("Error", {}).get("Code", ""))
+            status = status or response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        kind = f"{type(exc).__name__} {code}"
+        message = f"{self.name}: {code or type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+        if status == 429 or any(k in kind for k in ("RateLimit", "Throttl", "TooManyRequests")):
+            return ModelRateLimited(message, runtime=self.name)
+        if "Timeout" in kind or status == 408:
+            return ModelTimeout(message, runtime=self.name)
+        if status in (401, 403) or any(
+            k in kind for k in ("Authentication", "PermissionDenied", "AccessDenied")
+        ):
+            return ModelAccessDenied(message, runtime=self.name)
+        if status in (400, 404, 422) or "Validation" in kind:
+            return ModelRequestInvalid(message, runtime=self.name)
+        retryable = status is None or status >= 500
+        return ModelError(message, runtime=self.name, retryable=retryable)
+
+
+def to_langchain_messages(request: ModelRequest) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    messages: list[Any] = [SystemMessage(request.system)] if request.system else []
+    for m in request.messages:
+        if isinstance(m, ToolResult):
+            # Some providers drop `status` on the wire (OpenAI's has no such flag): say it in words too.
+            content = f"Error: {m.content}" if m.is_error else m.content
+            status = "error" if m.is_error else "success"
+            messages.append(ToolMessage(content, tool_call_id=m.call_id, name=m.tool_name, status=status))
+        elif isinstance(m, AssistantTurn):
+            calls = [
+                {"name": c.name, "args": dict(c.arguments), "id": c.id, "type": "tool_call"}
+                for c in m.tool_calls
+            ]
+            messages.append(AIMessage(m.text, tool_calls=calls))
+        else:
+            messages.append(HumanMessage(m.text))
+    return messages
+
+
+def _deltas(chunk: Any) -> Iterator[ModelStreamEvent]:
+    reasoning = _reasoning(chunk.content)
+    if reasoning:
+        yield ReasoningDelta(reasoning)
+    text = _text(chunk.content)
+    if text:
+        yield TextDelta(text)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(
+        block.get("text", "") if isinstance(block, dict) and block.get("type", "text") == "text" else ""
+        for block in content or ()
+    )
+
+
+def _reasoning(content: Any) -> str:
+    if isinstance(content, str):
+        return ""
+    parts = []
+    for block in content or ():
+        if isinstance(block, dict) and block.get("type") in ("reasoning", "reasoning_content", "thinking"):
+            inner = block.get("reasoning_content")
+            parts.append(block.get("reasoning") or block.get("thinking") or (inner or {}).get("text", ""))
+    return "".join(parts)
+
+
+def _new_id() -> str:
+    return f"call_{uuid.uuid4().hex[:16]}"
