@@ -1,0 +1,51 @@
+"""Runtimes named by strings: the shipped providers, and third-party ones through entry points."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from dcaf_like import RuntimeNotConfigured, resolve_runtime
+from dcaf_like.runtimes import available_providers
+
+
+@pytest.fixture
+def acme_package(tmp_path, monkeypatch):
+    """An installed distribution 'acme-runtimes' registering the provider 'acme'."""
+    (tmp_path / "acme_runtime.py").write_text(
+        "from dcaf_like.testing import FakeRuntime\n"
+        "def factory(model):\n"
+        "    runtime = FakeRuntime([f'acme {model} says hi'])\n"
+        "    runtime.name = f'acme:{model}'\n"
+        "    return runtime\n"
+    )
+    info = tmp_path / "acme_runtimes-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-runtimes\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dcaf_like.runtimes]\nacme = acme_runtime:factory\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    sys.modules.pop("acme_runtime", None)
+
+
+def test_a_third_party_provider_registers_through_an_entry_point(acme_package):
+    from dcaf_like import ModelRequest, UserTurn
+
+    runtime = resolve_runtime("acme:rocket-1")
+
+    assert "acme" in available_providers()
+    assert runtime.name == "acme:rocket-1"
+    assert runtime.invoke(ModelRequest("", (UserTurn("hi"),))).text == "acme rocket-1 says hi"
+
+
+def test_the_shipped_providers_are_listed():
+    assert {"openai", "bedrock", "langchain", "local"} <= set(available_providers())
+
+
+def test_an_unknown_provider_lists_what_exists():
+    with pytest.raises(RuntimeNotConfigured) as raised:
+        resolve_runtime("nope:model")
+
+    assert "no runtime provider named 'nope'" in str(raised.value)
+    assert "openai" in str(raised.value)
