@@ -17,13 +17,14 @@ from __future__ import annotations
 import binascii
 import json
 import struct
-import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
+
+from dcaf_like.testing._loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,9 @@ class _Answer:
 
 
 @dataclass
-class BedrockConverseServer:
+class BedrockConverseServer(LoopbackServer):
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _script: deque[_Answer] = field(default_factory=deque)
-    _server: ThreadingHTTPServer | None = None
 
     # -- scripting --------------------------------------------------------------------------------
 
@@ -64,30 +64,25 @@ class BedrockConverseServer:
 
     @property
     def endpoint_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the server is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self.root_url
 
-    def start(self) -> BedrockConverseServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        server.daemon_threads = True
-        threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="bedrock-local", daemon=True
-        ).start()
-        self._server = server
-        return self
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+    def client(self, region: str = "us-east-1") -> Any:
+        """A boto3 ``bedrock-runtime`` client for this server: test credentials, no retries
+        (``total_max_attempts``: botocore's ``max_attempts=1`` still retries once)."""
+        import boto3
+        from botocore.config import Config
 
-    def __enter__(self) -> BedrockConverseServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return boto3.client(
+            "bedrock-runtime",
+            endpoint_url=self.endpoint_url,
+            region_name=region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"total_max_attempts": 1}),
+        )
 
     def _next(self, model_id: str, body: dict[str, Any]) -> _Answer:
         self.requests.append((model_id, body))

@@ -14,13 +14,14 @@ Each request takes the next scripted answer; :attr:`requests` keeps every body r
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from dcaf_like.testing._loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,12 @@ class _Answer:
 
 
 @dataclass
-class OpenAICompatibleServer:
+class OpenAICompatibleServer(LoopbackServer):
     """Start with :meth:`start` (or a ``with`` block); stop with :meth:`stop`."""
 
     model: str = "test-model"
     requests: list[dict[str, Any]] = field(default_factory=list)
     _script: deque[_Answer] = field(default_factory=deque)
-    _server: ThreadingHTTPServer | None = None
 
     # -- scripting --------------------------------------------------------------------------------
 
@@ -74,30 +74,10 @@ class OpenAICompatibleServer:
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT/v1``, as the SDKs' ``base_url`` expects it."""
-        if self._server is None:
-            raise RuntimeError("the server is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"{self.root_url}/v1"
 
-    def start(self) -> OpenAICompatibleServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        server.daemon_threads = True
-        threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-compatible", daemon=True
-        ).start()
-        self._server = server
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> OpenAICompatibleServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     def _next(self, body: dict[str, Any]) -> _Answer:
         self.requests.append(body)

@@ -8,7 +8,7 @@ server that speaks its wire protocol).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -87,24 +87,13 @@ def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
 
 def bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     """Real boto3 (Converse, and ConverseStream's event-stream framing) against the local server."""
-    boto3 = pytest.importorskip(
-        "boto3", reason="the bedrock extra is not installed: pip install -e '.[bedrock]'"
-    )
-    from botocore.config import Config
-
+    pytest.importorskip("boto3", reason="the bedrock extra is not installed: pip install -e '.[bedrock]'")
     from dcaf_like.runtimes.bedrock import BedrockRuntime
     from dcaf_like.testing import BedrockConverseServer
 
     server = BedrockConverseServer().start()
     cleanup(server.stop)
-    client = boto3.client(
-        "bedrock-runtime",
-        endpoint_url=server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),  # max_attempts=1 still retries once
-    )
+    client = server.client()
     runtime = BedrockRuntime("anthropic.claude-3-5-haiku-20241022-v1:0", client=client)
     cleanup(runtime.close)
 
@@ -137,14 +126,7 @@ class Down(AgentRuntime):
 def fallback_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     """A FallbackRuntime whose first runtime is down: the second answers everything."""
     inner = fake_script(cleanup)
-    return Script(
-        runtime=FallbackRuntime([Down(), inner.runtime]),
-        answer=inner.answer,
-        answer_in_chunks=inner.answer_in_chunks,
-        call=inner.call,
-        fail_rate_limited=inner.fail_rate_limited,
-        sent_tool_results=inner.sent_tool_results,
-    )
+    return replace(inner, runtime=FallbackRuntime([Down(), inner.runtime]))
 
 
 def langchain_openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
@@ -157,14 +139,7 @@ def langchain_openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Sc
     inner = openai_script(cleanup)
     base_url = inner.runtime.base_url  # type: ignore[attr-defined]
     chat = ChatOpenAI(model="test-model", base_url=base_url, api_key="unused", max_retries=0)
-    return Script(
-        runtime=LangChainRuntime(chat),
-        answer=inner.answer,
-        answer_in_chunks=inner.answer_in_chunks,
-        call=inner.call,
-        fail_rate_limited=inner.fail_rate_limited,
-        sent_tool_results=inner.sent_tool_results,
-    )
+    return replace(inner, runtime=LangChainRuntime(chat))
 
 
 def langchain_bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
@@ -179,14 +154,7 @@ def langchain_bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> S
     chat = ChatBedrockConverse(
         model="anthropic.claude-3-5-haiku-20241022-v1:0", client=client, region_name="us-east-1"
     )
-    return Script(
-        runtime=LangChainRuntime(chat),
-        answer=inner.answer,
-        answer_in_chunks=inner.answer_in_chunks,
-        call=inner.call,
-        fail_rate_limited=inner.fail_rate_limited,
-        sent_tool_results=inner.sent_tool_results,
-    )
+    return replace(inner, runtime=LangChainRuntime(chat))
 
 
 RUNTIMES = {

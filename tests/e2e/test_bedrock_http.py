@@ -12,21 +12,12 @@ from dcaf_like import Agent
 from dcaf_like.runtimes.bedrock import BedrockRuntime
 from dcaf_like.testing import BedrockConverseServer
 
-boto3 = pytest.importorskip("boto3", reason="the bedrock extra is not installed: pip install -e '.[bedrock]'")
+pytest.importorskip("boto3", reason="the bedrock extra is not installed: pip install -e '.[bedrock]'")
 
 
 def test_an_approval_round_trip_streams_over_http(cluster, start_server):
-    from botocore.config import Config
-
     with BedrockConverseServer() as server:
-        client = boto3.client(
-            "bedrock-runtime",
-            endpoint_url=server.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            config=Config(retries={"total_max_attempts": 1}),
-        )
+        client = server.client()
         agent = Agent(tools=cluster.tools(), runtime=BedrockRuntime("amazon.nova-lite-v1:0", client=client))
         http = start_server(agent)
         server.call([("delete_pod", {"name": "web-2"})], text="web-2 is crash-looping.")
