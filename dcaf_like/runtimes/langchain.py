@@ -87,6 +87,18 @@ class LangChainRuntime(AgentRuntime):
     def __repr__(self) -> str:
         return f"LangChainRuntime({type(self.chat_model).__name__}({self.model!r}))"
 
+    def close(self) -> None:
+        """Close the provider clients the chat model holds (ChatOpenAI's, ChatBedrockConverse's)."""
+        for attribute in ("root_client", "client"):
+            close = getattr(getattr(self.chat_model, attribute, None), "close", None)
+            if callable(close):
+                close()
+
+    async def aclose(self) -> None:
+        client = getattr(self.chat_model, "root_async_client", None)
+        if client is not None:
+            await client.close()
+
     # -- calls ------------------------------------------------------------------------------------
 
     def invoke(self, request: ModelRequest) -> ModelResponse:

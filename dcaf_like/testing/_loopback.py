@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
 
-class LoopbackServer:
+class LoopbackServer(ABC):
     """Start with :meth:`start` (or a ``with`` block), stop with :meth:`stop`. Subclasses give
     :meth:`handler`, the request handler class bound to them."""
 
     _server: ThreadingHTTPServer | None = None
 
+    @abstractmethod
     def handler(self) -> type[BaseHTTPRequestHandler]:
-        raise NotImplementedError
+        """The request handler class, bound to this server's script."""
 
     @property
     def root_url(self) -> str:

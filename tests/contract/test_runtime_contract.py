@@ -139,7 +139,9 @@ def langchain_openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Sc
     inner = openai_script(cleanup)
     base_url = inner.runtime.base_url  # type: ignore[attr-defined]
     chat = ChatOpenAI(model="test-model", base_url=base_url, api_key="unused", max_retries=0)
-    return replace(inner, runtime=LangChainRuntime(chat))
+    runtime = LangChainRuntime(chat)
+    cleanup(runtime.close)
+    return replace(inner, runtime=runtime)
 
 
 def langchain_bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
@@ -154,7 +156,9 @@ def langchain_bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> S
     chat = ChatBedrockConverse(
         model="anthropic.claude-3-5-haiku-20241022-v1:0", client=client, region_name="us-east-1"
     )
-    return replace(inner, runtime=LangChainRuntime(chat))
+    runtime = LangChainRuntime(chat)
+    cleanup(runtime.close)
+    return replace(inner, runtime=runtime)
 
 
 RUNTIMES = {
