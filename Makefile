@@ -25,7 +25,7 @@ unit:
 	$(BIN)/python -m pytest tests/unit
 
 # The operations agent on the local model (fetched and verified on first run), served on :8000.
-# DCAF_RUNTIME=openai:<model> (with OPENAI_BASE_URL) runs it on another provider.
+# DCAF_RUNTIME=openai:<model> (with OPENAI_BASE_URL) or bedrock:<model id> runs it on another provider.
 demo: $(BIN)/python
 	$(BIN)/python examples/ops_demo.py
 

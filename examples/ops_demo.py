@@ -2,6 +2,7 @@
 
     make demo                                         # the local model, offline (fetched once, verified)
     DCAF_RUNTIME=openai:qwen2.5-coder OPENAI_BASE_URL=http://127.0.0.1:11434/v1 make demo   # e.g. Ollama
+    DCAF_RUNTIME=bedrock:anthropic.claude-3-5-haiku-20241022-v1:0 AWS_REGION=us-east-1 make demo
 
 Then, in another terminal:
 
