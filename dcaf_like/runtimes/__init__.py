@@ -48,12 +48,30 @@ def _langchain() -> RuntimeFactory:
     return LangChainRuntime.from_string
 
 
+def _agno() -> RuntimeFactory:
+    import agno  # noqa: F401
+
+    from dcaf_like.runtimes.agno import AgnoRuntime
+
+    return AgnoRuntime.from_string
+
+
+def _adk() -> RuntimeFactory:
+    import google.adk  # noqa: F401
+
+    from dcaf_like.runtimes.adk import AdkRuntime
+
+    return AdkRuntime
+
+
 # provider name -> (factory loader, the extra that installs its SDK).
 _PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {
     "openai": (_openai, "openai"),
     "local": (_local, "local"),
     "bedrock": (_bedrock, "bedrock"),
     "langchain": (_langchain, "langchain"),
+    "agno": (_agno, "agno"),
+    "adk": (_adk, "adk"),
 }
 
 ENTRY_POINT_GROUP = "dcaf_like.runtimes"

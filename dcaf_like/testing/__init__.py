@@ -1,5 +1,5 @@
-"""The test kit: a scripted runtime that honours the runtime port, scripted OpenAI-compatible and Bedrock
-servers on loopback (for real SDKs, offline), builders, and pytest fixtures.
+"""The test kit: a scripted runtime that honours the runtime port, scripted OpenAI-compatible, Bedrock and
+Gemini servers on loopback (for real SDKs, offline), builders, and pytest fixtures.
 
 For tests only. An Agent never falls back to these: a runtime must always be chosen explicitly.
 """
@@ -15,12 +15,14 @@ from dcaf_like.testing.fake_runtime import (
     tool_call,
     tool_calls,
 )
+from dcaf_like.testing.gemini_server import GeminiServer
 from dcaf_like.testing.openai_server import OpenAICompatibleServer
 
 __all__ = [
     "BedrockConverseServer",
     "ConversationBuilder",
     "FakeRuntime",
+    "GeminiServer",
     "OpenAICompatibleServer",
     "ScriptExhausted",
     "Step",

@@ -37,7 +37,9 @@ class Script:
     call: Callable[[list[tuple[str, dict]]], None]
     fail_rate_limited: Callable[[], None]
     sent_tool_results: Callable[[], list[ToolResult]]
-    """The tool results the runtime sent with its last call, read back from what it sent."""
+    """The tool results the runtime sent with its last call, read back from what it sent. Each one's
+    `tool_name` is that of the call whose id it carries in the same request (ids may be rewritten on
+    the way, as Agno does, but must still pair each result with its call); "" if none matches."""
 
 
 def fake_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
@@ -48,8 +50,17 @@ def fake_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         answer_in_chunks=lambda chunks: runtime.then(reply("".join(chunks), chunks=chunks)),
         call=lambda calls: runtime.then(tool_calls(*(tool_call(n, a) for n, a in calls))),
         fail_rate_limited=lambda: runtime.then(fail(ModelRateLimited("slow down", runtime="fake"))),
-        sent_tool_results=lambda: [m for m in runtime.requests[-1].messages if isinstance(m, ToolResult)],
+        sent_tool_results=lambda: _fake_results(runtime.requests[-1]),
     )
+
+
+def _fake_results(request: ModelRequest) -> list[ToolResult]:
+    calls = {c.id: c.name for m in request.messages if isinstance(m, AssistantTurn) for c in m.tool_calls}
+    return [
+        ToolResult(m.call_id, calls.get(m.call_id, ""), m.content, m.is_error)
+        for m in request.messages
+        if isinstance(m, ToolResult)
+    ]
 
 
 def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
@@ -64,15 +75,17 @@ def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
     cleanup(runtime.close)
 
     def sent_tool_results() -> list[ToolResult]:
-        sent = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+        messages = server.requests[-1]["messages"]
+        calls = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()}
         return [
             ToolResult(
                 m["tool_call_id"],
-                "",
+                calls.get(m["tool_call_id"], ""),
                 m["content"].removeprefix("Error: "),
                 m["content"].startswith("Error: "),
             )
-            for m in sent
+            for m in messages
+            if m["role"] == "tool"
         ]
 
     return Script(
@@ -99,9 +112,14 @@ def bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
 
     def sent_tool_results() -> list[ToolResult]:
         _, body = server.requests[-1]
-        blocks = [b["toolResult"] for m in body["messages"] for b in m["content"] if "toolResult" in b]
+        blocks = [b for m in body["messages"] for b in m["content"]]
+        calls = {b["toolUse"]["toolUseId"]: b["toolUse"]["name"] for b in blocks if "toolUse" in b}
+        results = [b["toolResult"] for b in blocks if "toolResult" in b]
         return [
-            ToolResult(b["toolUseId"], "", b["content"][0]["text"], b["status"] == "error") for b in blocks
+            ToolResult(
+                r["toolUseId"], calls.get(r["toolUseId"], ""), r["content"][0]["text"], r["status"] == "error"
+            )
+            for r in results
         ]
 
     return Script(
@@ -161,6 +179,118 @@ def langchain_bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> S
     return replace(inner, runtime=runtime)
 
 
+def agno_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """A real Agno model (OpenAILike) against the local OpenAI-compatible server."""
+    pytest.importorskip("agno", reason="the agno extra is not installed: pip install -e '.[agno]'")
+    from agno.models.openai.like import OpenAILike
+
+    from dcaf_like.runtimes.agno import AgnoRuntime
+
+    inner = openai_script(cleanup)
+    base_url = inner.runtime.base_url  # type: ignore[attr-defined]
+    runtime = AgnoRuntime(OpenAILike(id="test-model", base_url=base_url, api_key="unused", max_retries=0))
+    cleanup(runtime.close)
+    return replace(inner, runtime=runtime)
+
+
+def adk_gemini_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """Google ADK's real Gemini model (google-genai underneath) against the local generateContent server."""
+    pytest.importorskip("google.adk", reason="the adk extra is not installed: pip install -e '.[adk]'")
+    from google.adk.models import Gemini
+
+    from dcaf_like.runtimes.adk import AdkRuntime
+    from dcaf_like.testing import GeminiServer
+
+    server = GeminiServer().start()
+    cleanup(server.stop)
+    model = Gemini(model="gemini-2.5-flash", base_url=server.base_url, client_kwargs={"api_key": "testing"})
+    runtime = AdkRuntime(model)
+    cleanup(runtime.close)
+
+    def sent_tool_results() -> list[ToolResult]:
+        _, body = server.requests[-1]
+        parts = [p for content in body["contents"] for p in content["parts"]]
+        calls = {p["functionCall"].get("id"): p["functionCall"]["name"] for p in parts if "functionCall" in p}
+        results = [p["functionResponse"] for p in parts if "functionResponse" in p]
+        return [
+            ToolResult(
+                r.get("id", ""),
+                calls.get(r.get("id"), ""),
+                r["response"].get("result") or r["response"].get("error", ""),
+                "error" in r["response"],
+            )
+            for r in results
+        ]
+
+    return Script(
+        runtime=runtime,
+        answer=server.reply,
+        answer_in_chunks=lambda chunks: server.reply("".join(chunks), chunks=chunks),
+        call=server.call,
+        fail_rate_limited=lambda: server.fail(429, "Resource has been exhausted (e.g. check quota)."),
+        sent_tool_results=sent_tool_results,
+    )
+
+
+def adk_custom_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
+    """A user-defined ADK model (a BaseLlm subclass) answering from a script in ADK's own types."""
+    pytest.importorskip("google.adk", reason="the adk extra is not installed: pip install -e '.[adk]'")
+    from google.adk.models import BaseLlm, LlmResponse
+    from google.genai import errors, types
+
+    from dcaf_like.runtimes.adk import AdkRuntime
+
+    class ScriptedLlm(BaseLlm):
+        model: str = "scripted"
+        script: list = []  # noqa: RUF012  (a pydantic field: copied per instance)
+        seen: list = []  # noqa: RUF012
+
+        async def generate_content_async(self, llm_request, stream=False):
+            self.seen.append(llm_request)
+            kind, value = self.script.pop(0)
+            if kind == "error":
+                raise value
+            if kind == "calls":
+                parts = [types.Part(function_call=types.FunctionCall(name=n, args=a)) for n, a in value]
+                yield LlmResponse(content=types.Content(role="model", parts=parts), partial=False)
+                return
+            chunks = value if kind == "chunks" else [value]
+            if stream:
+                for chunk in chunks:
+                    yield LlmResponse(
+                        content=types.Content(role="model", parts=[types.Part(text=chunk)]), partial=True
+                    )
+            whole = types.Content(role="model", parts=[types.Part(text="".join(chunks))])
+            yield LlmResponse(content=whole, partial=False, turn_complete=True)
+
+    llm = ScriptedLlm()
+    runtime = AdkRuntime(llm)
+    cleanup(runtime.close)
+    quota = {"error": {"code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED"}}
+
+    def sent_tool_results() -> list[ToolResult]:
+        parts = [p for content in llm.seen[-1].contents for p in content.parts]
+        calls = {p.function_call.id: p.function_call.name for p in parts if p.function_call}
+        return [
+            ToolResult(
+                r.id or "",
+                calls.get(r.id, ""),
+                (r.response or {}).get("result") or (r.response or {}).get("error", ""),
+                "error" in (r.response or {}),
+            )
+            for r in (p.function_response for p in parts if p.function_response)
+        ]
+
+    return Script(
+        runtime=runtime,
+        answer=lambda text: llm.script.append(("text", text)),
+        answer_in_chunks=lambda chunks: llm.script.append(("chunks", chunks)),
+        call=lambda calls: llm.script.append(("calls", calls)),
+        fail_rate_limited=lambda: llm.script.append(("error", errors.ClientError(429, quota))),
+        sent_tool_results=sent_tool_results,
+    )
+
+
 RUNTIMES = {
     "fake": fake_script,
     "openai": openai_script,
@@ -168,6 +298,9 @@ RUNTIMES = {
     "fallback": fallback_script,
     "langchain-openai": langchain_openai_script,
     "langchain-bedrock": langchain_bedrock_script,
+    "agno": agno_script,
+    "adk-gemini": adk_gemini_script,
+    "adk-custom": adk_custom_script,
 }
 
 
@@ -230,7 +363,10 @@ def test_a_tool_result_then_an_answer(script):
     )
 
     assert response.text == "web-1 is deleted."
-    assert [(r.call_id, r.content) for r in script.sent_tool_results()] == [(call_id, 'pod "web-1" deleted')]
+    # The result went back paired with the call it answers, whatever the wire did to the ids.
+    assert [(r.tool_name, r.content) for r in script.sent_tool_results()] == [
+        ("delete_pod", 'pod "web-1" deleted')
+    ]
 
 
 def test_a_rejection_reason_reaches_the_model(script):
@@ -243,6 +379,7 @@ def test_a_rejection_reason_reaches_the_model(script):
     )
 
     [sent] = script.sent_tool_results()
+    assert sent.tool_name == "delete_pod"
     assert sent.is_error
     assert "serving traffic" in sent.content
 

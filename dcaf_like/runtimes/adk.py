@@ -1,0 +1,294 @@
+"""AdkRuntime: a Google ADK model (``BaseLlm``: ``Gemini``, or your own) as an agent's runtime.
+
+The ADK *model* is driven directly (``generate_content_async``, one model call each), converting to
+and from ``google.genai`` ``Content`` / ``Part`` / ``FunctionCall`` / ``FunctionResponse``. ADK's
+``LlmAgent``, ``Runner`` and tool confirmation are not used: our loop, store and approval gate stay in
+charge (ADR 6). Install with ``pip install 'dcaf_like[adk]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from dcaf_like.application.errors import (
+    ModelAccessDenied,
+    ModelError,
+    ModelRateLimited,
+    ModelRequestInvalid,
+    ModelTimeout,
+)
+from dcaf_like.application.model import (
+    AssistantTurn,
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    ModelToolCall,
+    ReasoningDelta,
+    TextDelta,
+    ToolResult,
+    Usage,
+)
+from dcaf_like.application.ports import AgentRuntime
+
+T = TypeVar("T")
+
+
+class AdkRuntime(AgentRuntime):
+    """``AdkRuntime(Gemini(model="gemini-2.5-flash"))``, ``AdkRuntime(MyLlm())``, or
+    ``AdkRuntime("gemini-2.5-flash")`` (a ``Gemini`` with the API key from ``GOOGLE_API_KEY``)."""
+
+    def __init__(self, model: Any) -> None:
+        try:
+            from google.adk.models import BaseLlm
+            from google.adk.models.llm_request import LlmRequest
+            from google.genai import types
+        except ImportError as exc:
+            raise ImportError(
+                "AdkRuntime needs google-adk: pip install 'dcaf_like[adk]'", name=exc.name
+            ) from exc
+        if isinstance(model, str):
+            from google.adk.models import Gemini
+
+            model = Gemini(model=model)
+        if not isinstance(model, BaseLlm):
+            raise TypeError(
+                f"AdkRuntime takes an ADK model (google.adk.models.BaseLlm), not {type(model).__name__}"
+            )
+        self.model = model
+        self.name = f"adk:{model.model}"
+        self._types = types
+        self._request_class = LlmRequest
+        self._portal = _Portal(f"dcaf-like-{self.name}")
+
+    def __repr__(self) -> str:
+        return f"AdkRuntime({type(self.model).__name__}(model={self.model.model!r}))"
+
+    # ADK models are asyncio-native, and their clients (google-genai's) belong to the event loop that
+    # first used them. So every call runs on this runtime's own loop, in a thread of its own, whoever
+    # calls: blocking code, or any other event loop (the server's, a test's).
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        return self._portal.run(self._generate(request))
+
+    async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        return await self._portal.arun(self._generate(request))
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        return self._portal.iterate(self._generate_stream(request))
+
+    def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        return self._portal.aiterate(self._generate_stream(request))
+
+    def close(self) -> None:
+        """Close the model's client (ADK keeps one per event loop: ours) and stop our event loop."""
+        if self._portal.loop.is_running() and hasattr(type(self.model), "api_client"):
+            self._portal.run(_close_client(self.model))
+        self._portal.close()
+
+    async def _generate(self, request: ModelRequest) -> ModelResponse:
+        final: Any = None
+        try:
+            async for response in self.model.generate_content_async(self._request(request), stream=False):
+                final = response
+        except Exception as exc:
+            raise self._error(exc) from exc
+        return self._response(final)
+
+    async def _generate_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        final: Any = None
+        text: list[str] = []
+        try:
+            async for response in self.model.generate_content_async(self._request(request), stream=True):
+                if getattr(response, "partial", False):
+                    for event in _deltas(response):
+                        if isinstance(event, TextDelta):
+                            text.append(event.text)
+                        yield event
+                else:
+                    final = response
+        except Exception as exc:
+            raise self._error(exc) from exc
+        completed = self._response(final)
+        if not completed.text and text:  # a final chunk carrying only the calls: keep the streamed text
+            completed = replace(completed, text="".join(text))
+        yield ModelCompleted(completed)
+
+    # -- mapping ----------------------------------------------------------------------------------
+
+    def _request(self, request: ModelRequest) -> Any:
+        types = self._types
+        config = types.GenerateContentConfig(system_instruction=request.system or None)
+        if request.tools:
+            declarations = [
+                types.FunctionDeclaration(
+                    name=t.name, description=t.description, parameters_json_schema=dict(t.input_schema)
+                )
+                for t in request.tools
+            ]
+            config.tools = [types.Tool(function_declarations=declarations)]
+        return self._request_class(model=self.model.model, contents=self._contents(request), config=config)
+
+    def _contents(self, request: ModelRequest) -> list[Any]:
+        """google.genai contents: roles user/model; function responses in a user turn; turns merged."""
+        types = self._types
+        contents: list[Any] = []
+
+        def add(role: str, parts: list[Any]) -> None:
+            if not parts:
+                return
+            if contents and contents[-1].role == role:
+                contents[-1].parts.extend(parts)
+            else:
+                contents.append(types.Content(role=role, parts=parts))
+
+        for m in request.messages:
+            if isinstance(m, ToolResult):
+                response = {"error": m.content} if m.is_error else {"result": m.content}
+                part = types.Part(
+                    function_response=types.FunctionResponse(
+                        id=m.call_id, name=m.tool_name, response=response
+                    )
+                )
+                add("user", [part])
+            elif isinstance(m, AssistantTurn):
+                parts = [types.Part(text=m.text)] if m.text else []
+                parts += [
+                    types.Part(function_call=types.FunctionCall(id=c.id, name=c.name, args=dict(c.arguments)))
+                    for c in m.tool_calls
+                ]
+                add("model", parts)
+            else:
+                add("user", [types.Part(text=m.text)])
+        return contents
+
+    def _response(self, response: Any) -> ModelResponse:
+        if response is None:
+            raise ModelError(f"{self.name}: the model returned nothing", runtime=self.name)
+        if getattr(response, "error_code", None):
+            raise ModelError(
+                f"{self.name}: {response.error_code}: {response.error_message or ''}".rstrip(": "),
+                runtime=self.name,
+                retryable=False,
+            )
+        parts = list(response.content.parts or ()) if response.content else []
+        calls = tuple(
+            ModelToolCall(
+                p.function_call.id or f"call_{uuid.uuid4().hex[:16]}",
+                p.function_call.name or "",
+                dict(p.function_call.args or {}),
+            )
+            for p in parts
+            if p.function_call
+        )
+        usage = response.usage_metadata
+        return ModelResponse(
+            text="".join(p.text for p in parts if p.text and not p.thought),
+            tool_calls=calls,
+            usage=Usage(
+                (usage.prompt_token_count or 0) if usage else 0,
+                (usage.candidates_token_count or 0) if usage else 0,
+            ),
+            stop_reason="tool_use" if calls else _stop(response.finish_reason),
+            reasoning="".join(p.text for p in parts if p.text and p.thought),
+            model=self.model.model,
+        )
+
+    def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, ModelError):
+            return exc
+        code = getattr(exc, "code", None)
+        status = code if isinstance(code, int) else None
+        message = f"{self.name}: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+        if status == 429:
+            return ModelRateLimited(message, runtime=self.name)
+        if status in (401, 403):
+            return ModelAccessDenied(message, runtime=self.name)
+        if status in (400, 404):
+            return ModelRequestInvalid(message, runtime=self.name)
+        if status == 408 or "Timeout" in type(exc).__name__:
+            return ModelTimeout(message, runtime=self.name)
+        return ModelError(message, runtime=self.name, retryable=status is None or status >= 500)
+
+
+def _deltas(response: Any) -> Iterator[ModelStreamEvent]:
+    for part in (response.content.parts or ()) if response.content else ():
+        if part.text and part.thought:
+            yield ReasoningDelta(part.text)
+        elif part.text:
+            yield TextDelta(part.text)
+
+
+def _stop(reason: Any) -> str:
+    name = getattr(reason, "name", str(reason or ""))
+    return "max_tokens" if name == "MAX_TOKENS" else "end_turn"
+
+
+class _Portal:
+    """An event loop running in a thread of its own, and ways to run coroutines and async iterators
+    on it from blocking code or from another event loop."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
+
+    def iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
+        handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
+        asyncio.run_coroutine_threadsafe(_pump(items, handoff.put), self.loop)
+        while True:
+            kind, value = handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+
+    async def aiterate(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
+        caller = asyncio.get_running_loop()
+        handoff: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def put(item: tuple[str, Any]) -> None:
+            caller.call_soon_threadsafe(handoff.put_nowait, item)
+
+        asyncio.run_coroutine_threadsafe(_pump(items, put), self.loop)
+        while True:
+            kind, value = await handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+
+    def close(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+        if not self.loop.is_closed():
+            self.loop.close()
+
+
+async def _close_client(model: Any) -> None:
+    await model.api_client.aio.aclose()  # read on our loop: the client ADK made for it
+
+
+async def _pump(items: AsyncIterator[T], put: Any) -> None:
+    try:
+        async for item in items:
+            put(("item", item))
+    except BaseException as exc:
+        put(("error", exc))
+    else:
+        put(("end", None))

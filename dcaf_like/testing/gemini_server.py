@@ -1,0 +1,151 @@
+"""A scripted Gemini API server on a loopback port: ``generateContent`` and ``streamGenerateContent``.
+
+It speaks the REST wire format google-genai (and so Google ADK's ``Gemini`` model) uses:
+``POST /{version}/models/{model}:generateContent`` (JSON) and ``:streamGenerateContent?alt=sse`` (server-sent
+events, one ``GenerateContentResponse`` each), errors as ``{"error": {"code", "message", "status"}}``::
+
+    with GeminiServer() as server:
+        server.reply("All pods are healthy.")
+        model = Gemini(model="gemini-2.5-flash", base_url=server.base_url)
+
+Each request takes the next scripted answer; :attr:`requests` keeps ``(model, body)`` of each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from dcaf_like.testing._loopback import LoopbackServer
+
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+@dataclass(frozen=True)
+class _Answer:
+    text: str = ""
+    chunks: tuple[str, ...] | None = None
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    thought: str = ""
+    status: int = 200
+    message: str = ""
+
+
+@dataclass
+class GeminiServer(LoopbackServer):
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _script: deque[_Answer] = field(default_factory=deque)
+
+    def reply(self, text: str, *, chunks: list[str] | None = None, thought: str = "") -> None:
+        if chunks is not None and "".join(chunks) != text:
+            raise ValueError("the chunks of a reply must add up to its text")
+        self._script.append(
+            _Answer(text=text, chunks=None if chunks is None else tuple(chunks), thought=thought)
+        )
+
+    def call(self, calls: list[tuple[str, dict[str, Any]]], *, text: str = "") -> None:
+        self._script.append(_Answer(text=text, calls=tuple(calls)))
+
+    def fail(self, status: int, message: str) -> None:
+        self._script.append(_Answer(status=status, message=message))
+
+    @property
+    def base_url(self) -> str:
+        return self.root_url
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
+
+    def _next(self, model: str, body: dict[str, Any]) -> _Answer:
+        self.requests.append((model, body))
+        if not self._script:
+            return _Answer(status=500, message="the test script is exhausted")
+        return self._script.popleft()
+
+
+def _handler(owner: GeminiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            path = self.path.split("?")[0]
+            model, _, method = path.rpartition("/models/")[2].partition(":")
+            if method not in ("generateContent", "streamGenerateContent"):
+                self._json(404, _error(404, f"no route {self.path}"))
+                return
+            answer = owner._next(model, body)
+            if answer.status != 200:
+                self._json(answer.status, _error(answer.status, answer.message))
+            elif method == "generateContent":
+                self._json(200, _response(_parts(answer, answer.text), final=True))
+            else:
+                self._sse(answer)
+
+        def _json(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _sse(self, answer: _Answer) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            pieces = list(
+                answer.chunks if answer.chunks is not None else ((answer.text,) if answer.text else ())
+            )
+            events: list[dict[str, Any]] = []
+            if answer.thought:
+                events.append(_response([{"text": answer.thought, "thought": True}], final=False))
+            events += [_response([{"text": p}], final=False) for p in pieces]
+            calls = [{"functionCall": {"name": n, "args": a}} for n, a in answer.calls]
+            events.append(_response(calls, final=True))
+            for event in events:
+                data = f"data: {json.dumps(event)}\r\n\r\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def _parts(answer: _Answer, text: str) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if answer.thought:
+        parts.append({"text": answer.thought, "thought": True})
+    if text:
+        parts.append({"text": text})
+    parts += [{"functionCall": {"name": n, "args": a}} for n, a in answer.calls]
+    return parts
+
+
+def _response(parts: list[dict[str, Any]], *, final: bool) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if final:
+        candidate["finishReason"] = "STOP"
+    response: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-local"}
+    if final:
+        response["usageMetadata"] = {"promptTokenCount": 17, "candidatesTokenCount": 6, "totalTokenCount": 23}
+    return response
+
+
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": _STATUS.get(code, "UNKNOWN")}}
