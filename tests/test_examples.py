@@ -72,3 +72,25 @@ def test_the_triage_function_answers_from_its_runbook_and_counts_turns():
     assert known.session == {"turns": 1}
     assert "crashloopbackoff" in unknown.text
     assert unknown.session == {"turns": 5}
+
+
+def test_every_runtime_runs_the_same_approval_flow():
+    pytest.importorskip("agno", reason="the agno extra is not installed")
+    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+    pytest.importorskip("langchain_aws", reason="langchain-aws is a dev dependency")
+    import every_runtime
+
+    rows = every_runtime.main()
+
+    assert [r["runtime"] for r in rows] == [
+        "OpenAIRuntime",
+        "BedrockRuntime",
+        "LangChain ChatOpenAI",
+        "LangChain ChatBedrockConverse",
+        "Agno OpenAILike",
+        "ADK Gemini",
+    ]
+    for row in rows:
+        assert row["waited for approval"], row
+        assert row["ran once when approved"], row
+        assert row["answer"] == "Deleted web-2.", row

@@ -66,6 +66,7 @@ class AdkRuntime(AgentRuntime):
         self._types = types
         self._request_class = LlmRequest
         self._portal = _Portal(f"dcaf-like-{self.name}")
+        self._used = False  # no client to close before the first call
 
     def __repr__(self) -> str:
         return f"AdkRuntime({type(self.model).__name__}(model={self.model.model!r}))"
@@ -88,11 +89,12 @@ class AdkRuntime(AgentRuntime):
 
     def close(self) -> None:
         """Close the model's client (ADK keeps one per event loop: ours) and stop our event loop."""
-        if self._portal.loop.is_running() and hasattr(type(self.model), "api_client"):
+        if self._used and self._portal.loop.is_running() and hasattr(type(self.model), "api_client"):
             self._portal.run(_close_client(self.model))
         self._portal.close()
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
+        self._used = True
         final: Any = None
         try:
             async for response in self.model.generate_content_async(self._request(request), stream=False):
@@ -102,6 +104,7 @@ class AdkRuntime(AgentRuntime):
         return self._response(final)
 
     async def _generate_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        self._used = True
         final: Any = None
         text: list[str] = []
         try:
