@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit demo clean
+.PHONY: install test lint typecheck unit demo bench clean
 
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -23,6 +23,10 @@ test: lint
 
 unit:
 	$(BIN)/python -m pytest tests/unit
+
+# Benchmarks side by side with Agno, ADK and LangChain; rewrites the generated part of docs/benchmarks.md.
+bench: $(BIN)/python
+	$(BIN)/python benchmarks/run.py
 
 # The operations agent on the local model (fetched and verified on first run), served on :8000.
 # DCAF_RUNTIME=openai:<model> (with OPENAI_BASE_URL) or bedrock:<model id> runs it on another provider.

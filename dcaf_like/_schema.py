@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -98,7 +99,24 @@ def from_model(tool_name: str, model: type[pydantic.BaseModel], func: Callable[.
     return _model_schema(tool_name, model, takes_model)
 
 
+# A function's schema depends only on the function and the tool's name, and building it (a pydantic
+# model and its JSON schema) is most of what defining a tool costs: build it once per function.
+_BY_FUNCTION: weakref.WeakKeyDictionary[Callable[..., Any], dict[str, ArgumentSchema]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def from_signature(tool_name: str, func: Callable[..., Any]) -> ArgumentSchema:
+    try:
+        known = _BY_FUNCTION.setdefault(func, {})
+    except TypeError:  # not weakly referenceable (a builtin, a callable instance with __slots__)
+        return _from_signature(tool_name, func)
+    if tool_name not in known:
+        known[tool_name] = _from_signature(tool_name, func)
+    return known[tool_name]
+
+
+def _from_signature(tool_name: str, func: Callable[..., Any]) -> ArgumentSchema:
     hints = typing.get_type_hints(func, include_extras=True)
     described = _documented_parameters(func)
     fields: dict[str, Any] = {}

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import json
 import typing
+import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from dcaf_like.application.model import ToolSpec
@@ -53,8 +56,9 @@ class Tool:
         self.editable = editable
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"tool name {self.name!r} may hold only letters, digits, '_' and '-'")
-        self.description = description or _first_paragraph(func) or self.name.replace("_", " ")
-        self.is_async = inspect.iscoroutinefunction(func)
+        facts = _facts(func)
+        self.description = description or facts.summary or self.name.replace("_", " ")
+        self.is_async = facts.is_async
         self._arguments: ArgumentSchema
         if schema is None:
             self._arguments = _schema.from_signature(self.name, func)
@@ -64,12 +68,7 @@ class Tool:
             self._arguments = _schema.from_model(self.name, schema, func)
         else:
             raise TypeError(f"tool {self.name!r}: schema must be a dict or a pydantic model, not {schema!r}")
-        hints = typing.get_type_hints(func)
-        self._injected = {
-            p.name: kind
-            for p in inspect.signature(func).parameters.values()
-            if (kind := injected_kind(hints.get(p.name))) is not None
-        }
+        self._injected = facts.injected
         self.__doc__ = func.__doc__
         self.__name__ = self.name
         self.__wrapped__ = func
@@ -179,6 +178,38 @@ def render(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a tool reads off its function: the same every time, so read once per function."""
+
+    summary: str
+    is_async: bool
+    injected: dict[str, str]
+
+
+_FACTS: weakref.WeakKeyDictionary[Callable[..., Any], _Facts] = weakref.WeakKeyDictionary()
+
+
+def _facts(func: Callable[..., Any]) -> _Facts:
+    try:
+        return _FACTS[func]
+    except (KeyError, TypeError):
+        pass
+    hints = typing.get_type_hints(func)
+    facts = _Facts(
+        summary=_first_paragraph(func),
+        is_async=inspect.iscoroutinefunction(func),
+        injected={
+            p.name: kind
+            for p in inspect.signature(func).parameters.values()
+            if (kind := injected_kind(hints.get(p.name))) is not None
+        },
+    )
+    with contextlib.suppress(TypeError):  # not weakly referenceable: read it each time
+        _FACTS[func] = facts
+    return facts
 
 
 def _first_paragraph(func: Callable[..., Any]) -> str:

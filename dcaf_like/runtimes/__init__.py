@@ -8,7 +8,6 @@ listed in ``_PROVIDERS`` and imported only when named; third-party packages add 
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import entry_points
 
 from dcaf_like.application.errors import RuntimeNotConfigured
 from dcaf_like.application.ports import AgentRuntime
@@ -78,6 +77,8 @@ ENTRY_POINT_GROUP = "dcaf_like.runtimes"
 
 
 def available_providers() -> list[str]:
+    from importlib.metadata import entry_points  # not at import: it loads email, zipfile, csv...
+
     third_party = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
     return sorted({*_PROVIDERS, *third_party})
 
@@ -103,6 +104,8 @@ def resolve_runtime(runtime: AgentRuntime | str | None) -> AgentRuntime:
                 f"runtime {provider!r} needs its SDK ({exc.name}): pip install 'dcaf_like[{extra}]'"
             ) from exc
         return factory(model)
+    from importlib.metadata import entry_points
+
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=provider):
         factory = ep.load()
         return factory(model)  # type: ignore[no-any-return]

@@ -1,0 +1,36 @@
+"""`make bench` runs (a short mode: the figures themselves are never asserted; no test is timed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_benchmarks_run_and_report_every_peer_side_by_side():
+    for package in ("agno", "google.adk", "langchain_openai"):
+        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/run.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+
+    out = result.stdout
+    for row in ("`import dcaf_like`", "`import agno.agent`", "`from google.adk.runners import Runner`"):
+        assert row in out
+    for table in (
+        "Agent with one tool",
+        "Turn: tool call, result, answer",
+        "ms per turn (SQLite read + save)",
+    ):
+        assert table in out
+    assert "written to" not in out  # the quick mode leaves the docs alone
