@@ -11,7 +11,7 @@ Which store an Agent's conversations live in, first match wins:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.ports import ConversationRepository
@@ -34,14 +34,16 @@ def create_app(
     store: Store | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
+    api_keys: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
-    Several workers must share a store: pass `store` or set ``DCAF_STORE``."""
+    Several workers must share a store: pass `store` or set ``DCAF_STORE``. With `api_keys`
+    (``{"<key>": "<identity>"}``) or ``DCAF_API_KEYS`` every route but health and docs needs a key."""
     from dcaf_like.adapters.http import create_app as build
 
     attach_store(agent, store, default=None)
-    return build(agent, max_body_bytes=max_body_bytes, title=title)
+    return build(agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys)
 
 
 def serve(
@@ -52,13 +54,14 @@ def serve(
     store: Store | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
+    api_keys: Mapping[str, str] | None = None,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
     own repository or ``DCAF_STORE`` says otherwise. For several worker processes, see
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE)
-    app = create_app(agent, max_body_bytes=max_body_bytes)
+    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys)
     run_uvicorn(app, host=host, port=port, log_level=log_level, store_description=chosen)
 
 

@@ -18,10 +18,11 @@ StartServer = Callable[..., httpx.Client]
 
 @pytest.fixture
 def start_server() -> Iterator[StartServer]:
-    """``client = start_server(agent, **create_app_options)``: a client whose base URL is a live server."""
+    """``client = start_server(agent, **create_app_options)``: a client whose base URL is a live server
+    (``client_timeout=`` for slow agents, such as a real model on a busy machine)."""
     running: list[tuple[uvicorn.Server, threading.Thread, httpx.Client]] = []
 
-    def start(agent: Any, **options: Any) -> httpx.Client:
+    def start(agent: Any, *, client_timeout: float = 10, **options: Any) -> httpx.Client:
         config = uvicorn.Config(
             create_app(agent, **options), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
         )
@@ -34,7 +35,7 @@ def start_server() -> Iterator[StartServer]:
                 raise RuntimeError("the test server did not start")
             time.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
-        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=client_timeout)
         running.append((server, thread, client))
         return client
 

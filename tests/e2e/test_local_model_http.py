@@ -39,7 +39,7 @@ def test_a_dangerous_request_waits_for_approval_then_runs_once_and_the_agent_ans
     local_runtime, start_server
 ):
     cluster = Cluster()
-    client = start_server(demo_agent(local_runtime, cluster), store="memory://")
+    client = start_server(demo_agent(local_runtime, cluster), store="memory://", client_timeout=300)
 
     proposed = client.post("/api/chat", json={"messages": [user("delete the pod web-1 in namespace prod")]})
 
@@ -69,7 +69,7 @@ def test_a_dangerous_request_waits_for_approval_then_runs_once_and_the_agent_ans
 
 def test_a_read_only_question_runs_list_pods_without_approval(local_runtime, start_server):
     cluster = Cluster()
-    client = start_server(demo_agent(local_runtime, cluster), store="memory://")
+    client = start_server(demo_agent(local_runtime, cluster), store="memory://", client_timeout=300)
 
     response = client.post(
         "/api/chat", json={"messages": [user("which pods are running in namespace prod?")]}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from dcaf_like import __version__
+from dcaf_like.adapters.http.auth import ApiKeys, AuthMiddleware
 from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import (
@@ -83,8 +84,11 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
+    api_keys: Mapping[str, str] | None = None,
 ) -> FastAPI:
-    """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``."""
+    """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``.
+    With `api_keys` (``{"<key>": "<identity>"}``, or ``DCAF_API_KEYS``), every route but health and
+    docs needs an API key, and the key's identity is recorded as whoever decided each tool call."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
@@ -104,6 +108,9 @@ def create_app(
         version=__version__,
         description=served.description or "An agent served over the HelpDesk protocol.",
     )
+    keys = ApiKeys(api_keys) if api_keys is not None else ApiKeys.from_environment()
+    if keys is not None:
+        app.add_middleware(AuthMiddleware, keys=keys)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.state.agent = served
@@ -145,11 +152,11 @@ def create_app(
         response_model=None,
         responses={200: {"model": ChatResponse}, **_ERRORS},
     )
-    async def chat(body: ChatRequest) -> Response:
+    async def chat(body: ChatRequest, http: Request) -> Response:
         """One turn: a user message, decisions on pending tool calls, or both. Answers with the
         assistant's message; ``data`` always lists pending and executed calls and the session."""
         try:
-            request = _agent_request(body)
+            request = _agent_request(body, getattr(http.state, "identity", "user"))
         except Exception as exc:
             return _failure(exc, None)
         try:
@@ -172,12 +179,12 @@ def create_app(
             **_ERRORS,
         },
     )
-    async def chat_stream(body: ChatRequest) -> Response:
+    async def chat_stream(body: ChatRequest, http: Request) -> Response:
         """The same turn as ``/api/chat``, as NDJSON events. A request the server refuses gets a 4xx
         JSON error before any event (as does a store that is down: 503); a failure during the run ends
         the stream with an ``error`` event."""
         try:
-            request = _agent_request(body)
+            request = _agent_request(body, getattr(http.state, "identity", "user"))
         except Exception as exc:
             return _failure(exc, None)
         events = aiter(served.ahandle_stream(request))
@@ -199,12 +206,13 @@ def create_app(
     return app
 
 
-def _agent_request(body: ChatRequest) -> AgentRequest:
+def _agent_request(body: ChatRequest, user: str) -> AgentRequest:
     payload = request_payload(body)
     return AgentRequest.from_messages(
         payload["messages"],
         conversation_id=payload.get("conversation_id"),
         platform_context=payload.get("platform_context"),
+        user=user,
     )
 
 
