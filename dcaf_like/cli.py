@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         help="worker processes sharing the port; they must share a store (SQLite file, Redis, DynamoDB)",
     )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    run.add_argument(
+        "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
+    )
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     return parser
 
@@ -106,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store=args.store,
             max_body_bytes=args.max_body_bytes,
             log_level=args.log_level,
+            log_format=args.log_format,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -144,6 +148,7 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
         log_level=args.log_level,
         store_description=described,
         workers=args.workers,
+        log_format=args.log_format,
     )
     return 0
 

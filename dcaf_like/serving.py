@@ -55,6 +55,7 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
     api_keys: Mapping[str, str] | None = None,
+    log_format: str | None = None,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -62,7 +63,9 @@ def serve(
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE)
     app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys)
-    run_uvicorn(app, host=host, port=port, log_level=log_level, store_description=chosen)
+    run_uvicorn(
+        app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
+    )
 
 
 def run_uvicorn(
@@ -74,6 +77,7 @@ def run_uvicorn(
     store_description: str | None = None,
     workers: int = 1,
     factory: bool = False,
+    log_format: str | None = None,
 ) -> None:
     """uvicorn with our logging: our access line (it carries the request id) replaces uvicorn's.
     `app` is an app, or with several `workers` an import string of one (or of a `factory`)."""
@@ -83,13 +87,18 @@ def run_uvicorn(
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    log_config = {
+    from dcaf_like.logs import log_format as chosen_format
+
+    log_config: dict[str, Any] = {
         **LOGGING_CONFIG,
         "loggers": {
             **LOGGING_CONFIG["loggers"],
             "dcaf_like": {"handlers": ["default"], "level": log_level.upper(), "propagate": False},
         },
     }
+    if chosen_format(log_format) == "json":
+        json_formatter = {"()": "dcaf_like.logs.JsonFormatter"}
+        log_config["formatters"] = {"default": json_formatter, "access": json_formatter}
     if store_description is not None:
         logging.config.dictConfig(log_config)
         logging.getLogger("uvicorn.error").info("conversations are kept in %s", store_description)

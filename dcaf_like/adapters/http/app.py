@@ -159,10 +159,12 @@ def create_app(
             request = _agent_request(body, getattr(http.state, "identity", "user"))
         except Exception as exc:
             return _failure(exc, None)
+        http.state.conversation_id = request.conversation_id  # for the access log
         try:
             response = await served.ahandle(request)
         except Exception as exc:
             return _failure(exc, request.conversation_id)
+        http.state.conversation_id = response.conversation_id
         message = response.to_helpdesk_message()
         message["meta"]["request_id"] = current_request_id()
         return JSONResponse(message)
@@ -187,6 +189,7 @@ def create_app(
             request = _agent_request(body, getattr(http.state, "identity", "user"))
         except Exception as exc:
             return _failure(exc, None)
+        http.state.conversation_id = request.conversation_id  # for the access log
         events = aiter(served.ahandle_stream(request))
         try:
             first: StreamEvent | None = await anext(events)

@@ -49,14 +49,24 @@ class RequestIdMiddleware:
         def log_access() -> None:
             nonlocal logged
             logged = True
+            duration = (time.perf_counter() - started) * 1000
+            state = scope.get("state") or {}
             logger.info(
                 "%s %s -> %s in %.1f ms [request_id=%s]",
                 scope.get("method"),
                 scope.get("path"),
                 status or "aborted",
-                (time.perf_counter() - started) * 1000,
+                duration,
                 request_id,
-                extra={"request_id": request_id},
+                extra={
+                    "request_id": request_id,
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": status or None,
+                    "duration_ms": round(duration, 3),
+                    "conversation_id": state.get("conversation_id"),
+                    "user": state.get("identity"),
+                },
             )
 
         async def send_with_id(message: Message) -> None:

@@ -1,0 +1,82 @@
+"""JSON logs from a real server process: one object per line with the request's ids, and no secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from _helpdesk import approve, user
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = str(Path(sys.executable).parent / "dcaf-like")
+KEY = "ops-key-0123456789abcdef"
+SECRETS = ("AKIAIOSFODNN7SECRET", "wJalrXUtnFEMI-secret-value", "tok-live-123456", KEY)
+
+
+def test_json_logs_carry_ids_and_never_a_secret(tmp_path):
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DCAF_STORE", "DCAF_LOG_FORMAT")},
+        "DCAF_TEST_LEDGER": str(tmp_path / "ledger.log"),
+        "DCAF_API_KEYS": f"olga={KEY}",
+    }
+    process = subprocess.Popen(
+        [COMMAND, "serve", "tests/e2e/process_agent.py:make_agent", "--factory", "--port", "0",
+         "--store", f"sqlite:///{tmp_path / 'c.db'}", "--log-format", "json", "--log-level", "debug"],
+        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    lines: list[str] = []
+    port = None
+    deadline = time.monotonic() + 30
+    while port is None and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        lines.append(line)
+        if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+            port = int(match.group(1))
+    assert port is not None, "".join(lines)
+    context = {
+        "tenant": "acme",
+        "aws_access_key_id": SECRETS[0],
+        "aws_secret_access_key": SECRETS[1],
+        "api_token": SECRETS[2],
+    }
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": KEY}, timeout=10) as client:
+        first = client.post(
+            "/api/chat",
+            headers={"X-Request-ID": "req-propose-1"},
+            json={"messages": [user("delete pod web-1 in prod")], "platform_context": context},
+        ).json()
+        (pending,) = first["data"]["tool_calls"]
+        conversation_id = first["data"]["conversation_id"]
+        second = client.post(
+            "/api/chat",
+            headers={"X-Request-ID": "req-approve-2"},
+            json={
+                "messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])],
+                "platform_context": context,
+            },
+        )
+    process.terminate()
+    _, rest = process.communicate(timeout=15)
+    process.stderr.close()
+    log = "".join(lines) + rest
+
+    records = [json.loads(line) for line in log.splitlines() if line.strip()]
+    access = {r["request_id"]: r for r in records if r.get("logger") == "dcaf_like.server" and "method" in r}
+    assert access["req-propose-1"]["conversation_id"] == conversation_id
+    propose = access["req-propose-1"]
+    assert (propose["method"], propose["path"], propose["status"], propose["user"], propose["level"]) == (
+        "POST", "/api/chat", 200, "olga", "INFO",
+    )  # fmt: skip
+    assert propose["duration_ms"] > 0
+    assert access["req-approve-2"]["conversation_id"] == conversation_id
+    for secret in SECRETS:
+        assert secret not in log
+        assert secret not in second.text
+        assert secret not in json.dumps(first)
