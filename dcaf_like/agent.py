@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from dcaf_like.adapters.memory import InMemoryConversationRepository
+from dcaf_like.adapters.otel import default_tracer
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.events import StreamEvent
 from dcaf_like.application.ports import AgentRuntime, ApprovalCallback, ConversationRepository
 from dcaf_like.application.service import AgentService, InstructionProvider
+from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
@@ -44,6 +46,7 @@ class Agent:
         approval_ttl: float | None = None,
         approver: ApprovalCallback | None = None,
         clock: Callable[[], float] = time.time,
+        tracer: Tracer | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -67,6 +70,7 @@ class Agent:
             "approver": approver,
             "name": name,
             "clock": clock,
+            "tracer": tracer if tracer is not None else default_tracer(),
         }
         self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
 

@@ -20,6 +20,7 @@ from dcaf_like.application.ports import (
     ConversationRepository,
     ExecutableTool,
 )
+from dcaf_like.application.tracing import NoTracer, Span, Tracer
 from dcaf_like.application.turn import (
     CallModel,
     Effect,
@@ -69,6 +70,7 @@ class AgentService:
         approver: ApprovalCallback | None = None,
         name: str = "agent",
         clock: Callable[[], float] = time.time,
+        tracer: Tracer | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -82,6 +84,8 @@ class AgentService:
         self.system = system
         self.approver = approver
         self.clock = clock
+        self.tracer: Tracer = tracer or NoTracer()
+        self.name = name
         self._settings = TurnSettings(
             toolbox=toolbox,
             policy=policy or ApprovalPolicy(),
@@ -112,22 +116,30 @@ class AgentService:
             yield _failed(exc, request)
 
     def _events(self, request: AgentRequest, *, streaming: bool) -> Iterator[StreamEvent]:
-        stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored)
-        expected = prepared.expected_version
-        if prepared.claim:
-            self.repository.save(prepared.conversation, expected)
-            expected = prepared.conversation.version
+        turn = self._start_turn(request)
         try:
-            response = yield from self._drive(prepared.turn.run(), streaming=streaming)
-        finally:
-            if prepared.conversation.version != expected:
+            stored = self.repository.get(request.conversation_id) if request.conversation_id else None
+            prepared = self._prepare(request, stored, turn)
+            expected = prepared.expected_version
+            if prepared.claim:
                 self.repository.save(prepared.conversation, expected)
-        prepared.conversation.collect_events()
-        yield Done(response)
+                expected = prepared.conversation.version
+            try:
+                response = yield from self._drive(prepared.turn.run(), streaming=streaming, turn=turn)
+            finally:
+                if prepared.conversation.version != expected:
+                    self.repository.save(prepared.conversation, expected)
+            prepared.conversation.collect_events()
+            _finish_turn(turn, response)
+            yield Done(response)
+        except Exception as exc:
+            turn.fail(exc)
+            raise
+        finally:
+            turn.end()
 
     def _drive(
-        self, machine: Generator[Effect, Any, AgentResponse], *, streaming: bool
+        self, machine: Generator[Effect, Any, AgentResponse], *, streaming: bool, turn: Span
     ) -> Generator[StreamEvent, None, AgentResponse]:
         value: Any = None
         while True:
@@ -140,9 +152,9 @@ class AgentService:
             if isinstance(effect, Emit):
                 yield effect.event
             elif isinstance(effect, CallModel):
-                value = yield from self._call_model(effect.request, streaming)
+                value = yield from self._call_model(effect.request, streaming, turn)
             elif isinstance(effect, RunTool):
-                value = _run_tool(effect)
+                value = _run_tool(effect, self._tool_span(effect, turn))
             elif isinstance(effect, ResolveInstructions):
                 value = self._instructions(effect.context, resolve_sync)
             else:
@@ -150,17 +162,22 @@ class AgentService:
                 value = _answer(resolve_sync(self.approver(effect.pending)))
 
     def _call_model(
-        self, request: ModelRequest, streaming: bool
+        self, request: ModelRequest, streaming: bool, turn: Span
     ) -> Generator[StreamEvent, None, ModelResponse]:
+        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
         try:
             if not streaming:
-                return self.runtime.invoke(request)
+                return _traced(span, self.runtime.invoke(request))
             for event in self.runtime.stream(request):
                 if isinstance(event, ModelCompleted):
-                    return event.response
+                    return _traced(span, event.response)
                 yield event
         except Exception as exc:
-            raise self._model_failure(exc) from exc
+            failure = self._model_failure(exc)
+            span.fail(failure)
+            raise failure from exc
+        finally:
+            span.end()
         raise ModelError(
             f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
         )
@@ -183,8 +200,21 @@ class AgentService:
             yield _failed(exc, request)
 
     async def _aevents(self, request: AgentRequest, *, streaming: bool) -> AsyncIterator[StreamEvent]:
+        turn = self._start_turn(request)
+        try:
+            async for event in self._aturn(request, streaming, turn):
+                if isinstance(event, Done):
+                    _finish_turn(turn, event.response)
+                yield event
+        except Exception as exc:
+            turn.fail(exc)
+            raise
+        finally:
+            turn.end()
+
+    async def _aturn(self, request: AgentRequest, streaming: bool, turn: Span) -> AsyncIterator[StreamEvent]:
         stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored)
+        prepared = self._prepare(request, stored, turn)
         conversation = prepared.conversation
         expected = prepared.expected_version
         if prepared.claim:
@@ -204,13 +234,13 @@ class AgentService:
                     yield effect.event
                 elif isinstance(effect, CallModel):
                     value = None
-                    async for event in self._acall_model(effect.request, streaming):
+                    async for event in self._acall_model(effect.request, streaming, turn):
                         if isinstance(event, ModelCompleted):
                             value = event.response
                         else:
                             yield event
                 elif isinstance(effect, RunTool):
-                    value = await _arun_tool(effect)
+                    value = await _arun_tool(effect, self._tool_span(effect, turn))
                 elif isinstance(effect, ResolveInstructions):
                     value = await self._ainstructions(effect.context)
                 else:
@@ -222,17 +252,24 @@ class AgentService:
         conversation.collect_events()
         yield Done(response)
 
-    async def _acall_model(self, request: ModelRequest, streaming: bool) -> AsyncIterator[Any]:
+    async def _acall_model(self, request: ModelRequest, streaming: bool, turn: Span) -> AsyncIterator[Any]:
+        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
         try:
             if not streaming:
-                yield ModelCompleted(await self.runtime.ainvoke(request))
+                yield ModelCompleted(_traced(span, await self.runtime.ainvoke(request)))
                 return
             async for event in self.runtime.astream(request):
+                if isinstance(event, ModelCompleted):
+                    _traced(span, event.response)
                 yield event
                 if isinstance(event, ModelCompleted):
                     return
         except Exception as exc:
-            raise self._model_failure(exc) from exc
+            failure = self._model_failure(exc)
+            span.fail(failure)
+            raise failure from exc
+        finally:
+            span.end()
         raise ModelError(
             f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
         )
@@ -249,13 +286,23 @@ class AgentService:
             return self.system
         return _checked_instructions(resolver(self.system(context)))
 
+    def _start_turn(self, request: AgentRequest) -> Span:
+        attributes = {"dcaf.agent": self.name, "dcaf.runtime": self.runtime.name}
+        if request.conversation_id:
+            attributes["dcaf.conversation_id"] = request.conversation_id
+        return self.tracer.start("dcaf.turn", attributes)
+
+    def _tool_span(self, effect: RunTool, turn: Span) -> Span:
+        attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
+        return self.tracer.start("dcaf.tool", attributes, turn)
+
     def _model_failure(self, exc: Exception) -> ModelError:
         if isinstance(exc, ModelError):
             return exc
         name = self.runtime.name
         return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
 
-    def _prepare(self, request: AgentRequest, stored: Conversation | None) -> _Prepared:
+    def _prepare(self, request: AgentRequest, stored: Conversation | None, span: Span) -> _Prepared:
         """Everything a request changes before any tool runs. It raises before anything is saved."""
         now = self.clock()
         if stored is None:
@@ -274,7 +321,7 @@ class AgentService:
         approved: list[str] = []
         rejected: list[str] = []
         for decision in request.decisions:
-            if self._apply(conversation, decision, request.user, now):
+            if self._decide(conversation, decision, request.user, now, span):
                 approved.append(decision.call_id)
             else:
                 rejected.append(decision.call_id)
@@ -288,6 +335,26 @@ class AgentService:
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
         turn = Turn(conversation, self._settings, approved_now=approved, rejected_now=rejected)
         return _Prepared(conversation, expected, turn, claim=bool(approved))
+
+    def _decide(
+        self, conversation: Conversation, decision: ToolDecision, user: str, now: float, turn: Span
+    ) -> bool:
+        attributes = {
+            "dcaf.call_id": decision.call_id,
+            "dcaf.decision": "approve" if decision.approve else "reject",
+            "dcaf.decided_by": user,
+            "dcaf.edited": decision.edited_arguments is not None,
+        }
+        span = self.tracer.start("dcaf.decision", attributes, turn)
+        try:
+            approved = self._apply(conversation, decision, user, now)
+            span.set("dcaf.tool", conversation.tool_call(decision.call_id).name)
+            return approved
+        except Exception as exc:
+            span.fail(exc)  # refused: nothing ran; the request fails with this error
+            raise
+        finally:
+            span.end()
 
     def _apply(self, conversation: Conversation, decision: ToolDecision, user: str, now: float) -> bool:
         call = conversation.tool_call(decision.call_id)
@@ -321,21 +388,40 @@ def _awaits_model(conversation: Conversation) -> bool:
     return last.role is Role.USER or bool(last.tool_call_ids)
 
 
-def _run_tool(effect: RunTool) -> ToolOutcome:
+def _run_tool(effect: RunTool, span: Span) -> ToolOutcome:
     tool = effect.tool
     try:
         if tool.is_async:
             return ToolOutcome(output=resolve_sync(tool.ainvoke(effect.arguments, effect.context)))
         return ToolOutcome(output=tool.invoke(effect.arguments, effect.context))
     except Exception as exc:
+        span.fail(exc)
         return ToolOutcome(error=_describe(exc))
+    finally:
+        span.end()
 
 
-async def _arun_tool(effect: RunTool) -> ToolOutcome:
+async def _arun_tool(effect: RunTool, span: Span) -> ToolOutcome:
     try:
         return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
     except Exception as exc:
+        span.fail(exc)
         return ToolOutcome(error=_describe(exc))
+    finally:
+        span.end()
+
+
+def _traced(span: Span, response: ModelResponse) -> ModelResponse:
+    span.set("dcaf.input_tokens", response.usage.input_tokens)
+    span.set("dcaf.output_tokens", response.usage.output_tokens)
+    span.set("dcaf.tool_calls", len(response.tool_calls))
+    return response
+
+
+def _finish_turn(turn: Span, response: AgentResponse) -> None:
+    turn.set("dcaf.conversation_id", response.conversation_id)
+    turn.set("dcaf.stop_reason", response.stop_reason)
+    turn.set("dcaf.pending_approvals", len(response.pending_tool_calls))
 
 
 def _describe(exc: Exception) -> str:
