@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dcaf_like.application.tracing import Span
+from dcaf_like.application.tracing import NO_SPAN, Span
 
 
 class OpenTelemetryTracer:
@@ -16,9 +16,14 @@ class OpenTelemetryTracer:
         from opentelemetry import trace
 
         self._trace = trace
+        self._provider = tracer_provider
         self._tracer = trace.get_tracer("dcaf_like", tracer_provider=tracer_provider)
 
     def start(self, name: str, attributes: dict[str, Any], parent: Span | None = None) -> Span:
+        if self._provider is None and isinstance(
+            self._trace.get_tracer_provider(), self._trace.ProxyTracerProvider
+        ):
+            return NO_SPAN  # no SDK configured (yet): nothing would be recorded, so build nothing
         context = None
         if isinstance(parent, _OtelSpan):
             context = self._trace.set_span_in_context(parent.span)

@@ -96,3 +96,13 @@ async def test_async_turns_are_traced_too(spans, cluster):
 
     names = [s.name for s in exporter.get_finished_spans()]
     assert names == ["dcaf.model", "dcaf.turn"]
+
+
+def test_without_a_configured_sdk_the_default_tracer_builds_no_spans():
+    from opentelemetry import trace
+
+    from dcaf_like.application.tracing import NO_SPAN
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        pytest.skip("a tracer provider was set globally in this process")
+    assert OpenTelemetryTracer().start("dcaf.turn", {}) is NO_SPAN
