@@ -9,6 +9,7 @@ from typing import Any
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.model import Usage
 from dcaf_like.domain import ToolCall, ToolCallStatus
+from dcaf_like.domain.session import json_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,8 @@ class AgentRequest:
         user: str = "user",
     ) -> AgentRequest:
         """Read HelpDesk-style messages: the last one is the user's turn, earlier ones are history."""
+        if session is not None and (problem := json_problem(dict(session), "session")):
+            raise InvalidRequest("session", f"the session is saved as JSON: {problem}")
         if isinstance(messages, str):
             return cls(
                 text=messages,
@@ -95,6 +98,8 @@ class AgentRequest:
             if not isinstance(raw_session, Mapping):
                 raise InvalidRequest(f"{last_path}.data.session", "expected an object")
             request_session = dict(raw_session)
+            if problem := json_problem(request_session, f"{last_path}.data.session"):
+                raise InvalidRequest(f"{last_path}.data.session", f"the session is saved as JSON: {problem}")
         context = dict(platform_context or {})
         if not context and last.platform_context is not None:
             context = dict(last.platform_context)

@@ -33,6 +33,22 @@ def _from_plain(value: Any, as_type: type[T]) -> T:
     raise TypeError(f"session value of type {type(value).__name__} is not a {as_type.__name__}")
 
 
+def json_problem(value: Any, path: str) -> str | None:
+    """Where `value` stops being JSON (a key that is not text, a set, a datetime...), or None."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return None
+    if isinstance(value, list | tuple):
+        return next((p for i, v in enumerate(value) if (p := json_problem(v, f"{path}[{i}]"))), None)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has a key that is not text ({key!r})"
+            if problem := json_problem(item, f"{path}.{key}"):
+                return problem
+        return None
+    return f"{path} is a {type(value).__name__}, not JSON"
+
+
 class Session:
     """Typed key-value store that travels with a conversation (``data.session`` in the protocol).
 
@@ -60,7 +76,12 @@ class Session:
         return value if as_type is None else _from_plain(value, as_type)
 
     def set(self, key: str, value: Any) -> None:
-        self._data[key] = _to_plain(value)
+        """Store `value` under `key`. It must be JSON once converted (it is saved with the
+        conversation): anything else is a TypeError that names where, raised now rather than at save."""
+        plain = _to_plain(value)
+        if problem := json_problem(plain, key):
+            raise TypeError(f"session value {problem}")
+        self._data[key] = plain
         self._changed = True
 
     def delete(self, key: str) -> None:

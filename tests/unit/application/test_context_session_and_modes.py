@@ -236,3 +236,57 @@ def test_dataclasses_round_trip_through_the_session():
 
     assert session.get("prefs") == {"theme": "dark"}
     assert session.get("prefs", as_type=Prefs) == Prefs("dark")
+
+
+# -- the session is saved as JSON: what is not JSON is refused where it enters ------------------------
+
+
+def test_a_session_value_that_is_not_json_is_refused_with_where_it_is():
+    from dcaf_like import Session
+
+    session = Session()
+    session.set("pods", {"web-1": ["Running", 3, None, {"ok": True}]})
+
+    with pytest.raises(TypeError, match=r"session value cache\.seen is a set, not JSON"):
+        session.set("cache", {"seen": {"web-1"}})
+    with pytest.raises(TypeError, match=r"session value by_port has a key that is not text \(8080\)"):
+        session.set("by_port", {8080: "web"})
+    assert session.to_dict() == {"pods": {"web-1": ["Running", 3, None, {"ok": True}]}}
+
+
+def test_a_run_with_a_session_that_is_not_json_is_an_invalid_request():
+    import datetime
+
+    from dcaf_like import Agent, InvalidRequest
+    from dcaf_like.testing import FakeRuntime
+
+    agent = Agent(runtime=FakeRuntime(["never"]))
+
+    with pytest.raises(InvalidRequest) as raised:
+        agent.run("hi", session={"since": datetime.datetime(2026, 1, 1)})
+
+    assert raised.value.field == "session"
+    assert "since is a datetime, not JSON" in str(raised.value)
+    assert agent.runtime.requests == []  # type: ignore[attr-defined]
+
+
+def test_a_tool_storing_something_that_is_not_json_fails_that_call_and_the_turn_goes_on():
+    from dcaf_like import Agent, tool
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    @tool(requires_approval=False)
+    def remember(session: Session) -> str:
+        """Remember the pods seen."""
+        session.set("seen", {"web-1", "web-2"})
+        return "remembered"
+
+    agent = Agent(tools=[remember], runtime=FakeRuntime([tool_call("remember"), "I could not remember."]))
+
+    response = agent.run("remember the pods")
+
+    [failed] = response.executed_tool_calls
+    assert "seen is a set, not JSON" in (failed.error or "")
+    assert response.text == "I could not remember."
+    stored = agent.conversation(response.conversation_id)
+    assert stored is not None
+    assert "seen" not in stored.session
