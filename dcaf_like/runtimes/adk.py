@@ -17,11 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from dcaf_like.application.errors import (
-    ModelAccessDenied,
     ModelError,
-    ModelRateLimited,
-    ModelRequestInvalid,
-    ModelTimeout,
 )
 from dcaf_like.application.model import (
     AssistantTurn,
@@ -36,6 +32,7 @@ from dcaf_like.application.model import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.runtimes._errors import typed_error
 
 T = TypeVar("T")
 
@@ -209,15 +206,7 @@ class AdkRuntime(AgentRuntime):
         code = getattr(exc, "code", None)
         status = code if isinstance(code, int) else None
         message = f"{self.name}: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
-        if status == 429:
-            return ModelRateLimited(message, runtime=self.name)
-        if status in (401, 403):
-            return ModelAccessDenied(message, runtime=self.name)
-        if status in (400, 404):
-            return ModelRequestInvalid(message, runtime=self.name)
-        if status == 408 or "Timeout" in type(exc).__name__:
-            return ModelTimeout(message, runtime=self.name)
-        return ModelError(message, runtime=self.name, retryable=status is None or status >= 500)
+        return typed_error(message, runtime=self.name, status=status, kind=type(exc).__name__)
 
 
 def _deltas(response: Any) -> Iterator[ModelStreamEvent]:

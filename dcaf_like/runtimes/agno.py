@@ -15,11 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from dcaf_like.application.errors import (
-    ModelAccessDenied,
     ModelError,
-    ModelRateLimited,
-    ModelRequestInvalid,
-    ModelTimeout,
     RuntimeNotConfigured,
 )
 from dcaf_like.application.model import (
@@ -35,6 +31,7 @@ from dcaf_like.application.model import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.runtimes._errors import typed_error
 
 # "agno:<provider>:<model id>": the Agno model class for each provider.
 AGNO_MODELS: dict[str, tuple[str, str]] = {
@@ -205,15 +202,7 @@ class AgnoRuntime(AgentRuntime):
         status = getattr(exc, "status_code", None)
         kind = type(exc).__name__
         message = f"{self.name}: {kind}: {getattr(exc, 'message', None) or exc}"
-        if status in (429, 529) or "RateLimit" in kind:
-            return ModelRateLimited(message, runtime=self.name)
-        if status == 408 or "Timeout" in kind:
-            return ModelTimeout(message, runtime=self.name)
-        if status in (401, 403) or "Authentication" in kind:
-            return ModelAccessDenied(message, runtime=self.name)
-        if status in (400, 404, 413, 422):
-            return ModelRequestInvalid(message, runtime=self.name)
-        return ModelError(message, runtime=self.name, retryable=status is None or status >= 500)
+        return typed_error(message, runtime=self.name, status=status, kind=kind)
 
 
 def _tools(request: ModelRequest) -> list[dict[str, Any]] | None:

@@ -15,11 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from dcaf_like.application.errors import (
-    ModelAccessDenied,
     ModelError,
-    ModelRateLimited,
-    ModelRequestInvalid,
-    ModelTimeout,
     RuntimeNotConfigured,
 )
 from dcaf_like.application.model import (
@@ -35,6 +31,7 @@ from dcaf_like.application.model import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.runtimes._errors import typed_error
 
 # "langchain:<provider>:<model>": the chat model class for each provider, and its package.
 CHAT_MODELS: dict[str, tuple[str, str, str]] = {
@@ -200,18 +197,7 @@ class LangChainRuntime(AgentRuntime):
             status = status or response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         kind = f"{type(exc).__name__} {code}"
         message = f"{self.name}: {code or type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
-        if status == 429 or any(k in kind for k in ("RateLimit", "Throttl", "TooManyRequests")):
-            return ModelRateLimited(message, runtime=self.name)
-        if "Timeout" in kind or status == 408:
-            return ModelTimeout(message, runtime=self.name)
-        if status in (401, 403) or any(
-            k in kind for k in ("Authentication", "PermissionDenied", "AccessDenied")
-        ):
-            return ModelAccessDenied(message, runtime=self.name)
-        if status in (400, 404, 422) or "Validation" in kind:
-            return ModelRequestInvalid(message, runtime=self.name)
-        retryable = status is None or status >= 500
-        return ModelError(message, runtime=self.name, retryable=retryable)
+        return typed_error(message, runtime=self.name, status=status, kind=kind)
 
 
 def to_langchain_messages(request: ModelRequest) -> list[Any]:
