@@ -35,7 +35,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
         "ms per turn (SQLite read + save)",
         "bare FastAPI endpoint, same JSON",
         "dcaf_like: answer, Redis store",
-        "Redis commands per turn",
+        "Redis per turn of a new conversation",
         "deltas over `/api/chat-stream`",
     ):
         assert table in out
