@@ -9,7 +9,7 @@ import inspect
 import json
 import typing
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -33,6 +33,8 @@ class Tool:
 
     ``requires_approval`` defaults to True: a tool runs without a human only when its author says so.
     ``editable`` lets the approver change the arguments before approving (validated against the schema).
+    ``secret`` names arguments whose values responses, logs and approvers see masked as ``***``; the
+    tool still gets them as the model proposed them (an approver can replace one, never read it).
     ``schema`` is a JSON schema dict or a pydantic model; without it the signature is the schema.
     Parameters annotated ``Session``, ``PlatformContext`` or ``ToolContext`` are filled in by the framework
     and hidden from the model.
@@ -47,6 +49,7 @@ class Tool:
         requires_approval: bool = True,
         editable: bool = False,
         schema: Mapping[str, Any] | type | None = None,
+        secret: Iterable[str] = (),
     ) -> None:
         from dcaf_like import _schema
 
@@ -69,6 +72,10 @@ class Tool:
         else:
             raise TypeError(f"tool {self.name!r}: schema must be a dict or a pydantic model, not {schema!r}")
         self._injected = facts.injected
+        self.secret_arguments = frozenset([secret] if isinstance(secret, str) else secret)
+        unknown = self.secret_arguments - set(self._arguments.json_schema.get("properties", {}))
+        if unknown:
+            raise ValueError(f"tool {self.name!r}: no argument {', '.join(sorted(unknown))} to mark secret")
         self.__doc__ = func.__doc__
         self.__name__ = self.name
         self.__wrapped__ = func
@@ -130,6 +137,7 @@ def tool(
     requires_approval: bool = True,
     editable: bool = False,
     schema: Mapping[str, Any] | type | None = None,
+    secret: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -142,6 +150,7 @@ def tool(
     requires_approval: bool = True,
     editable: bool = False,
     schema: Mapping[str, Any] | type | None = None,
+    secret: Iterable[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -153,6 +162,7 @@ def tool(
             requires_approval=requires_approval,
             editable=editable,
             schema=schema,
+            secret=secret,
         )
 
     return wrap(func) if func is not None else wrap

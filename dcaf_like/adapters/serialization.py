@@ -78,6 +78,7 @@ def _call_to_dict(call: ToolCall) -> dict[str, Any]:
         "error": call.error,
         "finished_at": call.finished_at,
         "policy_reason": call.policy_reason,
+        "secret_arguments": sorted(call.secret_arguments),
     }
 
 
@@ -101,6 +102,7 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         error=data["error"],
         finished_at=data["finished_at"],
         policy_reason=data["policy_reason"],
+        secret_arguments=frozenset(data.get("secret_arguments", ())),  # absent before secrets were marked
     )
 
 

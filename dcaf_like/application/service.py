@@ -368,12 +368,13 @@ class AgentService:
             tool = self._settings.toolbox.get(call.name)
             if tool is None:
                 raise UnknownTool(call.name, sorted(self._settings.toolbox))
-            edited = ToolInput.of(tool.validate(decision.edited_arguments))
+            edited = ToolInput.of(tool.validate(call.unmasked(decision.edited_arguments)))
+        echoed = None if decision.arguments is None else ToolInput.of(call.unmasked(decision.arguments))
         conversation.approve_tool_call(
             call.id.value,
             by=user,
             tool_name=decision.tool_name,
-            tool_input=None if decision.arguments is None else ToolInput.of(dict(decision.arguments)),
+            tool_input=echoed,
             edited_input=edited,
             at=now,
         )

@@ -200,6 +200,7 @@ class Turn:
             requires_approval=tool.requires_approval if tool else True,
             editable=tool.editable if tool else False,
             description=tool.description if tool else "",
+            secret_arguments=tool.secret_arguments if tool else frozenset(),
             approval_ttl=settings.approval_ttl,
             at=now,
         )
@@ -228,7 +229,7 @@ class Turn:
                     call.id.value,
                     call.name,
                     call.description,
-                    call.proposed_input.as_dict(),
+                    call.shown(call.proposed_input),
                     call.policy_reason or "",
                     call.editable,
                 )
@@ -242,7 +243,7 @@ class Turn:
             edited = None
             if answer.edited_arguments is not None:
                 tool = self.settings.toolbox[call.name]
-                edited = ToolInput.of(tool.validate(answer.edited_arguments))
+                edited = ToolInput.of(tool.validate(call.unmasked(answer.edited_arguments)))
             self.conversation.approve_tool_call(call_id, by="approver", edited_input=edited)
             yield from self._execute([call_id])
 

@@ -131,6 +131,7 @@ class Conversation:
         editable: bool = False,
         description: str = "",
         policy_reason: str | None = None,
+        secret_arguments: frozenset[str] = frozenset(),
         approval_ttl: float | None = None,
         call_id: ToolCallId | None = None,
         at: float | None = None,
@@ -152,6 +153,7 @@ class Conversation:
             proposed_at=now,
             expires_at=None if approval_ttl is None else now + approval_ttl,
             policy_reason=policy_reason,
+            secret_arguments=secret_arguments,
         )
         self.tool_calls[call_id.value] = call
         self.messages[-1].tool_call_ids.append(call_id.value)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from dcaf_like.domain.context import REDACTED
 from dcaf_like.domain.errors import ApprovalExpired, DomainError, EditNotAllowed, IllegalTransition
 
 
@@ -139,6 +141,8 @@ class ToolCall:
     finished_at: float | None = None
     # Why the policy asked for approval or denied the call, for the person deciding.
     policy_reason: str | None = None
+    # Arguments whose values people, logs and responses never see (the tool gets them as proposed).
+    secret_arguments: frozenset[str] = frozenset()
 
     @property
     def fingerprint(self) -> str:
@@ -152,6 +156,22 @@ class ToolCall:
     def effective_input(self) -> ToolInput:
         """The arguments the tool runs with: the edited ones if a human edited them, else the proposal."""
         return self.approved_input if self.approved_input is not None else self.proposed_input
+
+    def shown(self, tool_input: ToolInput) -> dict[str, Any]:
+        """Arguments as people and logs see them: the secret ones masked."""
+        arguments = tool_input.as_dict()
+        for name in self.secret_arguments.intersection(arguments):
+            arguments[name] = REDACTED
+        return arguments
+
+    def unmasked(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Arguments a client echoed or edited having seen them masked: a secret it left masked is
+        the proposed value again (it can replace a secret, never read one)."""
+        if not self.secret_arguments:
+            return dict(arguments)
+        proposed = self.proposed_input.as_dict()
+        masked = {key for key in self.secret_arguments & proposed.keys() if arguments.get(key) == REDACTED}
+        return {key: proposed[key] if key in masked else value for key, value in arguments.items()}
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at

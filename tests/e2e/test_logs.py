@@ -62,6 +62,17 @@ def test_json_logs_carry_ids_and_never_a_secret(tmp_path):
                 "platform_context": context,
             },
         )
+        rotate = client.post("/api/chat", json={"messages": [user("rotate the password of bob")]}).json()
+        (masked,) = rotate["data"]["tool_calls"]
+        rotated = client.post(
+            "/api/chat",
+            json={
+                "messages": [
+                    user(conversation_id=rotate["data"]["conversation_id"], tool_calls=[approve(masked)])
+                ]
+            },
+        ).json()
+        stored = client.get(f"/api/conversations/{rotate['data']['conversation_id']}").text
     process.terminate()
     _, rest = process.communicate(timeout=15)
     process.stderr.close()
@@ -80,3 +91,10 @@ def test_json_logs_carry_ids_and_never_a_secret(tmp_path):
         assert secret not in log
         assert secret not in second.text
         assert secret not in json.dumps(first)
+
+    # An argument marked secret: the tool got the password the model made up; nobody else saw it.
+    assert masked["input"] == {"user": "bob", "new_password": "***"}
+    assert rotated["data"]["executed_tool_calls"][0]["output"] == "password of bob changed"
+    (password,) = re.findall(r"password bob (pw-\w+)", (tmp_path / "ledger.log").read_text())
+    for seen in (log, json.dumps(rotate), json.dumps(rotated), stored):
+        assert password not in seen
