@@ -1,8 +1,10 @@
-"""``dcaf-like``: the command line. ``dcaf-like serve examples/k8s_agent.py:agent --port 8000``."""
+"""``dcaf-like``: the command line. ``dcaf-like serve examples/k8s_agent.py:agent --port 8000``,
+``dcaf-like chat examples/k8s_agent.py:agent`` (or ``--url http://127.0.0.1:8000``)."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import importlib
 import importlib.util
 import os
@@ -92,12 +94,23 @@ def _parser() -> argparse.ArgumentParser:
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    chat = commands.add_parser(
+        "chat", help="chat with an agent on the terminal, deciding each call it wants approved"
+    )
+    chat.add_argument("target", nargs="?", help="FILE.py:NAME or MODULE:NAME, run in this process")
+    chat.add_argument("--url", help="a served agent instead (http://HOST:PORT); key in $DCAF_API_KEY")
+    chat.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    chat.add_argument(
+        "--store", default=None, help="with a target: where conversations live (default: memory)"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     sys.path.insert(0, str(Path.cwd()))
+    if args.command == "chat":
+        return _chat(args)
     try:
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
@@ -114,6 +127,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from dcaf_like.adapters.terminal import LocalAgent, RemoteAgent, TerminalChat
+
+    if (args.target is None) == (args.url is None):
+        print("dcaf-like chat: name an agent (FILE.py:NAME) or a server (--url), not both", file=sys.stderr)
+        return 2
+    transport: LocalAgent | RemoteAgent
+    try:
+        if args.url is not None:
+            transport = RemoteAgent(args.url, api_key=os.environ.get("DCAF_API_KEY"))
+        else:
+            target = load_target(args.target, factory=args.factory)
+            attach_store(target, args.store, default=None)
+            transport = LocalAgent(target, user=getpass.getuser())
+    except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
+        print(f"dcaf-like: {exc}", file=sys.stderr)
+        return 2
+    try:
+        TerminalChat(transport, out=sys.stdout).run()
+    except KeyboardInterrupt:
+        print()
+    finally:
+        transport.close()
     return 0
 
 
