@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         help="worker processes sharing the port; they must share a store (SQLite file, Redis, DynamoDB)",
     )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
     run.add_argument(
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
@@ -123,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_body_bytes=args.max_body_bytes,
             log_level=args.log_level,
             log_format=args.log_format,
+            ui=args.ui,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -161,6 +163,7 @@ _TARGET = "DCAF_SERVE_TARGET"
 _FACTORY = "DCAF_SERVE_FACTORY"
 _STORE = "DCAF_SERVE_STORE"
 _MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
+_UI = "DCAF_SERVE_UI"
 
 
 def _serve_workers(args: argparse.Namespace, target: Any) -> int:
@@ -177,6 +180,7 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
             _FACTORY: "1" if args.factory else "",
             _STORE: args.store or "",
             _MAX_BODY: str(args.max_body_bytes),
+            _UI: "1" if args.ui else "",
         }
     )
     run_uvicorn(
@@ -197,7 +201,7 @@ def worker_app() -> Any:
     sys.path.insert(0, str(Path.cwd()))
     target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
     attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE)
-    return create_app(target, max_body_bytes=int(os.environ[_MAX_BODY]))
+    return create_app(target, max_body_bytes=int(os.environ[_MAX_BODY]), ui=os.environ.get(_UI, "1") == "1")
 
 
 if __name__ == "__main__":

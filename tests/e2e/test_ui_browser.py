@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dcaf_like import Agent, AgentRuntime, ModelRequest, ModelResponse, TextDelta
+from dcaf_like import Agent, AgentRuntime, ModelRequest, ModelResponse, Session, TextDelta, tool
 from dcaf_like.application.errors import ModelError
 from dcaf_like.testing import FakeRuntime, fail, reply, tool_call, tool_calls
 
@@ -48,7 +48,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1100, "height": 680})
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
     page = context.new_page()
     page.set_default_timeout(10_000)
     scripts_failed: list[str] = []
@@ -98,9 +98,16 @@ class PausingRuntime(AgentRuntime):
 def test_a_user_sees_the_call_waiting_approves_it_and_sees_it_run_and_the_streamed_answer(
     page, start_server, cluster
 ):
+    @tool(requires_approval=False)
+    def watch_namespace(namespace: str, session: Session) -> str:
+        """Remember the namespace this conversation is about."""
+        session["namespace"] = namespace
+        return f"watching {namespace}"
+
     runtime = PausingRuntime(
         [
             tool_calls(
+                tool_call("watch_namespace", namespace="default"),
                 tool_call("list_pods"),
                 tool_call("delete_pod", name="web-2"),
                 text="web-2 is crash-looping; I'll delete it.",
@@ -112,7 +119,7 @@ def test_a_user_sees_the_call_waiting_approves_it_and_sees_it_run_and_the_stream
         ],
         pause_after="Deleted web-2. ",
     )
-    client = start_server(Agent(tools=cluster.tools(), runtime=runtime, name="ops"))
+    client = start_server(Agent(tools=[watch_namespace, *cluster.tools()], runtime=runtime, name="ops"))
     page.goto(str(client.base_url))
     expect(page.locator("h1")).to_have_text("ops")
 
@@ -125,7 +132,10 @@ def test_a_user_sees_the_call_waiting_approves_it_and_sees_it_run_and_the_stream
     expect(card.locator(".args")).to_have_text(json.dumps(proposed, indent=2))
     expect(card.get_by_role("button", name="Edit", exact=True)).to_be_visible()  # delete_pod is editable
     expect(page.locator(".message.assistant").first).to_have_text("web-2 is crash-looping; I'll delete it.")
-    expect(page.locator(".card.executed")).to_contain_text("list_pods")  # a safe call ran at once
+    expect(page.locator(".card.executed", has_text="list_pods")).to_contain_text(
+        "CrashLoopBackOff"
+    )  # ran at once
+    expect(page.locator("#session")).to_have_text(json.dumps({"namespace": "default"}, indent=2))
     expect(page.locator("#conversations li")).to_have_count(1)
     expect(page.locator("#conversations .badge")).to_have_text("1")
     screenshot(page, "1-approval-card")

@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import httpx
 
 from dcaf_like import Agent, create_app
@@ -55,3 +61,28 @@ async def test_the_page_is_not_in_the_openapi_description():
 
     assert "/" not in paths
     assert "/ui/app.js" not in paths
+
+
+def test_dcaf_like_serve_no_ui_serves_no_page():
+    root = Path(__file__).resolve().parents[2]
+    command = [str(Path(sys.executable).parent / "dcaf-like"), "serve", "examples/triage_function.py:triage"]
+    process = subprocess.Popen(
+        [*command, "--port", "0", "--no-ui"],
+        cwd=root,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        port = None
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", process.stderr.readline()):
+                port = int(match.group(1))
+        assert port is not None, "the server never said where it listens"
+
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 404
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+    finally:
+        process.terminate()
+        process.communicate(timeout=15)

@@ -96,8 +96,9 @@ function assistantBubble() {
 }
 
 function addToLog(node) {
-  $("log").append(node);
-  node.scrollIntoView({ block: "end" });
+  const log = $("log");
+  log.append(node);
+  log.scrollTop = log.scrollHeight;
   return node;
 }
 
@@ -129,12 +130,12 @@ function callCard(id, name, status, ...body) {
 function executedCard(call) {
   const edited = call.proposed_input ? el("p", { class: "why" }, "Arguments edited before approval; proposed: ",
     el("code", {}, JSON.stringify(call.proposed_input))) : null;
-  return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, pretty(call.input)), edited,
-    el("p", {}, "Output:"), el("pre", { class: "output" }, call.output));
+  return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
+    el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
 }
 
 function rejectedCard(call) {
-  return callCard(call.id, call.name, "rejected", el("pre", { class: "args" }, pretty(call.input)),
+  return callCard(call.id, call.name, "rejected", el("pre", { class: "args" }, JSON.stringify(call.input)),
     el("p", { class: "why" }, `Rejected: ${call.reason || "no reason given"}`));
 }
 
