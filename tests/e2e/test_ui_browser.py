@@ -283,3 +283,31 @@ def test_with_api_keys_the_page_asks_for_one_and_decisions_are_recorded_under_it
     assert call.decided_by == "alice"
     assert page.evaluate("sessionStorage.getItem('dcaf_like.api_key')") == key
     assert cluster.deleted == [("default", "web-2")]
+
+
+def test_two_waiting_calls_are_decided_one_card_at_a_time(page, start_server, cluster):
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("delete_pod", name="web-2"), tool_call("restart_pod", name="web-1")),
+            reply("Deleted web-2, left web-1 running."),
+        ]
+    )
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "clean up")
+    restart = page.locator(".card.pending", has_text="restart_pod")
+    expect(restart.get_by_role("button", name="Edit", exact=True)).to_have_count(0)  # not editable
+
+    page.locator(".card.pending", has_text="delete_pod").get_by_role(
+        "button", name="Approve", exact=True
+    ).click()
+    expect(page.locator(".card.executed .output")).to_have_text('pod "web-2" deleted')
+    expect(restart.get_by_role("button", name="Approve", exact=True)).to_be_enabled()  # still waiting
+    expect(page.locator(".message.assistant")).to_have_count(0)  # the model waits for both decisions
+    restart.get_by_role("button", name="Reject", exact=True).click()
+    restart.get_by_placeholder("Why not? (told to the agent)").fill("users are on it")
+    restart.get_by_role("button", name="Send rejection", exact=True).click()
+
+    expect(page.locator(".card.rejected")).to_contain_text("Rejected: users are on it")
+    expect(page.locator(".message.assistant").last).to_have_text("Deleted web-2, left web-1 running.")
+    assert cluster.deleted == [("default", "web-2")]
