@@ -149,7 +149,7 @@ def test_a_local_agent_streams_its_answer_and_runs_a_call_only_once_approved(ter
 
 def test_over_http_a_rejection_sends_the_typed_reason_to_the_model(terminals, start_server, cluster):
     def answer(request: ModelRequest) -> ModelResponse:
-        return ModelResponse(text=f"Understood: {request.messages[-1].content}")  # type: ignore[union-attr]
+        return ModelResponse(text=f"Understood: {request.messages[-1].content}")
 
     runtime = FakeRuntime([tool_call("restart_pod", name="web-1"), answer])
     client = start_server(Agent(tools=cluster.tools(), runtime=runtime))

@@ -163,7 +163,7 @@ def test_a_user_sees_the_call_waiting_approves_it_and_sees_it_run_and_the_stream
 
 def test_a_rejection_carries_the_users_reason_to_the_model(page, start_server, cluster):
     def answer(request: ModelRequest) -> ModelResponse:
-        told = request.messages[-1].content  # type: ignore[union-attr]
+        told = request.messages[-1].content
         return ModelResponse(text=f"Understood ({told}).")
 
     runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), answer])
@@ -279,7 +279,7 @@ def test_with_api_keys_the_page_asks_for_one_and_decisions_are_recorded_under_it
 
     expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
     [conversation_id] = agent.conversation_ids()
-    [call] = agent.conversation(conversation_id).tool_calls.values()  # type: ignore[union-attr]
+    [call] = agent.conversation(conversation_id).tool_calls.values()
     assert call.decided_by == "alice"
     assert page.evaluate("sessionStorage.getItem('dcaf_like.api_key')") == key
     assert cluster.deleted == [("default", "web-2")]

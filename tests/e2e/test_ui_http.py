@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -17,8 +18,8 @@ from dcaf_like.testing import FakeRuntime
 KEY = "a-key-of-sixteen-chars"
 
 
-async def get(path: str, **options: object) -> httpx.Response:
-    app = create_app(Agent(runtime=FakeRuntime([])), **options)  # type: ignore[arg-type]
+async def get(path: str, **options: Any) -> httpx.Response:
+    app = create_app(Agent(runtime=FakeRuntime([])), **options)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://agent") as http:
         return await http.get(path)
 

@@ -139,41 +139,52 @@ function rejectedCard(call) {
     el("p", { class: "why" }, `Rejected: ${call.reason || "no reason given"}`));
 }
 
+// A call waiting for a decision: what it is and why it waits, its exact arguments, and the buttons.
+// The card stays until the server accepts a decision; a refusal is shown and the card can be used again.
 function pendingCard(call) {
+  const card = callCard(call.id, call.name, "pending",
+    el("p", { class: "description" }, call.tool_description || ""),
+    el("p", { class: "why" }, call.reason || ""),
+    el("pre", { class: "args" }, pretty(call.input)));
+
   const decide = async (decision, label) => {
+    const buttons = card.querySelectorAll("button");
     buttons.forEach((button) => { button.disabled = true; });
     if (await run(() => turn("", [{ id: call.id, ...decision }]))) {
       card.querySelector(".status").textContent = label;
       card.classList.replace("pending", "decided");
-      [actions, rejectForm, editForm].forEach((part) => part.remove());
+      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
     } else {
       buttons.forEach((button) => { button.disabled = false; });
     }
   };
-  const rejectForm = el("form", { class: "reject-form", hidden: true,
-    onsubmit: (e) => { e.preventDefault(); decide({ execute: false, rejection_reason: reason.value }, "rejected"); } },
-  );
+
   const reason = el("input", { name: "reason", placeholder: "Why not? (told to the agent)", required: true });
-  rejectForm.append(reason, el("button", { type: "submit" }, "Send rejection"));
+  const rejectForm = el("form", { class: "reject-form", hidden: true, onsubmit: (event) => {
+    event.preventDefault();
+    decide({ execute: false, rejection_reason: reason.value }, "rejected");
+  } }, reason, el("button", { type: "submit" }, "Send rejection"));
+
   const edited = el("textarea", { name: "arguments", "aria-label": "Edited arguments" }, pretty(call.input));
-  const editForm = el("form", { class: "edit-form", hidden: true, onsubmit: (e) => {
-    e.preventDefault();
+  const editForm = el("form", { class: "edit-form", hidden: true, onsubmit: (event) => {
+    event.preventDefault();
     let input;
-    try { input = JSON.parse(edited.value); } catch (error) { showError(new Error(`Not JSON: ${error.message}`)); return; }
+    try {
+      input = JSON.parse(edited.value);
+    } catch (error) {
+      showError(new Error(`Not JSON: ${error.message}`));
+      return;
+    }
     decide({ execute: true, edited_input: input }, "approved (edited)");
   } }, edited, el("button", { type: "submit" }, "Approve edited"));
-  const buttons = [
+
+  const actions = el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
-    el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } }, "Reject"),
-  ];
-  if (call.editable) {
-    buttons.push(el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; } }, "Edit"));
-  }
-  const actions = el("div", { class: "actions" }, ...buttons);
-  const card = callCard(call.id, call.name, "pending",
-    el("p", { class: "description" }, call.tool_description || ""),
-    el("p", { class: "why" }, call.reason || ""),
-    el("pre", { class: "args" }, pretty(call.input)), actions, rejectForm, editForm);
+    el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
+      "Reject"),
+    call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; } }, "Edit")
+      : null);
+  card.append(actions, rejectForm, editForm);
   return card;
 }
 
@@ -188,6 +199,7 @@ function showError(error) {
 
 // Runs one exchange with the server; shows its error, if any. True when it went well.
 async function run(exchange) {
+  if (state.busy) return false; // one exchange at a time: a conversation takes one turn at a time
   $("error").hidden = true;
   state.busy = true;
   $("send").disabled = true;
