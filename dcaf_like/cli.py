@@ -1,8 +1,10 @@
-"""``dcaf-like``: the command line. ``dcaf-like serve examples/k8s_agent.py:agent --port 8000``."""
+"""``dcaf-like``: the command line. ``dcaf-like serve examples/k8s_agent.py:agent --port 8000``,
+``dcaf-like chat examples/k8s_agent.py:agent`` (or ``--url http://127.0.0.1:8000``)."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import importlib
 import importlib.util
 import os
@@ -88,16 +90,28 @@ def _parser() -> argparse.ArgumentParser:
         help="worker processes sharing the port; they must share a store (SQLite file, Redis, DynamoDB)",
     )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
     run.add_argument(
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    chat = commands.add_parser(
+        "chat", help="chat with an agent on the terminal, deciding each call it wants approved"
+    )
+    chat.add_argument("target", nargs="?", help="FILE.py:NAME or MODULE:NAME, run in this process")
+    chat.add_argument("--url", help="a served agent instead (http://HOST:PORT); key in $DCAF_API_KEY")
+    chat.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    chat.add_argument(
+        "--store", default=None, help="with a target: where conversations live (default: memory)"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     sys.path.insert(0, str(Path.cwd()))
+    if args.command == "chat":
+        return _chat(args)
     try:
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
@@ -110,10 +124,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_body_bytes=args.max_body_bytes,
             log_level=args.log_level,
             log_format=args.log_format,
+            ui=args.ui,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from dcaf_like.adapters.terminal import LocalAgent, RemoteAgent, TerminalChat
+
+    if (args.target is None) == (args.url is None):
+        print("dcaf-like chat: name an agent (FILE.py:NAME) or a server (--url), not both", file=sys.stderr)
+        return 2
+    transport: LocalAgent | RemoteAgent
+    try:
+        if args.url is not None:
+            transport = RemoteAgent(args.url, api_key=os.environ.get("DCAF_API_KEY"))
+        else:
+            target = load_target(args.target, factory=args.factory)
+            attach_store(target, args.store, default=None)
+            transport = LocalAgent(target, user=getpass.getuser())
+    except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
+        print(f"dcaf-like: {exc}", file=sys.stderr)
+        return 2
+    try:
+        TerminalChat(transport, out=sys.stdout).run()
+    except KeyboardInterrupt:
+        print()
+    finally:
+        transport.close()
     return 0
 
 
@@ -122,6 +163,7 @@ _TARGET = "DCAF_SERVE_TARGET"
 _FACTORY = "DCAF_SERVE_FACTORY"
 _STORE = "DCAF_SERVE_STORE"
 _MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
+_UI = "DCAF_SERVE_UI"
 
 
 def _serve_workers(args: argparse.Namespace, target: Any) -> int:
@@ -138,6 +180,7 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
             _FACTORY: "1" if args.factory else "",
             _STORE: args.store or "",
             _MAX_BODY: str(args.max_body_bytes),
+            _UI: "1" if args.ui else "",
         }
     )
     run_uvicorn(
@@ -158,7 +201,7 @@ def worker_app() -> Any:
     sys.path.insert(0, str(Path.cwd()))
     target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
     attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE)
-    return create_app(target, max_body_bytes=int(os.environ[_MAX_BODY]))
+    return create_app(target, max_body_bytes=int(os.environ[_MAX_BODY]), ui=os.environ.get(_UI, "1") == "1")
 
 
 if __name__ == "__main__":

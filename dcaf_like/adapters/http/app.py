@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from dcaf_like import __version__
-from dcaf_like.adapters.http.auth import ApiKeys, AuthMiddleware
+from dcaf_like.adapters.http.auth import OPEN_PATHS, ApiKeys, AuthMiddleware
 from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import (
@@ -22,6 +22,7 @@ from dcaf_like.adapters.http.middleware import (
     current_request_id,
     logger,
 )
+from dcaf_like.adapters.http.ui import PAGE_PATHS, ui_routes
 from dcaf_like.adapters.http.wire import (
     ChatRequest,
     ChatResponse,
@@ -85,10 +86,12 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
     api_keys: Mapping[str, str] | None = None,
+    ui: bool = True,
 ) -> FastAPI:
-    """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``.
-    With `api_keys` (``{"<key>": "<identity>"}``, or ``DCAF_API_KEYS``), every route but health and
-    docs needs an API key, and the key's identity is recorded as whoever decided each tool call."""
+    """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
+    and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}``, or
+    ``DCAF_API_KEYS``), every route but health, docs and the page's files needs an API key, and the
+    key's identity is recorded as whoever decided each tool call."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
@@ -110,7 +113,8 @@ def create_app(
     )
     keys = ApiKeys(api_keys) if api_keys is not None else ApiKeys.from_environment()
     if keys is not None:
-        app.add_middleware(AuthMiddleware, keys=keys)
+        open_paths = OPEN_PATHS | PAGE_PATHS if ui else OPEN_PATHS
+        app.add_middleware(AuthMiddleware, keys=keys, open_paths=open_paths)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.state.agent = served
@@ -140,6 +144,9 @@ def create_app(
 
     if isinstance(getattr(served, "repository", None), ConversationRepository):
         app.include_router(conversation_routes(lambda: served.repository, _failure, ErrorBody))  # type: ignore[attr-defined]
+
+    if ui:
+        app.include_router(ui_routes())
 
     @app.get("/health", tags=["operations"])
     async def health() -> dict[str, str]:

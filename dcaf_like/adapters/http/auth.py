@@ -65,15 +65,16 @@ OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "
 
 
 class AuthMiddleware:
-    """Refuses requests without a valid key (401, JSON) except to the open paths; puts the caller's
-    identity in ``request.state.identity``."""
+    """Refuses requests without a valid key (401, JSON) except to the open paths (`open_paths`); puts
+    the caller's identity in ``request.state.identity``."""
 
-    def __init__(self, app: ASGIApp, keys: ApiKeys) -> None:
+    def __init__(self, app: ASGIApp, keys: ApiKeys, open_paths: frozenset[str] = OPEN_PATHS) -> None:
         self.app = app
         self.keys = keys
+        self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
         identity = self.keys.identify(Request(scope))

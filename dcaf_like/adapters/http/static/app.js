@@ -1,0 +1,301 @@
+// The chat page of a dcaf_like agent. It speaks the server's own protocol (docs/protocol.md):
+// POST api/chat-stream (NDJSON events) for turns and decisions, GET api/conversations to list and
+// reopen conversations. Every piece of model or tool text goes into the page as text, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const KEY = "dcaf_like.api_key";
+const state = { conversationId: null, assistant: null, busy: false, streamed: false };
+
+// An element with attributes and children; strings become text nodes.
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (value !== false && value != null) node.setAttribute(name, value === true ? "" : value);
+  }
+  node.append(...children.filter((child) => child != null));
+  return node;
+}
+
+const pretty = (value) => JSON.stringify(value, null, 2);
+
+// -- talking to the server ------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    const error = (body && body.error) || {};
+    super(error.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = error.code || "http_error";
+    this.requestId = error.request_id;
+  }
+}
+
+function headers() {
+  const result = { "content-type": "application/json" };
+  const key = sessionStorage.getItem(KEY);
+  if (key) result.authorization = `Bearer ${key}`;
+  return result;
+}
+
+async function request(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers() });
+  if (response.ok) return response;
+  let body = null;
+  try { body = await response.json(); } catch (_) { /* not JSON: the status says enough */ }
+  if (response.status === 401) $("key-form").hidden = false;
+  throw new ApiError(response.status, body);
+}
+
+// One turn: the user's text and/or decisions. Events are handled as each line arrives.
+async function turn(content, decisions) {
+  const data = {};
+  if (state.conversationId) data.conversation_id = state.conversationId;
+  if (decisions) data.tool_calls = decisions;
+  const body = JSON.stringify({ messages: [{ role: "user", content, data }] });
+  const response = await request("api/chat-stream", { method: "POST", body });
+  state.streamed = false;
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let end;
+    while ((end = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, end).trim();
+      buffer = buffer.slice(end + 1);
+      if (line) handle(JSON.parse(line));
+    }
+    if (done) break;
+  }
+}
+
+// -- the stream's events --------------------------------------------------------------------------
+
+function handle(event) {
+  switch (event.type) {
+    case "text_delta": assistantBubble().append(event.text); state.streamed = true; break;
+    case "reasoning_delta": assistantBubble().append(el("span", { class: "reasoning" }, event.text)); break;
+    case "tool_started": place(callCard(event.id, event.name, "running")); break;
+    case "tool_finished": place(executedCard(event.tool_call)); break;
+    case "tool_rejected": place(rejectedCard(event.tool_call)); break;
+    case "tool_calls": event.tool_calls.forEach((call) => place(pendingCard(call))); break;
+    case "done": finished(event); break;
+    case "error": showError(new ApiError(event.status, event)); break;
+    // tool_call_proposed, approval_required, executed_tool_calls and the command events repeat what
+    // the events above show.
+    default: break;
+  }
+}
+
+function assistantBubble() {
+  if (!state.assistant) state.assistant = addToLog(el("div", { class: "message assistant" }));
+  return state.assistant;
+}
+
+function addToLog(node) {
+  const log = $("log");
+  log.append(node);
+  log.scrollTop = log.scrollHeight;
+  return node;
+}
+
+// A card replaces an earlier card of the same call (running, then executed), or goes at the end;
+// text after it starts a new bubble below it.
+function place(card) {
+  const earlier = document.querySelector(`.card[data-call-id="${CSS.escape(card.dataset.callId)}"]`);
+  if (earlier) earlier.replaceWith(card);
+  else addToLog(card);
+  state.assistant = null;
+}
+
+function finished(event) {
+  const message = event.message;
+  // A runtime that does not stream still answers: its text arrives whole with `done`.
+  if (!state.streamed && message.content) assistantBubble().append(message.content);
+  state.conversationId = event.conversation_id;
+  showSession(message.data.session);
+  loadConversations();
+}
+
+// -- cards ----------------------------------------------------------------------------------------
+
+function callCard(id, name, status, ...body) {
+  return el("div", { class: `card ${status}`, "data-call-id": id },
+    el("span", { class: "status" }, status), el("div", { class: "tool" }, name), ...body);
+}
+
+function executedCard(call) {
+  const edited = call.proposed_input ? el("p", { class: "why" }, "Arguments edited before approval; proposed: ",
+    el("code", {}, JSON.stringify(call.proposed_input))) : null;
+  return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
+    el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
+}
+
+function rejectedCard(call) {
+  return callCard(call.id, call.name, "rejected", el("pre", { class: "args" }, JSON.stringify(call.input)),
+    el("p", { class: "why" }, `Rejected: ${call.reason || "no reason given"}`));
+}
+
+// A call waiting for a decision: what it is and why it waits, its exact arguments, and the buttons.
+// The card stays until the server accepts a decision; a refusal is shown and the card can be used again.
+function pendingCard(call) {
+  const card = callCard(call.id, call.name, "pending",
+    el("p", { class: "description" }, call.tool_description || ""),
+    el("p", { class: "why" }, call.reason || ""),
+    el("pre", { class: "args" }, pretty(call.input)));
+
+  const decide = async (decision, label) => {
+    const buttons = card.querySelectorAll("button");
+    buttons.forEach((button) => { button.disabled = true; });
+    if (await run(() => turn("", [{ id: call.id, ...decision }]))) {
+      card.querySelector(".status").textContent = label;
+      card.classList.replace("pending", "decided");
+      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
+    } else {
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  };
+
+  const reason = el("input", { name: "reason", placeholder: "Why not? (told to the agent)", required: true });
+  const rejectForm = el("form", { class: "reject-form", hidden: true, onsubmit: (event) => {
+    event.preventDefault();
+    decide({ execute: false, rejection_reason: reason.value }, "rejected");
+  } }, reason, el("button", { type: "submit" }, "Send rejection"));
+
+  const edited = el("textarea", { name: "arguments", "aria-label": "Edited arguments" }, pretty(call.input));
+  const editForm = el("form", { class: "edit-form", hidden: true, onsubmit: (event) => {
+    event.preventDefault();
+    let input;
+    try {
+      input = JSON.parse(edited.value);
+    } catch (error) {
+      showError(new Error(`Not JSON: ${error.message}`));
+      return;
+    }
+    decide({ execute: true, edited_input: input }, "approved (edited)");
+  } }, edited, el("button", { type: "submit" }, "Approve edited"));
+
+  const actions = el("div", { class: "actions" },
+    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
+    el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
+      "Reject"),
+    call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; } }, "Edit")
+      : null);
+  card.append(actions, rejectForm, editForm);
+  return card;
+}
+
+// -- errors, session, conversations ---------------------------------------------------------------
+
+function showError(error) {
+  const box = $("error");
+  const where = error.requestId ? ` (request ${error.requestId})` : "";
+  box.textContent = error.status ? `${error.status} ${error.code}: ${error.message}${where}` : error.message;
+  box.hidden = false;
+}
+
+// Runs one exchange with the server; shows its error, if any. True when it went well.
+async function run(exchange) {
+  if (state.busy) return false; // one exchange at a time: a conversation takes one turn at a time
+  $("error").hidden = true;
+  state.busy = true;
+  $("send").disabled = true;
+  try {
+    await exchange();
+    return true;
+  } catch (error) {
+    showError(error);
+    return false;
+  } finally {
+    state.busy = false;
+    $("send").disabled = false;
+  }
+}
+
+function showSession(session) {
+  $("session").textContent = pretty(session || {});
+  $("conversation-id").textContent = state.conversationId || "";
+}
+
+async function loadConversations() {
+  let listed;
+  try {
+    listed = await (await request("api/conversations?limit=50")).json();
+  } catch (error) {
+    // An agent function keeps no conversations: no list to show.
+    if (error.status === 404) { $("sidebar").hidden = true; return; }
+    showError(error);
+    return;
+  }
+  $("conversations").replaceChildren(...listed.conversations.map((c) => el("li", {},
+    el("button", { type: "button", class: c.id === state.conversationId ? "current" : null, title: c.id,
+      onclick: () => run(() => openConversation(c.id)) },
+    c.pending_tool_calls ? el("span", { class: "badge" }, String(c.pending_tool_calls)) : null,
+    c.last_message || c.id))));
+}
+
+async function openConversation(id) {
+  const conversation = await (await request(`api/conversations/${encodeURIComponent(id)}`)).json();
+  newChat();
+  state.conversationId = conversation.id;
+  const calls = new Map(conversation.tool_calls.map((call) => [call.id, call]));
+  for (const message of conversation.messages) {
+    if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
+    for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
+      const input = call.edited_input || call.input;
+      if (call.status === "pending") {
+        place(pendingCard({ ...call, tool_description: call.description }));
+      } else if (call.status === "rejected") {
+        place(rejectedCard({ ...call, reason: call.rejection_reason }));
+      } else if (call.status === "executed" || call.status === "failed") {
+        const proposed = call.edited_input ? call.input : null;
+        place(executedCard({ ...call, input, proposed_input: proposed, output: call.output ?? `Error: ${call.error}` }));
+      } else {
+        place(callCard(call.id, call.name, call.status, el("pre", { class: "args" }, pretty(input))));
+      }
+    }
+  }
+  showSession(conversation.session);
+  loadConversations();
+}
+
+function newChat() {
+  state.conversationId = null;
+  state.assistant = null;
+  $("log").replaceChildren();
+  $("error").hidden = true;
+  showSession({});
+}
+
+// -- wiring ---------------------------------------------------------------------------------------
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("message").value.trim();
+  if (!text || state.busy) return;
+  $("message").value = "";
+  addToLog(el("div", { class: "message user" }, text));
+  state.assistant = null;
+  run(() => turn(text, null));
+});
+$("message").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
+});
+$("new-chat").addEventListener("click", () => { newChat(); loadConversations(); });
+$("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, $("api-key").value);
+  $("api-key").value = "";
+  $("key-form").hidden = true;
+  $("error").hidden = true;
+  loadConversations();
+});
+
+fetch("health").then((r) => r.json()).then((health) => {
+  $("agent-name").textContent = health.agent;
+  document.title = `${health.agent} · dcaf_like`;
+}).catch(() => {});
+loadConversations();

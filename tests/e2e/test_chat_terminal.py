@@ -1,0 +1,222 @@
+"""``dcaf-like chat``: the installed command on a real terminal (a pty), typed into as a person would."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dcaf_like import Agent, ModelRequest, ModelResponse
+from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = str(Path(sys.executable).parent / "dcaf-like")
+
+AGENT = '''
+import os
+import time
+from pathlib import Path
+
+from dcaf_like import Agent, tool
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+LEDGER = Path(os.environ["DCAF_TEST_LEDGER"])
+GATE = Path(os.environ["DCAF_TEST_GATE"])
+
+
+@tool
+def delete_pod(name: str, namespace: str = "default") -> str:
+    """Delete a pod."""
+    with LEDGER.open("a") as out:
+        out.write(f"{namespace}/{name}\\n")
+    return f'pod "{name}" deleted'
+
+
+class GatedRuntime(FakeRuntime):
+    """Holds its answer after the first piece until the test creates the gate file."""
+
+    def stream(self, request):
+        for event in super().stream(request):
+            yield event
+            if getattr(event, "text", None) == "Deleted web-2. ":
+                deadline = time.monotonic() + 10
+                while not GATE.exists() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+
+
+agent = Agent(tools=[delete_pod], name="ops", runtime=GatedRuntime([
+    tool_calls(tool_call("delete_pod", name="web-2"), text="web-2 is crash-looping."),
+    reply("Deleted web-2. Its controller will recreate it.",
+          chunks=["Deleted web-2. ", "Its controller will recreate it."]),
+]))
+'''
+
+
+class Terminal:
+    """A process on a pseudo-terminal: `expect` waits for text, `type` types a line."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.fd, child = pty.openpty()
+        self.process = subprocess.Popen(
+            args, stdin=child, stdout=child, stderr=child, cwd=ROOT, env=env, close_fds=True
+        )
+        os.close(child)
+        self.output = ""
+        self.seen = 0
+
+    def expect(self, text: str, timeout: float = 20) -> str:
+        """Wait for `text` after what was already expected; return everything up to it."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output[self.seen :]:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.read(remaining):
+                raise AssertionError(f"never saw {text!r}; the terminal shows:\n{self.output}")
+        end = self.output.index(text, self.seen) + len(text)
+        before, self.seen = self.output[self.seen : end], end
+        return before
+
+    def read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:  # the process ended and the terminal closed
+            return False
+        self.output += data.decode(errors="replace").replace("\r\n", "\n")
+        return bool(data)
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())
+
+    def close(self) -> int:
+        try:
+            return self.process.wait(timeout=15)
+        finally:
+            os.close(self.fd)
+
+
+@pytest.fixture
+def terminals():
+    opened: list[Terminal] = []
+
+    def start(*args: str, **env: str) -> Terminal:
+        terminal = Terminal(COMMAND, "chat", *args, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+        opened.append(terminal)
+        return terminal
+
+    yield start
+    for terminal in opened:
+        if terminal.process.poll() is None:
+            terminal.process.kill()
+            terminal.close()
+
+
+def test_a_local_agent_streams_its_answer_and_runs_a_call_only_once_approved(terminals, tmp_path):
+    (tmp_path / "ops_agent.py").write_text(AGENT)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    chat = terminals(
+        str(tmp_path / "ops_agent.py") + ":agent", DCAF_TEST_LEDGER=str(ledger), DCAF_TEST_GATE=str(gate)
+    )
+
+    chat.expect("you> ")
+    chat.type("fix the crashing pod")
+    chat.expect("agent> web-2 is crash-looping.")
+    shown = chat.expect("approve? [y]es / [n]o: ")
+    assert "The agent wants to run delete_pod: Delete a pod." in shown
+    assert 'arguments: {"name": "web-2", "namespace": "default"}' in shown
+    assert not ledger.exists(), "nothing runs before the human says yes"
+
+    chat.type("y")
+    chat.expect('executed: delete_pod {"name": "web-2", "namespace": "default"}')
+    chat.expect('pod "web-2" deleted')
+    chat.expect("agent> Deleted web-2. ")
+    assert "recreate" not in chat.output, "the rest of the answer is still being written"
+    gate.touch()
+    chat.expect("Its controller will recreate it.")
+    chat.expect("you> ")
+    assert ledger.read_text() == "default/web-2\n"
+
+    chat.type("/quit")
+    assert chat.close() == 0
+
+
+def test_over_http_a_rejection_sends_the_typed_reason_to_the_model(terminals, start_server, cluster):
+    def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text=f"Understood: {request.messages[-1].content}")
+
+    runtime = FakeRuntime([tool_call("restart_pod", name="web-1"), answer])
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    chat = terminals("--url", str(client.base_url))
+
+    chat.expect("you> ")
+    chat.type("restart web-1")
+    chat.expect("approve? [y]es / [n]o: ")  # restart_pod is not editable: no edit offered
+    chat.type("n")
+    chat.expect("reason (told to the agent): ")
+    chat.type("users are on it right now")
+
+    chat.expect('rejected: restart_pod {"name": "web-1", "namespace": "default"}: users are on it right now')
+    chat.expect("agent> Understood: Not run. Rejected: users are on it right now")
+    chat.expect("you> ")
+    os.write(chat.fd, b"\x04")  # Ctrl-D ends the chat
+    assert chat.close() == 0
+
+
+def test_an_edit_the_server_refuses_is_shown_and_asked_again_then_the_edited_call_runs(
+    terminals, start_server, cluster
+):
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), reply("Done.")])
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    chat = terminals("--url", str(client.base_url))
+    chat.expect("you> ")
+    chat.type("delete web-2")
+
+    chat.expect("approve? [y]es / [n]o / [e]dit: ")
+    chat.type("e")
+    chat.expect("arguments as JSON: ")
+    chat.type("{oops")
+    chat.expect("not JSON")
+    chat.expect("approve? [y]es / [n]o / [e]dit: ")
+    chat.type("e")
+    chat.expect("arguments as JSON: ")
+    chat.type('{"name": 5}')
+    chat.expect("error 422 invalid_tool_arguments")
+    chat.expect("approve? [y]es / [n]o / [e]dit: ")
+    assert cluster.deleted == []
+    chat.type("e")
+    chat.expect("arguments as JSON: ")
+    chat.type('{"name": "web-1"}')
+
+    chat.expect('executed: delete_pod {"name": "web-1", "namespace": "default"} (arguments edited)')
+    chat.expect("agent> Done.")
+    chat.expect("you> ")
+    assert cluster.deleted == [("default", "web-1")]
+    chat.type("/quit")
+    assert chat.close() == 0
+
+
+def test_a_server_that_is_down_is_an_error_on_the_terminal_not_a_traceback(terminals):
+    chat = terminals("--url", "http://127.0.0.1:9")
+
+    chat.expect("you> ")
+    chat.type("hello")
+
+    shown = chat.expect("you> ")
+    assert "error unreachable: http://127.0.0.1:9/api/chat-stream: [Errno 111] Connection refused" in shown
+    assert "Traceback" not in chat.output
+    chat.type("/quit")
+    assert chat.close() == 0
+
+
+def test_chat_wants_an_agent_or_a_url():
+    result = subprocess.run([COMMAND, "chat"], capture_output=True, text=True, timeout=30, check=False)
+
+    assert result.returncode == 2
+    assert "name an agent (FILE.py:NAME) or a server (--url)" in result.stderr

@@ -1,0 +1,313 @@
+"""The chat page in a real headless Chromium, against a live server: what a person sees and clicks.
+
+Screenshots of the key states go to ``$DCAF_ARTIFACTS`` (default ``test-artifacts/``, git-ignored).
+``DCAF_DOCS_SCREENSHOT=1`` also rewrites the README's picture, ``docs/images/ui.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcaf_like import Agent, AgentRuntime, ModelRequest, ModelResponse, Session, TextDelta, tool
+from dcaf_like.application.errors import ModelError
+from dcaf_like.testing import FakeRuntime, fail, reply, tool_call, tool_calls
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("DCAF_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(os.environ.get("DCAF_ARTIFACTS") or ROOT / "test-artifacts") / "ui"
+
+
+def browser_missing(why: str) -> None:
+    """Skip without a browser, unless CI says services are required (as tests/conftest.py does)."""
+    if os.environ.get("DCAF_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{why} (DCAF_REQUIRE_SERVICES=1: the browser tests must run)")
+    pytest.skip(f"{why}; `apt-get install chromium` (.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).is_file():
+        browser_missing(f"Chromium is not installed at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        browser_missing("playwright is not installed: pip install -e '.[dev]'")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    scripts_failed: list[str] = []
+    page.on("pageerror", lambda error: scripts_failed.append(str(error)))
+    yield page
+    context.close()
+    assert scripts_failed == [], "the page's script threw"
+
+
+def screenshot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"{name}.png")
+
+
+def expect(locator: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def send(page: Any, text: str) -> None:
+    page.get_by_placeholder("Ask the agent").fill(text)
+    page.get_by_role("button", name="Send", exact=True).click()
+
+
+class PausingRuntime(AgentRuntime):
+    """Plays a FakeRuntime script, but holds the stream after the delta `pause_after` until `go` is set:
+    the test sees what the page shows while the answer is still being written."""
+
+    name = "pausing"
+
+    def __init__(self, script: list[Any], pause_after: str) -> None:
+        self.script = FakeRuntime(script)
+        self.pause_after = pause_after
+        self.go = threading.Event()
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        return self.script.invoke(request)
+
+    def stream(self, request: ModelRequest) -> Iterator[Any]:
+        for event in self.script.stream(request):
+            yield event
+            if isinstance(event, TextDelta) and event.text == self.pause_after:
+                self.go.wait(timeout=10)
+
+
+def test_a_user_sees_the_call_waiting_approves_it_and_sees_it_run_and_the_streamed_answer(
+    page, start_server, cluster
+):
+    @tool(requires_approval=False)
+    def watch_namespace(namespace: str, session: Session) -> str:
+        """Remember the namespace this conversation is about."""
+        session["namespace"] = namespace
+        return f"watching {namespace}"
+
+    runtime = PausingRuntime(
+        [
+            tool_calls(
+                tool_call("watch_namespace", namespace="default"),
+                tool_call("list_pods"),
+                tool_call("delete_pod", name="web-2"),
+                text="web-2 is crash-looping; I'll delete it.",
+            ),
+            reply(
+                "Deleted web-2. Its controller will recreate it.",
+                chunks=["Deleted web-2. ", "Its controller will recreate it."],
+            ),
+        ],
+        pause_after="Deleted web-2. ",
+    )
+    client = start_server(Agent(tools=[watch_namespace, *cluster.tools()], runtime=runtime, name="ops"))
+    page.goto(str(client.base_url))
+    expect(page.locator("h1")).to_have_text("ops")
+
+    send(page, "fix the crashing pod")
+
+    card = page.locator(".card.pending")
+    expect(card.locator(".tool")).to_have_text("delete_pod")
+    expect(card.locator(".description")).to_have_text("Delete a pod.")
+    proposed = {"name": "web-2", "namespace": "default"}
+    expect(card.locator(".args")).to_have_text(json.dumps(proposed, indent=2))
+    expect(card.get_by_role("button", name="Edit", exact=True)).to_be_visible()  # delete_pod is editable
+    expect(page.locator(".message.assistant").first).to_have_text("web-2 is crash-looping; I'll delete it.")
+    expect(page.locator(".card.executed", has_text="list_pods")).to_contain_text(
+        "CrashLoopBackOff"
+    )  # ran at once
+    expect(page.locator("#session")).to_have_text(json.dumps({"namespace": "default"}, indent=2))
+    expect(page.locator("#conversations li")).to_have_count(1)
+    expect(page.locator("#conversations .badge")).to_have_text("1")
+    screenshot(page, "1-approval-card")
+    if os.environ.get("DCAF_DOCS_SCREENSHOT") == "1":
+        (ROOT / "docs" / "images").mkdir(exist_ok=True)
+        shutil.copyfile(ARTIFACTS / "1-approval-card.png", ROOT / "docs" / "images" / "ui.png")
+    assert cluster.deleted == []
+
+    card.get_by_role("button", name="Approve", exact=True).click()
+
+    ran = page.locator(".card.executed", has_text="delete_pod")
+    expect(ran.locator(".output")).to_have_text('pod "web-2" deleted')
+    answer = page.locator(".message.assistant").last
+    expect(answer).to_have_text("Deleted web-2. ")  # the first piece, while the model is still writing
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_disabled()
+    screenshot(page, "2-streaming")
+    runtime.go.set()
+    expect(answer).to_have_text("Deleted web-2. Its controller will recreate it.")
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
+    expect(page.locator(".card", has_text="delete_pod")).to_have_count(1)  # the card became the executed call
+    expect(page.locator("#conversations .badge")).to_have_count(0)
+    screenshot(page, "3-executed-and-answered")
+    assert cluster.deleted == [("default", "web-2")]
+
+
+def test_a_rejection_carries_the_users_reason_to_the_model(page, start_server, cluster):
+    def answer(request: ModelRequest) -> ModelResponse:
+        told = request.messages[-1].content
+        return ModelResponse(text=f"Understood ({told}).")
+
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), answer])
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "delete web-2")
+
+    card = page.locator(".card.pending")
+    card.get_by_role("button", name="Reject", exact=True).click()
+    card.get_by_placeholder("Why not? (told to the agent)").fill("not during business hours")
+    card.get_by_role("button", name="Send rejection", exact=True).click()
+
+    expect(page.locator(".card.rejected")).to_contain_text("Rejected: not during business hours")
+    expect(page.locator(".message.assistant").last).to_have_text(
+        "Understood (Not run. Rejected: not during business hours)."
+    )
+    screenshot(page, "4-rejected")
+    assert cluster.deleted == []
+
+
+def test_a_server_error_is_shown_to_the_user(page, start_server):
+    runtime = FakeRuntime([fail(ModelError("the provider answered 500", runtime="fake"))])
+    client = start_server(Agent(runtime=runtime))
+    page.goto(str(client.base_url))
+
+    send(page, "hello")
+
+    error = page.get_by_role("alert")
+    expect(error).to_contain_text("502 model_error")
+    expect(error).to_contain_text("the provider answered 500")
+    expect(error).to_contain_text("request ")
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
+    screenshot(page, "5-server-error")
+
+
+def test_edited_arguments_the_server_refuses_show_its_error_and_a_valid_edit_runs(
+    page, start_server, cluster
+):
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), reply("Done.")])
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "delete web-2")
+    card = page.locator(".card.pending")
+    card.get_by_role("button", name="Edit", exact=True).click()
+    arguments = card.get_by_label("Edited arguments")
+
+    arguments.fill('{"name": 5}')
+    card.get_by_role("button", name="Approve edited", exact=True).click()
+
+    expect(page.get_by_role("alert")).to_contain_text("422 invalid_tool_arguments")
+    screenshot(page, "6-invalid-edit")
+    assert cluster.deleted == []
+
+    arguments.fill("{not json")
+    card.get_by_role("button", name="Approve edited", exact=True).click()
+    expect(page.get_by_role("alert")).to_contain_text("Not JSON")
+
+    arguments.fill('{"name": "web-1"}')
+    card.get_by_role("button", name="Approve edited", exact=True).click()
+
+    ran = page.locator(".card.executed")
+    expect(ran.locator(".output")).to_have_text('pod "web-1" deleted')
+    expect(ran).to_contain_text('proposed: {"name":"web-2","namespace":"default"}')
+    expect(page.get_by_role("alert")).to_be_hidden()
+    expect(page.locator(".message.assistant").last).to_have_text("Done.")
+    assert cluster.deleted == [("default", "web-1")]
+
+
+def test_model_text_shows_as_text_never_as_markup(page, start_server):
+    hostile = "<img src=x onerror=\"document.title='owned'\"><b>bold</b>"
+    client = start_server(Agent(runtime=FakeRuntime([reply(hostile)])))
+    page.goto(str(client.base_url))
+
+    send(page, "hi")
+
+    expect(page.locator(".message.assistant")).to_have_text(hostile)
+    assert page.locator("#log img, #log b").count() == 0
+    assert page.title() != "owned"
+
+
+def test_a_conversation_reopened_from_the_list_can_still_be_approved(page, start_server, cluster):
+    runtime = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-2"), text="Approve?"), "Deleted."])
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "delete web-2")
+    expect(page.locator(".card.pending")).to_be_visible()
+
+    page.reload()
+    expect(page.locator("#log")).to_be_empty()
+    page.locator("#conversations button", has_text="Approve?").click()
+    expect(page.locator(".message.user")).to_have_text("delete web-2")
+    page.locator(".card.pending").get_by_role("button", name="Approve", exact=True).click()
+
+    expect(page.locator(".card.executed .output")).to_have_text('pod "web-2" deleted')
+    expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
+    assert cluster.deleted == [("default", "web-2")]
+
+
+def test_with_api_keys_the_page_asks_for_one_and_decisions_are_recorded_under_its_identity(
+    page, start_server, cluster
+):
+    key = "k" * 24
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), "Deleted."])
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    client = start_server(agent, api_keys={key: "alice"})
+    page.goto(str(client.base_url))
+
+    expect(page.get_by_label("API key")).to_be_visible()  # the list answered 401
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Use key", exact=True).click()
+    send(page, "delete web-2")
+    page.locator(".card.pending").get_by_role("button", name="Approve", exact=True).click()
+
+    expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
+    [conversation_id] = agent.conversation_ids()
+    [call] = agent.conversation(conversation_id).tool_calls.values()
+    assert call.decided_by == "alice"
+    assert page.evaluate("sessionStorage.getItem('dcaf_like.api_key')") == key
+    assert cluster.deleted == [("default", "web-2")]
+
+
+def test_two_waiting_calls_are_decided_one_card_at_a_time(page, start_server, cluster):
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("delete_pod", name="web-2"), tool_call("restart_pod", name="web-1")),
+            reply("Deleted web-2, left web-1 running."),
+        ]
+    )
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "clean up")
+    restart = page.locator(".card.pending", has_text="restart_pod")
+    expect(restart.get_by_role("button", name="Edit", exact=True)).to_have_count(0)  # not editable
+
+    page.locator(".card.pending", has_text="delete_pod").get_by_role(
+        "button", name="Approve", exact=True
+    ).click()
+    expect(page.locator(".card.executed .output")).to_have_text('pod "web-2" deleted')
+    expect(restart.get_by_role("button", name="Approve", exact=True)).to_be_enabled()  # still waiting
+    expect(page.locator(".message.assistant")).to_have_count(0)  # the model waits for both decisions
+    restart.get_by_role("button", name="Reject", exact=True).click()
+    restart.get_by_placeholder("Why not? (told to the agent)").fill("users are on it")
+    restart.get_by_role("button", name="Send rejection", exact=True).click()
+
+    expect(page.locator(".card.rejected")).to_contain_text("Rejected: users are on it")
+    expect(page.locator(".message.assistant").last).to_have_text("Deleted web-2, left web-1 running.")
+    assert cluster.deleted == [("default", "web-2")]

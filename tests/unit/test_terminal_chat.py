@@ -1,0 +1,102 @@
+"""The terminal chat's loop with a scripted transport and a scripted person: what it prints and sends."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from dcaf_like import Agent
+from dcaf_like.adapters.terminal import LocalAgent, TerminalChat
+from dcaf_like.application.errors import ModelError
+from dcaf_like.testing import FakeRuntime, fail
+
+PENDING = {
+    "id": "tc_1",
+    "name": "delete_pod",
+    "input": {"name": "web-2"},
+    "execute": False,
+    "tool_description": "Delete a pod.",
+    "editable": False,
+    "reason": "delete_pod requires approval",
+}
+
+
+def done(*pending: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "done", "conversation_id": "conv_1", "message": {"data": {"tool_calls": list(pending)}}}
+
+
+class ScriptedTransport:
+    def __init__(self, *turns: list[dict[str, Any]]) -> None:
+        self.turns = list(turns)
+        self.sent: list[dict[str, Any]] = []
+
+    def turn(self, message: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        self.sent.append(message)
+        yield from self.turns.pop(0)
+
+
+def chat(transport: Any, *typed: str) -> str:
+    answers = iter(typed)
+
+    def ask(prompt: str) -> str:
+        out.write(prompt)
+        try:
+            return next(answers)
+        except StopIteration:
+            raise EOFError from None
+
+    out = io.StringIO()
+    TerminalChat(transport, ask=ask, out=out).run()
+    return out.getvalue()
+
+
+def test_control_characters_from_the_model_or_a_tool_are_shown_not_obeyed():
+    executed = {
+        "id": "tc_0",
+        "name": "cat",
+        "input": {},
+        "output": "\x1b]0;owned\x07ok",
+        "status": "executed",
+    }
+    transport = ScriptedTransport(
+        [
+            {"type": "text_delta", "text": "\x1b[2Jcleared?\n"},
+            {"type": "tool_finished", "tool_call": executed},
+            done(),
+        ]
+    )
+
+    shown = chat(transport, "hi")
+
+    assert "\x1b" not in shown
+    assert "\x07" not in shown
+    assert "\ufffd[2Jcleared?" in shown
+    assert "\ufffd]0;owned\ufffdok" in shown
+
+
+def test_a_rejection_without_a_reason_still_says_who_rejected_and_edit_is_refused_for_a_fixed_tool():
+    transport = ScriptedTransport(
+        [{"type": "approval_required", "call_ids": ["tc_1"]}, done(PENDING)], [done()]
+    )
+
+    shown = chat(transport, "delete web-2", "e", "maybe", "n", "")
+
+    assert "delete_pod does not allow editing its arguments" in shown
+    decision = transport.sent[1]
+    assert decision["data"] == {
+        "tool_calls": [{"id": "tc_1", "execute": False, "rejection_reason": "rejected on the terminal"}],
+        "conversation_id": "conv_1",
+    }
+    assert decision["content"] == ""
+
+
+def test_a_local_agent_whose_model_fails_is_an_error_line_with_the_http_status():
+    agent = Agent(runtime=FakeRuntime([fail(ModelError("provider down", runtime="fake"))]))
+    transport = LocalAgent(agent)
+    try:
+        shown = chat(transport, "hello")
+    finally:
+        transport.close()
+
+    assert "error 502 model_error: provider down" in shown
