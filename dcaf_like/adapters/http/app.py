@@ -85,10 +85,12 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
     api_keys: Mapping[str, str] | None = None,
+    a2a: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``.
     With `api_keys` (``{"<key>": "<identity>"}``, or ``DCAF_API_KEYS``), every route but health and
-    docs needs an API key, and the key's identity is recorded as whoever decided each tool call."""
+    docs needs an API key, and the key's identity is recorded as whoever decided each tool call.
+    With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``)."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
@@ -140,6 +142,11 @@ def create_app(
 
     if isinstance(getattr(served, "repository", None), ConversationRepository):
         app.include_router(conversation_routes(lambda: served.repository, _failure, ErrorBody))  # type: ignore[attr-defined]
+
+    if a2a:
+        from dcaf_like.adapters.http.a2a import add_a2a_routes
+
+        add_a2a_routes(app, served)
 
     @app.get("/health", tags=["operations"])
     async def health() -> dict[str, str]:
