@@ -149,7 +149,11 @@ def agent_card(served: ServedAgent, url: str) -> AgentCard:
             "name": served.name,
             "description": served.description or f"{served.name}, a dcaf_like agent",
             "version": __version__,
-            "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            # One endpoint speaks both: 1.0 method names and 0.3 ones (which older clients send).
+            "supportedInterfaces": [
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ],
             "capabilities": {"streaming": True},
             "defaultInputModes": modes,
             "defaultOutputModes": modes,
@@ -212,11 +216,8 @@ def request_handler(tasks: A2ATasks) -> Any:
             return task_proto(view, history_length=params.history_length or None)
 
         async def on_cancel_task(self, params: Any, context: ServerCallContext) -> Task:
-            try:
-                view = await _a2a_errors(tasks.cancel(params.id, user=_user(context)))
-            except TaskRefused as exc:
-                raise TaskNotCancelableError(str(exc)) from exc
-            return task_proto(view)
+            canceling = tasks.cancel(params.id, user=_user(context))
+            return task_proto(await _a2a_errors(canceling, refused=TaskNotCancelableError))
 
         async def on_list_tasks(self, params: Any, context: ServerCallContext) -> Any:
             raise UnsupportedOperationError("listing tasks is not supported; read a task by its id")
@@ -246,16 +247,18 @@ def request_handler(tasks: A2ATasks) -> Any:
     return DcafRequestHandler()
 
 
-async def _a2a_errors(awaitable: Any) -> Any:
-    """Our refusals as A2A errors: a refused decision is invalid params naming the call."""
+async def _a2a_errors(awaitable: Any, *, refused: type[Exception] | None = None) -> Any:
+    """Our refusals as A2A errors: a refused decision is invalid params naming the call and why."""
     from a2a.utils.errors import InternalError, InvalidParamsError, TaskNotFoundError
 
     try:
         return await awaitable
     except TaskNotFound as exc:
         raise TaskNotFoundError(str(exc)) from exc
-    except TaskRefused:
-        raise
+    except TaskRefused as exc:
+        if refused is not None:
+            raise refused(str(exc)) from exc
+        raise InvalidParamsError(str(exc), data={"code": "task_not_waiting"}) from exc
     except Exception as exc:
         error = http_error(exc)
         if error.is_client_error:

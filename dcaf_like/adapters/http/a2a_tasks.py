@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -187,8 +187,11 @@ class A2ATasks:
         request = AgentRequest.from_messages(
             [{"role": "user", "content": message.text, "data": dict(message.data)}], user=user
         )
-        task_id = waiting or await self._open(message.context_id)
-        return task_id, self._run(task_id, request, new_task=waiting is None)
+        if waiting is not None:
+            return waiting, self._run(waiting, request, new_task=False)
+        task_id = await self._open(message.context_id, request.text)
+        # The user's message is stored with the task, so the task reads as working from the start.
+        return task_id, self._run(task_id, replace(request, text=""), new_task=True)
 
     async def cancel(self, task_id: str, *, user: str) -> TaskView:
         """A task waiting for input (or not started) is canceled: its pending calls are rejected and
@@ -237,12 +240,15 @@ class A2ATasks:
         current = task_view(conversation, next(reversed(conversation.tasks)))
         return current.id if current.state is TaskState.INPUT_REQUIRED else None
 
-    async def _open(self, conversation_id: str | None) -> str:
+    async def _open(self, conversation_id: str | None, text: str) -> str:
         for _ in range(3):
             stored = await self.repository.aget(conversation_id) if conversation_id else None
             conversation = stored if stored is not None else Conversation.start(conversation_id)
             expected = stored.version if stored is not None else 0
             record: TaskRecord = conversation.open_task()
+            if text:
+                conversation.add_user_message(text)
+                conversation.collect_events()
             try:
                 await self.repository.asave(conversation, expected)
             except ConcurrencyConflict:
