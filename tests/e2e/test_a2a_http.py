@@ -330,3 +330,13 @@ def test_the_simple_routes_send_resume_and_read_a_task(start_server, cluster):
     assert read["executed_tool_calls"][0]["output"] == 'pod "web-2" deleted'
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "task_not_found")
     assert (replay.status_code, replay.json()["error"]["code"]) == (409, "task_not_waiting")
+
+
+async def test_a_run_stopped_at_max_iterations_is_a_failed_task_not_a_working_one(start_server, cluster):
+    agent = k8s_agent(cluster, tool_calls("list_pods"), max_iterations=1)
+    url = str(start_server(agent, a2a=True).base_url)
+
+    task = await send_task(url, message("look around"))
+
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert "max_iterations" in task.status.message.parts[0].text

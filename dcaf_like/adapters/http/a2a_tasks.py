@@ -266,7 +266,7 @@ class A2ATasks:
             user=request.user,
         )
         try:
-            await self.agent.ahandle(request)
+            response = await self.agent.ahandle(request)
         except Exception as exc:
             error = http_error(exc)
             if error.is_client_error and not new_task:
@@ -275,6 +275,10 @@ class A2ATasks:
             await self._fail(task_id, error.message)
             if error.is_client_error:
                 raise
+            return
+        if response.stop_reason == "max_iterations":
+            # The messages would read as still working: say that the run stopped.
+            await self._fail(task_id, "the agent stopped at its max_iterations without an answer")
 
     async def _in_background(self, run: Awaitable[None], task_id: str) -> None:
         try:
