@@ -12,6 +12,7 @@ The SDK is imported only here, when an app is built with ``a2a=True``.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,6 @@ from dcaf_like.adapters.http.a2a_tasks import (
     TaskRefused,
     TaskState,
     TaskView,
-    logger,
 )
 from dcaf_like.adapters.http.app import ServedAgent
 from dcaf_like.adapters.http.errors import HttpError, http_error
@@ -198,11 +198,10 @@ def request_handler(tasks: A2ATasks) -> Any:
                 yield task_proto(await _a2a_errors(tasks.send(incoming, user=user)))
                 return
             task_id, run = await _a2a_errors(tasks.begin(incoming, user=user))
+            # The run goes on if the client hangs up; the task's state says how it ended.
+            running = tasks.in_background(run, task_id)
             yield task_proto(await tasks.get(task_id))
-            try:
-                await run
-            except Exception as exc:  # the task's state (failed) says it; the log has the cause
-                logger.info("task %s: %s", task_id, exc)
+            await asyncio.shield(running)
             view = await tasks.get(task_id)
             full = task_proto(view)
             for artifact in full.artifacts:

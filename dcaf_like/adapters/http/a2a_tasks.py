@@ -152,7 +152,7 @@ class A2ATasks:
                 f"{type(agent).__name__} keeps none"
             )
         self.agent = agent
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Future[None]] = set()
 
     @property
     def repository(self) -> ConversationRepository:
@@ -174,11 +174,22 @@ class A2ATasks:
         if wait:
             await run
         else:
-            background = asyncio.ensure_future(self._in_background(run, task_id))
-            self._running.add(background)
-            background.add_done_callback(self._running.discard)
-            await asyncio.sleep(0)  # let the run take its first step
+            self.in_background(run, task_id)
         return await self.get(task_id)
+
+    def in_background(self, run: Coroutine[Any, Any, None], task_id: str) -> asyncio.Future[None]:
+        """Run on, whatever becomes of the request that started it (its state is in the store)."""
+        background = asyncio.ensure_future(self._in_background(run, task_id))
+        self._running.add(background)
+        background.add_done_callback(self._running.discard)
+        return background
+
+    async def aclose(self, grace: float = 30.0) -> None:
+        """At shutdown: let runs in progress finish (and save), for up to `grace` seconds."""
+        if self._running:
+            _, late = await asyncio.wait(set(self._running), timeout=grace)
+            for run in late:
+                run.cancel()
 
     async def begin(self, message: Incoming, *, user: str) -> tuple[str, Coroutine[Any, Any, None]]:
         """The task `message` goes to (opened if it starts one), and its run, not yet started."""

@@ -96,8 +96,11 @@ def create_app(
     served = as_served(agent)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(running: FastAPI) -> AsyncIterator[None]:
         yield
+        a2a_tasks = getattr(running.state, "a2a_tasks", None)
+        if a2a_tasks is not None:  # A2A runs in progress finish (and save) before the store closes
+            await a2a_tasks.aclose()
         # Clients bound to the server's event loop (redis.asyncio, the SDKs' async clients) close with it.
         for resource in (getattr(served, "repository", None), getattr(served, "runtime", None)):
             close = getattr(resource, "aclose", None)
