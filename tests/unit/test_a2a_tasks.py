@@ -87,3 +87,22 @@ def test_a_conversation_stored_before_tasks_existed_reads_with_none():
     del stored["tasks"]
 
     assert conversation_from_dict(stored).tasks == {}
+
+
+def test_a2a_without_the_sdk_says_which_extra_to_install(monkeypatch):
+    import sys
+
+    from dcaf_like import Agent, create_app
+    from dcaf_like.testing import FakeRuntime
+
+    monkeypatch.setitem(sys.modules, "a2a.server.routes.jsonrpc_dispatcher", None)
+
+    with pytest.raises(ImportError, match=r'pip install "dcaf-like\[a2a\]"'):
+        create_app(Agent(runtime=FakeRuntime()), a2a=True)
+
+
+def test_a2a_needs_an_agent_that_keeps_conversations():
+    from dcaf_like import create_app
+
+    with pytest.raises(TypeError, match="keeps conversations"):
+        create_app(lambda messages, context: "hi", a2a=True)
