@@ -340,3 +340,23 @@ async def test_a_run_stopped_at_max_iterations_is_a_failed_task_not_a_working_on
 
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert "max_iterations" in task.status.message.parts[0].text
+
+
+async def test_a_new_message_in_a_context_is_a_new_task_of_the_same_conversation(start_server, cluster):
+    agent = k8s_agent(cluster, "Two pods run.", "web-2 is the crashing one.")
+    url = str(start_server(agent, a2a=True).base_url)
+    first = await send_task(url, message("how many pods?"))
+
+    follow_up = message("which one crashes?")
+    follow_up.context_id = first.context_id
+    events = await send(url, follow_up, streaming=True)
+
+    second = events[0].task
+    assert (second.context_id, second.id) == (first.context_id, first.context_id + "~2")
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "how many pods?" in str(agent.runtime.requests[-1].messages)
+    assert (await get_task(url, first.id)).status.state == TaskState.TASK_STATE_COMPLETED
+    assert [m.parts[0].text for m in (await get_task(url, second.id)).history] == [
+        "which one crashes?",
+        "web-2 is the crashing one.",
+    ]

@@ -170,11 +170,7 @@ def agent_card(served: ServedAgent, url: str) -> AgentCard:
 def request_handler(tasks: A2ATasks) -> Any:
     """A2A's ``RequestHandler`` answering from the store (defined here so the SDK loads lazily)."""
     from a2a.server.request_handlers.request_handler import RequestHandler
-    from a2a.types.a2a_pb2 import (
-        ListTasksResponse,
-        TaskArtifactUpdateEvent,
-        TaskStatusUpdateEvent,
-    )
+    from a2a.types.a2a_pb2 import TaskArtifactUpdateEvent, TaskStatusUpdateEvent
     from a2a.utils.errors import (
         PushNotificationNotSupportedError,
         TaskNotCancelableError,
@@ -191,13 +187,14 @@ def request_handler(tasks: A2ATasks) -> Any:
         async def on_message_send_stream(
             self, params: Any, context: ServerCallContext
         ) -> AsyncGenerator[Any]:
-            incoming = _incoming(params.message)
-            user = _user(context)
-            if incoming.task_id or incoming.context_id:
-                # A decision (or a refused one) is known only once applied: answer with the outcome.
-                yield task_proto(await _a2a_errors(tasks.send(incoming, user=user)))
+            task_id, run, resumes = await _a2a_errors(
+                tasks.begin(_incoming(params.message), user=_user(context))
+            )
+            if resumes:
+                # Whether the decisions are honoured is known once applied: answer with the outcome.
+                await _a2a_errors(run)
+                yield task_proto(await tasks.get(task_id))
                 return
-            task_id, run = await _a2a_errors(tasks.begin(incoming, user=user))
             # The run goes on if the client hangs up; the task's state says how it ended.
             running = tasks.in_background(run, task_id)
             yield task_proto(await tasks.get(task_id))
@@ -242,7 +239,6 @@ def request_handler(tasks: A2ATasks) -> Any:
         async def on_delete_task_push_notification_config(self, params: Any, context: Any) -> Any:
             raise PushNotificationNotSupportedError()
 
-    del ListTasksResponse
     return DcafRequestHandler()
 
 

@@ -170,7 +170,7 @@ class A2ATasks:
         decisions it carries, or start a task with it. With `wait` False the run goes on in the
         background and the task is returned as it is then (a refused decision then leaves the task
         waiting, as it was)."""
-        task_id, run = await self.begin(message, user=user)
+        task_id, run, _ = await self.begin(message, user=user)
         if wait:
             await run
         else:
@@ -191,18 +191,19 @@ class A2ATasks:
             for run in late:
                 run.cancel()
 
-    async def begin(self, message: Incoming, *, user: str) -> tuple[str, Coroutine[Any, Any, None]]:
-        """The task `message` goes to (opened if it starts one), and its run, not yet started."""
+    async def begin(self, message: Incoming, *, user: str) -> tuple[str, Coroutine[Any, Any, None], bool]:
+        """The task `message` goes to (opened if it starts one), its run, not yet started, and
+        whether the message resumes a waiting task (its decisions are refused or not by the run)."""
         waiting = await self._waiting_task(message)
         # Parsed before anything is stored: a malformed message changes nothing.
         request = AgentRequest.from_messages(
             [{"role": "user", "content": message.text, "data": dict(message.data)}], user=user
         )
         if waiting is not None:
-            return waiting, self._run(waiting, request, new_task=False)
+            return waiting, self._run(waiting, request, new_task=False), True
         task_id = await self._open(message.context_id, request.text)
         # The user's message is stored with the task, so the task reads as working from the start.
-        return task_id, self._run(task_id, replace(request, text=""), new_task=True)
+        return task_id, self._run(task_id, replace(request, text=""), new_task=True), False
 
     async def cancel(self, task_id: str, *, user: str) -> TaskView:
         """A task waiting for input (or not started) is canceled: its pending calls are rejected and
