@@ -28,7 +28,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
 from dcaf_like import Agent
-from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
 def k8s_agent(cluster: Any, *script: Any, **options: Any) -> Agent:
@@ -91,7 +91,8 @@ async def get_task(url: str, task_id: str) -> Task:
 
 
 async def test_the_official_client_reads_the_card_and_gets_the_answer_streamed(start_server, cluster):
-    http = start_server(k8s_agent(cluster, "Two pods run in default."), a2a=True)
+    answer = reply("Two pods run in default.", chunks=["Two pods ", "run in default."])
+    http = start_server(k8s_agent(cluster, answer), a2a=True)
     url = str(http.base_url)
 
     client = await create_client(url)
@@ -103,9 +104,20 @@ async def test_the_official_client_reads_the_card_and_gets_the_answer_streamed(s
     assert [s.id for s in card.skills] == ["list_pods", "delete_pod", "restart_pod"]
     assert card.supported_interfaces[0].url == f"{url}/a2a"
     assert card.version
-    assert [e.WhichOneof("payload") for e in events] == ["task", "artifact_update", "status_update"]
+    kinds = [e.WhichOneof("payload") for e in events]
+    assert kinds == ["task", "artifact_update", "artifact_update", "artifact_update", "status_update"]
+    pieces = [e.artifact_update for e in events[1:3]]
+    assert [(p.append, p.artifact.parts[0].text) for p in pieces] == [
+        (True, "Two pods "),
+        (True, "run in default."),
+    ]
+    whole = events[3].artifact_update
+    assert (whole.append, whole.last_chunk, whole.artifact.parts[0].text) == (
+        False,
+        True,
+        "Two pods run in default.",
+    )
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-    assert events[1].artifact_update.artifact.parts[0].text == "Two pods run in default."
 
 
 def test_the_card_is_also_at_the_older_path_and_open_without_a_key(start_server, cluster):
@@ -272,16 +284,18 @@ async def test_a_long_task_runs_in_the_background_and_get_task_follows_it(start_
     assert done.artifacts[0].parts[0].text == "All pods are healthy."
 
 
-async def test_a_failing_model_fails_the_task_with_its_error(start_server, cluster):
+@pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
+async def test_a_failing_model_fails_the_task_with_its_error(start_server, cluster, streaming):
     from dcaf_like import ModelTimeout
     from dcaf_like.testing.fake_runtime import fail
 
     url = str(start_server(k8s_agent(cluster, fail(ModelTimeout("bedrock timed out"))), a2a=True).base_url)
 
-    task = await send_task(url, message("anything"))
+    events = await send(url, message("anything"), streaming=streaming)
 
-    assert task.status.state == TaskState.TASK_STATE_FAILED
-    assert "bedrock timed out" in task.status.message.parts[0].text
+    status = events[-1].status_update.status if streaming else events[-1].task.status
+    assert status.state == TaskState.TASK_STATE_FAILED
+    assert "bedrock timed out" in status.message.parts[0].text
 
 
 # -- the 0.3 method names and the seed's simple routes ---------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
@@ -170,7 +170,7 @@ def agent_card(served: ServedAgent, url: str) -> AgentCard:
 def request_handler(tasks: A2ATasks) -> Any:
     """A2A's ``RequestHandler`` answering from the store (defined here so the SDK loads lazily)."""
     from a2a.server.request_handlers.request_handler import RequestHandler
-    from a2a.types.a2a_pb2 import TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+    from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
     from a2a.utils.errors import (
         PushNotificationNotSupportedError,
         TaskNotCancelableError,
@@ -187,9 +187,9 @@ def request_handler(tasks: A2ATasks) -> Any:
         async def on_message_send_stream(
             self, params: Any, context: ServerCallContext
         ) -> AsyncGenerator[Any]:
-            task_id, run, resumes = await _a2a_errors(
-                tasks.begin(_incoming(params.message), user=_user(context))
-            )
+            deltas: asyncio.Queue[str] = asyncio.Queue()
+            beginning = tasks.begin(_incoming(params.message), user=_user(context), deltas=deltas)
+            task_id, run, resumes = await _a2a_errors(beginning)
             if resumes:
                 # Whether the decisions are honoured is known once applied: answer with the outcome.
                 await _a2a_errors(run)
@@ -198,10 +198,17 @@ def request_handler(tasks: A2ATasks) -> Any:
             # The run goes on if the client hangs up; the task's state says how it ended.
             running = tasks.in_background(run, task_id)
             yield task_proto(await tasks.get(task_id))
-            await asyncio.shield(running)
+            answer = f"{task_id}-answer"
+            async for text in _until_done(deltas, running):
+                yield TaskArtifactUpdateEvent(
+                    task_id=task_id,
+                    context_id=task_id.rpartition("~")[0],
+                    artifact=Artifact(artifact_id=answer, name="answer", parts=[Part(text=text)]),
+                    append=True,
+                )
             view = await tasks.get(task_id)
             full = task_proto(view)
-            for artifact in full.artifacts:
+            for artifact in full.artifacts:  # the whole answer, with the calls that ran, replaces the pieces
                 yield TaskArtifactUpdateEvent(
                     task_id=view.id, context_id=view.context_id, artifact=artifact, last_chunk=True
                 )
@@ -240,6 +247,21 @@ def request_handler(tasks: A2ATasks) -> Any:
             raise PushNotificationNotSupportedError()
 
     return DcafRequestHandler()
+
+
+async def _until_done(deltas: asyncio.Queue[str], running: asyncio.Future[None]) -> AsyncIterator[str]:
+    """The pieces of text put in `deltas` until the run is over (and then those left)."""
+    while not running.done():
+        getting: asyncio.Future[Any] = asyncio.ensure_future(deltas.get())
+        try:
+            await asyncio.wait([getting, running], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getting.done():
+                getting.cancel()
+        if getting.done() and not getting.cancelled():
+            yield getting.result()
+    while not deltas.empty():
+        yield deltas.get_nowait()
 
 
 async def _a2a_errors(awaitable: Any, *, refused: type[Exception] | None = None) -> Any:

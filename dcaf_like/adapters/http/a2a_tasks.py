@@ -17,8 +17,10 @@ from typing import Any
 
 from dcaf_like.adapters.http.app import ServedAgent
 from dcaf_like.adapters.http.errors import http_error
-from dcaf_like.application.dto import AgentRequest, ToolCallView
+from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView
 from dcaf_like.application.errors import ConcurrencyConflict
+from dcaf_like.application.events import Done, RunFailed
+from dcaf_like.application.model import TextDelta
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DomainError, Role, TaskOutcome, TaskRecord, ToolCallStatus
 
@@ -191,19 +193,23 @@ class A2ATasks:
             for run in late:
                 run.cancel()
 
-    async def begin(self, message: Incoming, *, user: str) -> tuple[str, Coroutine[Any, Any, None], bool]:
+    async def begin(
+        self, message: Incoming, *, user: str, deltas: asyncio.Queue[str] | None = None
+    ) -> tuple[str, Coroutine[Any, Any, None], bool]:
         """The task `message` goes to (opened if it starts one), its run, not yet started, and
-        whether the message resumes a waiting task (its decisions are refused or not by the run)."""
+        whether the message resumes a waiting task (its decisions are refused or not by the run).
+        With `deltas`, the run streams and puts the model's text there as it comes."""
         waiting = await self._waiting_task(message)
         # Parsed before anything is stored: a malformed message changes nothing.
         request = AgentRequest.from_messages(
             [{"role": "user", "content": message.text, "data": dict(message.data)}], user=user
         )
         if waiting is not None:
-            return waiting, self._run(waiting, request, new_task=False), True
+            return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True
         task_id = await self._open(message.context_id, request.text)
         # The user's message is stored with the task, so the task reads as working from the start.
-        return task_id, self._run(task_id, replace(request, text=""), new_task=True), False
+        run = self._run(task_id, replace(request, text=""), new_task=True, deltas=deltas)
+        return task_id, run, False
 
     async def cancel(self, task_id: str, *, user: str) -> TaskView:
         """A task waiting for input (or not started) is canceled: its pending calls are rejected and
@@ -268,7 +274,9 @@ class A2ATasks:
             return record.id
         raise TaskRefused("the context kept changing; try again")
 
-    async def _run(self, task_id: str, request: AgentRequest, *, new_task: bool) -> None:
+    async def _run(
+        self, task_id: str, request: AgentRequest, *, new_task: bool, deltas: asyncio.Queue[str] | None
+    ) -> None:
         """One turn of the agent on the task's conversation. A refused decision on a waiting task
         changes nothing and is raised; any other failure also ends the task as failed."""
         request = AgentRequest(
@@ -278,7 +286,10 @@ class A2ATasks:
             user=request.user,
         )
         try:
-            response = await self.agent.ahandle(request)
+            if deltas is None:
+                response = await self.agent.ahandle(request)
+            else:
+                response = await self._streamed(request, deltas)
         except Exception as exc:
             error = http_error(exc)
             if error.is_client_error and not new_task:
@@ -291,6 +302,16 @@ class A2ATasks:
         if response.stop_reason == "max_iterations":
             # The messages would read as still working: say that the run stopped.
             await self._fail(task_id, "the agent stopped at its max_iterations without an answer")
+
+    async def _streamed(self, request: AgentRequest, deltas: asyncio.Queue[str]) -> AgentResponse:
+        async for event in self.agent.ahandle_stream(request):
+            if isinstance(event, TextDelta):
+                deltas.put_nowait(event.text)
+            elif isinstance(event, Done):
+                return event.response
+            elif isinstance(event, RunFailed):
+                raise event.exception or RuntimeError(event.error)
+        raise RuntimeError("the agent's stream ended without an answer")
 
     async def _in_background(self, run: Awaitable[None], task_id: str) -> None:
         try:
