@@ -162,3 +162,21 @@ def test_the_companion_tool_comes_with_as_tool_and_needs_approval(start_server, 
         ("ask_k8s", False),
         ("decide_k8s_call", True),
     ]
+
+
+def test_with_an_api_key_the_remote_records_who_approved(start_server, cluster):
+    from a2a.client import A2AClientError
+
+    agent = deleting(cluster)
+    url = str(start_server(agent, a2a=True, api_keys={"alice-key-0123456789": "alice"}).base_url)
+
+    with pytest.raises(A2AClientError, match="401"):
+        RemoteAgent(url).send("fix the crashing pod")
+    remote = RemoteAgent(url, api_key="alice-key-0123456789")
+    waiting = remote.send("fix the crashing pod")
+    remote.approve(waiting, waiting.pending[0].call_id)
+
+    conversation = agent.conversation(waiting.context_id)
+    assert conversation is not None
+    [call] = conversation.tool_calls.values()
+    assert (call.status.value, call.decided_by) == ("executed", "alice")
