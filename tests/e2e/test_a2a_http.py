@@ -322,9 +322,15 @@ def test_the_0_3_method_names_work_on_the_same_endpoint(start_server, cluster):
         "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}
     ).json()["result"]
 
+    canceled = http.post(
+        "/a2a", json={"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": task["id"]}}
+    ).json()["result"]
+
     assert task["status"]["state"] == got["status"]["state"] == "input-required"
     data = next(p["data"] for p in got["status"]["message"]["parts"] if p["kind"] == "data")
     assert data["tool_calls"][0]["name"] == "delete_pod"
+    assert canceled["status"]["state"] == "canceled"
+    assert cluster.deleted == []
 
 
 def test_the_simple_routes_send_resume_and_read_a_task(start_server, cluster):
@@ -374,3 +380,34 @@ async def test_a_new_message_in_a_context_is_a_new_task_of_the_same_conversation
         "which one crashes?",
         "web-2 is the crashing one.",
     ]
+
+
+def test_the_0_3_stream_ends_with_the_final_status(start_server, cluster):
+    import json
+
+    http = start_server(k8s_agent(cluster, "Hi."), a2a=True)
+    sent = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/stream",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m1",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "hi"}],
+            }
+        },
+    }
+
+    with http.stream("POST", "/a2a", json=sent) as response:
+        events = [
+            json.loads(line[5:])["result"] for line in response.iter_lines() if line.startswith("data:")
+        ]
+
+    assert events[0]["kind"] == "task"
+    assert (events[-1]["kind"], events[-1]["status"]["state"], events[-1]["final"]) == (
+        "status-update",
+        "completed",
+        True,
+    )
