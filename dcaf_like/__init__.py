@@ -84,11 +84,14 @@ _LAZY = {
     "SqliteConversationRepository": "dcaf_like.adapters.sqlite_store",
     "RedisConversationRepository": "dcaf_like.adapters.redis_store",
     "DynamoDBConversationRepository": "dcaf_like.adapters.dynamodb_store",
+    "RemoteAgent": "dcaf_like.remote",
+    "RemoteCall": "dcaf_like.remote",
+    "RemoteResult": "dcaf_like.remote",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Store classes load their module (and its client library) only when first named."""
+    """Store classes and RemoteAgent load their module (and its client library) only when first named."""
     if name in _LAZY:
         import importlib
 
@@ -137,6 +140,9 @@ __all__ = [
     "PlatformContext",
     "ReasoningDelta",
     "RedisConversationRepository",
+    "RemoteAgent",
+    "RemoteCall",
+    "RemoteResult",
     "RoutingRuntime",
     "RunContext",
     "RunFailed",

@@ -50,7 +50,8 @@ class Agent:
     ) -> None:
         self.name = name
         self.description = description
-        self.tools: list[Tool] = [as_tool(t) for t in tools]
+        given = [as_tool(t) for t in tools]
+        self.tools: list[Tool] = [*given, *(c for t in given for c in t.companions if c not in given)]
         self.runtime = resolve_runtime(runtime)
         #: False while the agent keeps the in-memory store it got by default; serve() then picks the
         #: embedded SQLite store (or DCAF_STORE) instead.

@@ -37,7 +37,8 @@ class Tool:
     tool still gets them as the model proposed them (an approver can replace one, never read it).
     ``schema`` is a JSON schema dict or a pydantic model; without it the signature is the schema.
     Parameters annotated ``Session``, ``PlatformContext`` or ``ToolContext`` are filled in by the framework
-    and hidden from the model.
+    and hidden from the model. ``companions`` are tools an agent given this one gets too (a remote
+    agent's tool comes with the approval-gated tool that forwards decisions to it).
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class Tool:
         self.name = name or func.__name__
         self.requires_approval = requires_approval
         self.editable = editable
+        self.companions: tuple[Tool, ...] = ()
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"tool name {self.name!r} may hold only letters, digits, '_' and '-'")
         facts = _facts(func)

@@ -94,3 +94,32 @@ def test_every_runtime_runs_the_same_approval_flow():
         assert row["waited for approval"], row
         assert row["ran once when approved"], row
         assert row["answer"] == "Deleted web-2.", row
+
+
+def run_a2a_example(*args: str, stdin: str = "") -> str:
+    pytest.importorskip("a2a.client", reason="the a2a extra is not installed")
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "a2a_orchestrator.py"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_the_a2a_orchestrator_shows_its_user_the_remote_call_and_it_runs_once_approved():
+    out = run_a2a_example("--yes")
+
+    assert "remote agent: k8s (list_pods, delete_pod)" in out
+    assert "the k8s agent wants to run delete_pod{'name': 'web-2'}" in out
+    assert "orchestrator: k8s: Deleted web-2." in out
+    assert "pods now: {'web-1': 'Running'}" in out
+
+
+def test_the_a2a_orchestrator_leaves_the_pod_when_its_user_says_no():
+    out = run_a2a_example(stdin="n\n")
+
+    assert "orchestrator: Nothing was deleted." in out
+    assert "'web-2': 'CrashLoopBackOff'" in out

@@ -16,6 +16,8 @@ from dcaf_like.domain import (
     MessageContent,
     PlatformContext,
     Role,
+    TaskOutcome,
+    TaskRecord,
     ToolCall,
     ToolCallId,
     ToolCallStatus,
@@ -38,6 +40,16 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
             for m in conversation.messages
         ],
         "tool_calls": [_call_to_dict(c) for c in conversation.tool_calls.values()],
+        "tasks": [
+            {
+                "id": t.id,
+                "first_message": t.first_message,
+                "opened_at": t.opened_at,
+                "outcome": None if t.outcome is None else t.outcome.value,
+                "note": t.note,
+            }
+            for t in conversation.tasks.values()
+        ],
     }
 
 
@@ -54,6 +66,8 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
         tool_calls={c.id.value: c for c in calls},
         platform_context=PlatformContext(data["platform_context"]),
         session=dict(data["session"]),
+        # Absent from conversations stored before tasks existed.
+        tasks={t["id"]: _task_from_dict(t) for t in data.get("tasks", ())},
         version=data["version"],
         created_at=data["created_at"],
     )
@@ -103,6 +117,17 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         finished_at=data["finished_at"],
         policy_reason=data["policy_reason"],
         secret_arguments=frozenset(data.get("secret_arguments", ())),  # absent before secrets were marked
+    )
+
+
+def _task_from_dict(data: dict[str, Any]) -> TaskRecord:
+    outcome = data["outcome"]
+    return TaskRecord(
+        id=data["id"],
+        first_message=data["first_message"],
+        opened_at=data["opened_at"],
+        outcome=None if outcome is None else TaskOutcome(outcome),
+        note=data["note"],
     )
 
 

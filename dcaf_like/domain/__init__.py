@@ -1,7 +1,14 @@
 """The pure domain: conversations, tool calls and their approval. Standard library only."""
 
 from dcaf_like.domain.context import PlatformContext
-from dcaf_like.domain.conversation import Conversation, Message, MessageContent, Role
+from dcaf_like.domain.conversation import (
+    Conversation,
+    Message,
+    MessageContent,
+    Role,
+    TaskOutcome,
+    TaskRecord,
+)
 from dcaf_like.domain.errors import (
     ApprovalExpired,
     ApprovalMismatch,
@@ -10,6 +17,7 @@ from dcaf_like.domain.errors import (
     EditNotAllowed,
     IllegalTransition,
     PendingToolCalls,
+    UnknownTask,
     UnknownToolCall,
 )
 from dcaf_like.domain.events import (
@@ -61,6 +69,8 @@ __all__ = [
     "Role",
     "Rule",
     "Session",
+    "TaskOutcome",
+    "TaskRecord",
     "ToolCall",
     "ToolCallApproved",
     "ToolCallExecuted",
@@ -70,6 +80,7 @@ __all__ = [
     "ToolCallRequested",
     "ToolCallStatus",
     "ToolInput",
+    "UnknownTask",
     "UnknownToolCall",
     "Verdict",
     "argument_in",

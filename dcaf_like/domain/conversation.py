@@ -14,6 +14,7 @@ from dcaf_like.domain.errors import (
     DomainError,
     DuplicateToolCall,
     PendingToolCalls,
+    UnknownTask,
     UnknownToolCall,
 )
 from dcaf_like.domain.events import (
@@ -64,6 +65,26 @@ def new_conversation_id() -> str:
     return "conv_" + secrets.token_hex(12)
 
 
+class TaskOutcome(StrEnum):
+    """How a task ended when its messages cannot show it."""
+
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """A piece of work a protocol names (an A2A task): the messages from `first_message` on, up to
+    the next task's. Whether it works, waits or completed is read from those messages and their
+    tool calls; only an end they cannot show (failed, canceled) is recorded here."""
+
+    id: str
+    first_message: int
+    opened_at: float
+    outcome: TaskOutcome | None = None
+    note: str = ""
+
+
 @dataclass(eq=False)
 class Conversation:
     """Aggregate root. Every change goes through a method that checks the rules, records an event
@@ -74,6 +95,7 @@ class Conversation:
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     platform_context: PlatformContext = field(default_factory=PlatformContext)
     session: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, TaskRecord] = field(default_factory=dict)
     version: int = 0
     created_at: float = field(default_factory=time.time)
     events: list[Event] = field(default_factory=list, repr=False)
@@ -221,6 +243,32 @@ class Conversation:
         call.record_failure(error, at=now)
         self._record(ToolCallFailed(self.id, now, call_id, call.name, error=error))
         return call
+
+    # -- tasks ---------------------------------------------------------------------------------
+
+    def open_task(self, *, at: float | None = None) -> TaskRecord:
+        """Start a task with the next message. Its id names this conversation (``<id>~<n>``), so a
+        task is found from its id alone."""
+        task_id = f"{self.id}~{len(self.tasks) + 1}"
+        record = TaskRecord(task_id, len(self.messages), _now(at))
+        self.tasks[task_id] = record
+        self.version += 1
+        return record
+
+    def task(self, task_id: str) -> TaskRecord:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise UnknownTask(task_id) from None
+
+    def end_task(self, task_id: str, outcome: TaskOutcome, note: str = "") -> TaskRecord:
+        record = self.task(task_id)
+        if record.outcome is not None:
+            raise DomainError(f"task {task_id} already ended: {record.outcome.value}")
+        record.outcome = outcome
+        record.note = note
+        self.version += 1
+        return record
 
     # -- state ---------------------------------------------------------------------------------
 

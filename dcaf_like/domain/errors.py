@@ -67,3 +67,11 @@ class PendingToolCalls(DomainError):
         self.call_ids = call_ids
         ids = ", ".join(call_ids)
         super().__init__(f"tool calls waiting for a decision: {ids}; approve or reject them first")
+
+
+class UnknownTask(DomainError):
+    """No task of that id in the conversation."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"no task {task_id}")

@@ -17,7 +17,7 @@ import pytest
 
 from dcaf_like import ConcurrencyConflict, ConversationRepository, InMemoryConversationRepository
 from dcaf_like.adapters.serialization import conversation_to_dict
-from dcaf_like.domain import Conversation, PlatformContext, ToolInput
+from dcaf_like.domain import Conversation, PlatformContext, TaskOutcome, ToolInput
 
 Factory = Callable[..., ConversationRepository]
 """``make(namespace="default", **options)``: a repository on the store under test."""
@@ -69,6 +69,9 @@ def full_conversation(conversation_id: str | None = None) -> Conversation:
     c = Conversation.start(conversation_id, at=1_700_000_000.25)
     c.use_platform_context(PlatformContext(tenant="acme", aws_secret_access_key="s3cr3t"))
     c.replace_session({"cluster": "prod-eu", "nested": {"list": [1, 2.5, None, True]}})
+    failed_task = c.open_task(at=1_700_000_000.5)
+    c.end_task(failed_task.id, TaskOutcome.FAILED, "the model timed out")
+    c.open_task(at=1_700_000_000.75)
     c.add_user_message("clean up the crashing pods", at=1_700_000_001.0)
     c.add_assistant_message("I will look, then delete.", at=1_700_000_002.0)
     for name in ("executed", "failed", "rejected", "edited", "pending", "approved"):
@@ -128,6 +131,11 @@ def test_every_domain_field_survives_a_round_trip(make: Factory) -> None:
     assert edited.effective_input.as_dict() == {"name": "web-2", "namespace": "prod"}
     assert loaded.session == {"cluster": "prod-eu", "nested": {"list": [1, 2.5, None, True]}}
     assert loaded.messages[1].tool_call_ids == list(original.tool_calls)
+    failed, current = loaded.tasks.values()
+    assert (failed.id, failed.outcome) == (f"{original.id}~1", TaskOutcome.FAILED)
+    assert failed.note == "the model timed out"
+    assert (current.id, current.first_message, current.outcome) == (f"{original.id}~2", 0, None)
+    assert loaded.task(current.id).opened_at == 1_700_000_000.75
 
 
 def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:

@@ -87,18 +87,23 @@ def create_app(
     title: str | None = None,
     api_keys: Mapping[str, str] | None = None,
     ui: bool = True,
+    a2a: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
     and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}``, or
     ``DCAF_API_KEYS``), every route but health, docs and the page's files needs an API key, and the
-    key's identity is recorded as whoever decided each tool call."""
+    key's identity is recorded as whoever decided each tool call.
+    With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``)."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(running: FastAPI) -> AsyncIterator[None]:
         yield
+        a2a_tasks = getattr(running.state, "a2a_tasks", None)
+        if a2a_tasks is not None:  # A2A runs in progress finish (and save) before the store closes
+            await a2a_tasks.aclose()
         # Clients bound to the server's event loop (redis.asyncio, the SDKs' async clients) close with it.
         for resource in (getattr(served, "repository", None), getattr(served, "runtime", None)):
             close = getattr(resource, "aclose", None)
@@ -147,6 +152,10 @@ def create_app(
 
     if ui:
         app.include_router(ui_routes())
+    if a2a:
+        from dcaf_like.adapters.http.a2a import add_a2a_routes
+
+        add_a2a_routes(app, served)
 
     @app.get("/health", tags=["operations"])
     async def health() -> dict[str, str]:

@@ -61,7 +61,18 @@ class ApiKeys:
         return f"ApiKeys({len(self._keys)} keys)"
 
 
-OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+OPEN_PATHS = frozenset(
+    {
+        "/health",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+        "/openapi.json",
+        # A2A discovery: the agent card says who the agent is and where it listens, nothing more.
+        "/.well-known/agent-card.json",
+        "/.well-known/agent.json",
+    }
+)
 
 
 class AuthMiddleware:

@@ -1,0 +1,413 @@
+"""The A2A protocol on a live server, spoken by the official a2a-sdk client and by raw JSON-RPC."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("a2a.client", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
+
+from a2a.client import ClientConfig, create_client
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Value
+
+from dcaf_like import Agent
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+
+def k8s_agent(cluster: Any, *script: Any, **options: Any) -> Agent:
+    return Agent(
+        tools=cluster.tools(),
+        name="k8s",
+        description="Operates the Kubernetes cluster.",
+        runtime=FakeRuntime(script),
+        **options,
+    )
+
+
+def message(
+    text: str = "", *, decisions: list[dict[str, Any]] | None = None, task: Task | None = None
+) -> Message:
+    parts = [Part(text=text)] if text else []
+    if decisions is not None:
+        parts.append(Part(data=ParseDict({"tool_calls": decisions}, Value())))
+    return Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_USER,
+        parts=parts,
+        task_id=task.id if task else "",
+        context_id=task.context_id if task else "",
+    )
+
+
+async def send(url: str, msg: Message, *, streaming: bool = False, immediately: bool = False) -> Any:
+    """The last event the official client yields for `msg`."""
+    client = await create_client(url, ClientConfig(streaming=streaming))
+    try:
+        request = SendMessageRequest(
+            message=msg, configuration=SendMessageConfiguration(return_immediately=immediately)
+        )
+        events = [event async for event in client.send_message(request)]
+    finally:
+        await client.close()
+    return events
+
+
+async def send_task(url: str, msg: Message, **options: Any) -> Task:
+    [event] = await send(url, msg, **options)
+    return event.task
+
+
+def status_data(task: Task) -> dict[str, Any]:
+    parts = MessageToDict(task.status.message).get("parts", [])
+    return next(p["data"] for p in parts if "data" in p)
+
+
+async def get_task(url: str, task_id: str) -> Task:
+    client = await create_client(url, ClientConfig(streaming=False))
+    try:
+        return await client.get_task(GetTaskRequest(id=task_id))
+    finally:
+        await client.close()
+
+
+# -- discovery and a plain answer ------------------------------------------------------------------
+
+
+async def test_the_official_client_reads_the_card_and_gets_the_answer_streamed(start_server, cluster):
+    answer = reply("Two pods run in default.", chunks=["Two pods ", "run in default."])
+    http = start_server(k8s_agent(cluster, answer), a2a=True)
+    url = str(http.base_url)
+
+    client = await create_client(url)
+    card = client._card
+    await client.close()
+    events = await send(url, message("how many pods?"), streaming=True)
+
+    assert (card.name, card.description) == ("k8s", "Operates the Kubernetes cluster.")
+    assert [s.id for s in card.skills] == ["list_pods", "delete_pod", "restart_pod"]
+    assert card.supported_interfaces[0].url == f"{url}/a2a"
+    assert card.version
+    kinds = [e.WhichOneof("payload") for e in events]
+    assert kinds == ["task", "artifact_update", "artifact_update", "artifact_update", "status_update"]
+    pieces = [e.artifact_update for e in events[1:3]]
+    assert [(p.append, p.artifact.parts[0].text) for p in pieces] == [
+        (True, "Two pods "),
+        (True, "run in default."),
+    ]
+    whole = events[3].artifact_update
+    assert (whole.append, whole.last_chunk, whole.artifact.parts[0].text) == (
+        False,
+        True,
+        "Two pods run in default.",
+    )
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_the_card_is_also_at_the_older_path_and_open_without_a_key(start_server, cluster):
+    keys = {"k" * 16: "alice"}
+    http = start_server(k8s_agent(cluster), a2a=True, api_keys=keys)
+
+    old, new = http.get("/.well-known/agent.json"), http.get("/.well-known/agent-card.json")
+    rpc = http.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x~1"}})
+
+    assert old.status_code == new.status_code == 200
+    assert old.json()["name"] == "k8s"
+    assert old.json()["url"].endswith("/a2a")
+    assert rpc.status_code == 401
+
+
+# -- approvals ---------------------------------------------------------------------------------------
+
+
+def deletion_agent(cluster: Any, **options: Any) -> Agent:
+    return k8s_agent(
+        cluster,
+        tool_calls(tool_call("delete_pod", name="web-2"), text="web-2 crash-loops; deleting it."),
+        "Deleted web-2.",
+        **options,
+    )
+
+
+async def test_a_call_needing_approval_waits_as_input_required_and_runs_once_approved(start_server, cluster):
+    url = str(start_server(deletion_agent(cluster), a2a=True).base_url)
+
+    waiting = await send_task(url, message("fix the crashing pod"))
+    [pending] = status_data(waiting)["tool_calls"]
+    assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert (pending["name"], pending["input"]) == ("delete_pod", {"name": "web-2", "namespace": "default"})
+    assert cluster.deleted == []
+
+    done = await send_task(url, message(decisions=[{"id": pending["id"], "execute": True}], task=waiting))
+
+    assert done.id == waiting.id
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    [executed] = status_data(done)["executed_tool_calls"]
+    assert executed["output"] == 'pod "web-2" deleted'
+    assert done.artifacts[0].parts[0].text == "Deleted web-2."
+    assert cluster.deleted == [("default", "web-2")]
+
+
+async def test_a_rejected_call_never_runs_and_the_model_is_told(start_server, cluster):
+    agent = k8s_agent(cluster, tool_calls(tool_call("delete_pod", name="web-2")), "Understood, web-2 stays.")
+    url = str(start_server(agent, a2a=True).base_url)
+    waiting = await send_task(url, message("delete web-2"))
+    [pending] = status_data(waiting)["tool_calls"]
+
+    decision = {"id": pending["id"], "execute": False, "rejection_reason": "not during business hours"}
+    done = await send_task(url, message(decisions=[decision], task=waiting), streaming=True)
+
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert status_data(done)["rejected_tool_calls"][0]["reason"] == "not during business hours"
+    assert cluster.deleted == []
+    assert "not during business hours" in str(agent.runtime.requests[-1].messages[-1])
+
+
+@pytest.mark.parametrize(
+    ("decision", "code"),
+    [
+        ({"id": "tc_000000000000000000000000", "execute": True}, "unknown_tool_call"),
+        ({"execute": True, "input": {"name": "web-1", "namespace": "default"}}, "approval_mismatch"),
+        ({"execute": True, "name": "restart_pod"}, "approval_mismatch"),
+    ],
+    ids=["never-proposed", "other-arguments", "other-tool"],
+)
+async def test_a_decision_on_anything_but_the_proposal_is_refused_and_changes_nothing(
+    start_server, cluster, decision, code
+):
+    url = str(start_server(deletion_agent(cluster), a2a=True).base_url)
+    waiting = await send_task(url, message("fix the crashing pod"))
+    [pending] = status_data(waiting)["tool_calls"]
+
+    with pytest.raises(InvalidParamsError) as refused:
+        await send_task(url, message(decisions=[{"id": pending["id"], **decision}], task=waiting))
+
+    assert refused.value.data == {"code": code, "call_id": decision.get("id", pending["id"])}
+    still = await get_task(url, waiting.id)
+    assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert cluster.deleted == []
+
+
+async def test_an_approval_is_honoured_once(start_server, cluster):
+    url = str(start_server(deletion_agent(cluster), a2a=True).base_url)
+    waiting = await send_task(url, message("fix the crashing pod"))
+    [pending] = status_data(waiting)["tool_calls"]
+    approval = [{"id": pending["id"], "execute": True}]
+    await send_task(url, message(decisions=approval, task=waiting))
+
+    with pytest.raises(InvalidParamsError, match="completed"):
+        await send_task(url, message(decisions=approval, task=waiting))
+    with pytest.raises(InvalidParamsError) as replayed:  # through the context, not the task
+        await send_task(url, message(decisions=approval, task=Task(context_id=waiting.context_id)))
+
+    assert replayed.value.data["code"] == "tool_call_already_decided"
+    assert cluster.deleted == [("default", "web-2")]
+
+
+async def test_canceling_a_waiting_task_rejects_its_calls_and_a_finished_one_cannot_be(start_server, cluster):
+    url = str(start_server(deletion_agent(cluster), a2a=True).base_url)
+    waiting = await send_task(url, message("fix the crashing pod"))
+    client = await create_client(url, ClientConfig(streaming=False))
+    try:
+        canceled = await client.cancel_task(CancelTaskRequest(id=waiting.id))
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=waiting.id))
+    finally:
+        await client.close()
+
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert status_data(canceled)["rejected_tool_calls"][0]["reason"] == "the task was canceled"
+    assert cluster.deleted == []
+
+
+# -- the store is the truth: another worker answers, long tasks run in the background -------------
+
+
+async def test_a_second_server_sharing_the_store_reads_and_resumes_the_task(start_server, cluster, tmp_path):
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    first = str(start_server(deletion_agent(cluster), a2a=True, store=store).base_url)
+    second = str(start_server(k8s_agent(cluster, "Deleted web-2."), a2a=True, store=store).base_url)
+
+    waiting = await send_task(first, message("fix the crashing pod"))
+    seen = await get_task(second, waiting.id)
+    [pending] = status_data(seen)["tool_calls"]
+    done = await send_task(second, message(decisions=[{"id": pending["id"], "execute": True}], task=seen))
+
+    assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert (seen.context_id, pending["name"]) == (waiting.context_id, "delete_pod")
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert (await get_task(first, waiting.id)).status.state == TaskState.TASK_STATE_COMPLETED
+    assert cluster.deleted == [("default", "web-2")]
+
+
+async def test_a_long_task_runs_in_the_background_and_get_task_follows_it(start_server, cluster, tmp_path):
+    release = threading.Event()
+
+    def slow_answer(request: Any) -> Any:
+        from dcaf_like import ModelResponse
+
+        assert release.wait(10)
+        return ModelResponse(text="All pods are healthy.")
+
+    store = f"sqlite:///{tmp_path / 'tasks.db'}"
+    url = str(start_server(k8s_agent(cluster, slow_answer), a2a=True, store=store).base_url)
+    other = str(start_server(k8s_agent(cluster), a2a=True, store=store).base_url)
+
+    started = await send_task(url, message("check every pod"), immediately=True)
+    meanwhile = await get_task(other, started.id)
+    release.set()
+    for _ in range(200):
+        done = await get_task(other, started.id)
+        if done.status.state == TaskState.TASK_STATE_COMPLETED:
+            break
+        await asyncio.sleep(0.02)
+
+    assert started.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    assert meanwhile.status.state == TaskState.TASK_STATE_WORKING
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "All pods are healthy."
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
+async def test_a_failing_model_fails_the_task_with_its_error(start_server, cluster, streaming):
+    from dcaf_like import ModelTimeout
+    from dcaf_like.testing.fake_runtime import fail
+
+    url = str(start_server(k8s_agent(cluster, fail(ModelTimeout("bedrock timed out"))), a2a=True).base_url)
+
+    events = await send(url, message("anything"), streaming=streaming)
+
+    status = events[-1].status_update.status if streaming else events[-1].task.status
+    assert status.state == TaskState.TASK_STATE_FAILED
+    assert "bedrock timed out" in status.message.parts[0].text
+
+
+# -- the 0.3 method names and the seed's simple routes ---------------------------------------------
+
+
+def test_the_0_3_method_names_work_on_the_same_endpoint(start_server, cluster):
+    http = start_server(deletion_agent(cluster), a2a=True)
+    sent = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m1",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "fix the crashing pod"}],
+            }
+        },
+    }
+
+    task = http.post("/a2a", json=sent).json()["result"]
+    got = http.post(
+        "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}
+    ).json()["result"]
+
+    canceled = http.post(
+        "/a2a", json={"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": task["id"]}}
+    ).json()["result"]
+
+    assert task["status"]["state"] == got["status"]["state"] == "input-required"
+    data = next(p["data"] for p in got["status"]["message"]["parts"] if p["kind"] == "data")
+    assert data["tool_calls"][0]["name"] == "delete_pod"
+    assert canceled["status"]["state"] == "canceled"
+    assert cluster.deleted == []
+
+
+def test_the_simple_routes_send_resume_and_read_a_task(start_server, cluster):
+    http = start_server(deletion_agent(cluster), a2a=True)
+
+    waiting = http.post("/a2a/tasks/send", json={"message": "fix the crashing pod"}).json()
+    [pending] = waiting["tool_calls"]
+    approval = {"tool_calls": [{"id": pending["id"], "execute": True}]}
+    done = http.post("/a2a/tasks/send", json={"task_id": waiting["id"], "data": approval}).json()
+    read = http.get(f"/a2a/tasks/{waiting['id']}").json()
+    missing = http.get("/a2a/tasks/conv_nothing~1")
+    replay = http.post("/a2a/tasks/send", json={"task_id": waiting["id"], "data": approval})
+
+    assert waiting["status"] == "input-required"
+    assert done["status"] == read["status"] == "completed"
+    assert read["text"] == "Deleted web-2."
+    assert read["executed_tool_calls"][0]["output"] == 'pod "web-2" deleted'
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "task_not_found")
+    assert (replay.status_code, replay.json()["error"]["code"]) == (409, "task_not_waiting")
+
+
+async def test_a_run_stopped_at_max_iterations_is_a_failed_task_not_a_working_one(start_server, cluster):
+    agent = k8s_agent(cluster, tool_calls("list_pods"), max_iterations=1)
+    url = str(start_server(agent, a2a=True).base_url)
+
+    task = await send_task(url, message("look around"))
+
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert "max_iterations" in task.status.message.parts[0].text
+
+
+async def test_a_new_message_in_a_context_is_a_new_task_of_the_same_conversation(start_server, cluster):
+    agent = k8s_agent(cluster, "Two pods run.", "web-2 is the crashing one.")
+    url = str(start_server(agent, a2a=True).base_url)
+    first = await send_task(url, message("how many pods?"))
+
+    follow_up = message("which one crashes?")
+    follow_up.context_id = first.context_id
+    events = await send(url, follow_up, streaming=True)
+
+    second = events[0].task
+    assert (second.context_id, second.id) == (first.context_id, first.context_id + "~2")
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "how many pods?" in str(agent.runtime.requests[-1].messages)
+    assert (await get_task(url, first.id)).status.state == TaskState.TASK_STATE_COMPLETED
+    assert [m.parts[0].text for m in (await get_task(url, second.id)).history] == [
+        "which one crashes?",
+        "web-2 is the crashing one.",
+    ]
+
+
+def test_the_0_3_stream_ends_with_the_final_status(start_server, cluster):
+    import json
+
+    http = start_server(k8s_agent(cluster, "Hi."), a2a=True)
+    sent = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/stream",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m1",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "hi"}],
+            }
+        },
+    }
+
+    with http.stream("POST", "/a2a", json=sent) as response:
+        events = [
+            json.loads(line[5:])["result"] for line in response.iter_lines() if line.startswith("data:")
+        ]
+
+    assert events[0]["kind"] == "task"
+    assert (events[-1]["kind"], events[-1]["status"]["state"], events[-1]["final"]) == (
+        "status-update",
+        "completed",
+        True,
+    )
