@@ -68,6 +68,8 @@ EXPORTED = {
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
+    "Toolset",
+    "ToolsetUnavailable",
     "UnknownTool",
     "UnknownToolCall",
     "Usage",
