@@ -73,7 +73,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
         500: "The server failed; the log has the details under the request id.",
         502: "The model runtime failed.",
-        503: "The model is rate limited or the conversation store is unavailable.",
+        503: "The model is rate limited, or the conversation store or a toolset (MCP server) is unavailable.",
         504: "The model runtime timed out.",
     }.items()
 }
@@ -101,6 +101,8 @@ def create_app(
             close = getattr(resource, "aclose", None)
             if close is not None:
                 await close()
+        for toolset in getattr(served, "toolsets", ()):  # MCP servers' sessions and processes
+            await toolset.aclose()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -183,8 +185,8 @@ def create_app(
     )
     async def chat_stream(body: ChatRequest, http: Request) -> Response:
         """The same turn as ``/api/chat``, as NDJSON events. A request the server refuses gets a 4xx
-        JSON error before any event (as does a store that is down: 503); a failure during the run ends
-        the stream with an ``error`` event."""
+        JSON error before any event (as does a store or an MCP server that is down: 503); a failure
+        during the run ends the stream with an ``error`` event."""
         try:
             request = _agent_request(body, getattr(http.state, "identity", "user"))
         except Exception as exc:
@@ -200,7 +202,7 @@ def create_app(
         if isinstance(first, RunFailed):
             error = http_error(first.exception or RuntimeError(first.error), first.conversation_id)
             # Refused, or the store is down before anything happened: a plain HTTP error, no stream.
-            if error.is_client_error or error.code == "store_unavailable":
+            if error.is_client_error or error.code in ("store_unavailable", "toolset_unavailable"):
                 _log(error, first.exception)
                 return _error_response(error)
         lines = _stream_lines(first, events, request.conversation_id)
