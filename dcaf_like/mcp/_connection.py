@@ -88,9 +88,17 @@ class Connection:
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float | None) -> Any:
         """``tools/call`` on the open session (reopened first if it was lost)."""
         await self.tools()
-        if self._client is None:
+        client = self._client
+        if client is None:
             raise MCPServerUnavailable(self.server, "the connection closed")
-        return await self._client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        try:
+            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        except Exception as exc:
+            if not _connection_lost(exc):
+                raise
+            # Not retried: the call may have reached the server. The next call opens a new session.
+            await self._shutdown()
+            raise MCPServerUnavailable(self.server, f"the connection was lost ({_reason(exc)})") from exc
 
     async def _keep(self, opened: asyncio.Future[list[Any]], closing: asyncio.Event) -> None:
         try:
@@ -147,6 +155,16 @@ async def _list_tools(client: Any) -> list[Any]:
         if cursor is None:
             break
     return listed
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    import anyio
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED
+    return isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream)
 
 
 def _reason(exc: BaseException) -> str:

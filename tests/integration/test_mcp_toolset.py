@@ -233,3 +233,48 @@ def test_a_server_that_never_answers_times_out_with_a_typed_error(tmp_path):
             toolset.load()
     finally:
         toolset.close()
+
+
+def test_a_lost_server_fails_the_call_in_flight_and_the_next_call_starts_it_again(tmp_path):
+    import os
+    import signal
+
+    calls = tmp_path / "calls.jsonl"
+    command = [sys.executable, str(TESTS / "mcp_server.py"), "--record", str(calls)]
+    model = FakeRuntime(
+        [
+            tool_calls("list_pods"),
+            reply("one"),
+            tool_calls("list_pods"),
+            reply("two"),
+            tool_calls("list_pods"),
+        ]
+    )
+    model.then(reply("three"))
+    with MCPToolset("k8s", command=command, allow="*") as k8s:
+        agent = Agent(tools=[k8s], runtime=model)
+        agent.run("pods?")
+        [pid] = _server_pids(str(calls))
+        os.kill(pid, signal.SIGKILL)
+
+        lost = agent.run("pods again?")
+        again = agent.run("and now?")
+
+    assert lost.executed_tool_calls[0].status == "failed"
+    assert "connection was lost" in lost.executed_tool_calls[0].error
+    assert again.executed_tool_calls[0].status == "executed"
+    assert _server_pids(str(calls)) == []  # the new process exited with the toolset
+
+
+def _server_pids(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line names `marker`."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if marker in cmdline and state != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
