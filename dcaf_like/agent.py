@@ -125,6 +125,10 @@ class Agent:
         self._loaded = combine(self.tools, loaded)[len(self.tools) :]
         self._service = self._build_service(self.repository)
 
+    async def atools(self) -> list[ExecutableTool]:
+        """Every tool the model is offered, by the name it is offered under (toolsets loaded first)."""
+        return list((await self._aready()).tools.values())
+
     def close(self) -> None:
         """Close the toolsets' connections (an MCP server's process, its HTTP session)."""
         for toolset in self.toolsets:

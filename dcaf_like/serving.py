@@ -35,15 +35,18 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
     api_keys: Mapping[str, str] | None = None,
+    mcp: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
     Several workers must share a store: pass `store` or set ``DCAF_STORE``. With `api_keys`
-    (``{"<key>": "<identity>"}``) or ``DCAF_API_KEYS`` every route but health and docs needs a key."""
+    (``{"<key>": "<identity>"}``) or ``DCAF_API_KEYS`` every route but health and docs needs a key.
+    With `mcp`, the agent's tools that run without approval are an MCP server at ``/mcp`` too
+    (streamable HTTP; see docs/mcp.md)."""
     from dcaf_like.adapters.http import create_app as build
 
     attach_store(agent, store, default=None)
-    return build(agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys)
+    return build(agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys, mcp=mcp)
 
 
 def serve(
@@ -56,13 +59,14 @@ def serve(
     log_level: str = "info",
     api_keys: Mapping[str, str] | None = None,
     log_format: str | None = None,
+    mcp: bool = False,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
     own repository or ``DCAF_STORE`` says otherwise. For several worker processes, see
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE)
-    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys)
+    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys, mcp=mcp)
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
     )

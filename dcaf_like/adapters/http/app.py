@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import Match, Route
 
 from dcaf_like import __version__
 from dcaf_like.adapters.http.auth import ApiKeys, AuthMiddleware
@@ -85,17 +85,27 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str | None = None,
     api_keys: Mapping[str, str] | None = None,
+    mcp: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``.
     With `api_keys` (``{"<key>": "<identity>"}``, or ``DCAF_API_KEYS``), every route but health and
-    docs needs an API key, and the key's identity is recorded as whoever decided each tool call."""
+    docs needs an API key, and the key's identity is recorded as whoever decided each tool call.
+    With `mcp`, the agent's tools that run without approval are also an MCP server at ``/mcp``."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
+    endpoint = None
+    if mcp:
+        from dcaf_like.mcp.server import MCPEndpoint
+
+        endpoint = MCPEndpoint(served)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with AsyncExitStack() as running:
+            if endpoint is not None:
+                await running.enter_async_context(endpoint.running())
+            yield
         # Clients bound to the server's event loop (redis.asyncio, the SDKs' async clients) close with it.
         for resource in (getattr(served, "repository", None), getattr(served, "runtime", None)):
             close = getattr(resource, "aclose", None)
@@ -116,6 +126,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.state.agent = served
+    if endpoint is not None:
+        app.router.routes.append(Route("/mcp", endpoint.asgi, methods=["GET", "POST", "DELETE"]))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(_: Request, exc: RequestValidationError) -> JSONResponse:
