@@ -22,6 +22,7 @@ from dcaf_like.application.errors import (
     ModelTimeout,
     RuntimeNotConfigured,
     StoreUnavailable,
+    ToolsetUnavailable,
     UnknownTool,
 )
 from dcaf_like.application.events import (
@@ -77,6 +78,7 @@ from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
 from dcaf_like.serving import create_app, serve
 from dcaf_like.stores import StoreConfigError, open_store
 from dcaf_like.tools import Tool, tool
+from dcaf_like.toolsets import Toolset
 
 __version__ = "0.1.0"
 
@@ -163,6 +165,8 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
+    "Toolset",
+    "ToolsetUnavailable",
     "UnknownTool",
     "UnknownToolCall",
     "Usage",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -9,14 +10,21 @@ from typing import Any
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.adapters.otel import default_tracer
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
-from dcaf_like.application.events import StreamEvent
-from dcaf_like.application.ports import AgentRuntime, ApprovalCallback, ConversationRepository
+from dcaf_like.application.errors import ToolsetUnavailable
+from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.ports import (
+    AgentRuntime,
+    ApprovalCallback,
+    ConversationRepository,
+    ExecutableTool,
+)
 from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
 from dcaf_like.tools import Tool, as_tool
+from dcaf_like.toolsets import Toolset, combine
 
 Messages = str | Sequence[Mapping[str, Any] | str]
 """A user's text, or HelpDesk-style message dicts (the last one is the user's turn)."""
@@ -29,11 +37,14 @@ class Agent:
     >>> response = agent.run("delete the crashing pod")
     >>> response.pending_tool_calls        # delete_pod waits for a human
     >>> agent.approve(response.conversation_id, response.pending_tool_calls[0].id)
+
+    `tools` may hold :class:`~dcaf_like.toolsets.Toolset` objects (an MCP server's tools): they are
+    loaded before the first run calls the model, and kept for later runs.
     """
 
     def __init__(
         self,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
         system: str | InstructionProvider = "",
         *,
         name: str = "agent",
@@ -50,8 +61,16 @@ class Agent:
     ) -> None:
         self.name = name
         self.description = description
-        given = [as_tool(t) for t in tools]
-        self.tools: list[Tool] = [*given, *(c for t in given for c in t.companions if c not in given)]
+        given = list(tools)
+        plain = [as_tool(t) for t in given if not isinstance(t, Toolset)]
+        self.tools: list[Tool] = [*plain, *(c for t in plain for c in t.companions if c not in plain)]
+        self.toolsets: tuple[Toolset, ...] = tuple(t for t in given if isinstance(t, Toolset))
+        names = [t.name for t in self.toolsets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two toolsets share a name: {', '.join(sorted(names))}")
+        #: The toolsets' tools once loaded (None until then), renamed where names collide.
+        self._loaded: list[ExecutableTool] | None = None if self.toolsets else []
+        self._loading = threading.Lock()
         self.runtime = resolve_runtime(runtime)
         #: False while the agent keeps the in-memory store it got by default; serve() then picks the
         #: embedded SQLite store (or DCAF_STORE) instead.
@@ -73,13 +92,52 @@ class Agent:
             "clock": clock,
             "tracer": tracer if tracer is not None else default_tracer(),
         }
-        self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
+        self._service = self._build_service(self.repository)
 
     def use_repository(self, repository: ConversationRepository | str) -> None:
         """Keep conversations in `repository` (or the store a URL names) from now on."""
         self.repository = open_store(repository, namespace=self.name)
         self.repository_chosen = True
-        self._service = AgentService(self.runtime, self.repository, tools=self.tools, **self._settings)
+        self._service = self._build_service(self.repository)
+
+    def _build_service(self, repository: ConversationRepository) -> AgentService:
+        tools: list[ExecutableTool] = [*self.tools, *(self._loaded or ())]
+        return AgentService(self.runtime, repository, tools=tools, **self._settings)
+
+    # -- toolsets: loaded just in time, kept afterwards ---------------------------------------------
+
+    def _ready(self) -> AgentService:
+        """The service, once every toolset has loaded (the first run loads them, before the model)."""
+        if self._loaded is None:
+            with self._loading:
+                if self._loaded is None:
+                    self._install([(t.name, t.load()) for t in self.toolsets])
+        return self._service
+
+    async def _aready(self) -> AgentService:
+        if self._loaded is None:
+            loaded = [(t.name, await t.aload()) for t in self.toolsets]
+            with self._loading:
+                if self._loaded is None:
+                    self._install(loaded)
+        return self._service
+
+    def _install(self, loaded: list[tuple[str, Any]]) -> None:
+        self._loaded = combine(self.tools, loaded)[len(self.tools) :]
+        self._service = self._build_service(self.repository)
+
+    async def atools(self) -> list[ExecutableTool]:
+        """Every tool the model is offered, by the name it is offered under (toolsets loaded first)."""
+        return list((await self._aready()).tools.values())
+
+    def close(self) -> None:
+        """Close the toolsets' connections (an MCP server's process, its HTTP session)."""
+        for toolset in self.toolsets:
+            toolset.close()
+
+    async def aclose(self) -> None:
+        for toolset in self.toolsets:
+            await toolset.aclose()
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -93,7 +151,7 @@ class Agent:
         user: str = "user",
     ) -> AgentResponse:
         """One turn. Decisions on pending calls may ride along as ``data.tool_calls[].execute``."""
-        return self._service.execute(_request(messages, conversation_id, platform_context, session, user))
+        return self._ready().execute(_request(messages, conversation_id, platform_context, session, user))
 
     async def arun(
         self,
@@ -104,9 +162,8 @@ class Agent:
         session: Mapping[str, Any] | None = None,
         user: str = "user",
     ) -> AgentResponse:
-        return await self._service.aexecute(
-            _request(messages, conversation_id, platform_context, session, user)
-        )
+        request = _request(messages, conversation_id, platform_context, session, user)
+        return await (await self._aready()).aexecute(request)
 
     def run_stream(
         self,
@@ -118,9 +175,7 @@ class Agent:
         user: str = "user",
     ) -> Iterator[StreamEvent]:
         """Events as they happen; the last is ``Done`` (with the response) or ``RunFailed``."""
-        return self._service.execute_stream(
-            _request(messages, conversation_id, platform_context, session, user)
-        )
+        return self._stream(_request(messages, conversation_id, platform_context, session, user))
 
     def arun_stream(
         self,
@@ -131,9 +186,7 @@ class Agent:
         session: Mapping[str, Any] | None = None,
         user: str = "user",
     ) -> AsyncIterator[StreamEvent]:
-        return self._service.aexecute_stream(
-            _request(messages, conversation_id, platform_context, session, user)
-        )
+        return self._astream(_request(messages, conversation_id, platform_context, session, user))
 
     def run_stateless(
         self,
@@ -144,6 +197,7 @@ class Agent:
     ) -> AgentResponse:
         """One turn in a throwaway conversation: nothing from earlier runs leaks in, nothing is kept."""
         request = _request(messages, None, platform_context, session, "user")
+        self._ready()
         return self._ephemeral_service().execute(request)
 
     async def arun_stateless(
@@ -154,11 +208,28 @@ class Agent:
         session: Mapping[str, Any] | None = None,
     ) -> AgentResponse:
         request = _request(messages, None, platform_context, session, "user")
+        await self._aready()
         return await self._ephemeral_service().aexecute(request)
 
     def _ephemeral_service(self) -> AgentService:
-        store = InMemoryConversationRepository()
-        return AgentService(self.runtime, store, tools=self.tools, **self._settings)
+        return self._build_service(InMemoryConversationRepository())
+
+    def _stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
+        try:
+            service = self._ready()
+        except ToolsetUnavailable as exc:
+            yield _failed(exc, request)
+            return
+        yield from service.execute_stream(request)
+
+    async def _astream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        try:
+            service = await self._aready()
+        except ToolsetUnavailable as exc:
+            yield _failed(exc, request)
+            return
+        async for event in service.aexecute_stream(request):
+            yield event
 
     # -- deciding ---------------------------------------------------------------------------------
 
@@ -203,7 +274,7 @@ class Agent:
             platform_context=dict(platform_context or {}),
             user=user,
         )
-        return self._service.execute(request)
+        return self._ready().execute(request)
 
     async def adecide(
         self,
@@ -219,7 +290,7 @@ class Agent:
             platform_context=dict(platform_context or {}),
             user=user,
         )
-        return await self._service.aexecute(request)
+        return await (await self._aready()).aexecute(request)
 
     # -- conversations ----------------------------------------------------------------------------
 
@@ -247,18 +318,23 @@ class Agent:
     # -- the handler interface the server speaks ------------------------------------------------
 
     def handle(self, request: AgentRequest) -> AgentResponse:
-        return self._service.execute(request)
+        return self._ready().execute(request)
 
     async def ahandle(self, request: AgentRequest) -> AgentResponse:
-        return await self._service.aexecute(request)
+        return await (await self._aready()).aexecute(request)
 
     def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
-        return self._service.aexecute_stream(request)
+        return self._astream(request)
 
     def __repr__(self) -> str:
         return (
-            f"Agent(name={self.name!r}, runtime={self.runtime.name!r}, tools={[t.name for t in self.tools]})"
+            f"Agent(name={self.name!r}, runtime={self.runtime.name!r}, tools={[t.name for t in self.tools]}"
+            + (f", toolsets={[t.name for t in self.toolsets]})" if self.toolsets else ")")
         )
+
+
+def _failed(exc: ToolsetUnavailable, request: AgentRequest) -> RunFailed:
+    return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
 
 
 def _request(

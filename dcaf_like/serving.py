@@ -37,17 +37,22 @@ def create_app(
     api_keys: Mapping[str, str] | None = None,
     ui: bool = True,
     a2a: bool = False,
+    mcp: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
     Several workers must share a store: pass `store` or set ``DCAF_STORE``. With `api_keys`
     (``{"<key>": "<identity>"}``) or ``DCAF_API_KEYS`` every route but health, docs and the page needs
     a key. `ui` serves the chat page at ``/`` (``ui=False``: the protocol's routes only). With `a2a`,
-    the agent also speaks the A2A protocol (needs ``pip install "dcaf-like[a2a]"``)."""
+    the agent also speaks the A2A protocol (needs ``pip install "dcaf-like[a2a]"``). With `mcp`, the
+    agent's tools that run without approval are an MCP server at ``/mcp`` too (streamable HTTP; see
+    docs/mcp.md)."""
     from dcaf_like.adapters.http import create_app as build
 
     attach_store(agent, store, default=None)
-    return build(agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys, ui=ui, a2a=a2a)
+    return build(
+        agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp
+    )
 
 
 def serve(
@@ -62,6 +67,7 @@ def serve(
     log_format: str | None = None,
     ui: bool = True,
     a2a: bool = False,
+    mcp: bool = False,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -69,7 +75,7 @@ def serve(
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
     The chat page is at ``/`` unless `ui` is False."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE)
-    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys, ui=ui, a2a=a2a)
+    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp)
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
     )

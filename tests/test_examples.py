@@ -123,3 +123,26 @@ def test_the_a2a_orchestrator_leaves_the_pod_when_its_user_says_no():
 
     assert "orchestrator: Nothing was deleted." in out
     assert "'web-2': 'CrashLoopBackOff'" in out
+
+
+def test_the_mcp_example_deletes_through_the_mcp_server_only_once_approved():
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+
+    def run(*args: str, stdin: str = "") -> str:
+        return subprocess.run(
+            [sys.executable, str(EXAMPLES / "mcp_agent.py"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+
+    approved, refused = run("--yes"), run(stdin="n\n")
+
+    assert "ran list_pods{} -> " in approved  # allow-listed: ran at once
+    assert "wants to run delete_pod{'name': 'web-2', 'namespace': 'default'}" in approved
+    assert "ran delete_pod{'name': 'web-2', 'namespace': 'default'} -> pod \"web-2\" deleted" in approved
+    assert 'pods now: {"web-1": "Running"}' in approved
+    assert "ran delete_pod" not in refused
+    assert '"web-2": "CrashLoopBackOff"}' in refused.split("pods now:")[1]

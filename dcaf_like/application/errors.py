@@ -88,3 +88,13 @@ class ModelAccessDenied(ModelError):
 
 class ModelRequestInvalid(ModelError):
     pass
+
+
+class ToolsetUnavailable(ApplicationError):
+    """A source of tools the agent needs (an MCP server) could not be reached or started. Raised before
+    the model is called; `toolset` names the source."""
+
+    def __init__(self, toolset: str, reason: str) -> None:
+        self.toolset = toolset
+        self.reason = reason
+        super().__init__(f"toolset {toolset!r} is unavailable: {reason}")

@@ -8,14 +8,12 @@ charge (ADR 6). Install with ``pip install 'dcaf_like[adk]'``.
 
 from __future__ import annotations
 
-import asyncio
-import queue
-import threading
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
+from dcaf_like._portal import Portal
 from dcaf_like.application.errors import (
     ModelError,
 )
@@ -33,8 +31,6 @@ from dcaf_like.application.model import (
 )
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.runtimes._errors import typed_error
-
-T = TypeVar("T")
 
 
 class AdkRuntime(AgentRuntime):
@@ -62,7 +58,7 @@ class AdkRuntime(AgentRuntime):
         self.name = f"adk:{model.model}"
         self._types = types
         self._request_class = LlmRequest
-        self._portal = _Portal(f"dcaf-like-{self.name}")
+        self._portal = Portal(f"dcaf-like-{self.name}")
         self._used = False  # no client to close before the first call
 
     def __repr__(self) -> str:
@@ -222,65 +218,5 @@ def _stop(reason: Any) -> str:
     return "max_tokens" if name == "MAX_TOKENS" else "end_turn"
 
 
-class _Portal:
-    """An event loop running in a thread of its own, and ways to run coroutines and async iterators
-    on it from blocking code or from another event loop."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self.thread.start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
-    async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
-
-    def iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
-        handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
-        asyncio.run_coroutine_threadsafe(_pump(items, handoff.put), self.loop)
-        while True:
-            kind, value = handoff.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-
-    async def aiterate(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
-        caller = asyncio.get_running_loop()
-        handoff: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-        def put(item: tuple[str, Any]) -> None:
-            caller.call_soon_threadsafe(handoff.put_nowait, item)
-
-        asyncio.run_coroutine_threadsafe(_pump(items, put), self.loop)
-        while True:
-            kind, value = await handoff.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-
-    def close(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=10)
-        if not self.loop.is_closed():
-            self.loop.close()
-
-
 async def _close_client(model: Any) -> None:
     await model.api_client.aio.aclose()  # read on our loop: the client ADK made for it
-
-
-async def _pump(items: AsyncIterator[T], put: Any) -> None:
-    try:
-        async for item in items:
-            put(("item", item))
-    except BaseException as exc:
-        put(("error", exc))
-    else:
-        put(("end", None))

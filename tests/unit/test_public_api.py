@@ -71,6 +71,8 @@ EXPORTED = {
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
+    "Toolset",
+    "ToolsetUnavailable",
     "UnknownTool",
     "UnknownToolCall",
     "Usage",

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import Match, Route
 
 from dcaf_like import __version__
 from dcaf_like.adapters.http.auth import OPEN_PATHS, ApiKeys, AuthMiddleware
@@ -74,7 +74,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
         500: "The server failed; the log has the details under the request id.",
         502: "The model runtime failed.",
-        503: "The model is rate limited or the conversation store is unavailable.",
+        503: "The model is rate limited, or the conversation store or a toolset (MCP server) is unavailable.",
         504: "The model runtime timed out.",
     }.items()
 }
@@ -88,20 +88,30 @@ def create_app(
     api_keys: Mapping[str, str] | None = None,
     ui: bool = True,
     a2a: bool = False,
+    mcp: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
     and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}``, or
     ``DCAF_API_KEYS``), every route but health, docs and the page's files needs an API key, and the
     key's identity is recorded as whoever decided each tool call.
-    With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``)."""
+    With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``). With `mcp`, the agent's
+    tools that run without approval are also an MCP server at ``/mcp``."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
+    endpoint = None
+    if mcp:
+        from dcaf_like.mcp.server import MCPEndpoint
+
+        endpoint = MCPEndpoint(served)
 
     @asynccontextmanager
-    async def lifespan(running: FastAPI) -> AsyncIterator[None]:
-        yield
-        a2a_tasks = getattr(running.state, "a2a_tasks", None)
+    async def lifespan(running_app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as running:
+            if endpoint is not None:
+                await running.enter_async_context(endpoint.running())
+            yield
+        a2a_tasks = getattr(running_app.state, "a2a_tasks", None)
         if a2a_tasks is not None:  # A2A runs in progress finish (and save) before the store closes
             await a2a_tasks.aclose()
         # Clients bound to the server's event loop (redis.asyncio, the SDKs' async clients) close with it.
@@ -109,6 +119,8 @@ def create_app(
             close = getattr(resource, "aclose", None)
             if close is not None:
                 await close()
+        for toolset in getattr(served, "toolsets", ()):  # MCP servers' sessions and processes
+            await toolset.aclose()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -123,6 +135,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.state.agent = served
+    if endpoint is not None:
+        app.router.routes.append(Route("/mcp", endpoint.asgi, methods=["GET", "POST", "DELETE"]))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -199,8 +213,8 @@ def create_app(
     )
     async def chat_stream(body: ChatRequest, http: Request) -> Response:
         """The same turn as ``/api/chat``, as NDJSON events. A request the server refuses gets a 4xx
-        JSON error before any event (as does a store that is down: 503); a failure during the run ends
-        the stream with an ``error`` event."""
+        JSON error before any event (as does a store or an MCP server that is down: 503); a failure
+        during the run ends the stream with an ``error`` event."""
         try:
             request = _agent_request(body, getattr(http.state, "identity", "user"))
         except Exception as exc:
@@ -216,7 +230,7 @@ def create_app(
         if isinstance(first, RunFailed):
             error = http_error(first.exception or RuntimeError(first.error), first.conversation_id)
             # Refused, or the store is down before anything happened: a plain HTTP error, no stream.
-            if error.is_client_error or error.code == "store_unavailable":
+            if error.is_client_error or error.code in ("store_unavailable", "toolset_unavailable"):
                 _log(error, first.exception)
                 return _error_response(error)
         lines = _stream_lines(first, events, request.conversation_id)

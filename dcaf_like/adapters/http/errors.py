@@ -18,6 +18,7 @@ from dcaf_like.application.errors import (
     ModelRateLimited,
     ModelTimeout,
     StoreUnavailable,
+    ToolsetUnavailable,
     UnknownTool,
 )
 from dcaf_like.domain import (
@@ -99,5 +100,7 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(502, "model_error", message, conversation_id=conv)
         case StoreUnavailable():
             return HttpError(503, "store_unavailable", message, conversation_id=conv)
+        case ToolsetUnavailable():
+            return HttpError(503, "toolset_unavailable", message, conversation_id=conv)
         case _:
             return HttpError(500, "internal_error", "the server failed; its log has the details")

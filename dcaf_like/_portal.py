@@ -1,0 +1,72 @@
+"""An event loop in a thread of its own, for asyncio clients that must always run on the loop they were
+made on (ADK's model clients, MCP sessions), whoever calls them: blocking code or another event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Portal:
+    """An event loop running in a thread of its own, and ways to run coroutines and async iterators
+    on it from blocking code or from another event loop."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
+
+    def iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
+        handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
+        asyncio.run_coroutine_threadsafe(_pump(items, handoff.put), self.loop)
+        while True:
+            kind, value = handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+
+    async def aiterate(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
+        caller = asyncio.get_running_loop()
+        handoff: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def put(item: tuple[str, Any]) -> None:
+            caller.call_soon_threadsafe(handoff.put_nowait, item)
+
+        asyncio.run_coroutine_threadsafe(_pump(items, put), self.loop)
+        while True:
+            kind, value = await handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+
+    def close(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+        if not self.loop.is_closed():
+            self.loop.close()
+
+
+async def _pump(items: AsyncIterator[T], put: Any) -> None:
+    try:
+        async for item in items:
+            put(("item", item))
+    except BaseException as exc:
+        put(("error", exc))
+    else:
+        put(("end", None))

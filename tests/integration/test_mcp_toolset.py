@@ -1,0 +1,295 @@
+"""MCP servers' tools behind the approval gate: a real MCP server (tests/mcp_server.py), over stdio
+(a subprocess) and over streamable HTTP (uvicorn on a loopback port), driven by an Agent."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp extra is not installed")
+
+import uvicorn
+
+from dcaf_like import Agent, RunFailed, ToolsetUnavailable, tool
+from dcaf_like.mcp import MCPServerUnavailable, MCPToolset
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))
+
+from mcp_server import build_server, recorded  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+Connect = Callable[..., MCPToolset]
+
+
+def _serve_http(record: Path, name: str) -> tuple[uvicorn.Server, threading.Thread, str]:
+    app = build_server(record, name).streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, name=f"mcp-{name}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the MCP test server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return server, thread, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(params=["stdio", "http"])
+def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Connect]:
+    """``connect(name, record, **options)``: an MCPToolset for a fresh test server named `name`, which
+    records the calls it gets in `record`; over stdio or streamable HTTP. Closed after the test."""
+    toolsets: list[MCPToolset] = []
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def make(name: str, record: Path, **options: Any) -> MCPToolset:
+        if request.param == "stdio":
+            command = [sys.executable, str(TESTS / "mcp_server.py"), "--record", str(record), "--name", name]
+            toolset = MCPToolset(name, command=command, **options)
+        else:
+            server, thread, url = _serve_http(record, name)
+            servers.append((server, thread))
+            toolset = MCPToolset(name, url=url, **options)
+        toolsets.append(toolset)
+        return toolset
+
+    yield make
+    for toolset in toolsets:
+        toolset.close()
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_an_mcp_tool_runs_only_once_approved_with_the_arguments_proposed(connect, tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    k8s = connect("k8s", calls)
+    model = FakeRuntime(
+        [tool_calls(tool_call("delete_pod", name="web-2"), text="Approve?"), reply("Deleted web-2.")]
+    )
+    agent = Agent(tools=[k8s], runtime=model)
+
+    response = agent.run("delete web-2")
+
+    [pending] = response.pending_tool_calls
+    assert pending.name == "delete_pod"
+    assert pending.input == {"name": "web-2", "namespace": "default"}
+    assert recorded(calls) == []  # proposed, not run
+
+    response = agent.approve(response.conversation_id, pending.id)
+
+    assert recorded(calls) == [{"tool": "delete_pod", "arguments": {"name": "web-2", "namespace": "default"}}]
+    assert response.executed_tool_calls[0].output == 'pod "web-2" deleted'
+    assert response.text == "Deleted web-2."
+    offered = {spec.name: spec for spec in model.requests[0].tools}
+    assert set(offered) == {"list_pods", "delete_pod"}
+    assert offered["delete_pod"].input_schema["required"] == ["name"]
+
+
+def test_arguments_marked_secret_are_masked_for_people_and_reach_the_server_intact(connect, tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    k8s = connect("k8s", calls, secret=["name"])
+    model = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-2")), reply("Deleted.")])
+    agent = Agent(tools=[k8s], runtime=model)
+
+    proposed = agent.run("delete web-2")
+    [pending] = proposed.pending_tool_calls
+    done = agent.approve(proposed.conversation_id, pending.id)
+
+    assert pending.input == {"name": "***", "namespace": "default"}
+    assert recorded(calls) == [{"tool": "delete_pod", "arguments": {"name": "web-2", "namespace": "default"}}]
+    assert done.to_helpdesk_message()["data"]["executed_tool_calls"][0]["input"]["name"] == "***"
+
+
+def test_every_mcp_tool_needs_approval_unless_allowed_by_name_or_pattern(connect, tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    gated = connect("k8s", calls)
+    allowed = connect("k8s_read", tmp_path / "other.jsonl", allow=["list_*"])
+    model = FakeRuntime([tool_calls(tool_call("list_pods", namespace="prod")), reply("api-1 runs.")])
+
+    gated_tools = {t.name: t.requires_approval for t in gated.load()}
+    allowed_tools = {t.name: t.requires_approval for t in allowed.load()}
+    response = Agent(tools=[allowed], runtime=model).run("what runs in prod?")
+
+    assert gated_tools == {"list_pods": True, "delete_pod": True}
+    assert allowed_tools == {"list_pods": False, "delete_pod": True}
+    assert not response.has_pending_approvals
+    assert response.executed_tool_calls[0].output == '{"api-1": "Running"}'
+    assert response.text == "api-1 runs."
+
+
+def test_tools_whose_names_collide_are_namespaced_by_server(connect, tmp_path):
+    prod = connect("prod", tmp_path / "prod.jsonl", allow="list_pods")
+    staging = connect("staging", tmp_path / "staging.jsonl", allow="list_pods")
+
+    @tool(requires_approval=False)
+    def delete_pod(name: str) -> str:
+        """A local tool of the same name as the servers' (a stub)."""
+        return "local"
+
+    model = FakeRuntime(
+        [tool_calls(tool_call("staging__list_pods", namespace="default")), reply("Listed staging.")]
+    )
+    agent = Agent(tools=[delete_pod, prod, staging], runtime=model)
+
+    response = agent.run("what runs in staging?")
+
+    names = sorted(spec.name for spec in model.requests[0].tools)
+    assert names == [
+        "delete_pod",  # the agent's own tool keeps its name
+        "prod__delete_pod",
+        "prod__list_pods",
+        "staging__delete_pod",
+        "staging__list_pods",
+    ]
+    assert recorded(tmp_path / "staging.jsonl") == [
+        {"tool": "list_pods", "arguments": {"namespace": "default"}}
+    ]
+    assert recorded(tmp_path / "prod.jsonl") == []
+    assert response.executed_tool_calls[0].name == "staging__list_pods"
+    assert "web-2" in response.executed_tool_calls[0].output
+
+
+def test_an_error_result_from_the_server_is_reported_to_the_model(connect, tmp_path):
+    k8s = connect("k8s", tmp_path / "calls.jsonl", allow="*")
+    model = FakeRuntime([tool_calls(tool_call("delete_pod", name="ghost")), reply("There is no ghost.")])
+
+    response = Agent(tools=[k8s], runtime=model).run("delete ghost")
+
+    [failed] = response.executed_tool_calls
+    assert failed.status == "failed"
+    assert "no pod ghost in namespace default" in failed.error
+    [result] = [m for m in model.requests[1].messages if getattr(m, "is_error", False)]
+    assert "no pod ghost in namespace default" in result.content
+
+
+def test_the_connection_is_made_on_the_first_run_and_kept_for_later_runs(connect, tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    k8s = connect("k8s", calls, allow="list_pods")
+    model = FakeRuntime([tool_calls("list_pods"), reply("one"), tool_calls("list_pods"), reply("two")])
+    agent = Agent(tools=[k8s], runtime=model)
+    assert k8s._connection._portal is None  # nothing started by building the agent
+
+    first = agent.run("pods?")
+    client = k8s._connection._client
+    second = agent.run("pods again?")
+
+    assert (first.text, second.text) == ("one", "two")
+    assert k8s._connection._client is client  # the same session served both runs
+    assert len(recorded(calls)) == 2
+
+
+async def test_async_runs_use_the_same_connection_as_blocking_ones(connect, tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    k8s = connect("k8s", calls)
+    model = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-1")), reply("Done.")])
+    agent = Agent(tools=[k8s], runtime=model)
+
+    response = await agent.arun("delete web-1")
+    [pending] = response.pending_tool_calls
+    assert recorded(calls) == []
+    from dcaf_like import ToolDecision
+
+    response = await agent.adecide(response.conversation_id, [ToolDecision.approved(pending.id)])
+
+    assert recorded(calls) == [{"tool": "delete_pod", "arguments": {"name": "web-1", "namespace": "default"}}]
+    assert response.text == "Done."
+
+
+def test_a_server_that_cannot_start_stops_the_run_before_the_model_is_called(tmp_path):
+    broken = MCPToolset("k8s", command=[sys.executable, str(tmp_path / "missing_server.py")])
+    model = FakeRuntime(["never said"])
+    agent = Agent(tools=[broken], runtime=model)
+
+    try:
+        with pytest.raises(MCPServerUnavailable, match="MCP server 'k8s' is unavailable") as raised:
+            agent.run("list pods")
+        [event] = list(agent.run_stream("list pods"))
+    finally:
+        broken.close()
+
+    assert isinstance(raised.value, ToolsetUnavailable)
+    assert raised.value.server == "k8s"
+    assert model.requests == []
+    assert isinstance(event, RunFailed)
+    assert event.kind == "MCPServerUnavailable"
+    assert model.requests == []
+
+
+def test_an_unreachable_http_server_is_a_typed_error_naming_it():
+    unreachable = MCPToolset("docs", url="http://127.0.0.1:9/mcp", connect_timeout=10)
+    model = FakeRuntime(["never said"])
+
+    try:
+        with pytest.raises(MCPServerUnavailable, match="'docs'"):
+            Agent(tools=[unreachable], runtime=model).run("search the docs")
+    finally:
+        unreachable.close()
+
+    assert model.requests == []
+
+
+def test_a_server_that_never_answers_times_out_with_a_typed_error(tmp_path):
+    silent = tmp_path / "silent.py"
+    silent.write_text("import time\ntime.sleep(60)\n")
+    toolset = MCPToolset("slow", command=[sys.executable, str(silent)], connect_timeout=1)
+
+    try:
+        with pytest.raises(MCPServerUnavailable, match="within 1 s"):
+            toolset.load()
+    finally:
+        toolset.close()
+
+
+def test_a_lost_server_fails_the_call_in_flight_and_the_next_call_starts_it_again(tmp_path):
+    import os
+    import signal
+
+    calls = tmp_path / "calls.jsonl"
+    command = [sys.executable, str(TESTS / "mcp_server.py"), "--record", str(calls)]
+    model = FakeRuntime(
+        [
+            tool_calls("list_pods"),
+            reply("one"),
+            tool_calls("list_pods"),
+            reply("two"),
+            tool_calls("list_pods"),
+        ]
+    )
+    model.then(reply("three"))
+    with MCPToolset("k8s", command=command, allow="*") as k8s:
+        agent = Agent(tools=[k8s], runtime=model)
+        agent.run("pods?")
+        [pid] = _server_pids(str(calls))
+        os.kill(pid, signal.SIGKILL)
+
+        lost = agent.run("pods again?")
+        again = agent.run("and now?")
+
+    assert lost.executed_tool_calls[0].status == "failed"
+    assert "connection was lost" in lost.executed_tool_calls[0].error
+    assert again.executed_tool_calls[0].status == "executed"
+    assert _server_pids(str(calls)) == []  # the new process exited with the toolset
+
+
+def _server_pids(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line names `marker`."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if marker in cmdline and state != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
