@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
+    run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
+    run.add_argument("--mcp", action="store_true", help="also serve the tools that need no approval over MCP")
     run.add_argument(
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
@@ -125,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=args.log_level,
             log_format=args.log_format,
             ui=args.ui,
+            a2a=args.a2a,
+            mcp=args.mcp,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -164,6 +168,8 @@ _FACTORY = "DCAF_SERVE_FACTORY"
 _STORE = "DCAF_SERVE_STORE"
 _MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
 _UI = "DCAF_SERVE_UI"
+_A2A = "DCAF_SERVE_A2A"
+_MCP = "DCAF_SERVE_MCP"
 
 
 def _serve_workers(args: argparse.Namespace, target: Any) -> int:
@@ -181,6 +187,8 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
             _STORE: args.store or "",
             _MAX_BODY: str(args.max_body_bytes),
             _UI: "1" if args.ui else "",
+            _A2A: "1" if args.a2a else "",
+            _MCP: "1" if args.mcp else "",
         }
     )
     run_uvicorn(
@@ -201,7 +209,13 @@ def worker_app() -> Any:
     sys.path.insert(0, str(Path.cwd()))
     target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
     attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE)
-    return create_app(target, max_body_bytes=int(os.environ[_MAX_BODY]), ui=os.environ.get(_UI, "1") == "1")
+    return create_app(
+        target,
+        max_body_bytes=int(os.environ[_MAX_BODY]),
+        ui=os.environ.get(_UI, "1") == "1",
+        a2a=os.environ.get(_A2A) == "1",
+        mcp=os.environ.get(_MCP) == "1",
+    )
 
 
 if __name__ == "__main__":
