@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -39,6 +39,8 @@ class ToolInput:
     """Immutable tool arguments, kept as canonical JSON so two equal inputs compare and hash equal."""
 
     canonical_json: str
+    # The parsed form, read once: each use gets a copy of it, never the object itself.
+    _parsed: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, arguments: Any) -> ToolInput:
@@ -58,8 +60,11 @@ class ToolInput:
 
     def as_dict(self) -> dict[str, Any]:
         """A fresh copy: changing it never changes the recorded input."""
-        value: dict[str, Any] = json.loads(self.canonical_json)
-        return value
+        parsed = self._parsed
+        if parsed is None:
+            parsed = json.loads(self.canonical_json)
+            object.__setattr__(self, "_parsed", parsed)
+        return {key: _copy(value) for key, value in parsed.items()}
 
     def __repr__(self) -> str:
         return f"ToolInput({self.canonical_json})"
@@ -74,6 +79,15 @@ def _normalize(value: Any) -> Any:
         return {k: _normalize(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_normalize(v) for v in value]
+    return value
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a parsed JSON value that shares no list or dict with it."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
     return value
 
 
