@@ -106,6 +106,8 @@ class TurnSettings:
     runtime_name: str = ""
     agent_name: str = ""
     clock: Callable[[], float] = time.time
+    #: Instructions that are the same every turn; None when they are resolved per turn.
+    system: str | None = None
 
 
 POLICY = "policy"
@@ -113,12 +115,16 @@ POLICY = "policy"
 
 @dataclass
 class Turn:
-    """The part of a turn after the request's decisions were applied and its message added."""
+    """The part of a turn after the request's decisions were applied and its message added.
+
+    `emits` is False when nobody reads the stream (``execute``, ``aexecute``): the turn then builds no
+    stream events, only the response. The rules, and the order in which things happen, are the same."""
 
     conversation: Conversation
     settings: TurnSettings
     approved_now: list[str] = field(default_factory=list)
     rejected_now: list[str] = field(default_factory=list)
+    emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
     _usage: Usage = field(default_factory=Usage)
@@ -127,7 +133,8 @@ class Turn:
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
         for call_id in self.rejected_now:
-            yield Emit(ToolRejected(self._view(call_id)))
+            if self.emits:
+                yield Emit(ToolRejected(self._view(call_id)))
         yield from self._execute(self.approved_now)
         stop_reason = "awaiting_approval"
         if not self.conversation.pending_tool_calls:
@@ -137,13 +144,15 @@ class Turn:
 
     def _loop(self) -> Generator[Effect, Any, str]:
         conversation = self.conversation
-        context = RunContext(
-            conversation.id,
-            conversation.platform_context,
-            dict(conversation.session),
-            self.settings.agent_name,
-        )
-        system: str = yield ResolveInstructions(context)
+        system = self.settings.system
+        if system is None:
+            context = RunContext(
+                conversation.id,
+                conversation.platform_context,
+                dict(conversation.session),
+                self.settings.agent_name,
+            )
+            system = yield ResolveInstructions(context)
         for _ in range(self.settings.max_iterations):
             started = time.perf_counter()
             response: ModelResponse = yield CallModel(self._model_request(system))
@@ -157,21 +166,25 @@ class Turn:
             runnable = []
             for proposed in response.tool_calls:
                 call = self._propose(proposed)
-                yield Emit(ToolCallProposed(ToolCallView.of(call)))
+                if self.emits:
+                    yield Emit(ToolCallProposed(ToolCallView.of(call)))
                 if call.status is ToolCallStatus.APPROVED:
                     runnable.append(call.id.value)
                 elif call.status is ToolCallStatus.REJECTED:
                     self.rejected_now.append(call.id.value)
-                    yield Emit(ToolRejected(ToolCallView.of(call)))
+                    if self.emits:
+                        yield Emit(ToolRejected(ToolCallView.of(call)))
                 elif call.status is ToolCallStatus.FAILED:
                     self._finished.append(call.id.value)
-                    yield Emit(ToolFinished(ToolCallView.of(call)))
+                    if self.emits:
+                        yield Emit(ToolFinished(ToolCallView.of(call)))
             yield from self._execute(runnable)
             if self.settings.has_approver:
                 yield from self._ask_approver()
             pending = conversation.pending_tool_calls
             if pending:
-                yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
+                if self.emits:
+                    yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
                 return "awaiting_approval"
         return "max_iterations"
 
@@ -237,7 +250,8 @@ class Turn:
             if not answer.approved:
                 self.conversation.reject_tool_call(call_id, answer.reason, by="approver")
                 self.rejected_now.append(call_id)
-                yield Emit(ToolRejected(ToolCallView.of(call)))
+                if self.emits:
+                    yield Emit(ToolRejected(ToolCallView.of(call)))
                 continue
             edited = None
             if answer.edited_arguments is not None:
@@ -254,7 +268,8 @@ class Turn:
             if tool is None:
                 conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
             else:
-                yield Emit(ToolStarted(call_id, call.name))
+                if self.emits:
+                    yield Emit(ToolStarted(call_id, call.name))
                 session = Session(conversation.session)
                 started = time.perf_counter()
                 outcome: ToolOutcome = yield RunTool(
@@ -271,7 +286,8 @@ class Turn:
                 if session.changed:
                     conversation.replace_session(session.to_dict())
             self._finished.append(call_id)
-            yield Emit(ToolFinished(ToolCallView.of(call)))
+            if self.emits:
+                yield Emit(ToolFinished(ToolCallView.of(call)))
 
     def _model_request(self, system: str) -> ModelRequest:
         return ModelRequest(
