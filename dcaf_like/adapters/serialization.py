@@ -118,11 +118,12 @@ def encode(conversation: Conversation) -> str:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_string = json.encoder.encode_basestring  # the escaping json.dumps(ensure_ascii=False) uses
+# The escaping json.dumps(ensure_ascii=False) uses; a StrEnum member is a str, written as its value.
+_string = json.encoder.encode_basestring
 
 
 def _encode_conversation(c: Conversation) -> str:
-    context = c.platform_context.public()
+    context = c.platform_context.public() if c.platform_context else None
     session = _dumps(c.session) if c.session else "{}"
     messages = ",".join(map(_encode_message, c.messages))
     calls = ",".join(map(_encode_call, c.tool_calls.values()))
@@ -136,8 +137,7 @@ def _encode_conversation(c: Conversation) -> str:
 def _encode_message(m: Message) -> str:
     ids = ",".join(map(_string, m.tool_call_ids))
     return (
-        f'{{"role":{_string(m.role.value)},"text":{_string(m.text)},"at":{_number(m.at)},'
-        f'"tool_call_ids":[{ids}]}}'
+        f'{{"role":{_string(m.role)},"text":{_string(m.text)},"at":{_number(m.at)},"tool_call_ids":[{ids}]}}'
     )
 
 
@@ -148,7 +148,7 @@ def _encode_call(c: ToolCall) -> str:
         f'"proposed_input":{_string(c.proposed_input.canonical_json)},'
         f'"requires_approval":{_bool(c.requires_approval)},"editable":{_bool(c.editable)},'
         f'"description":{_string(c.description)},"proposed_at":{_number(c.proposed_at)},'
-        f'"expires_at":{_optional_number(c.expires_at)},"status":{_string(c.status.value)},'
+        f'"expires_at":{_optional_number(c.expires_at)},"status":{_string(c.status)},'
         f'"approved_input":{"null" if approved is None else _string(approved.canonical_json)},'
         f'"decided_by":{_optional_string(c.decided_by)},"decided_at":{_optional_number(c.decided_at)},'
         f'"decision_note":{_optional_string(c.decision_note)},"result":{_optional_string(c.result)},'

@@ -47,13 +47,7 @@ class ToolInput:
         if not isinstance(arguments, dict):
             raise InvalidToolInput(f"tool arguments must be a JSON object, got {type(arguments).__name__}")
         try:
-            text = json.dumps(
-                _normalize(arguments),
-                sort_keys=True,
-                separators=(",", ":"),
-                ensure_ascii=False,
-                allow_nan=False,
-            )
+            text = _canonical(_normalize(arguments))
         except (TypeError, ValueError) as exc:
             raise InvalidToolInput(f"tool arguments are not JSON: {exc}") from exc
         return cls(text)
@@ -68,6 +62,11 @@ class ToolInput:
 
     def __repr__(self) -> str:
         return f"ToolInput({self.canonical_json})"
+
+
+_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 def _normalize(value: Any) -> Any:
