@@ -24,6 +24,11 @@ from dcaf_like.domain import (
 
 FORMAT = 1
 
+# Enum members by value: a dict lookup, not an Enum call, per message and call read (an unknown value
+# is a KeyError, which decode() reports as an unreadable record, as it did the ValueError).
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in ToolCallStatus}
+
 
 def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
     return {
@@ -48,7 +53,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
     return Conversation(
         id=data["id"],
         messages=[
-            Message(Role(m["role"]), MessageContent(m["text"]), m["at"], list(m["tool_call_ids"]))
+            Message(_ROLES[m["role"]], MessageContent(m["text"]), m["at"], list(m["tool_call_ids"]))
             for m in data["messages"]
         ],
         tool_calls={c.id.value: c for c in calls},
@@ -92,7 +97,7 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         description=data["description"],
         proposed_at=data["proposed_at"],
         expires_at=data["expires_at"],
-        status=ToolCallStatus(data["status"]),
+        status=_STATUSES[data["status"]],
         approved_input=None if approved is None else ToolInput(approved),
         decided_by=data["decided_by"],
         decided_at=data["decided_at"],

@@ -37,6 +37,7 @@ from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
     InvalidToolInput,
+    Message,
     PlatformContext,
     Role,
     Session,
@@ -129,6 +130,9 @@ class Turn:
     _texts: list[str] = field(default_factory=list)
     _usage: Usage = field(default_factory=Usage)
     _timings: dict[str, float] = field(default_factory=lambda: {"model": 0.0, "tools": 0.0})
+    # The transcript of conversation.messages[:_stable_messages], which no longer changes.
+    _stable: list[ModelMessage] = field(default_factory=list)
+    _stable_messages: int = 0
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
@@ -292,10 +296,25 @@ class Turn:
     def _model_request(self, system: str) -> ModelRequest:
         return ModelRequest(
             system=system,
-            messages=transcript(self.conversation),
+            messages=self._transcript(),
             tools=self.settings.tool_specs,
             conversation_id=self.conversation.id,
         )
+
+    def _transcript(self) -> tuple[ModelMessage, ...]:
+        """The transcript, reusing what earlier model calls of this turn already transcribed: a message
+        whose calls have all settled (and which is not the last one) reads the same from then on."""
+        conversation, stable = self.conversation, self._stable
+        messages = conversation.messages
+        tail: list[ModelMessage] = []
+        for index in range(self._stable_messages, len(messages)):
+            if tail or index == len(messages) - 1:
+                _transcribe(conversation, messages[index], tail)
+            elif _transcribe(conversation, messages[index], tail):
+                stable.extend(tail)
+                tail.clear()
+                self._stable_messages = index + 1
+        return (*stable, *tail)
 
     def _view(self, call_id: str) -> ToolCallView:
         return ToolCallView.of(self.conversation.tool_call(call_id))
@@ -320,18 +339,29 @@ def transcript(conversation: Conversation) -> tuple[ModelMessage, ...]:
     """The conversation as a model reads it: each proposal followed by the outcome of each of its calls."""
     messages: list[ModelMessage] = []
     for message in conversation.messages:
-        if message.role is Role.USER:
-            messages.append(UserTurn(message.text))
-            continue
-        calls = [conversation.tool_calls[i] for i in message.tool_call_ids]
-        messages.append(
-            AssistantTurn(
-                message.text,
-                tuple(ModelToolCall(c.id.value, c.name, c.proposed_input.as_dict()) for c in calls),
-            )
-        )
-        messages.extend(_result_of(c) for c in calls if c.status.is_terminal)
+        _transcribe(conversation, message, messages)
     return tuple(messages)
+
+
+def _transcribe(conversation: Conversation, message: Message, into: list[ModelMessage]) -> bool:
+    """Append `message`'s model form to `into`; True if that form is final (every call settled)."""
+    if message.role is Role.USER:
+        into.append(UserTurn(message.text))
+        return True
+    calls = [conversation.tool_calls[i] for i in message.tool_call_ids]
+    into.append(
+        AssistantTurn(
+            message.text,
+            tuple(ModelToolCall(c.id.value, c.name, c.proposed_input.as_dict()) for c in calls),
+        )
+    )
+    settled = True
+    for call in calls:
+        if call.status.is_terminal:
+            into.append(_result_of(call))
+        else:
+            settled = False
+    return settled
 
 
 def _result_of(call: ToolCall) -> ToolResult:
