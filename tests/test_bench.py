@@ -31,6 +31,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side():
         "Agent with one tool",
         "Turn: tool call, result, answer",
         "ms per turn (SQLite read + save)",
+        "Growth: messages already stored",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone
