@@ -20,7 +20,7 @@ from dcaf_like.application.ports import (
     ConversationRepository,
     ExecutableTool,
 )
-from dcaf_like.application.tracing import NoTracer, Span, Tracer
+from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import (
     CallModel,
     Effect,
@@ -415,6 +415,8 @@ async def _arun_tool(effect: RunTool, span: Span) -> ToolOutcome:
 
 
 def _traced(span: Span, response: ModelResponse) -> ModelResponse:
+    if span is NO_SPAN:  # nothing records it: skip the attributes
+        return response
     span.set("dcaf.input_tokens", response.usage.input_tokens)
     span.set("dcaf.output_tokens", response.usage.output_tokens)
     span.set("dcaf.tool_calls", len(response.tool_calls))
@@ -422,6 +424,8 @@ def _traced(span: Span, response: ModelResponse) -> ModelResponse:
 
 
 def _finish_turn(turn: Span, response: AgentResponse) -> None:
+    if turn is NO_SPAN:
+        return
     turn.set("dcaf.conversation_id", response.conversation_id)
     turn.set("dcaf.stop_reason", response.stop_reason)
     turn.set("dcaf.pending_approvals", len(response.pending_tool_calls))
