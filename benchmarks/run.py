@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import growth as agent_growth
 import http_load
 import peers
 import stores
@@ -48,6 +49,7 @@ def main() -> None:
         [
             peers.markdown(peers.report(args.quick)),
             growth(5 if args.quick else 200),
+            agent_growth.markdown(agent_growth.report(args.quick)),
             http_load.markdown(http_load.report(args.quick)),
             f"Command: `.venv/bin/python benchmarks/run.py` ({time.perf_counter() - started:.0f} s).",
         ]

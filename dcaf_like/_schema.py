@@ -58,6 +58,8 @@ def _model_schema(tool_name: str, model: type[pydantic.BaseModel], takes_model: 
         except pydantic.ValidationError as exc:
             raise _pydantic_errors(tool_name, exc) from None
 
+    fields = tuple(model.model_fields)
+
     def bind(arguments: Mapping[str, Any]) -> dict[str, Any]:
         try:
             instance = model.model_validate(dict(arguments))
@@ -65,7 +67,7 @@ def _model_schema(tool_name: str, model: type[pydantic.BaseModel], takes_model: 
             raise _pydantic_errors(tool_name, exc) from None
         if takes_model is not None:
             return {takes_model: instance}
-        return {name: getattr(instance, name) for name in type(instance).model_fields}
+        return {name: getattr(instance, name) for name in fields}
 
     schema = _clean(model.model_json_schema())
     return ArgumentSchema(tool_name, schema, check, bind)

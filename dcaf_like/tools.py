@@ -111,6 +111,8 @@ class Tool:
 
     def _kwargs(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         kwargs = self._arguments.bind(arguments)
+        if not self._injected:
+            return kwargs
         values = {
             "session": context.session,
             "platform_context": context.platform_context,

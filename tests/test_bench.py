@@ -37,6 +37,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
         "dcaf_like: answer, Redis store",
         "Redis per turn of a new conversation",
         "deltas over `/api/chat-stream`",
+        "Growth: messages already stored",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone

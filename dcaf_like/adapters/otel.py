@@ -18,17 +18,26 @@ class OpenTelemetryTracer:
         self._trace = trace
         self._provider = tracer_provider
         self._tracer = trace.get_tracer("dcaf_like", tracer_provider=tracer_provider)
+        self._configured = tracer_provider is not None
 
     def start(self, name: str, attributes: dict[str, Any], parent: Span | None = None) -> Span:
-        if self._provider is None and isinstance(
-            self._trace.get_tracer_provider(), self._trace.ProxyTracerProvider
-        ):
+        # A span under one that was not recorded is not recorded either: no orphans, and one look at
+        # the global provider per turn rather than per span.
+        if parent is NO_SPAN or not self._recording():
             return NO_SPAN  # no SDK configured (yet): nothing would be recorded, so build nothing
         context = None
         if isinstance(parent, _OtelSpan):
             context = self._trace.set_span_in_context(parent.span)
         clean = {k: v for k, v in attributes.items() if v is not None}
         return _OtelSpan(self._tracer.start_span(name, context=context, attributes=clean), self._trace)
+
+    def _recording(self) -> bool:
+        if self._configured:
+            return True
+        if isinstance(self._trace.get_tracer_provider(), self._trace.ProxyTracerProvider):
+            return False
+        self._configured = True  # OpenTelemetry sets the global provider once, for good
+        return True
 
 
 class _OtelSpan:

@@ -26,6 +26,11 @@ from dcaf_like.domain import (
 
 FORMAT = 1
 
+# Enum members by value: a dict lookup, not an Enum call, per message and call read (an unknown value
+# is a KeyError, which decode() reports as an unreadable record, as it did the ValueError).
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in ToolCallStatus}
+
 
 def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
     return {
@@ -60,7 +65,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
     return Conversation(
         id=data["id"],
         messages=[
-            Message(Role(m["role"]), MessageContent(m["text"]), m["at"], list(m["tool_call_ids"]))
+            Message(_ROLES[m["role"]], MessageContent(m["text"]), m["at"], list(m["tool_call_ids"]))
             for m in data["messages"]
         ],
         tool_calls={c.id.value: c for c in calls},
@@ -107,7 +112,7 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         description=data["description"],
         proposed_at=data["proposed_at"],
         expires_at=data["expires_at"],
-        status=ToolCallStatus(data["status"]),
+        status=_STATUSES[data["status"]],
         approved_input=None if approved is None else ToolInput(approved),
         decided_by=data["decided_by"],
         decided_at=data["decided_at"],
@@ -132,8 +137,89 @@ def _task_from_dict(data: dict[str, Any]) -> TaskRecord:
 
 
 def encode(conversation: Conversation) -> str:
-    """The stored text of a conversation: compact JSON, unicode kept as is."""
-    return json.dumps(conversation_to_dict(conversation), ensure_ascii=False, separators=(",", ":"))
+    """The stored text of a conversation: compact JSON, unicode kept as is.
+
+    Exactly ``json.dumps(conversation_to_dict(conversation), ensure_ascii=False, separators=(",", ":"))``,
+    written field by field: a store writes it on every save, and building the dicts, then escaping
+    every key again, was most of its cost. Anything unusual (a value of an unexpected type) takes the
+    generic path, so the text, or the error, is always the one json.dumps gives."""
+    try:
+        return _encode_conversation(conversation)
+    except (TypeError, ValueError):
+        return _dumps(conversation_to_dict(conversation))
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# The escaping json.dumps(ensure_ascii=False) uses; a StrEnum member is a str, written as its value.
+_string = json.encoder.encode_basestring
+
+
+def _encode_conversation(c: Conversation) -> str:
+    context = c.platform_context.public() if c.platform_context else None
+    session = _dumps(c.session) if c.session else "{}"
+    messages = ",".join(map(_encode_message, c.messages))
+    calls = ",".join(map(_encode_call, c.tool_calls.values()))
+    tasks = ",".join(map(_encode_task, c.tasks.values()))
+    return (
+        f'{{"format":{FORMAT},"id":{_string(c.id)},"version":{_int(c.version)},'
+        f'"created_at":{_number(c.created_at)},"platform_context":{_dumps(context) if context else "{}"},'
+        f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]}}'
+    )
+
+
+def _encode_task(t: TaskRecord) -> str:
+    outcome = "null" if t.outcome is None else _string(t.outcome)
+    return (
+        f'{{"id":{_string(t.id)},"first_message":{_int(t.first_message)},"opened_at":{_number(t.opened_at)},'
+        f'"outcome":{outcome},"note":{_string(t.note)}}}'
+    )
+
+
+def _encode_message(m: Message) -> str:
+    ids = ",".join(map(_string, m.tool_call_ids))
+    return (
+        f'{{"role":{_string(m.role)},"text":{_string(m.text)},"at":{_number(m.at)},"tool_call_ids":[{ids}]}}'
+    )
+
+
+def _encode_call(c: ToolCall) -> str:
+    approved = c.approved_input
+    return (
+        f'{{"id":{_string(c.id.value)},"name":{_string(c.name)},'
+        f'"proposed_input":{_string(c.proposed_input.canonical_json)},'
+        f'"requires_approval":{_bool(c.requires_approval)},"editable":{_bool(c.editable)},'
+        f'"description":{_string(c.description)},"proposed_at":{_number(c.proposed_at)},'
+        f'"expires_at":{_optional_number(c.expires_at)},"status":{_string(c.status)},'
+        f'"approved_input":{"null" if approved is None else _string(approved.canonical_json)},'
+        f'"decided_by":{_optional_string(c.decided_by)},"decided_at":{_optional_number(c.decided_at)},'
+        f'"decision_note":{_optional_string(c.decision_note)},"result":{_optional_string(c.result)},'
+        f'"error":{_optional_string(c.error)},"finished_at":{_optional_number(c.finished_at)},'
+        f'"policy_reason":{_optional_string(c.policy_reason)},'
+        f'"secret_arguments":[{",".join(map(_string, sorted(c.secret_arguments)))}]}}'
+    )
+
+
+def _optional_string(value: str | None) -> str:
+    return "null" if value is None else _string(value)
+
+
+def _number(value: float) -> str:
+    # json.dumps writes a finite float or an int as its repr; anything else goes the generic way.
+    if (type(value) is float and value - value == 0) or type(value) is int:
+        return repr(value)
+    return _dumps(value)
+
+
+def _optional_number(value: float | None) -> str:
+    return "null" if value is None else _number(value)
+
+
+def _int(value: int) -> str:
+    return repr(value) if type(value) is int else _dumps(value)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value is True else "false" if value is False else _dumps(value)
 
 
 def decode(text: str | bytes, conversation_id: str) -> Conversation:

@@ -20,7 +20,7 @@ from dcaf_like.application.ports import (
     ConversationRepository,
     ExecutableTool,
 )
-from dcaf_like.application.tracing import NoTracer, Span, Tracer
+from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import (
     CallModel,
     Effect,
@@ -96,6 +96,7 @@ class AgentService:
             runtime_name=runtime.name,
             agent_name=name,
             clock=clock,
+            system=system if isinstance(system, str) else None,
         )
 
     @property
@@ -119,7 +120,7 @@ class AgentService:
         turn = self._start_turn(request)
         try:
             stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-            prepared = self._prepare(request, stored, turn)
+            prepared = self._prepare(request, stored, turn, emits=streaming)
             expected = prepared.expected_version
             if prepared.claim:
                 self.repository.save(prepared.conversation, expected)
@@ -214,7 +215,7 @@ class AgentService:
 
     async def _aturn(self, request: AgentRequest, streaming: bool, turn: Span) -> AsyncIterator[StreamEvent]:
         stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn)
+        prepared = self._prepare(request, stored, turn, emits=streaming)
         conversation = prepared.conversation
         expected = prepared.expected_version
         if prepared.claim:
@@ -302,7 +303,9 @@ class AgentService:
         name = self.runtime.name
         return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
 
-    def _prepare(self, request: AgentRequest, stored: Conversation | None, span: Span) -> _Prepared:
+    def _prepare(
+        self, request: AgentRequest, stored: Conversation | None, span: Span, *, emits: bool
+    ) -> _Prepared:
         """Everything a request changes before any tool runs. It raises before anything is saved."""
         now = self.clock()
         if stored is None:
@@ -333,7 +336,7 @@ class AgentService:
             conversation.add_user_message(request.text, at=now)
         elif not request.decisions and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
-        turn = Turn(conversation, self._settings, approved_now=approved, rejected_now=rejected)
+        turn = Turn(conversation, self._settings, approved_now=approved, rejected_now=rejected, emits=emits)
         return _Prepared(conversation, expected, turn, claim=bool(approved))
 
     def _decide(
@@ -413,6 +416,8 @@ async def _arun_tool(effect: RunTool, span: Span) -> ToolOutcome:
 
 
 def _traced(span: Span, response: ModelResponse) -> ModelResponse:
+    if span is NO_SPAN:  # nothing records it: skip the attributes
+        return response
     span.set("dcaf.input_tokens", response.usage.input_tokens)
     span.set("dcaf.output_tokens", response.usage.output_tokens)
     span.set("dcaf.tool_calls", len(response.tool_calls))
@@ -420,6 +425,8 @@ def _traced(span: Span, response: ModelResponse) -> ModelResponse:
 
 
 def _finish_turn(turn: Span, response: AgentResponse) -> None:
+    if turn is NO_SPAN:
+        return
     turn.set("dcaf.conversation_id", response.conversation_id)
     turn.set("dcaf.stop_reason", response.stop_reason)
     turn.set("dcaf.pending_approvals", len(response.pending_tool_calls))

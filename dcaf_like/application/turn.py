@@ -37,6 +37,7 @@ from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
     InvalidToolInput,
+    Message,
     PlatformContext,
     Role,
     Session,
@@ -106,6 +107,8 @@ class TurnSettings:
     runtime_name: str = ""
     agent_name: str = ""
     clock: Callable[[], float] = time.time
+    #: Instructions that are the same every turn; None when they are resolved per turn.
+    system: str | None = None
 
 
 POLICY = "policy"
@@ -113,21 +116,29 @@ POLICY = "policy"
 
 @dataclass
 class Turn:
-    """The part of a turn after the request's decisions were applied and its message added."""
+    """The part of a turn after the request's decisions were applied and its message added.
+
+    `emits` is False when nobody reads the stream (``execute``, ``aexecute``): the turn then builds no
+    stream events, only the response. The rules, and the order in which things happen, are the same."""
 
     conversation: Conversation
     settings: TurnSettings
     approved_now: list[str] = field(default_factory=list)
     rejected_now: list[str] = field(default_factory=list)
+    emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
     _usage: Usage = field(default_factory=Usage)
     _timings: dict[str, float] = field(default_factory=lambda: {"model": 0.0, "tools": 0.0})
+    # The transcript of conversation.messages[:_stable_messages], which no longer changes.
+    _stable: list[ModelMessage] = field(default_factory=list)
+    _stable_messages: int = 0
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
         for call_id in self.rejected_now:
-            yield Emit(ToolRejected(self._view(call_id)))
+            if self.emits:
+                yield Emit(ToolRejected(self._view(call_id)))
         yield from self._execute(self.approved_now)
         stop_reason = "awaiting_approval"
         if not self.conversation.pending_tool_calls:
@@ -137,13 +148,15 @@ class Turn:
 
     def _loop(self) -> Generator[Effect, Any, str]:
         conversation = self.conversation
-        context = RunContext(
-            conversation.id,
-            conversation.platform_context,
-            dict(conversation.session),
-            self.settings.agent_name,
-        )
-        system: str = yield ResolveInstructions(context)
+        system = self.settings.system
+        if system is None:
+            context = RunContext(
+                conversation.id,
+                conversation.platform_context,
+                dict(conversation.session),
+                self.settings.agent_name,
+            )
+            system = yield ResolveInstructions(context)
         for _ in range(self.settings.max_iterations):
             started = time.perf_counter()
             response: ModelResponse = yield CallModel(self._model_request(system))
@@ -157,21 +170,25 @@ class Turn:
             runnable = []
             for proposed in response.tool_calls:
                 call = self._propose(proposed)
-                yield Emit(ToolCallProposed(ToolCallView.of(call)))
+                if self.emits:
+                    yield Emit(ToolCallProposed(ToolCallView.of(call)))
                 if call.status is ToolCallStatus.APPROVED:
                     runnable.append(call.id.value)
                 elif call.status is ToolCallStatus.REJECTED:
                     self.rejected_now.append(call.id.value)
-                    yield Emit(ToolRejected(ToolCallView.of(call)))
+                    if self.emits:
+                        yield Emit(ToolRejected(ToolCallView.of(call)))
                 elif call.status is ToolCallStatus.FAILED:
                     self._finished.append(call.id.value)
-                    yield Emit(ToolFinished(ToolCallView.of(call)))
+                    if self.emits:
+                        yield Emit(ToolFinished(ToolCallView.of(call)))
             yield from self._execute(runnable)
             if self.settings.has_approver:
                 yield from self._ask_approver()
             pending = conversation.pending_tool_calls
             if pending:
-                yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
+                if self.emits:
+                    yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
                 return "awaiting_approval"
         return "max_iterations"
 
@@ -238,7 +255,8 @@ class Turn:
             if not answer.approved:
                 self.conversation.reject_tool_call(call_id, answer.reason, by="approver")
                 self.rejected_now.append(call_id)
-                yield Emit(ToolRejected(ToolCallView.of(call)))
+                if self.emits:
+                    yield Emit(ToolRejected(ToolCallView.of(call)))
                 continue
             edited = None
             if answer.edited_arguments is not None:
@@ -255,7 +273,8 @@ class Turn:
             if tool is None:
                 conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
             else:
-                yield Emit(ToolStarted(call_id, call.name))
+                if self.emits:
+                    yield Emit(ToolStarted(call_id, call.name))
                 session = Session(conversation.session)
                 started = time.perf_counter()
                 outcome: ToolOutcome = yield RunTool(
@@ -272,15 +291,31 @@ class Turn:
                 if session.changed:
                     conversation.replace_session(session.to_dict())
             self._finished.append(call_id)
-            yield Emit(ToolFinished(ToolCallView.of(call)))
+            if self.emits:
+                yield Emit(ToolFinished(ToolCallView.of(call)))
 
     def _model_request(self, system: str) -> ModelRequest:
         return ModelRequest(
             system=system,
-            messages=transcript(self.conversation),
+            messages=self._transcript(),
             tools=self.settings.tool_specs,
             conversation_id=self.conversation.id,
         )
+
+    def _transcript(self) -> tuple[ModelMessage, ...]:
+        """The transcript, reusing what earlier model calls of this turn already transcribed: a message
+        whose calls have all settled (and which is not the last one) reads the same from then on."""
+        conversation, stable = self.conversation, self._stable
+        messages = conversation.messages
+        tail: list[ModelMessage] = []
+        for index in range(self._stable_messages, len(messages)):
+            if tail or index == len(messages) - 1:
+                _transcribe(conversation, messages[index], tail)
+            elif _transcribe(conversation, messages[index], tail):
+                stable.extend(tail)
+                tail.clear()
+                self._stable_messages = index + 1
+        return (*stable, *tail)
 
     def _view(self, call_id: str) -> ToolCallView:
         return ToolCallView.of(self.conversation.tool_call(call_id))
@@ -305,18 +340,29 @@ def transcript(conversation: Conversation) -> tuple[ModelMessage, ...]:
     """The conversation as a model reads it: each proposal followed by the outcome of each of its calls."""
     messages: list[ModelMessage] = []
     for message in conversation.messages:
-        if message.role is Role.USER:
-            messages.append(UserTurn(message.text))
-            continue
-        calls = [conversation.tool_calls[i] for i in message.tool_call_ids]
-        messages.append(
-            AssistantTurn(
-                message.text,
-                tuple(ModelToolCall(c.id.value, c.name, c.proposed_input.as_dict()) for c in calls),
-            )
-        )
-        messages.extend(_result_of(c) for c in calls if c.status.is_terminal)
+        _transcribe(conversation, message, messages)
     return tuple(messages)
+
+
+def _transcribe(conversation: Conversation, message: Message, into: list[ModelMessage]) -> bool:
+    """Append `message`'s model form to `into`; True if that form is final (every call settled)."""
+    if message.role is Role.USER:
+        into.append(UserTurn(message.text))
+        return True
+    calls = [conversation.tool_calls[i] for i in message.tool_call_ids]
+    into.append(
+        AssistantTurn(
+            message.text,
+            tuple(ModelToolCall(c.id.value, c.name, c.proposed_input.as_dict()) for c in calls),
+        )
+    )
+    settled = True
+    for call in calls:
+        if call.status.is_terminal:
+            into.append(_result_of(call))
+        else:
+            settled = False
+    return settled
 
 
 def _result_of(call: ToolCall) -> ToolResult:

@@ -6,7 +6,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -41,30 +41,34 @@ class ToolInput:
     """Immutable tool arguments, kept as canonical JSON so two equal inputs compare and hash equal."""
 
     canonical_json: str
+    # The parsed form, read once: each use gets a copy of it, never the object itself.
+    _parsed: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, arguments: Any) -> ToolInput:
         if not isinstance(arguments, dict):
             raise InvalidToolInput(f"tool arguments must be a JSON object, got {type(arguments).__name__}")
         try:
-            text = json.dumps(
-                _normalize(arguments),
-                sort_keys=True,
-                separators=(",", ":"),
-                ensure_ascii=False,
-                allow_nan=False,
-            )
+            text = _canonical(_normalize(arguments))
         except (TypeError, ValueError) as exc:
             raise InvalidToolInput(f"tool arguments are not JSON: {exc}") from exc
         return cls(text)
 
     def as_dict(self) -> dict[str, Any]:
         """A fresh copy: changing it never changes the recorded input."""
-        value: dict[str, Any] = json.loads(self.canonical_json)
-        return value
+        parsed = self._parsed
+        if parsed is None:
+            parsed = json.loads(self.canonical_json)
+            object.__setattr__(self, "_parsed", parsed)
+        return {key: _copy(value) for key, value in parsed.items()}
 
     def __repr__(self) -> str:
         return f"ToolInput({self.canonical_json})"
+
+
+_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 def _normalize(value: Any) -> Any:
@@ -76,6 +80,15 @@ def _normalize(value: Any) -> Any:
         return {k: _normalize(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_normalize(v) for v in value]
+    return value
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a parsed JSON value that shares no list or dict with it."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
     return value
 
 

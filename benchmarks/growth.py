@@ -1,0 +1,137 @@
+"""How cost grows with a conversation's length: per-turn time and stored size, through the Agent.
+
+    .venv/bin/python benchmarks/growth.py            # full run, prints a Markdown table
+    .venv/bin/python benchmarks/growth.py --quick    # a few turns: checks that it runs
+
+Each sample stores a conversation of N messages (user questions, tool calls with their results,
+answers), then times one instant turn on it through ``Agent.run(..., conversation_id=...)``: the
+store's read, the turn (one auto-approved tool call, then text) and the store's compare-and-set
+save. Every sample starts again from N messages, so N is the length the turn saw. "per message" is
+the turn's time divided by N: flat means linear growth, rising means worse than linear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dcaf_like import (
+    Agent,
+    ConversationRepository,
+    InMemoryConversationRepository,
+    ModelResponse,
+    SqliteConversationRepository,
+    tool,
+)
+from dcaf_like.adapters.serialization import encode
+from dcaf_like.application.model import ModelRequest, ModelToolCall, ToolResult
+from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain import Conversation, ToolInput
+
+LENGTHS = (10, 100, 1000)
+
+
+@tool(requires_approval=False)
+def list_pods(namespace: str = "default") -> str:
+    """List the pods of a namespace."""
+    return '{"web-1": "Running", "web-2": "CrashLoopBackOff"}'
+
+
+class InstantRuntime(AgentRuntime):
+    """A list_pods call, then, once its result is the last message, the answer."""
+
+    name = "instant"
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:
+        if isinstance(request.messages[-1], ToolResult):
+            return ModelResponse(text="web-2 is crash-looping.")
+        call = ModelToolCall("call_1", "list_pods", {"namespace": "prod"})
+        return ModelResponse(tool_calls=(call,), stop_reason="tool_use")
+
+
+def conversation(messages: int) -> Conversation:
+    """`messages` messages in rounds of three: a question, a list_pods call with its result, an answer."""
+    c = Conversation.start(at=1_700_000_000.0)
+    at = c.created_at
+    while len(c.messages) < messages:
+        at += 1.0
+        c.add_user_message("which pods in namespace prod are crash-looping, and since when?", at=at)
+        if len(c.messages) == messages:
+            break
+        c.add_assistant_message("", at=at)
+        call = c.request_tool_call(
+            "list_pods", ToolInput.of({"namespace": "prod"}), requires_approval=False, at=at
+        )
+        c.approve_tool_call(call.id.value, by="policy", at=at)
+        c.record_tool_result(call.id.value, '{"web-1": "Running", "web-2": "CrashLoopBackOff"}', at=at)
+        if len(c.messages) == messages:
+            break
+        c.add_assistant_message("web-2 has been in CrashLoopBackOff since 10:42 (OOMKilled).", at=at)
+    c.collect_events()
+    return c
+
+
+def per_turn(store: ConversationRepository, messages: int, turns: int) -> float:
+    """Seconds per turn on a stored conversation of `messages` messages (the seeding is not timed)."""
+    agent = Agent(tools=[list_pods], runtime=InstantRuntime(), repository=store)
+    seed = conversation(messages)
+    total = 0.0
+    for i in range(turns + 1):  # the first turn warms up
+        c = conversation(0)  # a fresh id, the seed's content
+        c.messages, c.tool_calls, c.version = seed.messages, seed.tool_calls, seed.version
+        store.save(c, 0)
+        start = time.perf_counter()
+        response = agent.run("and now?", conversation_id=c.id)
+        elapsed = time.perf_counter() - start
+        assert response.text == "web-2 is crash-looping.", response.text
+        if i:
+            total += elapsed
+        store.delete(c.id)
+    return total / max(turns, 1)
+
+
+def report(quick: bool) -> dict[str, Any]:
+    turns = {10: 3, 100: 3, 1000: 2} if quick else {10: 300, 100: 200, 1000: 40}
+    stores: dict[str, ConversationRepository] = {
+        "in memory": InMemoryConversationRepository(),
+        "SQLite": SqliteConversationRepository(Path(tempfile.mkdtemp()) / "growth.sqlite3"),
+    }
+    rows = []
+    for messages in LENGTHS:
+        size = len(encode(conversation(messages)).encode())
+        row: dict[str, Any] = {"messages": messages, "kib": size / 1024}
+        for name, store in stores.items():
+            row[name] = per_turn(store, messages, turns[messages]) * 1000
+        rows.append(row)
+    for store in stores.values():
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    return {"rows": rows, "stores": list(stores), "turns": turns}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    names = results["stores"]
+    header = " | ".join(f"{n}: ms per turn | {n}: µs per message" for n in names)
+    lines = [
+        f"| Growth: messages already stored | stored KiB | {header} |",
+        "|---" * (2 + 2 * len(names)) + "|",
+    ]
+    for row in results["rows"]:
+        cells = " | ".join(f"{row[n]:.3f} | {row[n] * 1000 / row['messages']:.1f}" for n in names)
+        lines.append(f"| {row['messages']} | {row['kib']:.1f} | {cells} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="a few turns: checks that it runs")
+    args = parser.parse_args()
+    print(markdown(report(args.quick)))
+
+
+if __name__ == "__main__":
+    main()
