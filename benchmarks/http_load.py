@@ -117,9 +117,9 @@ def serve(kind: str, port: int, redis_prefix: str) -> None:
     elif kind == "text":
         app = create_app(instant_agent(None, tool_turn=False))
     elif kind == "sqlite":
-        app = create_app(instant_agent(f"sqlite:///{os.environ['BENCH_DIR']}/bench.sqlite3"))
+        app = create_app(instant_agent(f"sqlite:///{os.environ['BENCH_DIR']}/bench.sqlite3", tool_turn=False))
     elif kind == "redis":
-        app = create_app(instant_agent(f"{REDIS_URL}?prefix={redis_prefix}"))
+        app = create_app(instant_agent(f"{REDIS_URL}?prefix={redis_prefix}", tool_turn=False))
     elif kind == "stream":
         app = create_app(ticking_agent())
     else:

@@ -1,0 +1,77 @@
+"""The SQLite store on an event loop: it answers on the loop when SQLite can answer at once, and waits
+for a busy database in a worker thread, never on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+
+import pytest
+
+from dcaf_like import ConcurrencyConflict, SqliteConversationRepository, StoreUnavailable
+from dcaf_like.domain import Conversation
+
+
+def conversation(conversation_id: str) -> Conversation:
+    c = Conversation.start(conversation_id)
+    c.add_user_message("which pods run?")
+    return c
+
+
+async def test_a_save_waits_for_another_writer_without_stalling_the_loop(tmp_path):
+    store = SqliteConversationRepository(tmp_path / "c.db")
+    store.save(conversation("first"), 0)  # creates the file and its table
+    other = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    async def release_later() -> None:
+        await asyncio.sleep(0.3)
+        other.execute("COMMIT")
+
+    ticking = asyncio.create_task(tick())
+    started = time.monotonic()
+    await asyncio.gather(store.asave(conversation("second"), 0), release_later())
+    waited = time.monotonic() - started
+    ticking.cancel()
+
+    assert waited >= 0.3  # it did wait for the lock ...
+    assert ticks >= 20  # ... while the loop went on serving (about 60 ticks in 0.3 s)
+    assert store.get("second") is not None
+    other.close()
+    store.close()
+
+
+async def test_on_the_loop_a_conflict_is_still_a_conflict_and_a_read_sees_the_latest(tmp_path):
+    store = SqliteConversationRepository(tmp_path / "c.db")
+    first = conversation("c1")
+    await store.asave(first, 0)
+
+    with pytest.raises(ConcurrencyConflict):
+        await store.asave(conversation("c1"), 0)
+    loaded = await store.aget("c1")
+
+    assert loaded is not None
+    assert loaded.version == first.version
+    store.close()
+
+
+async def test_a_writer_that_never_lets_go_is_a_store_error_after_the_busy_timeout(tmp_path):
+    store = SqliteConversationRepository(tmp_path / "c.db", busy_timeout=0.2)
+    store.save(conversation("first"), 0)
+    other = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+
+    with pytest.raises(StoreUnavailable, match="database is locked"):
+        await store.asave(conversation("second"), 0)
+
+    other.execute("ROLLBACK")
+    other.close()
+    store.close()
