@@ -61,15 +61,21 @@ class Agent:
     ) -> None:
         self.name = name
         self.description = description
-        given = list(tools)
-        plain = [as_tool(t) for t in given if not isinstance(t, Toolset)]
-        self.tools: list[Tool] = [*plain, *(c for t in plain for c in t.companions if c not in plain)]
-        self.toolsets: tuple[Toolset, ...] = tuple(t for t in given if isinstance(t, Toolset))
-        names = [t.name for t in self.toolsets]
+        plain: list[Tool] = []
+        toolsets: list[Toolset] = []
+        for given in tools:
+            if isinstance(given, Toolset):
+                toolsets.append(given)
+            else:
+                plain.append(as_tool(given))
+        companions = [c for t in plain if t.companions for c in t.companions if c not in plain]
+        self.tools: list[Tool] = [*plain, *companions] if companions else plain
+        self.toolsets: tuple[Toolset, ...] = tuple(toolsets)
+        names = [t.name for t in toolsets]
         if len(set(names)) != len(names):
             raise ValueError(f"two toolsets share a name: {', '.join(sorted(names))}")
         #: The toolsets' tools once loaded (None until then), renamed where names collide.
-        self._loaded: list[ExecutableTool] | None = None if self.toolsets else []
+        self._loaded: list[ExecutableTool] | None = None if toolsets else []
         self._loading = threading.Lock()
         self.runtime = resolve_runtime(runtime)
         #: False while the agent keeps the in-memory store it got by default; serve() then picks the

@@ -28,6 +28,9 @@ def injected_kind(annotation: Any) -> str | None:
     return _INJECTED.get(annotation) if isinstance(annotation, type) else None
 
 
+_NO_SECRETS: frozenset[str] = frozenset()
+
+
 class Tool:
     """A function the agent can call.
 
@@ -74,10 +77,13 @@ class Tool:
         else:
             raise TypeError(f"tool {self.name!r}: schema must be a dict or a pydantic model, not {schema!r}")
         self._injected = facts.injected
-        self.secret_arguments = frozenset([secret] if isinstance(secret, str) else secret)
-        unknown = self.secret_arguments - set(self._arguments.json_schema.get("properties", {}))
-        if unknown:
-            raise ValueError(f"tool {self.name!r}: no argument {', '.join(sorted(unknown))} to mark secret")
+        self.secret_arguments: frozenset[str] = _NO_SECRETS
+        if secret:
+            self.secret_arguments = frozenset([secret] if isinstance(secret, str) else secret)
+            unknown = self.secret_arguments.difference(self._arguments.json_schema.get("properties", ()))
+            if unknown:
+                listed = ", ".join(sorted(unknown))
+                raise ValueError(f"tool {self.name!r}: no argument {listed} to mark secret")
         self.__doc__ = func.__doc__
         self.__name__ = self.name
         self.__wrapped__ = func

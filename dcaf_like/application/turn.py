@@ -96,7 +96,7 @@ class ToolOutcome:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # never changed after it is made; not frozen, whose __init__ costs 2 µs per agent
 class TurnSettings:
     toolbox: Mapping[str, ExecutableTool]
     policy: ApprovalPolicy
