@@ -15,9 +15,9 @@ import k8s_agent  # noqa: E402
 import triage_function  # noqa: E402
 
 
-def run_example(*args: str, stdin: str = "") -> str:
+def run_example(*args: str, stdin: str = "", example: str = "k8s_agent.py") -> str:
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "k8s_agent.py"), *args],
+        [sys.executable, str(EXAMPLES / example), *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -98,15 +98,7 @@ def test_every_runtime_runs_the_same_approval_flow():
 
 def run_a2a_example(*args: str, stdin: str = "") -> str:
     pytest.importorskip("a2a.client", reason="the a2a extra is not installed")
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "a2a_orchestrator.py"), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return result.stdout
+    return run_example(*args, stdin=stdin, example="a2a_orchestrator.py")
 
 
 def test_the_a2a_orchestrator_shows_its_user_the_remote_call_and_it_runs_once_approved():
@@ -128,17 +120,8 @@ def test_the_a2a_orchestrator_leaves_the_pod_when_its_user_says_no():
 def test_the_mcp_example_deletes_through_the_mcp_server_only_once_approved():
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
-    def run(*args: str, stdin: str = "") -> str:
-        return subprocess.run(
-            [sys.executable, str(EXAMPLES / "mcp_agent.py"), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-
-    approved, refused = run("--yes"), run(stdin="n\n")
+    approved = run_example("--yes", example="mcp_agent.py")
+    refused = run_example(stdin="n\n", example="mcp_agent.py")
 
     assert "ran list_pods{} -> " in approved  # allow-listed: ran at once
     assert "wants to run delete_pod{'name': 'web-2', 'namespace': 'default'}" in approved

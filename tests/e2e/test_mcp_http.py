@@ -4,16 +4,10 @@ server's shutdown stops the MCP server's process."""
 from __future__ import annotations
 
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import uvicorn
+from _server import serving
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
@@ -25,27 +19,6 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
 from mcp_server import recorded  # noqa: E402
-
-
-@contextmanager
-def _serving(agent: Any) -> Iterator[httpx.Client]:
-    """The agent served by uvicorn until the block ends (and the server's shutdown has run)."""
-    config = uvicorn.Config(create_app(agent), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn-mcp-test", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
 
 
 def _children_running(marker: str) -> list[str]:
@@ -67,7 +40,7 @@ def test_an_mcp_tool_waits_for_approval_over_http_and_the_mcp_server_stops_with_
     k8s = MCPToolset("k8s", command=[sys.executable, str(TESTS / "mcp_server.py"), "--record", str(calls)])
     model = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-2")), reply("Deleted web-2.")])
 
-    with _serving(Agent(tools=[k8s], runtime=model)) as client:
+    with serving(create_app(Agent(tools=[k8s], runtime=model)), client_timeout=30) as client:
         turn = {"messages": [{"role": "user", "content": "delete web-2"}]}
         message = client.post("/api/chat", json=turn).json()
         [pending] = message["data"]["tool_calls"]
