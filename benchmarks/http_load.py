@@ -109,6 +109,7 @@ def serve(kind: str, port: int, redis_prefix: str) -> None:
     import uvicorn
 
     from dcaf_like import create_app
+    from dcaf_like.serving import settle_heap
 
     if kind == "bare":
         app = bare_app(json.loads(os.environ["BENCH_ANSWER"]))
@@ -124,6 +125,7 @@ def serve(kind: str, port: int, redis_prefix: str) -> None:
         app = create_app(ticking_agent())
     else:
         raise SystemExit(f"unknown server {kind!r}")
+    settle_heap()  # as serve() and dcaf-like serve do, for every server here (the bare one too)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

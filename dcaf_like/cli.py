@@ -22,6 +22,7 @@ from dcaf_like.serving import (
     create_app,
     run_uvicorn,
     serve,
+    settle_heap,
 )
 from dcaf_like.stores import StoreConfigError
 
@@ -209,13 +210,15 @@ def worker_app() -> Any:
     sys.path.insert(0, str(Path.cwd()))
     target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
     attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE)
-    return create_app(
+    app = create_app(
         target,
         max_body_bytes=int(os.environ[_MAX_BODY]),
         ui=os.environ.get(_UI, "1") == "1",
         a2a=os.environ.get(_A2A) == "1",
         mcp=os.environ.get(_MCP) == "1",
     )
+    settle_heap()
+    return app
 
 
 if __name__ == "__main__":
