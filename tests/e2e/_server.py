@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,3 +36,46 @@ def serving(app: Any, *, client_timeout: float = 10) -> Iterator[httpx.Client]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = str(Path(sys.executable).parent / "dcaf-like")
+
+
+@dataclass
+class Served:
+    """A ``dcaf-like serve`` process: where it listens and, once it has stopped, everything it logged."""
+
+    url: str
+    log: str = ""
+
+
+@contextmanager
+def dcaf_like_serve(*args: str, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+    """``dcaf-like serve ARGS`` as a real process, stopped when the block ends; every worker answers
+    ``/health`` before the block starts. Give ``--port 0`` (one worker) or a free port (several)."""
+    process = subprocess.Popen(
+        [COMMAND, "serve", *args], cwd=ROOT, env=None if env is None else dict(env), stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    lines: list[str] = []
+    port = None
+    deadline = time.monotonic() + 30
+    while port is None and time.monotonic() < deadline and process.poll() is None:
+        lines.append(process.stderr.readline())
+        if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", lines[-1]):
+            port = int(match.group(1))
+    served = Served(f"http://127.0.0.1:{port}")
+    try:
+        assert port is not None, "the server never said where it listens:\n" + "".join(lines)
+        while time.monotonic() < deadline:
+            with suppress(httpx.TransportError):
+                if httpx.get(f"{served.url}/health", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.05)
+        yield served
+    finally:
+        process.terminate()
+        _, rest = process.communicate(timeout=15)
+        served.log = "".join(lines) + rest

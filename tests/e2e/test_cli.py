@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+from _server import dcaf_like_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = str(Path(sys.executable).parent / "dcaf-like")
@@ -22,24 +21,9 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def test_serve_runs_an_agent_function_from_a_file_until_stopped():
-    process = subprocess.Popen(
-        [COMMAND, "serve", "examples/triage_function.py:triage", "--port", "0"],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        port = None
-        deadline = time.monotonic() + 30
-        while port is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
-                port = int(match.group(1))
-        assert port is not None, "the server never said where it listens"
-
+    with dcaf_like_serve("examples/triage_function.py:triage", "--port", "0") as served:
         response = httpx.post(
-            f"http://127.0.0.1:{port}/api/chat",
+            f"{served.url}/api/chat",
             json={"messages": [{"role": "user", "content": "OOMKilled on api-1"}]},
             timeout=10,
         )
@@ -47,10 +31,7 @@ def test_serve_runs_an_agent_function_from_a_file_until_stopped():
         assert response.status_code == 200
         assert response.json()["content"].startswith("First step: Raise the container's memory limit")
         request_id = response.headers["x-request-id"]
-    finally:
-        process.terminate()
-        _, rest = process.communicate(timeout=15)
-    assert f"request_id={request_id}" in rest, "the access log names the request id"
+    assert f"request_id={request_id}" in served.log, "the access log names the request id"
 
 
 def test_serve_explains_a_target_it_cannot_find():

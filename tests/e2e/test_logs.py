@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 from _helpdesk import approve, user
+from _server import dcaf_like_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = str(Path(sys.executable).parent / "dcaf-like")
@@ -25,28 +24,20 @@ def test_json_logs_carry_ids_and_never_a_secret(tmp_path):
         "DCAF_TEST_LEDGER": str(tmp_path / "ledger.log"),
         "DCAF_API_KEYS": f"olga={KEY}",
     }
-    process = subprocess.Popen(
-        [COMMAND, "serve", "tests/e2e/process_agent.py:make_agent", "--factory", "--port", "0",
-         "--store", f"sqlite:///{tmp_path / 'c.db'}", "--log-format", "json", "--log-level", "debug"],
-        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stderr is not None
-    lines: list[str] = []
-    port = None
-    deadline = time.monotonic() + 30
-    while port is None and time.monotonic() < deadline:
-        line = process.stderr.readline()
-        lines.append(line)
-        if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
-            port = int(match.group(1))
-    assert port is not None, "".join(lines)
     context = {
         "tenant": "acme",
         "aws_access_key_id": SECRETS[0],
         "aws_secret_access_key": SECRETS[1],
         "api_token": SECRETS[2],
     }
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": KEY}, timeout=10) as client:
+    serving = dcaf_like_serve(
+        "tests/e2e/process_agent.py:make_agent", "--factory", "--port", "0",
+        "--store", f"sqlite:///{tmp_path / 'c.db'}", "--log-format", "json", "--log-level", "debug", env=env,
+    )  # fmt: skip
+    with (
+        serving as served,
+        httpx.Client(base_url=served.url, headers={"X-API-Key": KEY}, timeout=10) as client,
+    ):
         first = client.post(
             "/api/chat",
             headers={"X-Request-ID": "req-propose-1"},
@@ -73,10 +64,7 @@ def test_json_logs_carry_ids_and_never_a_secret(tmp_path):
             },
         ).json()
         stored = client.get(f"/api/conversations/{rotate['data']['conversation_id']}").text
-    process.terminate()
-    _, rest = process.communicate(timeout=15)
-    process.stderr.close()
-    log = "".join(lines) + rest
+    log = served.log
 
     records = [json.loads(line) for line in log.splitlines() if line.strip()]
     access = {r["request_id"]: r for r in records if r.get("logger") == "dcaf_like.server" and "method" in r}

@@ -3,14 +3,10 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import httpx
+from _server import dcaf_like_serve
 
 from dcaf_like import Agent, create_app
 from dcaf_like.testing import FakeRuntime
@@ -65,25 +61,6 @@ async def test_the_page_is_not_in_the_openapi_description():
 
 
 def test_dcaf_like_serve_no_ui_serves_no_page():
-    root = Path(__file__).resolve().parents[2]
-    command = [str(Path(sys.executable).parent / "dcaf-like"), "serve", "examples/triage_function.py:triage"]
-    process = subprocess.Popen(
-        [*command, "--port", "0", "--no-ui"],
-        cwd=root,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        port = None
-        deadline = time.monotonic() + 30
-        while port is None and time.monotonic() < deadline:
-            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", process.stderr.readline()):
-                port = int(match.group(1))
-        assert port is not None, "the server never said where it listens"
-
-        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 404
-        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
-    finally:
-        process.terminate()
-        process.communicate(timeout=15)
+    with dcaf_like_serve("examples/triage_function.py:triage", "--port", "0", "--no-ui") as served:
+        assert httpx.get(f"{served.url}/", timeout=10).status_code == 404
+        assert httpx.get(f"{served.url}/health", timeout=10).status_code == 200
