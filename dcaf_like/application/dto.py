@@ -220,7 +220,7 @@ class ToolCallView:
             id=call.id.value,
             name=call.name,
             input=call.shown(call.proposed_input),
-            status=call.status.value,
+            status=call.status._value_,
             description=call.description,
             requires_approval=call.requires_approval,
             editable=call.editable,

@@ -68,14 +68,20 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        if not (other.input_tokens or other.output_tokens):
+            return self  # immutable, so adding nothing can give back the same object
         return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+
+#: No tokens: the default of every response (shared: a Usage never changes).
+NO_USAGE = Usage()
 
 
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     text: str = ""
     tool_calls: tuple[ModelToolCall, ...] = ()
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     stop_reason: str = "end_turn"
     reasoning: str = ""
     model: str = ""

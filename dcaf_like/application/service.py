@@ -48,7 +48,7 @@ InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
 EXPIRED = "the approval window closed before a decision"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Prepared:
     conversation: Conversation
     expected_version: int

@@ -22,6 +22,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.model import (
+    NO_USAGE,
     AssistantTurn,
     ModelMessage,
     ModelRequest,
@@ -48,6 +49,8 @@ from dcaf_like.domain import (
 )
 
 # -- effects: what the turn asks its driver to do ---------------------------------------------------
+# Effects and outcomes live for one step of one turn and never leave the application layer. They are
+# not frozen: a frozen dataclass's __init__ costs four times a plain one, and a turn makes several.
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,29 +63,29 @@ class RunContext:
     agent_name: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ResolveInstructions:
     context: RunContext
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallModel:
     request: ModelRequest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunTool:
     tool: ExecutableTool
     arguments: dict[str, Any]
     context: ToolContext
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AskApprover:
     pending: PendingApproval
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Emit:
     event: StreamEvent
 
@@ -90,7 +93,7 @@ class Emit:
 Effect = ResolveInstructions | CallModel | RunTool | AskApprover | Emit
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolOutcome:
     output: str | None = None
     error: str | None = None
@@ -128,7 +131,7 @@ class Turn:
     emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
-    _usage: Usage = field(default_factory=Usage)
+    _usage: Usage = NO_USAGE
     _timings: dict[str, float] = field(default_factory=lambda: {"model": 0.0, "tools": 0.0})
     # The transcript of conversation.messages[:_stable_messages], which no longer changes.
     _stable: list[ModelMessage] = field(default_factory=list)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,7 +30,7 @@ class ToolCallId:
 
     @classmethod
     def new(cls) -> ToolCallId:
-        return cls("tc_" + secrets.token_hex(12))
+        return cls("tc_" + os.urandom(12).hex())  # as secrets.token_hex(12)
 
     def __str__(self) -> str:
         return self.value

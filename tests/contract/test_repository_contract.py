@@ -149,6 +149,35 @@ def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> 
     assert dict(loaded.platform_context) == {"tenant": "acme"}
 
 
+def test_a_session_that_is_not_json_is_refused_and_nothing_is_written(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+    saved_version = conversation.version
+    conversation.replace_session({"when": {1, 2}})  # a set: JSON has none
+
+    with pytest.raises(TypeError, match="set"):
+        store.save(conversation, saved_version)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert loaded.version == saved_version
+    assert loaded.session == {"cluster": "prod-eu", "nested": {"list": [1, 2.5, None, True]}}
+
+
+def test_the_session_is_kept_as_json_reads_it_back(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    conversation.replace_session({"zones": ("eu-1", "eu-2"), "limits": {"pods": 3}})
+    store.save(conversation, 0)
+    conversation.session["limits"]["pods"] = 99  # a change after the save is not stored
+
+    loaded = store.get(conversation.id)
+
+    assert loaded is not None
+    assert loaded.session == {"zones": ["eu-1", "eu-2"], "limits": {"pods": 3}}
+
+
 def test_a_loaded_conversation_is_a_copy_until_saved(make: Factory) -> None:
     store = make()
     conversation = full_conversation()
