@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import typing
 import weakref
 from collections.abc import Callable, Mapping
@@ -59,8 +60,11 @@ def _model_schema(tool_name: str, model: type[pydantic.BaseModel], takes_model: 
             raise _pydantic_errors(tool_name, exc) from None
 
     fields = tuple(model.model_fields)
+    plain = _plain_fields(model) if takes_model is None else None
 
     def bind(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        if plain is not None and _already_valid(arguments, plain):
+            return dict(arguments)
         try:
             instance = model.model_validate(dict(arguments))
         except pydantic.ValidationError as exc:
@@ -71,6 +75,32 @@ def _model_schema(tool_name: str, model: type[pydantic.BaseModel], takes_model: 
 
     schema = _clean(model.model_json_schema())
     return ArgumentSchema(tool_name, schema, check, bind)
+
+
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+
+
+def _plain_fields(model: type[pydantic.BaseModel]) -> dict[str, tuple[type, ...]] | None:
+    """Each field's accepted types when every field is a bare str, int or bool (or None): for such a
+    model, arguments its validator produced are already what the function takes. None otherwise (a
+    float, a date, a nested model, a constraint or validator in the field's metadata)."""
+    plain: dict[str, tuple[type, ...]] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        union = isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+        options = typing.get_args(annotation) if union else (annotation,)
+        if info.metadata or not options or not all(option in _PLAIN_TYPES for option in options):
+            return None
+        plain[name] = tuple(typing.cast("type", option) for option in options)
+    return plain
+
+
+def _already_valid(arguments: Mapping[str, Any], plain: dict[str, tuple[type, ...]]) -> bool:
+    """True when `arguments` has exactly the model's fields, each of exactly an accepted type (as the
+    stored arguments of a call validated at proposal have); anything else is validated again."""
+    return len(arguments) == len(plain) and all(
+        type(arguments.get(name)) in accepted and name in arguments for name, accepted in plain.items()
+    )
 
 
 def _clean(schema: dict[str, Any]) -> dict[str, Any]:

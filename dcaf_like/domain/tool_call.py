@@ -41,8 +41,9 @@ class ToolInput:
     """Immutable tool arguments, kept as canonical JSON so two equal inputs compare and hash equal."""
 
     canonical_json: str
-    # The parsed form, read once: each use gets a copy of it, never the object itself.
-    _parsed: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    # The parsed form, read once, and whether any value in it is a list or an object: each use gets a
+    # copy of it, never the object itself.
+    _parsed: tuple[dict[str, Any], bool] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, arguments: Any) -> ToolInput:
@@ -56,11 +57,13 @@ class ToolInput:
 
     def as_dict(self) -> dict[str, Any]:
         """A fresh copy: changing it never changes the recorded input."""
-        parsed = self._parsed
-        if parsed is None:
+        cached = self._parsed
+        if cached is None:
             parsed = json.loads(self.canonical_json)
-            object.__setattr__(self, "_parsed", parsed)
-        return {key: _copy(value) for key, value in parsed.items()}
+            cached = (parsed, any(isinstance(value, dict | list) for value in parsed.values()))
+            object.__setattr__(self, "_parsed", cached)
+        parsed, nested = cached
+        return {key: _copy(value) for key, value in parsed.items()} if nested else dict(parsed)
 
     def __repr__(self) -> str:
         return f"ToolInput({self.canonical_json})"

@@ -81,6 +81,40 @@ def test_the_tool_runs_with_typed_arguments():
     )
 
 
+@tool(requires_approval=False)
+def restart(deployment: str, wait: int = 30, force: bool = False, reason: str | None = None) -> str:
+    """Restart a deployment."""
+    return f"{deployment} {wait!r} {force!r} {reason!r}"
+
+
+@tool(requires_approval=False)
+def throttle(deployment: str, share: float) -> str:
+    """Throttle a deployment."""
+    return f"{deployment} {share!r}"
+
+
+def test_stored_arguments_reach_the_function_as_validated():
+    # What the turn runs a call with: the arguments as validated at proposal, read back from the store.
+    stored = restart.validate({"deployment": "web", "force": True})
+    assert restart.invoke(stored, context()) == "web 30 True None"
+    # A float the store reads back as the integer it equals is a float again for the function.
+    assert throttle.invoke({"deployment": "web", "share": 1}, context()) == "web 1.0"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"deployment": "web", "wait": "soon", "force": False, "reason": None},  # not an int
+        {"wait": 30, "force": False, "reason": None},  # a required field missing
+        {"deployment": "web", "wait": 30, "force": False, "reason": None, "now": True},  # one too many
+    ],
+)
+def test_arguments_that_no_longer_fit_the_tool_are_refused_before_it_runs(arguments):
+    # e.g. a call approved after the tool's signature changed: never a TypeError from inside the call
+    with pytest.raises(InvalidToolArguments):
+        restart.invoke(arguments, context())
+
+
 def test_an_explicit_dict_schema_is_used_as_given_and_enforced():
     @tool(
         description="Delete a pod",

@@ -113,6 +113,12 @@ def test_a_recorded_input_cannot_be_changed_through_a_copy():
 
     assert call.proposed_input.as_dict() == {"name": "web-1"}
 
+    nested = ToolInput.of({"selector": {"app": "web"}, "names": ["web-1"]})
+    copy = nested.as_dict()
+    copy["selector"]["app"] = "db"
+    copy["names"].append("db-1")
+    assert nested.as_dict() == {"selector": {"app": "web"}, "names": ["web-1"]}
+
 
 def test_a_user_turn_waits_for_pending_decisions():
     conversation, call = conversation_with_call()
