@@ -22,6 +22,7 @@ from dcaf_like.application.ports import (
 )
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import (
+    AskApprover,
     CallModel,
     Effect,
     Emit,
@@ -106,27 +107,50 @@ class AgentService:
     # -- sync -------------------------------------------------------------------------------------
 
     def execute(self, request: AgentRequest) -> AgentResponse:
-        """Run one turn; raise the typed error if it fails (after saving what had already happened)."""
-        return _last_response(self._events(request, streaming=False))
+        """Run one turn; raise the typed error if it fails (after saving what had already happened).
 
-    def execute_stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
-        """Run one turn, yielding events as they happen; a failure ends the stream with RunFailed."""
-        try:
-            yield from self._events(request, streaming=True)
-        except (ApplicationError, DomainError) as exc:
-            yield _failed(exc, request)
-
-    def _events(self, request: AgentRequest, *, streaming: bool) -> Iterator[StreamEvent]:
+        Nobody reads a stream here, so the turn is driven directly: no events, no generators between
+        the turn and the model."""
         turn = self._start_turn(request)
         try:
             stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-            prepared = self._prepare(request, stored, turn, emits=streaming)
+            prepared = self._prepare(request, stored, turn, emits=False)
             expected = prepared.expected_version
             if prepared.claim:
                 self.repository.save(prepared.conversation, expected)
                 expected = prepared.conversation.version
             try:
-                response = yield from self._drive(prepared.turn.run(), streaming=streaming, turn=turn)
+                response = self._settle(prepared.turn.run(), turn)
+            finally:
+                if prepared.conversation.version != expected:
+                    self.repository.save(prepared.conversation, expected)
+            prepared.conversation.collect_events()
+            _finish_turn(turn, response)
+            return response
+        except Exception as exc:
+            turn.fail(exc)
+            raise
+        finally:
+            turn.end()
+
+    def execute_stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
+        """Run one turn, yielding events as they happen; a failure ends the stream with RunFailed."""
+        try:
+            yield from self._events(request)
+        except (ApplicationError, DomainError) as exc:
+            yield _failed(exc, request)
+
+    def _events(self, request: AgentRequest) -> Iterator[StreamEvent]:
+        turn = self._start_turn(request)
+        try:
+            stored = self.repository.get(request.conversation_id) if request.conversation_id else None
+            prepared = self._prepare(request, stored, turn, emits=True)
+            expected = prepared.expected_version
+            if prepared.claim:
+                self.repository.save(prepared.conversation, expected)
+                expected = prepared.conversation.version
+            try:
+                response = yield from self._drive(prepared.turn.run(), turn)
             finally:
                 if prepared.conversation.version != expected:
                     self.repository.save(prepared.conversation, expected)
@@ -139,9 +163,24 @@ class AgentService:
         finally:
             turn.end()
 
+    def _settle(self, machine: Generator[Effect, Any, AgentResponse], turn: Span) -> AgentResponse:
+        """Perform a turn's effects until it ends; the turn emits no events (nobody streams)."""
+        value: Any = None
+        while True:
+            try:
+                effect = machine.send(value)
+            except StopIteration as stop:
+                response: AgentResponse = stop.value
+                return response
+            if isinstance(effect, CallModel):
+                value = self._invoke_model(effect.request, turn)
+            else:
+                value = self._perform(effect, turn)
+
     def _drive(
-        self, machine: Generator[Effect, Any, AgentResponse], *, streaming: bool, turn: Span
+        self, machine: Generator[Effect, Any, AgentResponse], turn: Span
     ) -> Generator[StreamEvent, None, AgentResponse]:
+        """Perform a turn's effects until it ends, yielding its events and the model's as they come."""
         value: Any = None
         while True:
             try:
@@ -153,22 +192,34 @@ class AgentService:
             if isinstance(effect, Emit):
                 yield effect.event
             elif isinstance(effect, CallModel):
-                value = yield from self._call_model(effect.request, streaming, turn)
-            elif isinstance(effect, RunTool):
-                value = _run_tool(effect, self._tool_span(effect, turn))
-            elif isinstance(effect, ResolveInstructions):
-                value = self._instructions(effect.context, resolve_sync)
+                value = yield from self._stream_model(effect.request, turn)
             else:
-                assert self.approver is not None
-                value = _answer(resolve_sync(self.approver(effect.pending)))
+                value = self._perform(effect, turn)
 
-    def _call_model(
-        self, request: ModelRequest, streaming: bool, turn: Span
-    ) -> Generator[StreamEvent, None, ModelResponse]:
+    def _perform(self, effect: Effect, turn: Span) -> Any:
+        """Run a tool, resolve instructions, or ask the approver: what the sync drivers share."""
+        if isinstance(effect, RunTool):
+            return _run_tool(effect, self._tool_span(effect, turn))
+        if isinstance(effect, ResolveInstructions):
+            return self._instructions(effect.context, resolve_sync)
+        assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
+        assert self.approver is not None
+        return _answer(resolve_sync(self.approver(effect.pending)))
+
+    def _invoke_model(self, request: ModelRequest, turn: Span) -> ModelResponse:
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
         try:
-            if not streaming:
-                return _traced(span, self.runtime.invoke(request))
+            return _traced(span, self.runtime.invoke(request))
+        except Exception as exc:
+            failure = self._model_failure(exc)
+            span.fail(failure)
+            raise failure from exc
+        finally:
+            span.end()
+
+    def _stream_model(self, request: ModelRequest, turn: Span) -> Generator[StreamEvent, None, ModelResponse]:
+        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
+        try:
             for event in self.runtime.stream(request):
                 if isinstance(event, ModelCompleted):
                     return _traced(span, event.response)
@@ -186,24 +237,52 @@ class AgentService:
     # -- async ------------------------------------------------------------------------------------
 
     async def aexecute(self, request: AgentRequest) -> AgentResponse:
-        response: AgentResponse | None = None
-        async for event in self._aevents(request, streaming=False):
-            if isinstance(event, Done):
-                response = event.response
-        assert response is not None
-        return response
+        """The async twin of :meth:`execute`: driven directly, no events."""
+        turn = self._start_turn(request)
+        try:
+            stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
+            prepared = self._prepare(request, stored, turn, emits=False)
+            conversation = prepared.conversation
+            expected = prepared.expected_version
+            if prepared.claim:
+                await self.repository.asave(conversation, expected)
+                expected = conversation.version
+            machine = prepared.turn.run()
+            value: Any = None
+            try:
+                while True:
+                    try:
+                        effect = machine.send(value)
+                    except StopIteration as stop:
+                        response: AgentResponse = stop.value
+                        break
+                    if isinstance(effect, CallModel):
+                        value = await self._ainvoke_model(effect.request, turn)
+                    else:
+                        value = await self._aperform(effect, turn)
+            finally:
+                if conversation.version != expected:
+                    await self.repository.asave(conversation, expected)
+            conversation.collect_events()
+            _finish_turn(turn, response)
+            return response
+        except Exception as exc:
+            turn.fail(exc)
+            raise
+        finally:
+            turn.end()
 
     async def aexecute_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         try:
-            async for event in self._aevents(request, streaming=True):
+            async for event in self._aevents(request):
                 yield event
         except (ApplicationError, DomainError) as exc:
             yield _failed(exc, request)
 
-    async def _aevents(self, request: AgentRequest, *, streaming: bool) -> AsyncIterator[StreamEvent]:
+    async def _aevents(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         turn = self._start_turn(request)
         try:
-            async for event in self._aturn(request, streaming, turn):
+            async for event in self._aturn(request, turn):
                 if isinstance(event, Done):
                     _finish_turn(turn, event.response)
                 yield event
@@ -213,9 +292,9 @@ class AgentService:
         finally:
             turn.end()
 
-    async def _aturn(self, request: AgentRequest, streaming: bool, turn: Span) -> AsyncIterator[StreamEvent]:
+    async def _aturn(self, request: AgentRequest, turn: Span) -> AsyncIterator[StreamEvent]:
         stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn, emits=streaming)
+        prepared = self._prepare(request, stored, turn, emits=True)
         conversation = prepared.conversation
         expected = prepared.expected_version
         if prepared.claim:
@@ -234,31 +313,42 @@ class AgentService:
                 if isinstance(effect, Emit):
                     yield effect.event
                 elif isinstance(effect, CallModel):
-                    value = None
-                    async for event in self._acall_model(effect.request, streaming, turn):
+                    async for event in self._astream_model(effect.request, turn):
                         if isinstance(event, ModelCompleted):
                             value = event.response
                         else:
                             yield event
-                elif isinstance(effect, RunTool):
-                    value = await _arun_tool(effect, self._tool_span(effect, turn))
-                elif isinstance(effect, ResolveInstructions):
-                    value = await self._ainstructions(effect.context)
                 else:
-                    assert self.approver is not None
-                    value = _answer(await resolve(self.approver(effect.pending)))
+                    value = await self._aperform(effect, turn)
         finally:
             if conversation.version != expected:
                 await self.repository.asave(conversation, expected)
         conversation.collect_events()
         yield Done(response)
 
-    async def _acall_model(self, request: ModelRequest, streaming: bool, turn: Span) -> AsyncIterator[Any]:
+    async def _aperform(self, effect: Effect, turn: Span) -> Any:
+        if isinstance(effect, RunTool):
+            return await _arun_tool(effect, self._tool_span(effect, turn))
+        if isinstance(effect, ResolveInstructions):
+            return await self._ainstructions(effect.context)
+        assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
+        assert self.approver is not None
+        return _answer(await resolve(self.approver(effect.pending)))
+
+    async def _ainvoke_model(self, request: ModelRequest, turn: Span) -> ModelResponse:
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
         try:
-            if not streaming:
-                yield ModelCompleted(_traced(span, await self.runtime.ainvoke(request)))
-                return
+            return _traced(span, await self.runtime.ainvoke(request))
+        except Exception as exc:
+            failure = self._model_failure(exc)
+            span.fail(failure)
+            raise failure from exc
+        finally:
+            span.end()
+
+    async def _astream_model(self, request: ModelRequest, turn: Span) -> AsyncIterator[Any]:
+        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
+        try:
             async for event in self.runtime.astream(request):
                 if isinstance(event, ModelCompleted):
                     _traced(span, event.response)
@@ -452,12 +542,3 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
-
-
-def _last_response(events: Iterator[StreamEvent]) -> AgentResponse:
-    response: AgentResponse | None = None
-    for event in events:
-        if isinstance(event, Done):
-            response = event.response
-    assert response is not None
-    return response
