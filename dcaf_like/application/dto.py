@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.errors import InvalidRequest
-from dcaf_like.application.model import Usage
+from dcaf_like.application.model import NO_USAGE, Usage
 from dcaf_like.domain import ToolCall, ToolCallStatus
 from dcaf_like.domain.session import json_problem
 
@@ -197,7 +197,12 @@ def _conversation_id_from(messages: list[_Parsed]) -> str | None:
 # -- responses ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# The results below are the caller's own copies, built for each response (changing one changes
+# nothing recorded), and never hashable (they hold dicts). They are not frozen: a frozen dataclass's
+# __init__ costs four times a plain one's, and every turn builds them.
+
+
+@dataclass(slots=True)
 class ToolCallView:
     """A tool call as a client sees it."""
 
@@ -260,7 +265,7 @@ class ToolCallView:
         return {"id": self.id, "name": self.name, "input": self.input, "reason": self.rejection_reason}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AgentResponse:
     conversation_id: str
     text: str = ""
@@ -269,7 +274,7 @@ class AgentResponse:
     rejected_tool_calls: tuple[ToolCallView, ...] = ()
     session: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "end_turn"
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     runtime: str = ""
     timings: dict[str, float] = field(default_factory=dict)
 

@@ -34,6 +34,7 @@ from dcaf_like.application.turn import (
     TurnSettings,
 )
 from dcaf_like.domain import (
+    NO_CONTEXT,
     ApprovalPolicy,
     Conversation,
     DomainError,
@@ -408,7 +409,8 @@ class AgentService:
         else:
             conversation = stored
         expected = conversation.version if stored is not None else 0
-        conversation.use_platform_context(PlatformContext(request.platform_context))
+        context = request.platform_context
+        conversation.use_platform_context(PlatformContext(context) if context else NO_CONTEXT)
         if request.session is not None:
             conversation.replace_session(dict(request.session))
         approved: list[str] = []

@@ -1,6 +1,6 @@
 """The pure domain: conversations, tool calls and their approval. Standard library only."""
 
-from dcaf_like.domain.context import PlatformContext
+from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.conversation import (
     Conversation,
     Message,
@@ -64,6 +64,7 @@ __all__ = [
     "MessageAdded",
     "MessageContent",
     "PendingToolCalls",
+    "NO_CONTEXT",
     "PlatformContext",
     "PolicyDecision",
     "Role",

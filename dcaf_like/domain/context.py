@@ -82,3 +82,7 @@ class PlatformContext(Mapping[str, Any]):
     def merged(self, other: Mapping[str, Any]) -> PlatformContext:
         """A new context: this one's values overridden by `other`'s."""
         return PlatformContext({**self._values, **dict(other)})
+
+
+#: The context of a request that sent none (shared: a PlatformContext cannot be changed).
+NO_CONTEXT = PlatformContext()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dcaf_like.domain.context import PlatformContext
+from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.errors import (
     ApprovalMismatch,
     DomainError,
@@ -93,7 +93,7 @@ class Conversation:
     id: str
     messages: list[Message] = field(default_factory=list)
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
-    platform_context: PlatformContext = field(default_factory=PlatformContext)
+    platform_context: PlatformContext = NO_CONTEXT
     session: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     version: int = 0

@@ -69,9 +69,26 @@ class ToolInput:
         return f"ToolInput({self.canonical_json})"
 
 
-_canonical = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-).encode
+_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder json.dumps itself builds on every call, built once with the same settings (a third of
+# the cost of a small input). No cycle check: _normalize has already walked the value.
+_make_c_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_encoder = _make_c_encoder and _make_c_encoder(
+    None, _not_json, json.encoder.encode_basestring, None, ":", ",", True, False, False
+)
+
+
+def _canonical(value: dict[str, Any]) -> str:
+    """Sorted keys, no spaces, unicode as is, no NaN: exactly what _encoder.encode writes."""
+    if _c_encoder is None:  # a Python built without its C accelerator
+        return _encoder.encode(value)
+    return "".join(_c_encoder(value, 0))
 
 
 def _normalize(value: Any) -> Any:
@@ -176,6 +193,8 @@ class ToolCall:
     def shown(self, tool_input: ToolInput) -> dict[str, Any]:
         """Arguments as people and logs see them: the secret ones masked."""
         arguments = tool_input.as_dict()
+        if not self.secret_arguments:
+            return arguments
         for name in self.secret_arguments.intersection(arguments):
             arguments[name] = REDACTED
         return arguments

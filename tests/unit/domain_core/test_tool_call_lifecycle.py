@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from dcaf_like.domain import (
     Conversation,
     DomainError,
     IllegalTransition,
+    InvalidToolInput,
     PendingToolCalls,
     ToolCallExecuted,
     ToolCallStatus,
@@ -104,6 +106,32 @@ def test_the_fingerprint_depends_on_the_name_and_every_argument_but_not_key_orde
     assert base != fingerprint("restart_pod", ToolInput.of({"name": "a", "namespace": "b"}))
     assert base != fingerprint("delete_pod", ToolInput.of({"name": "a", "namespace": "c"}))
     assert ToolInput.of({"n": 1.0}) == ToolInput.of({"n": 1})
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(), JSON_VALUES, max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_the_canonical_form_is_sorted_compact_json_that_reads_back_equal(arguments):
+    tool_input = ToolInput.of(arguments)
+
+    text = tool_input.canonical_json
+    assert text == json.dumps(
+        json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert json.loads(text) == arguments  # 1.0 == 1, so integral floats compare equal too
+    assert ToolInput.of(json.loads(text)) == tool_input
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), {1, 2}, object(), b"bytes"])
+def test_arguments_that_are_not_json_are_refused(value):
+    with pytest.raises(InvalidToolInput, match="not JSON"):
+        ToolInput.of({"x": value})
 
 
 def test_a_recorded_input_cannot_be_changed_through_a_copy():
