@@ -50,10 +50,15 @@ class ToolInput:
         if not isinstance(arguments, dict):
             raise InvalidToolInput(f"tool arguments must be a JSON object, got {type(arguments).__name__}")
         try:
-            text = _canonical(_normalize(arguments))
+            normalized = _normalize(arguments)
+            text = _canonical(normalized)
         except (TypeError, ValueError) as exc:
             raise InvalidToolInput(f"tool arguments are not JSON: {exc}") from exc
-        return cls(text)
+        made = cls(text)
+        if all(type(key) is str and type(value) in _SCALARS for key, value in normalized.items()):
+            # Flat, text keys: the normalized copy (ours alone) is exactly what parsing the text gives.
+            object.__setattr__(made, "_parsed", (normalized, False))
+        return made
 
     def as_dict(self) -> dict[str, Any]:
         """A fresh copy: changing it never changes the recorded input."""
@@ -91,6 +96,10 @@ def _canonical(value: dict[str, Any]) -> str:
     return "".join(_c_encoder(value, 0))
 
 
+# Values that read back from JSON as the same type and value (a float is normalized first).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _normalize(value: Any) -> Any:
     """Integral floats become ints, so ``1.0`` and ``1`` (which a JavaScript client cannot tell apart)
     compare equal after a round trip through a browser."""
@@ -114,11 +123,7 @@ def _copy(value: Any) -> Any:
 
 def fingerprint(tool_name: str, tool_input: ToolInput) -> str:
     """What an approval binds to: the tool name and the canonical JSON of its arguments."""
-    digest = hashlib.sha256()
-    digest.update(tool_name.encode())
-    digest.update(b"\x00")
-    digest.update(tool_input.canonical_json.encode())
-    return digest.hexdigest()
+    return hashlib.sha256(f"{tool_name}\x00{tool_input.canonical_json}".encode()).hexdigest()
 
 
 class ToolCallStatus(StrEnum):

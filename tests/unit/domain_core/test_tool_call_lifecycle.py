@@ -126,6 +126,8 @@ def test_the_canonical_form_is_sorted_compact_json_that_reads_back_equal(argumen
     )
     assert json.loads(text) == arguments  # 1.0 == 1, so integral floats compare equal too
     assert ToolInput.of(json.loads(text)) == tool_input
+    # What the tool and the model get is what the text says, types included (1 is not 1.0 in JSON).
+    assert json.dumps(tool_input.as_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False) == text
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), {1, 2}, object(), b"bytes"])
