@@ -30,3 +30,16 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_generated_request_makes_the_server_fail_or_break_its_contract(case):
     case.call_and_validate(excluded_checks=[checks.positive_data_acceptance])
+
+
+def test_the_turn_routes_document_their_body_as_chat_request():
+    document = app.openapi()
+    schemas = document["components"]["schemas"]
+
+    for path in ("/api/chat", "/api/chat-stream"):
+        body = document["paths"][path]["post"]["requestBody"]
+        assert body["required"] is True
+        assert body["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    assert schemas["ChatRequest"]["required"] == ["messages"]
+    message_ref = schemas["ChatRequest"]["properties"]["messages"]["items"]["$ref"]
+    assert message_ref.removeprefix("#/components/schemas/") in schemas

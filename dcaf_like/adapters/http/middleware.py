@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
@@ -28,19 +28,29 @@ def current_request_id() -> str:
     return request_id_var.get()
 
 
-class RequestIdMiddleware:
-    """Takes the caller's ``X-Request-ID`` when it is a sane token, else mints one; returns it as a
-    header, puts it in the log, and makes it available to error bodies."""
+class RequestMiddleware:
+    """What every HTTP request gets, in one layer (each layer costs every request):
 
-    def __init__(self, app: ASGIApp) -> None:
+    - an id: the caller's ``X-Request-ID`` when it is a sane token, else a minted one; returned as a
+      header, put in the access log line, and available to error bodies;
+    - a cap on the body: over `max_bytes` is a 413, whether or not the body declared its length.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
+        self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        supplied = _header(scope, b"x-request-id")
-        request_id = supplied if supplied and _CLIENT_ID.fullmatch(supplied) else uuid.uuid4().hex
+        supplied = declared = None
+        for key, value in scope["headers"]:
+            if key == b"x-request-id":
+                supplied = bytes(value).decode("latin-1")
+            elif key == b"content-length":
+                declared = bytes(value)
+        request_id = supplied if supplied and _CLIENT_ID.fullmatch(supplied) else os.urandom(16).hex()
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 0
@@ -49,6 +59,8 @@ class RequestIdMiddleware:
         def log_access() -> None:
             nonlocal logged
             logged = True
+            if not logger.isEnabledFor(logging.INFO):
+                return
             duration = (time.perf_counter() - started) * 1000
             state = scope.get("state") or {}
             logger.info(
@@ -73,34 +85,30 @@ class RequestIdMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 log_access()  # before the last byte leaves, so the log never lags the client
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            if scope.get("method") in _BODILESS:
+                await self.app(scope, receive, send_with_id)
+            elif declared is not None and declared.isdigit():
+                # The server reads no more than a declared length: checking it is enough.
+                if int(declared) > self.max_bytes:
+                    await self._refuse(send_with_id)
+                else:
+                    await self.app(scope, receive, send_with_id)
+            else:
+                await self._counted(scope, receive, send_with_id)
         finally:
             if not logged:
                 log_access()
             request_id_var.reset(token)
 
-
-class BodyLimitMiddleware:
-    """Refuses a body over `max_bytes` with 413, whether or not it declared its length."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
-            return
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A body of undeclared length (chunked): read it whole, refusing it once over the limit,
+        then hand it to the app."""
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -148,8 +156,4 @@ class BodyLimitMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return bytes(value).decode("latin-1")
-    return None
+_BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
