@@ -114,12 +114,7 @@ class AgentService:
         the turn and the model."""
         turn = self._start_turn(request)
         try:
-            stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-            prepared = self._prepare(request, stored, turn, emits=False)
-            expected = prepared.expected_version
-            if prepared.claim:
-                self.repository.save(prepared.conversation, expected)
-                expected = prepared.conversation.version
+            prepared, expected = self._begin(request, turn, emits=False)
             try:
                 response = self._settle(prepared.turn.run(), turn)
             finally:
@@ -144,12 +139,7 @@ class AgentService:
     def _events(self, request: AgentRequest) -> Iterator[StreamEvent]:
         turn = self._start_turn(request)
         try:
-            stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-            prepared = self._prepare(request, stored, turn, emits=True)
-            expected = prepared.expected_version
-            if prepared.claim:
-                self.repository.save(prepared.conversation, expected)
-                expected = prepared.conversation.version
+            prepared, expected = self._begin(request, turn, emits=True)
             try:
                 response = yield from self._drive(prepared.turn.run(), turn)
             finally:
@@ -163,6 +153,16 @@ class AgentService:
             raise
         finally:
             turn.end()
+
+    def _begin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
+        """Load the conversation, apply the request and claim its approvals (saved before any tool
+        runs, so a call is never run twice); returns the version the turn's save expects."""
+        stored = self.repository.get(request.conversation_id) if request.conversation_id else None
+        prepared = self._prepare(request, stored, turn, emits=emits)
+        if not prepared.claim:
+            return prepared, prepared.expected_version
+        self.repository.save(prepared.conversation, prepared.expected_version)
+        return prepared, prepared.conversation.version
 
     def _settle(self, machine: Generator[Effect, Any, AgentResponse], turn: Span) -> AgentResponse:
         """Perform a turn's effects until it ends; the turn emits no events (nobody streams)."""
@@ -241,13 +241,8 @@ class AgentService:
         """The async twin of :meth:`execute`: driven directly, no events."""
         turn = self._start_turn(request)
         try:
-            stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-            prepared = self._prepare(request, stored, turn, emits=False)
+            prepared, expected = await self._abegin(request, turn, emits=False)
             conversation = prepared.conversation
-            expected = prepared.expected_version
-            if prepared.claim:
-                await self.repository.asave(conversation, expected)
-                expected = conversation.version
             machine = prepared.turn.run()
             value: Any = None
             try:
@@ -294,13 +289,8 @@ class AgentService:
             turn.end()
 
     async def _aturn(self, request: AgentRequest, turn: Span) -> AsyncIterator[StreamEvent]:
-        stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn, emits=True)
+        prepared, expected = await self._abegin(request, turn, emits=True)
         conversation = prepared.conversation
-        expected = prepared.expected_version
-        if prepared.claim:
-            await self.repository.asave(conversation, expected)
-            expected = conversation.version
         machine = prepared.turn.run()
         value: Any = None
         try:
@@ -326,6 +316,14 @@ class AgentService:
                 await self.repository.asave(conversation, expected)
         conversation.collect_events()
         yield Done(response)
+
+    async def _abegin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
+        stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
+        prepared = self._prepare(request, stored, turn, emits=emits)
+        if not prepared.claim:
+            return prepared, prepared.expected_version
+        await self.repository.asave(prepared.conversation, prepared.expected_version)
+        return prepared, prepared.conversation.version
 
     async def _aperform(self, effect: Effect, turn: Span) -> Any:
         if isinstance(effect, RunTool):
