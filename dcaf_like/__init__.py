@@ -89,6 +89,7 @@ _LAZY = {
     "RemoteAgent": "dcaf_like.remote",
     "RemoteCall": "dcaf_like.remote",
     "RemoteResult": "dcaf_like.remote",
+    "RemoteText": "dcaf_like.remote",
 }
 
 
@@ -145,6 +146,7 @@ __all__ = [
     "RemoteAgent",
     "RemoteCall",
     "RemoteResult",
+    "RemoteText",
     "RoutingRuntime",
     "RunContext",
     "RunFailed",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dcaf_like.application._concurrency import run_sync
+from dcaf_like.application._concurrency import iterate_sync, run_sync
 from dcaf_like.tools import Tool
 
 if TYPE_CHECKING:
@@ -40,6 +40,13 @@ class RemoteCall:
     tool: str
     arguments: dict[str, Any]
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteText:
+    """A piece of a remote agent's answer, as its model writes it (from :meth:`RemoteAgent.stream`)."""
+
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +117,35 @@ class RemoteAgent:
 
     async def asend(self, text: str, *, context_id: str | None = None) -> RemoteResult:
         return await self._message(text=text, context_id=context_id)
+
+    def stream(self, text: str, *, context_id: str | None = None) -> Iterator[RemoteText | RemoteResult]:
+        """Send `text` as a new task and yield its answer as the remote's model writes it
+        (:class:`RemoteText` pieces), then the task as it ended (a :class:`RemoteResult`: completed,
+        input-required with its pending calls, or failed)."""
+        return iterate_sync(self.astream(text, context_id=context_id))
+
+    async def astream(
+        self, text: str, *, context_id: str | None = None
+    ) -> AsyncIterator[RemoteText | RemoteResult]:
+        from a2a.types.a2a_pb2 import GetTaskRequest, SendMessageRequest
+
+        request = SendMessageRequest(message=self._new_message(text=text, context_id=context_id))
+        async with self._http() as http:
+            client = await self._client(http, streaming=True)
+            task_id = ""
+            async for event in client.send_message(request):
+                kind = event.WhichOneof("payload")
+                if kind == "task":
+                    task_id = event.task.id
+                elif kind == "artifact_update" and event.artifact_update.append:
+                    # Pieces are appended to the answer; the whole answer that replaces them at the
+                    # end is in the final task.
+                    for part in event.artifact_update.artifact.parts:
+                        if part.text:
+                            yield RemoteText(part.text)
+            if not task_id:
+                raise RuntimeError(f"{self.url} streamed no task")
+            yield _result(await client.get_task(GetTaskRequest(id=task_id)))
 
     def approve(
         self,
@@ -217,12 +253,36 @@ class RemoteAgent:
 
         return httpx.AsyncClient(timeout=self.timeout, headers=self._headers, transport=self._transport)
 
-    async def _client(self, http: httpx.AsyncClient) -> Any:
+    async def _client(self, http: httpx.AsyncClient, *, streaming: bool = False) -> Any:
         _sdk()
         from a2a.client import ClientConfig, ClientFactory
 
         card = await self.acard()
-        return ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        return ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+
+    def _new_message(
+        self,
+        *,
+        text: str = "",
+        task_id: str | None = None,
+        context_id: str | None = None,
+        decisions: list[dict[str, Any]] | None = None,
+    ) -> Any:
+        _sdk()
+        from a2a.types.a2a_pb2 import Message, Part, Role
+        from google.protobuf.json_format import ParseDict
+        from google.protobuf.struct_pb2 import Value
+
+        parts = [Part(text=text)] if text else []
+        if decisions:
+            parts.append(Part(data=ParseDict({"tool_calls": decisions}, Value())))
+        return Message(
+            message_id=uuid.uuid4().hex,
+            role=Role.ROLE_USER,
+            parts=parts,
+            task_id=task_id or "",
+            context_id=context_id or "",
+        )
 
     async def _message(
         self,
@@ -232,21 +292,9 @@ class RemoteAgent:
         context_id: str | None = None,
         decisions: list[dict[str, Any]] | None = None,
     ) -> RemoteResult:
-        _sdk()
-        from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
-        from google.protobuf.json_format import ParseDict
-        from google.protobuf.struct_pb2 import Value
+        message = self._new_message(text=text, task_id=task_id, context_id=context_id, decisions=decisions)
+        from a2a.types.a2a_pb2 import SendMessageRequest
 
-        parts = [Part(text=text)] if text else []
-        if decisions:
-            parts.append(Part(data=ParseDict({"tool_calls": decisions}, Value())))
-        message = Message(
-            message_id=uuid.uuid4().hex,
-            role=Role.ROLE_USER,
-            parts=parts,
-            task_id=task_id or "",
-            context_id=context_id or "",
-        )
         async with self._http() as http:
             client = await self._client(http)
             last = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
@@ -74,3 +75,38 @@ async def iterate_in_thread(iterator: Iterator[T]) -> AsyncIterator[T]:
             raise value
         else:
             return
+
+
+def iterate_sync(items: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate `items` from blocking code: it runs on its own event loop in a worker thread, each item
+    handed over as soon as it exists. A consumer that stops early stops it after its next item."""
+    handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
+    stop = threading.Event()
+
+    async def pump() -> None:
+        try:
+            async for item in items:
+                handoff.put(("item", item))
+                if stop.is_set():
+                    break
+        except BaseException as exc:
+            handoff.put(("error", exc))
+            return
+        finally:
+            aclose = getattr(items, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        handoff.put(("end", None))
+
+    threading.Thread(target=asyncio.run, args=(pump(),), daemon=True, name="dcaf-like-iterate").start()
+    try:
+        while True:
+            kind, value = handoff.get()
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        stop.set()

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("a2a.client", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
 
-from dcaf_like import Agent, ModelRequest, ModelResponse, RemoteAgent, ToolResult
-from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
+from dcaf_like import Agent, ModelRequest, ModelResponse, RemoteAgent, RemoteResult, RemoteText, ToolResult
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
 def specialist(cluster: Any, *script: Any) -> Agent:
@@ -54,6 +54,34 @@ def test_a_remote_approval_comes_back_pending_and_runs_only_when_approved(start_
     assert done.executed[0]["output"] == 'pod "web-2" deleted'
     assert remote.get_task(waiting.task_id).status == "completed"
     assert cluster.deleted == [("default", "web-2")]
+
+
+async def test_astream_yields_the_answer_as_it_is_written_then_the_finished_task(start_server, cluster):
+    answer = reply("Two pods run in default.", chunks=["Two pods ", "run ", "in default."])
+    remote = RemoteAgent(str(start_server(specialist(cluster, answer), a2a=True).base_url))
+
+    events = [event async for event in remote.astream("how many pods?")]
+
+    *pieces, result = events
+    assert pieces == [RemoteText("Two pods "), RemoteText("run "), RemoteText("in default.")]
+    assert isinstance(result, RemoteResult)
+    assert (result.status, result.text, result.pending) == ("completed", "Two pods run in default.", ())
+    assert remote.get_task(result.task_id).status == "completed"
+
+
+def test_a_streamed_task_that_needs_approval_ends_waiting_with_the_call_not_run(start_server, cluster):
+    remote = RemoteAgent(str(start_server(deleting(cluster), a2a=True).base_url))
+
+    *_, waiting = list(remote.stream("fix the crashing pod"))
+
+    assert isinstance(waiting, RemoteResult)
+    assert waiting.needs_approval
+    assert [(c.tool, c.arguments) for c in waiting.pending] == [
+        ("delete_pod", {"name": "web-2", "namespace": "default"})
+    ]
+    assert cluster.deleted == []
+    done = remote.approve(waiting, waiting.pending[0].call_id)
+    assert (done.status, cluster.deleted) == ("completed", [("default", "web-2")])
 
 
 async def test_the_async_twins_reject_and_the_call_never_runs(start_server, cluster):

@@ -51,6 +51,7 @@ EXPORTED = {
     "RemoteAgent",
     "RemoteCall",
     "RemoteResult",
+    "RemoteText",
     "RoutingRuntime",
     "RunContext",
     "RunFailed",

@@ -1,0 +1,57 @@
+"""The bridges between blocking and asyncio code that sync and async callers share."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from dcaf_like.application._concurrency import iterate_in_thread, iterate_sync, run_sync
+
+
+async def counting(limit: int, seen: list[int], closed: threading.Event):
+    try:
+        for n in range(limit):
+            await asyncio.sleep(0)
+            seen.append(n)
+            yield n
+    finally:
+        closed.set()
+
+
+def test_iterate_sync_hands_over_every_item_in_order():
+    closed = threading.Event()
+    assert list(iterate_sync(counting(5, [], closed))) == [0, 1, 2, 3, 4]
+    assert closed.wait(5)
+
+
+def test_iterate_sync_raises_the_iterators_error_in_the_caller():
+    async def failing():
+        yield 1
+        raise LookupError("the remote went away")
+
+    items = iterate_sync(failing())
+    assert next(items) == 1
+    with pytest.raises(LookupError, match="went away"):
+        next(items)
+
+
+def test_a_consumer_that_stops_early_closes_the_async_iterator():
+    seen: list[int] = []
+    closed = threading.Event()
+    items = iterate_sync(counting(1_000_000, seen, closed))
+
+    assert next(items) == 0
+    items.close()  # what a `for` loop's break does
+
+    assert closed.wait(5)
+    assert len(seen) < 1_000_000
+
+
+async def test_run_sync_and_iterate_in_thread_work_inside_a_running_loop():
+    async def answer():
+        return 42
+
+    assert run_sync(answer()) == 42  # from a loop's thread: on a loop of its own in another thread
+    assert [n async for n in iterate_in_thread(iter(range(3)))] == [0, 1, 2]
