@@ -133,8 +133,11 @@ class LocalRuntime(AgentRuntime):
             )
             parts: list[str] = []
             streaming = False
+            finish = None
             for chunk in chunks:
-                piece = chunk["choices"][0]["delta"].get("content") or ""
+                choice = chunk["choices"][0]
+                finish = choice.get("finish_reason") or finish
+                piece = choice["delta"].get("content") or ""
                 if not piece:
                     continue
                 parts.append(piece)
@@ -150,8 +153,17 @@ class LocalRuntime(AgentRuntime):
         except RuntimeError as exc:
             raise ModelError(f"{self.name}: {exc}", runtime=self.name) from exc
         text = "".join(parts)
-        usage = Usage(0, len(parts))  # llama.cpp's stream reports no usage; chunks ~ tokens
-        return text, usage, streaming
+        return text, self._usage(len(parts), finish), streaming
+
+    def _usage(self, generated: int, finish: str | None) -> Usage:
+        """llama.cpp's stream reports no usage. Each chunk is a token; the prompt's length is read off
+        the context: it holds the prompt and every generated token but the last one sampled (the
+        end-of-text token after an answer that stopped, the last emitted one after max_tokens)."""
+        context = getattr(self._llm, "n_tokens", None)
+        if not isinstance(context, int):
+            return Usage(0, generated)
+        evaluated = generated - 1 if finish == "length" else generated
+        return Usage(max(0, context - evaluated), generated)
 
 
 def _response(prose: str, calls: tuple[ModelToolCall, ...], usage: Usage, model: str) -> ModelResponse:

@@ -83,3 +83,25 @@ def test_a_read_only_question_runs_list_pods_without_approval(local_runtime, sta
     assert body["data"]["tool_calls"] == []
     assert body["content"].strip()
     assert cluster.pods["prod"] == Cluster().pods["prod"]
+
+
+def test_usage_counts_the_prompt_and_the_answer_as_llama_cpp_does(local_runtime):
+    from dcaf_like import ModelRequest, UserTurn
+    from dcaf_like.runtimes.local_prompts import chat_messages
+
+    request = ModelRequest("You are terse.", (UserTurn("Say hello to the pods in namespace prod."),))
+    default = local_runtime.max_tokens
+    try:
+        for max_tokens in (8, 200):  # one answer cut by max_tokens, one that stops by itself
+            local_runtime.max_tokens = max_tokens
+            usage = local_runtime.invoke(request).usage
+            reported = local_runtime._llm.create_chat_completion(
+                messages=chat_messages(request), temperature=0, max_tokens=max_tokens
+            )["usage"]
+
+            assert (usage.input_tokens, usage.output_tokens) == (
+                reported["prompt_tokens"],
+                reported["completion_tokens"],
+            )
+    finally:
+        local_runtime.max_tokens = default
