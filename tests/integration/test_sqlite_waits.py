@@ -10,6 +10,7 @@ import time
 import pytest
 
 from dcaf_like import ConcurrencyConflict, SqliteConversationRepository, StoreUnavailable
+from dcaf_like.adapters import sqlite_store
 from dcaf_like.domain import Conversation
 
 
@@ -74,4 +75,48 @@ async def test_a_writer_that_never_lets_go_is_a_store_error_after_the_busy_timeo
 
     other.execute("ROLLBACK")
     other.close()
+    store.close()
+
+
+async def save_many(store: SqliteConversationRepository, count: int, *, quiet: bool = False) -> None:
+    """`count` saves on the loop; with `quiet`, none while a checkpoint runs (a server between
+    bursts of requests), otherwise without a pause."""
+    for i in range(count):
+        conversation = Conversation.start(f"conv-{i}", at=1.0)
+        conversation.add_user_message("which pods in namespace prod are crash-looping?", at=1.0)
+        await store.asave(conversation, 0)
+        if quiet:
+            await until_checkpointed(store)
+    await until_checkpointed(store)
+
+
+async def until_checkpointed(store: SqliteConversationRepository) -> None:
+    for _ in range(500):
+        if not store._checkpointing:
+            return
+        await asyncio.sleep(0.01)
+
+
+# 2,000 commits of one small conversation each leave about 28 MB of log when nothing checkpoints it.
+
+
+async def test_saves_on_the_loop_are_checkpointed_by_a_worker_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_store, "LOG_LIMIT", 1_000_000)  # the loop's connection never does it
+    store = SqliteConversationRepository(tmp_path / "c.db")
+
+    await save_many(store, 2_000, quiet=True)
+
+    assert (tmp_path / "c.db-wal").stat().st_size < 6 * 1024 * 1024
+    assert len(store.list_ids(limit=5_000)) == 2_000
+    store.close()
+
+
+async def test_under_writes_that_never_pause_the_log_still_stops_growing(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_store, "LOG_LIMIT", 500)  # pages: a smaller limit, for a short test
+    store = SqliteConversationRepository(tmp_path / "c.db")
+
+    await save_many(store, 2_000)
+
+    assert (tmp_path / "c.db-wal").stat().st_size < 4 * 1024 * 1024
+    assert len(store.list_ids(limit=5_000)) == 2_000
     store.close()
