@@ -89,7 +89,7 @@ class SqliteConversationRepository(ConversationRepository):
         self._connections: list[sqlite3.Connection] = []
         self._loop_saves = 0
         self._checkpointing = False
-        self._checkpoint_run: asyncio.Future[None] | None = None
+        self._checkpoint_run: asyncio.Future[None] | None = None  # held so the running one is not collected
         self._lock = threading.Lock()
         # Threads of this process take turns to write: waiting on SQLite's own lock means its busy
         # handler's sleeps (up to 100 ms each); other processes still wait on the file lock.
