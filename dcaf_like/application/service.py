@@ -243,19 +243,8 @@ class AgentService:
         try:
             prepared, expected = await self._abegin(request, turn, emits=False)
             conversation = prepared.conversation
-            machine = prepared.turn.run()
-            value: Any = None
             try:
-                while True:
-                    try:
-                        effect = machine.send(value)
-                    except StopIteration as stop:
-                        response: AgentResponse = stop.value
-                        break
-                    if isinstance(effect, CallModel):
-                        value = await self._ainvoke_model(effect.request, turn)
-                    else:
-                        value = await self._aperform(effect, turn)
+                response = await self._asettle(prepared.turn.run(), turn)
             finally:
                 if conversation.version != expected:
                     await self.repository.asave(conversation, expected)
@@ -324,6 +313,20 @@ class AgentService:
             return prepared, prepared.expected_version
         await self.repository.asave(prepared.conversation, prepared.expected_version)
         return prepared, prepared.conversation.version
+
+    async def _asettle(self, machine: Generator[Effect, Any, AgentResponse], turn: Span) -> AgentResponse:
+        """The async twin of :meth:`_settle`."""
+        value: Any = None
+        while True:
+            try:
+                effect = machine.send(value)
+            except StopIteration as stop:
+                response: AgentResponse = stop.value
+                return response
+            if isinstance(effect, CallModel):
+                value = await self._ainvoke_model(effect.request, turn)
+            else:
+                value = await self._aperform(effect, turn)
 
     async def _aperform(self, effect: Effect, turn: Span) -> Any:
         if isinstance(effect, RunTool):
