@@ -1,13 +1,16 @@
 # The commands a newcomer runs: `make install`, then `make test`.
 PYTHON ?= python3
 VENV ?= .venv
+LLAMA_NATIVE ?= 0
 BIN := $(VENV)/bin
 
 .PHONY: install test lint typecheck unit demo bench clean
 
+# llama.cpp is built for a portable x86-64 instruction set (AVX2/FMA/F16C); LLAMA_NATIVE=1 builds it
+# for this machine's CPU instead (see docs/runtimes.md).
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
+	LLAMA_NATIVE=$(LLAMA_NATIVE) bash scripts/install.sh $(BIN)/python ".[all,dev]"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
