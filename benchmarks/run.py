@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +41,24 @@ def growth(turns: int) -> str:
     return "\n".join(lines)
 
 
+def local_model(quick: bool) -> str:
+    """The local model's turns, per llama.cpp build, each in a child process (native code may crash)."""
+    header = "| llama.cpp build | turn | median | worst | runs |\n|---|---|---|---|---|"
+    if quick:
+        return header + "\n| (skipped by --quick: loading the model takes seconds) | | | | |"
+    script = str(Path(__file__).resolve().parent / "local_model.py")
+    pythons = [sys.executable, *filter(None, [os.environ.get("DCAF_BENCH_NATIVE_PYTHON")])]
+    rows = []
+    for python in pythons:
+        done = subprocess.run([python, script, "--markdown", "--runs", "3"], capture_output=True, text=True)
+        if done.returncode == 0:
+            rows.append(done.stdout.strip())
+        else:
+            why = f"exit {done.returncode}" if done.returncode > 0 else f"signal {-done.returncode}"
+            rows.append(f"| {python} | did not run ({why}) | | | |")
+    return header + "\n" + "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -51,6 +71,7 @@ def main() -> None:
         growth(5 if args.quick else 200),
         agent_growth.markdown(agent_growth.report(args.quick)),
         http_load.markdown(http_load.report(args.quick)),
+        local_model(args.quick),
     ]
     body = "\n\n".join(
         [

@@ -5,8 +5,10 @@ Reading is free; deleting a pod waits for a human; nothing may touch kube-system
     python examples/k8s_agent.py            # asks you to approve on the terminal
     python examples/k8s_agent.py --yes      # approves for you (used by the tests)
 
-No provider runtime ships yet, so the walkthrough drives the agent with the scripted test runtime,
-playing the part a model will play. `build_agent(runtime)` takes any AgentRuntime.
+The walkthrough drives the agent with a scripted model, so it runs anywhere in a second and always
+takes the same path. For a real model, serve `from_environment` (below) with DCAF_RUNTIME naming one
+("local" for the offline model, "openai:<model>", "bedrock:<model id>", ...), or run `make demo`.
+`build_agent(runtime)` takes any AgentRuntime or runtime string.
 """
 
 from __future__ import annotations
@@ -112,14 +114,22 @@ def main(argv: list[str]) -> int:
         print(f"  ran {call.name}{call.input} -> {call.output}")
     for call in response.pending_tool_calls:
         print(f"  wants to run {call.name}{call.input}: {call.description}")
-        answer = "y" if "--yes" in argv else input("  approve? [y/N] ").strip().lower()
-        if answer == "y":
+        if "--yes" in argv or _confirm("  approve? [y/N] "):
             response = agent.approve(response.conversation_id, call.id)
         else:
             response = agent.reject(response.conversation_id, call.id, "the operator said no")
     print(f"agent: {response.text}")
     print(f"pods now: {cluster.pods['default']}")
     return 0
+
+
+def _confirm(prompt: str) -> bool:
+    """A yes from the operator; the end of input (no terminal, Ctrl-D) is a no, and is said to be."""
+    try:
+        return input(prompt).strip().lower() in ("y", "yes")
+    except EOFError:
+        print("\n  no answer (end of input): rejected")
+        return False
 
 
 if __name__ == "__main__":

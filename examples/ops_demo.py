@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from k8s_agent import Cluster, build_agent
 
-from dcaf_like import Agent, AgentRuntime, serve
+from dcaf_like import Agent, AgentRuntime, ModelError, serve
 
 PORT = int(os.environ.get("PORT", "8000"))
 URL = os.environ.get("DCAF_DEMO_URL", f"http://127.0.0.1:{PORT}")
@@ -50,11 +50,15 @@ def main() -> None:
     load = getattr(agent.runtime, "load", None)
     if load is not None:
         print(f"dcaf_like demo: loading {agent.runtime.name} ...", flush=True)
-        load()  # the first run fetches and verifies the model, with progress
+        try:
+            load()  # the first run fetches and verifies the model, then tries it in a child process
+        except ModelError as error:
+            raise SystemExit(f"dcaf_like demo: {error}") from None
     ask = 'python examples/ops_demo.py ask "delete the pod web-1 in namespace prod"'
     question = json.dumps({"messages": [{"role": "user", "content": "which pods run in namespace prod?"}]})
     print(
-        f"\ndcaf_like demo: {agent.name} on {agent.runtime.name} at {URL}\n"
+        f"\ndcaf_like demo: {agent.name} on {agent.runtime.name}\n"
+        f"  chat page:        {URL}/\n"
         f"  ask and approve:  {ask}\n"
         f"  or with curl:     curl -s {URL}/api/chat -H 'content-type: application/json' -d '{question}'\n"
         f"  API docs:         {URL}/docs\n",
@@ -74,7 +78,7 @@ def ask(question: str, *, url: str = URL, answer: Any = input) -> dict[str, Any]
             for call in reply["data"]["tool_calls"]:
                 print(f"\nThe agent wants to run {call['name']}({json.dumps(call['input'])})")
                 print(f"  why it needs approval: {call.get('reason') or 'the tool requires it'}")
-                yes = answer("  approve? [y/N] ").strip().lower() in ("y", "yes")
+                yes = _confirm(answer, "  approve? [y/N] ")
                 decisions.append(
                     {**call, "execute": yes}
                     if yes
@@ -86,6 +90,16 @@ def ask(question: str, *, url: str = URL, answer: Any = input) -> dict[str, Any]
             print(f"ran {done['name']}({json.dumps(done['input'])}) -> {done['output']}")
         print(f"\n{reply['content']}")
         return reply
+
+
+def _confirm(answer: Any, prompt: str) -> bool:
+    """A yes from the operator; the end of input (no terminal, Ctrl-D) is a no, and is said to be."""
+    try:
+        reply: str = answer(prompt)
+    except EOFError:
+        print("\n  no answer (end of input): rejected", flush=True)
+        return False
+    return reply.strip().lower() in ("y", "yes")
 
 
 def _post(client: Any, body: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,10 @@ if [[ ${LLAMA_NATIVE:-0} == 1 ]]; then
   export CMAKE_ARGS="${CMAKE_ARGS:-} -DGGML_NATIVE=ON"
 elif [[ $(uname -m) == x86_64 || $(uname -m) == amd64 ]]; then
   want=portable
-  export CMAKE_ARGS="${CMAKE_ARGS:-} -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  # The flags are dcaf_like's own (the runtime's crash error names the same rebuild command); the
+  # module imports only the standard library, so it is read from the source tree before any install.
+  portable=$(PYTHONPATH=. "$python" -c 'from dcaf_like.runtimes.local_build import PORTABLE_CMAKE_ARGS as a; print(a)')
+  export CMAKE_ARGS="${CMAKE_ARGS:-} $portable"
 else
   want=default
 fi

@@ -7,8 +7,19 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from _isolate import lift_parent_timeouts, run_in_child, should_isolate
 
 from dcaf_like import Tool, tool
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """Tests marked ``native`` run in a child process: a native crash fails that test alone."""
+    return run_in_child(item) if should_isolate(item) else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    lift_parent_timeouts(items)
 
 
 class Cluster:

@@ -24,6 +24,7 @@ from dcaf_like.application.model import (
 )
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.runtimes.local_model import QWEN_CODER_1_5B, Progress, ensure_model
+from dcaf_like.runtimes.local_probe import ensure_model_runs
 from dcaf_like.runtimes.local_prompts import (
     REPEATED_CALL_NUDGE,
     chat_messages,
@@ -40,6 +41,11 @@ class LocalRuntime(AgentRuntime):
 
     `retries` is how many times a call that repeats an already answered one is sent back to the model
     with a nudge before it is let through (the approval gate still applies to it).
+
+    `probe` (default on): before the model is loaded into this process, one short generation runs in a
+    child process, once per installed llama.cpp build and model (:mod:`~dcaf_like.runtimes.local_probe`);
+    a build that crashes there raises :class:`~dcaf_like.runtimes.local_probe.LocalModelCrashed` naming
+    the signal and the rebuild command instead of killing this process.
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class LocalRuntime(AgentRuntime):
         seed: int = 0,
         retries: int = 2,
         progress: Progress | None = None,
+        probe: bool = True,
     ) -> None:
         self.model_path = None if model_path is None else Path(model_path).expanduser()
         self.name = f"local:{(self.model_path.name if self.model_path else QWEN_CODER_1_5B.filename)}"
@@ -63,6 +70,7 @@ class LocalRuntime(AgentRuntime):
         self.seed = seed
         self.retries = retries
         self.progress = progress
+        self.probe = probe
         self._llm: Any = None
         self._lock = threading.RLock()
 
@@ -82,6 +90,8 @@ class LocalRuntime(AgentRuntime):
                 path = self.model_path or ensure_model(progress=self.progress)
                 if not path.is_file():
                     raise ModelError(f"{self.name}: no model file at {path}", runtime=self.name)
+                if self.probe:
+                    ensure_model_runs(path)
                 self._llm = Llama(
                     model_path=str(path),
                     n_ctx=self.n_ctx,

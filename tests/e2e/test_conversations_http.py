@@ -33,6 +33,7 @@ def test_a_pending_conversation_is_listed_and_read_whole_without_credentials(sta
     assert summary["pending_tool_calls"] == 1
     assert summary["messages"] == 2
     assert summary["last_message"] == ""
+    assert summary["title"] == "delete web-2"
     assert whole.status_code == 200
     body = whole.json()
     assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
@@ -91,6 +92,17 @@ def test_a_deleted_conversation_is_gone_and_its_calls_cannot_be_approved(start_s
     assert approval.status_code == 404
     assert cluster.deleted == []
     assert client.get("/api/conversations").json() == {"conversations": []}
+
+
+def test_a_conversation_is_titled_by_its_first_user_message_cut_short(start_server, cluster):
+    client = start_server(ops_agent(cluster))
+    question = "please look at   every pod in the prod namespace and tell me which ones keep crashing today"
+    client.post("/api/chat", json={"messages": [user(question)]})
+
+    (summary,) = client.get("/api/conversations").json()["conversations"]
+
+    assert summary["title"] == "please look at every pod in the prod namespace and tell me\u2026"
+    assert len(summary["title"]) <= 60
 
 
 def test_each_agent_lists_only_its_own_conversations_in_a_shared_store(start_server, cluster, tmp_path):

@@ -19,7 +19,9 @@ sys.path.insert(0, str(EXAMPLES))
 from k8s_agent import Cluster  # noqa: E402
 from ops_demo import demo_agent  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# Each test runs in a child process of its own (native code), loading the model there: minutes on a
+# busy 2-core machine.
+pytestmark = [pytest.mark.slow, pytest.mark.native, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

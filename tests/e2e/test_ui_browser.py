@@ -253,7 +253,9 @@ def test_a_conversation_reopened_from_the_list_can_still_be_approved(page, start
 
     page.reload()
     expect(page.locator("#log")).to_be_empty()
-    page.locator("#conversations button", has_text="Approve?").click()
+    listed = page.locator("#conversations button", has_text="delete web-2")  # titled by the first message
+    expect(listed.locator("time")).not_to_be_empty()  # with the time of the last turn
+    listed.click()
     expect(page.locator(".message.user")).to_have_text("delete web-2")
     page.locator(".card.pending").get_by_role("button", name="Approve", exact=True).click()
 

@@ -17,13 +17,15 @@ from pydantic import BaseModel
 from dcaf_like.application.dto import ToolCallView
 from dcaf_like.application.errors import ConversationNotFound
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.domain import Conversation, ToolCallStatus
+from dcaf_like.domain import Conversation, Role, ToolCallStatus
 
 PREVIEW_CHARS = 200
+TITLE_CHARS = 60
 
 
 class ConversationSummary(BaseModel):
     id: str
+    title: str  # the first user message, cut to TITLE_CHARS (the id when there is none)
     created_at: float
     updated_at: float
     messages: int
@@ -138,12 +140,21 @@ def _summary(conversation: Conversation) -> dict[str, Any]:
     last = conversation.messages[-1].text if conversation.messages else ""
     return {
         "id": conversation.id,
+        "title": _title(conversation),
         "created_at": conversation.created_at,
         "updated_at": _updated_at(conversation),
         "messages": len(conversation.messages),
         "pending_tool_calls": len(conversation.pending_tool_calls),
         "last_message": last[:PREVIEW_CHARS],
     }
+
+
+def _title(conversation: Conversation) -> str:
+    first = next((m.text for m in conversation.messages if m.role is Role.USER and m.text.strip()), "")
+    words = " ".join(first.split())
+    if not words:
+        return conversation.id
+    return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "\u2026"
 
 
 def _whole(conversation: Conversation) -> dict[str, Any]:

@@ -234,7 +234,16 @@ async function loadConversations() {
     el("button", { type: "button", class: c.id === state.conversationId ? "current" : null, title: c.id,
       onclick: () => run(() => openConversation(c.id)) },
     c.pending_tool_calls ? el("span", { class: "badge" }, String(c.pending_tool_calls)) : null,
-    c.last_message || c.id))));
+    el("span", { class: "title" }, c.title || c.id),
+    el("time", { datetime: new Date(c.updated_at * 1000).toISOString() }, whenText(c.updated_at))))));
+}
+
+// The time of a conversation's last turn: the hour today, the day otherwise.
+function whenText(seconds) {
+  const at = new Date(seconds * 1000);
+  const today = new Date().toDateString() === at.toDateString();
+  return today ? at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : at.toLocaleDateString([], { month: "short", day: "numeric" });
 }
 
 async function openConversation(id) {
