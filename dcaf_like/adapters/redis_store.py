@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.adapters.serialization import decode, encode
@@ -137,6 +137,17 @@ class RedisConversationRepository(ConversationRepository):
             raise self._unavailable(exc) from exc
         return bool(deleted)
 
+    def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """A page of conversations in one pipelined round trip, on one connection of the pool."""
+        try:
+            pipe = self._sync.pipeline(transaction=False)
+            for conversation_id in conversation_ids:
+                pipe.hget(self._key(conversation_id), "body")
+            bodies = pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return _decoded(conversation_ids, bodies)
+
     def list_ids(self, limit: int = 100) -> list[str]:
         try:
             ids = self._sync.zrevrangebyscore(self._index, "+inf", self._oldest_kept(), start=0, num=limit)
@@ -167,6 +178,18 @@ class RedisConversationRepository(ConversationRepository):
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return None if body is None else decode(body, conversation_id)
+
+    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """:meth:`get_many` with the asyncio client: one round trip, one connection."""
+        try:
+            client, _ = self._async()
+            pipe = client.pipeline(transaction=False)
+            for conversation_id in conversation_ids:
+                pipe.hget(self._key(conversation_id), "body")
+            bodies = await pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return _decoded(conversation_ids, bodies)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         args = self._save_args(conversation, expected_version)
@@ -212,3 +235,8 @@ def _where(client: Any) -> str:
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _decoded(conversation_ids: Sequence[str], bodies: list[Any]) -> list[Conversation | None]:
+    pairs = zip(conversation_ids, bodies, strict=True)
+    return [None if body is None else decode(body, i) for i, body in pairs]

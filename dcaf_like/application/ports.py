@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -69,6 +69,10 @@ def _deltas_of(response: ModelResponse) -> Iterator[ModelStreamEvent]:
         yield TextDelta(response.text)
 
 
+#: Reads :meth:`ConversationRepository.aget_many` runs at once by default.
+READ_CONCURRENCY = 8
+
+
 class ConversationRepository(ABC):
     """Where conversations live between turns.
 
@@ -91,9 +95,25 @@ class ConversationRepository(ABC):
     def list_ids(self, limit: int = 100) -> list[str]:
         """Ids of stored conversations, most recently updated first."""
 
+    def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """Several conversations at once, in the order asked (None for one that is gone): a page of
+        the conversation list. Stores with a batch read (Redis: one pipelined round trip) override it."""
+        return [self.get(i) for i in conversation_ids]
+
     # Stores whose I/O blocks override these with a native async client.
     async def aget(self, conversation_id: str) -> Conversation | None:
         return self.get(conversation_id)
+
+    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """:meth:`get_many` on the event loop: at most :data:`READ_CONCURRENCY` reads at once, so a
+        page of 500 never asks a client's connection pool for 500 connections."""
+        limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def one(conversation_id: str) -> Conversation | None:
+            async with limit:
+                return await self.aget(conversation_id)
+
+        return list(await asyncio.gather(*(one(i) for i in conversation_ids)))
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         self.save(conversation, expected_version)

@@ -359,6 +359,20 @@ def test_list_ids_gives_the_most_recently_updated_first(make: Factory) -> None:
     assert store.list_ids(limit=2) == ["conv-1", "conv-3"]
 
 
+async def test_a_page_is_read_in_the_order_asked_with_none_for_a_missing_one(make: Factory) -> None:
+    store = make()
+    conversations = [Conversation.start(f"page-{n}") for n in range(3)]
+    for c in conversations:
+        c.add_user_message(f"hello {c.id}")
+        store.save(c, 0)
+    asked = ["page-2", "no-such-conversation", "page-0", "page-1"]
+
+    for page in (store.get_many(asked), await store.aget_many(asked)):
+        assert [c.id if c else None for c in page] == ["page-2", None, "page-0", "page-1"]
+        assert [c.messages[0].text for c in page if c] == ["hello page-2", "hello page-0", "hello page-1"]
+    assert store.get_many([]) == []
+
+
 def test_delete_removes_a_conversation_once(make: Factory) -> None:
     store = make()
     conversation = full_conversation()
