@@ -116,6 +116,22 @@ def run_uvicorn(
         logging.config.dictConfig(log_config)
         logging.getLogger("uvicorn.error").info("conversations are kept in %s", store_description)
     settle_heap()
+    if workers > 1:
+        from dcaf_like._workers import run_workers
+
+        # Our sockets, not uvicorn's: TCP_NODELAY, and one per worker on Linux (see _workers).
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            log_config=log_config,
+            access_log=False,
+            workers=workers,
+            factory=factory,
+        )
+        run_workers(config)
+        return
     uvicorn.run(
         app,
         host=host,
@@ -123,7 +139,6 @@ def run_uvicorn(
         log_level=log_level,
         log_config=log_config,
         access_log=False,
-        workers=workers if workers > 1 else None,
         factory=factory,
     )
 

@@ -35,6 +35,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
         "ms per turn (SQLite read + save)",
         "bare FastAPI endpoint, same JSON",
         "dcaf_like: answer, Redis store",
+        "dcaf_like: answer, SQLite store, `dcaf-like serve --workers 2`",
         "Redis per turn of a new conversation",
         "deltas over `/api/chat-stream`",
         "Growth: messages already stored",
