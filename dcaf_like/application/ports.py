@@ -7,6 +7,8 @@ what its technology offers natively (as httpx's transports do).
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from dcaf_like.application.model import (
     TextDelta,
     ToolSpec,
 )
+from dcaf_like.application.retention import expired
 from dcaf_like.domain import Conversation, PlatformContext, Session
 
 
@@ -99,6 +102,20 @@ class ConversationRepository(ABC):
         """Several conversations at once, in the order asked (None for one that is gone): a page of
         the conversation list. Stores with a batch read (Redis: one pipelined round trip) override it."""
         return [self.get(i) for i in conversation_ids]
+
+    def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
+        """Forget the conversations whose retention has passed (see
+        :mod:`dcaf_like.application.retention`: `retention` seconds after the last save, a waiting one
+        not before its approval window closes); return how many (with `dry_run`, would be, and
+        nothing is deleted). This default reads every conversation; the persistent stores override it
+        with a query or a script that checks and deletes in one atomic step."""
+        now = time.time() if now is None else now
+        gone = 0
+        for conversation_id in self.list_ids(sys.maxsize):
+            conversation = self.get(conversation_id)
+            if conversation is not None and expired(conversation, retention, now):
+                gone += 1 if dry_run else int(self.delete(conversation_id))
+        return gone
 
     # Stores whose I/O blocks override these with a native async client.
     async def aget(self, conversation_id: str) -> Conversation | None:
