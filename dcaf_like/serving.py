@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
@@ -166,10 +166,13 @@ def with_retention(url: str, days: float | None) -> str:
     """`url` with ``ttl`` set to `days` when it sets none (a URL's own ``ttl`` wins; the in-memory
     store forgets on exit anyway; None or 0 days keep every conversation)."""
     parts = urlsplit(url)
-    options = parse_qsl(parts.query)
-    if not days or parts.scheme.lower() == "memory" or any(name == "ttl" for name, _ in options):
+    if not days or parts.scheme.lower() == "memory" or "ttl" in dict(parse_qsl(parts.query)):
         return url
-    return urlunsplit(parts._replace(query=urlencode([*options, ("ttl", f"{days * DAY:g}")])))
+    seconds = days * DAY
+    ttl = f"ttl={int(seconds)}" if seconds == int(seconds) else f"ttl={seconds!r}"
+    head, fragment = url.split("#", 1) if "#" in url else (url, None)
+    head = f"{head}{'&' if parts.query else '?'}{ttl}"
+    return head if fragment is None else f"{head}#{fragment}"
 
 
 def attach_store(

@@ -280,3 +280,13 @@ def test_a_repository_chosen_in_code_keeps_its_own_retention(tmp_path):
 
     assert chosen.repository is mine
     assert mine.ttl is None
+
+
+def test_retention_is_added_to_a_url_without_changing_the_rest_of_it():
+    from dcaf_like.serving import with_retention
+
+    assert with_retention("sqlite:////var/lib/c.db", 30) == "sqlite:////var/lib/c.db?ttl=2592000"
+    assert with_retention("sqlite:///c.db?namespace=ops", 0.5) == "sqlite:///c.db?namespace=ops&ttl=43200"
+    assert with_retention("redis://:pw@h:6379/0?ttl=60", 30) == "redis://:pw@h:6379/0?ttl=60"
+    assert with_retention("memory://", 30) == "memory://"
+    assert with_retention("sqlite:///c.db", 0) == "sqlite:///c.db"
