@@ -107,8 +107,8 @@ class ConversationRepository(ABC):
         """Forget the conversations whose retention has passed (see
         :mod:`dcaf_like.application.retention`: `retention` seconds after the last save, a waiting one
         not before its approval window closes); return how many (with `dry_run`, would be, and
-        nothing is deleted). This default reads every conversation; the persistent stores override it
-        with a query or a script that checks and deletes in one atomic step."""
+        nothing is deleted). This default reads every conversation (the in-memory store and DynamoDB,
+        whose own TTL forgets as it goes, use it); SQLite and Redis check and delete atomically."""
         now = time.time() if now is None else now
         gone = 0
         for conversation_id in self.list_ids(sys.maxsize):
