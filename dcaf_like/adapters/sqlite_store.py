@@ -31,8 +31,8 @@ TABLE = "dcaf_conversations"
 # A conversation's JSON this long or longer is stored zlib-compressed, as a BLOB (shorter ones stay
 # text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
 # ~1,000 bytes of a row on a 4 KiB page: a body just over that spilled into an overflow page of its
-# own, mostly empty (a file 4.2 times the JSON at 30,000 conversations of 1.1 KiB). Compressed (level
-# 1: ~10 us per KiB), such a body fits its cell: 0.67 times the JSON. A long conversation's JSON
+# own, mostly empty (a file 4.5 times the JSON it held). Compressed (level 1: ~10 us per KiB), such a
+# body fits its cell: 0.82 times the JSON at 30,000 conversations of 1.1 KiB. A long conversation's JSON
 # shrinks about twelvefold, so a save writes a twelfth of the pages (issue 26; measured by
 # tests/integration/test_sqlite_bodies.py).
 COMPRESS_FROM = 512
