@@ -4,7 +4,7 @@ VENV ?= .venv
 LLAMA_NATIVE ?= 0
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit demo bench clean
+.PHONY: install test lint typecheck unit demo bench soak clean
 
 # llama.cpp is built for a portable x86-64 instruction set (AVX2/FMA/F16C); LLAMA_NATIVE=1 builds it
 # for this machine's CPU instead (see docs/runtimes.md).
@@ -30,6 +30,12 @@ unit:
 # Benchmarks side by side with Agno, ADK and LangChain; rewrites the generated part of docs/benchmarks.md.
 bench: $(BIN)/python
 	$(BIN)/python benchmarks/run.py
+
+# A bounded soak on loopback (about 5 minutes): 16 clients mixing turns, approvals, rejections, streams,
+# abandoned proposals and duplicate approvals, on 1 worker with SQLite then 2 with Redis; requests/s,
+# p50/p99 per window, RSS slope and the exactly-once check of every approval (docs/benchmarks.md, "Soak").
+soak: $(BIN)/python
+	$(BIN)/python benchmarks/soak.py
 
 # The operations agent on the local model (fetched and verified on first run), served on :8000.
 # DCAF_RUNTIME=openai:<model> (with OPENAI_BASE_URL) or bedrock:<model id> runs it on another provider.

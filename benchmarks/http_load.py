@@ -1,7 +1,8 @@
 """HTTP throughput and latency of `/api/chat`, and how fast a streamed delta reaches the client.
 
-Each server runs alone in its own process (one uvicorn worker); the load comes from this process over
-keep-alive connections, so the server and the load each have a core of a 2-core machine.
+Each server runs alone in its own process (one uvicorn worker, unless the row says `--workers 2`); the
+load comes from this process over keep-alive connections, so the server and the load each have a core
+of a 2-core machine.
 
 .venv/bin/python benchmarks/http_load.py            # prints the tables
 .venv/bin/python benchmarks/http_load.py --quick    # a fraction of a second per server
@@ -62,6 +63,11 @@ def instant_agent(store: str | None, *, tool_turn: bool = True) -> Any:
     if store is not None:
         agent.use_repository(store)
     return agent
+
+
+def answering_agent() -> Any:
+    """The answer-only agent, for `dcaf-like serve --factory` (several workers: the CLI gives the store)."""
+    return instant_agent(None, tool_turn=False)
 
 
 def ticking_agent() -> Any:
@@ -151,6 +157,26 @@ def running(kind: str, **env: str) -> Iterator[Server]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_workers(workers: int, directory: str) -> Iterator[Server]:
+    """`dcaf-like serve --workers N` as a user runs it, sharing one SQLite file."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable, "-m", "dcaf_like.cli", "serve", f"{__file__}:answering_agent", "--factory",
+        "--workers", str(workers), "--port", str(port), "--store", f"sqlite:///{directory}/workers.sqlite3",
+        "--no-ui", "--log-level", "warning",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, env={k: v for k, v in os.environ.items() if k != "DCAF_STORE"})
+    try:
+        _wait_until_up(port, process)
+        yield Server(port, process)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
 
 
 def _wait_until_up(port: int, process: subprocess.Popen[bytes]) -> None:
@@ -264,6 +290,7 @@ ROWS = {
     "bare": "bare FastAPI endpoint, same JSON",
     "text": "dcaf_like: answer, in-memory store",
     "sqlite": "dcaf_like: answer, SQLite store",
+    "sqlite 2 workers": "dcaf_like: answer, SQLite store, `dcaf-like serve --workers 2`",
     "redis": "dcaf_like: answer, Redis store",
     "memory": "dcaf_like: tool call, result, answer, in-memory store",
 }
@@ -283,6 +310,8 @@ def report(quick: bool) -> dict[str, Any]:
         results["memory"] = asyncio.run(load(server.port, seconds, warmup))
     with tempfile.TemporaryDirectory() as directory, running("sqlite", BENCH_DIR=directory) as server:
         results["sqlite"] = asyncio.run(load(server.port, seconds, warmup))
+    with tempfile.TemporaryDirectory() as directory, running_workers(2, directory) as server:
+        results["sqlite 2 workers"] = asyncio.run(load(server.port, seconds, warmup))
     prefix = f"bench-{uuid.uuid4().hex[:8]}:"
     try:
         redis_commands()
@@ -316,8 +345,8 @@ def measure_redis(results: dict[str, Any], prefix: str, seconds: float, warmup: 
 def markdown(results: dict[str, Any]) -> str:
     bare = results["bare"]["rps"]
     rows = [
-        f"| HTTP `/api/chat`, one uvicorn worker, {results['settings']['connections']} keep-alive connections"
-        " | requests/s | p50 ms | p99 ms | vs bare endpoint |",
+        f"| HTTP `/api/chat`, one uvicorn worker unless said, {results['settings']['connections']} keep-alive"
+        " connections | requests/s | p50 ms | p99 ms | vs bare endpoint |",
         "|---|---|---|---|---|",
     ]
     for kind, name in ROWS.items():

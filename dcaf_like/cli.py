@@ -12,9 +12,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.application.errors import ApplicationError
+from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
 from dcaf_like.serving import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_STORE,
@@ -24,7 +26,7 @@ from dcaf_like.serving import (
     serve,
     settle_heap,
 )
-from dcaf_like.stores import StoreConfigError
+from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
 
 
 class TargetError(Exception):
@@ -90,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="worker processes sharing the port; they must share a store (SQLite file, Redis, DynamoDB)",
     )
+    run.add_argument(
+        "--retention-days",
+        type=_days,
+        default=DEFAULT_RETENTION_DAYS,
+        help="forget a conversation this long after its last save, one waiting for approval not before its "
+        f"window closes, unless the store URL sets ttl= (default: {DEFAULT_RETENTION_DAYS}; 0 keeps all)",
+    )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
     run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
@@ -98,6 +107,30 @@ def _parser() -> argparse.ArgumentParser:
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    prune = commands.add_parser(
+        "prune",
+        help="forget the conversations a store keeps past their retention (serve's ttl does it as it goes)",
+    )
+    prune.add_argument(
+        "--store",
+        default=None,
+        help="the store, as serve's --store: sqlite:///PATH, redis://HOST:PORT/DB, dynamodb://TABLE?region=R "
+        "(default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+    )
+    prune.add_argument(
+        "--namespace",
+        default=None,
+        help="the agent's name, its namespace in the store (default: the URL's namespace=, else 'agent', "
+        "the name of an Agent given none)",
+    )
+    prune.add_argument(
+        "--retention-days",
+        type=_days,
+        default=None,
+        help="keep conversations saved within this many days "
+        f"(default: the URL's ttl=, else {DEFAULT_RETENTION_DAYS})",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would be forgotten, forget nothing")
     chat = commands.add_parser(
         "chat", help="chat with an agent on the terminal, deciding each call it wants approved"
     )
@@ -115,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(Path.cwd()))
     if args.command == "chat":
         return _chat(args)
+    if args.command == "prune":
+        return _prune(args)
     try:
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
@@ -130,10 +165,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             ui=args.ui,
             a2a=args.a2a,
             mcp=args.mcp,
+            retention_days=args.retention_days,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of days, not {value!r}") from None
+    if days < 0 or days != days or days == float("inf"):
+        raise argparse.ArgumentTypeError(f"a number of days, 0 or more, not {value!r}")
+    return days
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """``dcaf-like prune``: what serve's retention forgets as it goes, in one pass (for a store written
+    without a ttl, or after lowering it)."""
+    url = args.store or store_from_environment() or DEFAULT_STORE
+    if args.retention_days == 0:
+        print(
+            "dcaf-like prune: --retention-days 0 keeps every conversation: nothing to prune", file=sys.stderr
+        )
+        return 2
+    namespace = args.namespace or dict(parse_qsl(urlsplit(url).query)).get("namespace") or "agent"
+    try:
+        store = open_store(url, namespace=namespace)
+    except StoreConfigError as exc:
+        print(f"dcaf-like prune: {exc}", file=sys.stderr)
+        return 2
+    ttl = getattr(store, "ttl", None)
+    days = args.retention_days or (ttl / DAY if ttl else DEFAULT_RETENTION_DAYS)
+    try:
+        count = store.prune(days * DAY, dry_run=args.dry_run)
+    except ApplicationError as exc:
+        print(f"dcaf-like prune: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    verb = "would forget" if args.dry_run else "forgot"
+    conversations = "conversation" if count == 1 else "conversations"
+    over = f"{days:g} day" if days == 1 else f"{days:g} days"
+    print(f"{verb} {count} {conversations} of {redact(url)} last saved over {over} ago")
     return 0
 
 
@@ -171,11 +250,12 @@ _MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
 _UI = "DCAF_SERVE_UI"
 _A2A = "DCAF_SERVE_A2A"
 _MCP = "DCAF_SERVE_MCP"
+_RETENTION = "DCAF_SERVE_RETENTION_DAYS"
 
 
 def _serve_workers(args: argparse.Namespace, target: Any) -> int:
     """Check in this process what every worker will do, then let uvicorn start the workers."""
-    described = attach_store(target, args.store, default=DEFAULT_STORE)
+    described = attach_store(target, args.store, default=DEFAULT_STORE, retention_days=args.retention_days)
     if isinstance(getattr(target, "repository", None), InMemoryConversationRepository):
         raise TargetError(
             f"{args.workers} workers cannot share an in-memory store: an approval would reach a worker "
@@ -190,6 +270,7 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
             _UI: "1" if args.ui else "",
             _A2A: "1" if args.a2a else "",
             _MCP: "1" if args.mcp else "",
+            _RETENTION: repr(args.retention_days),
         }
     )
     run_uvicorn(
@@ -209,7 +290,8 @@ def worker_app() -> Any:
     """The app of one worker process (uvicorn's factory), from what :func:`_serve_workers` set."""
     sys.path.insert(0, str(Path.cwd()))
     target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
-    attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE)
+    retention = float(os.environ.get(_RETENTION) or DEFAULT_RETENTION_DAYS)
+    attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE, retention_days=retention)
     app = create_app(
         target,
         max_body_bytes=int(os.environ[_MAX_BODY]),

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
 
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
 from dcaf_like.stores import DEFAULT_SQLITE_PATH, redact, store_from_environment
 
 if TYPE_CHECKING:
@@ -68,13 +70,16 @@ def serve(
     ui: bool = True,
     a2a: bool = False,
     mcp: bool = False,
+    retention_days: float | None = DEFAULT_RETENTION_DAYS,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
-    own repository or ``DCAF_STORE`` says otherwise. For several worker processes, see
+    own repository or ``DCAF_STORE`` says otherwise. A store named by URL forgets a conversation
+    `retention_days` after its last save (a call waiting for approval not before its window closes),
+    unless the URL has its own ``ttl``; None keeps them all. For several worker processes, see
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
     The chat page is at ``/`` unless `ui` is False."""
-    chosen = attach_store(agent, store, default=DEFAULT_STORE)
+    chosen = attach_store(agent, store, default=DEFAULT_STORE, retention_days=retention_days)
     app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp)
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
@@ -116,6 +121,22 @@ def run_uvicorn(
         logging.config.dictConfig(log_config)
         logging.getLogger("uvicorn.error").info("conversations are kept in %s", store_description)
     settle_heap()
+    if workers > 1:
+        from dcaf_like._workers import run_workers
+
+        # Our sockets, not uvicorn's: TCP_NODELAY, and one per worker on Linux (see _workers).
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            log_config=log_config,
+            access_log=False,
+            workers=workers,
+            factory=factory,
+        )
+        run_workers(config)
+        return
     uvicorn.run(
         app,
         host=host,
@@ -123,7 +144,6 @@ def run_uvicorn(
         log_level=log_level,
         log_config=log_config,
         access_log=False,
-        workers=workers if workers > 1 else None,
         factory=factory,
     )
 
@@ -142,9 +162,25 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def attach_store(agent: Any, store: Store | None, *, default: str | None) -> str | None:
+def with_retention(url: str, days: float | None) -> str:
+    """`url` with ``ttl`` set to `days` when it sets none (a URL's own ``ttl`` wins; the in-memory
+    store forgets on exit anyway; None or 0 days keep every conversation)."""
+    parts = urlsplit(url)
+    if not days or parts.scheme.lower() == "memory" or "ttl" in dict(parse_qsl(parts.query)):
+        return url
+    seconds = days * DAY
+    ttl = f"ttl={int(seconds)}" if seconds == int(seconds) else f"ttl={seconds!r}"
+    head, fragment = url.split("#", 1) if "#" in url else (url, None)
+    head = f"{head}{'&' if parts.query else '?'}{ttl}"
+    return head if fragment is None else f"{head}#{fragment}"
+
+
+def attach_store(
+    agent: Any, store: Store | None, *, default: str | None, retention_days: float | None = None
+) -> str | None:
     """Give an Agent the store chosen by the rules of this module; return a description of it
-    (without credentials), or None when the agent keeps the one it has."""
+    (without credentials), or None when the agent keeps the one it has. A store named by URL keeps
+    conversations `retention_days` unless the URL says otherwise (see :func:`with_retention`)."""
     use = getattr(agent, "use_repository", None)
     if use is None:
         if store is not None:
@@ -158,5 +194,7 @@ def attach_store(agent: Any, store: Store | None, *, default: str | None) -> str
         store = store_from_environment() or default
         if store is None:
             return None
+    if isinstance(store, str):
+        store = with_retention(store, retention_days)
     use(store)
     return redact(store) if isinstance(store, str) else repr(store)

@@ -35,9 +35,26 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
         "ms per turn (SQLite read + save)",
         "bare FastAPI endpoint, same JSON",
         "dcaf_like: answer, Redis store",
+        "dcaf_like: answer, SQLite store, `dcaf-like serve --workers 2`",
         "Redis per turn of a new conversation",
         "deltas over `/api/chat-stream`",
         "Growth: messages already stored",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone
+
+
+def test_a_short_soak_runs_both_servers_and_every_approval_ran_exactly_once(redis_url):
+    result = subprocess.run(
+        [sys.executable, "benchmarks/soak.py", "--seconds", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url},
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr  # it fails on a 5xx or a broken check
+    rows = [line for line in result.stdout.splitlines() if line.endswith("| exact |")]
+    assert [row.split("|")[1].strip() for row in rows] == ["1 worker, SQLite", "2 workers, Redis"]

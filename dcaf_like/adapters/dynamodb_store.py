@@ -15,8 +15,9 @@ attribute           type  meaning
 ==================  ====  ===========================================================
 
 Global secondary index ``by_namespace`` (``ns``, ``updated_at``), keys only plus ``expires_at``, lists an
-agent's conversations, newest first. DynamoDB has no async client in boto3: the async twins run the
-blocking calls in worker threads.
+agent's conversations, newest first. ``expires_at`` is the save plus ``ttl``, or the close of an approval
+window still open then (:mod:`dcaf_like.application.retention`). DynamoDB has no async client in boto3:
+the async twins run the blocking calls in worker threads.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 from dcaf_like.adapters.serialization import decode, encode
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation
 
 INDEX = "by_namespace"
@@ -93,8 +95,8 @@ class DynamoDBConversationRepository(ConversationRepository):
             "updated_at": {"N": _number(now)},
             "body": {"B": zlib.compress(encode(conversation).encode("utf-8"))},
         }
-        if self.ttl is not None:
-            item["expires_at"] = {"N": str(int(now + self.ttl))}
+        if self.ttl is not None:  # a call waiting for a decision keeps it until its window closes
+            item["expires_at"] = {"N": str(int(kept_until(now, self.ttl, waiting_until(conversation))))}
         if expected_version == 0:
             # A row DynamoDB's TTL has not yet swept away counts as absent.
             condition = "attribute_not_exists(pk) OR expires_at < :now"
@@ -141,7 +143,7 @@ class DynamoDBConversationRepository(ConversationRepository):
                 "KeyConditionExpression": "ns = :ns",
                 "ExpressionAttributeValues": {":ns": {"S": self.namespace}},
                 "ScanIndexForward": False,
-                "Limit": limit,
+                "Limit": min(limit, 1000),
             }
             if start is not None:
                 query["ExclusiveStartKey"] = start

@@ -14,29 +14,36 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.adapters.serialization import decode, encode
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-# KEYS: conversation hash, index. ARGV: expected version, new version, body, now (s), id, ttl (ms, 0 = none).
-# Returns -1 when written, else the stored version (0 when there is none).
+# KEYS: conversation hash, index. ARGV: expected version, new version, body, now (s), id, ttl (ms, 0 = none),
+# the conversation's own expiry (ms from now: the ttl, or longer while an approval window is open),
+# waiting_until (s, '' = nothing waits). Returns -1 when written, else the stored version (0: none).
 _SAVE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then
   return current
 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'body', ARGV[3])
+if ARGV[8] == '' then
+  redis.call('HDEL', KEYS[1], 'waiting_until')
+else
+  redis.call('HSET', KEYS[1], 'waiting_until', ARGV[8])
+end
 local ttl = tonumber(ARGV[6])
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[4]) - ttl / 1000))
 end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
@@ -45,6 +52,33 @@ if ttl > 0 then
 end
 return -1
 """
+
+# KEYS: index, then the hashes of ARGV[4..]. ARGV: oldest save kept (s), now (s), '1' for a dry run,
+# then ids. Forgets each conversation last saved before ARGV[1] whose approval window has closed (a save
+# since moved its score, so it is kept); drops index entries whose hash Redis already expired. Returns
+# how many conversations were (with a dry run, would be) forgotten.
+_PRUNE = """
+local gone = 0
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local key = KEYS[i - 2]
+  local score = tonumber(redis.call('ZSCORE', KEYS[1], id))
+  if score and score < tonumber(ARGV[1]) then
+    if redis.call('EXISTS', key) == 0 then
+      if ARGV[3] ~= '1' then redis.call('ZREM', KEYS[1], id) end
+    elseif tonumber(redis.call('HGET', key, 'waiting_until') or '0') < tonumber(ARGV[2]) then
+      gone = gone + 1
+      if ARGV[3] ~= '1' then
+        redis.call('DEL', key)
+        redis.call('ZREM', KEYS[1], id)
+      end
+    end
+  end
+end
+return gone
+"""
+
+_PRUNE_BATCH = 200
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -87,6 +121,7 @@ class RedisConversationRepository(ConversationRepository):
         )
         self._redis_async = redis_async
         self._save_script = self._sync.register_script(_SAVE)
+        self._prune_script = self._sync.register_script(_PRUNE)
         self._errors: tuple[type[BaseException], ...] = (redis_sync.RedisError,)
         self.where = _where(self._sync)
 
@@ -100,14 +135,19 @@ class RedisConversationRepository(ConversationRepository):
         return f"{self.prefix}{{{self.namespace}}}:index"
 
     def _save_args(self, conversation: Conversation, expected_version: int) -> list[Any]:
+        now = self.clock()
+        waiting = waiting_until(conversation)
         ttl_ms = 0 if self.ttl is None else int(self.ttl * 1000)
+        expires_ms = 0 if self.ttl is None else int((kept_until(now, self.ttl, waiting) - now) * 1000)
         return [
             expected_version,
             conversation.version,
             encode(conversation),
-            repr(self.clock()),
+            repr(now),
             conversation.id,
             ttl_ms,
+            max(expires_ms, 1),
+            "" if waiting is None else repr(waiting),
         ]
 
     # -- sync -------------------------------------------------------------------------------------
@@ -137,12 +177,41 @@ class RedisConversationRepository(ConversationRepository):
             raise self._unavailable(exc) from exc
         return bool(deleted)
 
+    def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """A page of conversations in one pipelined round trip, on one connection of the pool."""
+        try:
+            pipe = self._sync.pipeline(transaction=False)
+            for conversation_id in conversation_ids:
+                pipe.hget(self._key(conversation_id), "body")
+            bodies = pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return _decoded(conversation_ids, bodies)
+
     def list_ids(self, limit: int = 100) -> list[str]:
         try:
             ids = self._sync.zrevrangebyscore(self._index, "+inf", self._oldest_kept(), start=0, num=limit)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
+    def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
+        """Forget the conversations last saved more than `retention` seconds ago whose approval window
+        has closed: each checked and deleted atomically by a script, a batch of ids per round trip."""
+        now = self.clock() if now is None else now
+        try:
+            old = self._sync.zrangebyscore(self._index, "-inf", f"({now - retention!r}")
+            gone = 0
+            for start in range(0, len(old), _PRUNE_BATCH):
+                ids = [
+                    i.decode() if isinstance(i, bytes) else str(i) for i in old[start : start + _PRUNE_BATCH]
+                ]
+                keys = [self._index, *(self._key(i) for i in ids)]
+                args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
+                gone += int(self._prune_script(keys=keys, args=args))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return gone
 
     # -- asyncio ----------------------------------------------------------------------------------
 
@@ -167,6 +236,18 @@ class RedisConversationRepository(ConversationRepository):
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return None if body is None else decode(body, conversation_id)
+
+    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """:meth:`get_many` with the asyncio client: one round trip, one connection."""
+        try:
+            client, _ = self._async()
+            pipe = client.pipeline(transaction=False)
+            for conversation_id in conversation_ids:
+                pipe.hget(self._key(conversation_id), "body")
+            bodies = await pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return _decoded(conversation_ids, bodies)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         args = self._save_args(conversation, expected_version)
@@ -212,3 +293,8 @@ def _where(client: Any) -> str:
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _decoded(conversation_ids: Sequence[str], bodies: list[Any]) -> list[Conversation | None]:
+    pairs = zip(conversation_ids, bodies, strict=True)
+    return [None if body is None else decode(body, i) for i, body in pairs]

@@ -21,6 +21,7 @@ from typing import Any
 from dcaf_like.adapters.serialization import decode, encode
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import waiting_until
 from dcaf_like.domain import Conversation
 
 logger = logging.getLogger("dcaf_like.stores")
@@ -28,10 +29,13 @@ logger = logging.getLogger("dcaf_like.stores")
 TABLE = "dcaf_conversations"
 
 # A conversation's JSON this long or longer is stored zlib-compressed, as a BLOB (shorter ones stay
-# text, readable with the sqlite3 shell). JSON of a long conversation shrinks about twelvefold, so a
-# save writes a twelfth of the pages, for under a millisecond of compression at 1,000 messages; under
-# the threshold compressing would cost more than the pages it saves.
-COMPRESS_FROM = 16 * 1024
+# text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
+# ~1,000 bytes of a row on a 4 KiB page: a body just over that spilled into an overflow page of its
+# own, mostly empty (a file 4.5 times the JSON it held). Compressed (level 1: ~10 us per KiB), such a
+# body fits its cell: 0.82 times the JSON at 30,000 conversations of 1.1 KiB. A long conversation's JSON
+# shrinks about twelvefold, so a save writes a twelfth of the pages (issue 26; measured by
+# tests/integration/test_sqlite_bodies.py).
+COMPRESS_FROM = 512
 
 # Checkpoints of the write-ahead log, kept off the event loop where they can be. A checkpoint copies
 # the log's pages into the database file and syncs it: run inline by a commit on the loop every 1,000
@@ -56,12 +60,18 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 CREATE INDEX IF NOT EXISTS {TABLE}_recent ON {TABLE} (namespace, updated_at);
 """
 
+# Columns added since the table was first released: added to a file that lacks them when it is opened
+# (a row an earlier version wrote has NULL there). waiting_until: when the approval window of the
+# conversation's last pending call closes (see dcaf_like.application.retention).
+_ADDED_COLUMNS = {"waiting_until": "REAL"}
+
 
 class SqliteConversationRepository(ConversationRepository):
     """Conversations in the SQLite file at `path` (created with its directory if missing).
 
     `namespace` keeps agents sharing one file apart (``serve`` uses the agent's name). With `ttl`
-    (seconds), a conversation untouched for longer reads as absent and is purged on later writes.
+    (seconds), a conversation untouched for longer reads as absent and is purged on later writes,
+    unless it waits for a decision whose approval window is still open.
     """
 
     def __init__(
@@ -106,8 +116,8 @@ class SqliteConversationRepository(ConversationRepository):
     def _get(self, conversation_id: str, connection: sqlite3.Connection) -> Conversation | None:
         with self._reading(connection) as db:
             row = db.execute(
-                f"SELECT body FROM {TABLE} WHERE namespace = ? AND id = ? AND updated_at >= ?",
-                (self.namespace, conversation_id, self._oldest_kept()),
+                f"SELECT body FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT}",
+                (self.namespace, conversation_id, *self._kept()),
             ).fetchone()
         return None if row is None else _conversation(row[0], conversation_id)
 
@@ -120,23 +130,32 @@ class SqliteConversationRepository(ConversationRepository):
         turn: AbstractContextManager[Any],
     ) -> None:
         now = self.clock()
+        waiting = waiting_until(conversation)
         with self._writing(connection, turn) as db:
             if self.ttl is not None:
                 db.execute(
-                    f"DELETE FROM {TABLE} WHERE namespace = ? AND updated_at < ?",
-                    (self.namespace, self._oldest_kept()),
+                    f"DELETE FROM {TABLE} WHERE namespace = ? AND {_GONE}",
+                    (self.namespace, *self._kept()),
                 )
             if expected_version == 0:
                 written = db.execute(
-                    f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (namespace, id) DO NOTHING",
-                    (self.namespace, conversation.id, conversation.version, now, body),
+                    f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body, waiting_until) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO NOTHING",
+                    (self.namespace, conversation.id, conversation.version, now, body, waiting),
                 ).rowcount
             else:
                 written = db.execute(
-                    f"UPDATE {TABLE} SET version = ?, updated_at = ?, body = ? "
+                    f"UPDATE {TABLE} SET version = ?, updated_at = ?, body = ?, waiting_until = ? "
                     "WHERE namespace = ? AND id = ? AND version = ?",
-                    (conversation.version, now, body, self.namespace, conversation.id, expected_version),
+                    (
+                        conversation.version,
+                        now,
+                        body,
+                        waiting,
+                        self.namespace,
+                        conversation.id,
+                        expected_version,
+                    ),
                 ).rowcount
             if written != 1:
                 row = db.execute(
@@ -155,11 +174,23 @@ class SqliteConversationRepository(ConversationRepository):
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._reading(self._connection()) as db:
             rows = db.execute(
-                f"SELECT id FROM {TABLE} WHERE namespace = ? AND updated_at >= ? "
-                "ORDER BY updated_at DESC LIMIT ?",
-                (self.namespace, self._oldest_kept(), limit),
+                f"SELECT id FROM {TABLE} WHERE namespace = ? AND {_KEPT} ORDER BY updated_at DESC LIMIT ?",
+                (self.namespace, *self._kept(), min(limit, _MAX_LIMIT)),
             ).fetchall()
         return [row[0] for row in rows]
+
+    def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
+        """Delete, in one statement, the conversations last saved more than `retention` seconds ago
+        whose approval window has closed. The file keeps its size (SQLite reuses the freed pages);
+        ``VACUUM`` gives the space back to the disk."""
+        now = self.clock() if now is None else now
+        gone = f"FROM {TABLE} WHERE namespace = ? AND {_GONE}", (self.namespace, now - retention, now)
+        if dry_run:
+            with self._reading(self._connection()) as db:
+                (count,) = db.execute(f"SELECT count(*) {gone[0]}", gone[1]).fetchone()
+            return int(count)
+        with self._writing(self._connection(), self._write_turn) as db:
+            return int(db.execute(f"DELETE {gone[0]}", gone[1]).rowcount)
 
     # The async twins run on the event loop when SQLite can answer at once (a read in WAL mode, a
     # write when no one else holds the lock: tens of microseconds, a third of a thread hand-off), and
@@ -209,8 +240,10 @@ class SqliteConversationRepository(ConversationRepository):
 
     # -- connections ------------------------------------------------------------------------------
 
-    def _oldest_kept(self) -> float:
-        return float("-inf") if self.ttl is None else self.clock() - self.ttl
+    def _kept(self) -> tuple[float, float]:
+        """The parameters of :data:`_KEPT`: the oldest save kept, and now."""
+        now = self.clock()
+        return (float("-inf") if self.ttl is None else now - self.ttl), now
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection, which waits up to the busy timeout for another writer."""
@@ -240,6 +273,7 @@ class SqliteConversationRepository(ConversationRepository):
                 if not checkpoints:
                     connection.execute(f"PRAGMA wal_autocheckpoint = {int(LOG_LIMIT)}")
                 connection.executescript(_SCHEMA)
+                _add_columns(connection)
                 connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             except (sqlite3.Error, OSError) as exc:
                 connection.close()
@@ -293,6 +327,26 @@ class SqliteConversationRepository(ConversationRepository):
 
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+# A row still kept, given the oldest save kept and now: saved since, or waiting for a decision whose
+# window is still open (dcaf_like.application.retention). NULL: nothing waits. _GONE is its negation,
+# written so that the index on (namespace, updated_at) finds the rows.
+_KEPT = "(updated_at >= ? OR ifnull(waiting_until, 0) >= ?)"
+_GONE = "updated_at < ? AND ifnull(waiting_until, 0) < ?"
+
+_MAX_LIMIT = 2**63 - 1  # SQLite's LIMIT is a signed 64-bit integer
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Add the columns of :data:`_ADDED_COLUMNS` a file written by an earlier version lacks."""
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({TABLE})")}
+    for name, kind in _ADDED_COLUMNS.items():
+        if name not in present:
+            try:
+                db.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
 
 
 class _WouldWait(StoreUnavailable):

@@ -7,8 +7,10 @@ what its technology offers natively (as httpx's transports do).
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +24,7 @@ from dcaf_like.application.model import (
     TextDelta,
     ToolSpec,
 )
+from dcaf_like.application.retention import expired
 from dcaf_like.domain import Conversation, PlatformContext, Session
 
 
@@ -69,6 +72,10 @@ def _deltas_of(response: ModelResponse) -> Iterator[ModelStreamEvent]:
         yield TextDelta(response.text)
 
 
+#: Reads :meth:`ConversationRepository.aget_many` runs at once by default.
+READ_CONCURRENCY = 8
+
+
 class ConversationRepository(ABC):
     """Where conversations live between turns.
 
@@ -91,9 +98,39 @@ class ConversationRepository(ABC):
     def list_ids(self, limit: int = 100) -> list[str]:
         """Ids of stored conversations, most recently updated first."""
 
+    def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """Several conversations at once, in the order asked (None for one that is gone): a page of
+        the conversation list. Stores with a batch read (Redis: one pipelined round trip) override it."""
+        return [self.get(i) for i in conversation_ids]
+
+    def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
+        """Forget the conversations whose retention has passed (see
+        :mod:`dcaf_like.application.retention`: `retention` seconds after the last save, a waiting one
+        not before its approval window closes); return how many (with `dry_run`, would be, and
+        nothing is deleted). This default reads every conversation (the in-memory store and DynamoDB,
+        whose own TTL forgets as it goes, use it); SQLite and Redis check and delete atomically."""
+        now = time.time() if now is None else now
+        gone = 0
+        for conversation_id in self.list_ids(sys.maxsize):
+            conversation = self.get(conversation_id)
+            if conversation is not None and expired(conversation, retention, now):
+                gone += 1 if dry_run else int(self.delete(conversation_id))
+        return gone
+
     # Stores whose I/O blocks override these with a native async client.
     async def aget(self, conversation_id: str) -> Conversation | None:
         return self.get(conversation_id)
+
+    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """:meth:`get_many` on the event loop: at most :data:`READ_CONCURRENCY` reads at once, so a
+        page of 500 never asks a client's connection pool for 500 connections."""
+        limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def one(conversation_id: str) -> Conversation | None:
+            async with limit:
+                return await self.aget(conversation_id)
+
+        return list(await asyncio.gather(*(one(i) for i in conversation_ids)))
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         self.save(conversation, expected_version)

@@ -359,6 +359,23 @@ def test_list_ids_gives_the_most_recently_updated_first(make: Factory) -> None:
     assert store.list_ids(limit=2) == ["conv-1", "conv-3"]
 
 
+async def test_a_page_is_read_in_the_order_asked_with_none_for_a_missing_one(make: Factory) -> None:
+    store = make()
+    conversations = [Conversation.start(f"page-{n}") for n in range(3)]
+    for c in conversations:
+        c.add_user_message(f"hello {c.id}")
+        store.save(c, 0)
+    asked = ["page-2", "no-such-conversation", "page-0", "page-1"]
+
+    for page in (store.get_many(asked), await store.aget_many(asked)):
+        assert [c.id if c else None for c in page] == ["page-2", None, "page-0", "page-1"]
+        assert [c.messages[0].text for c in page if c] == ["hello page-2", "hello page-0", "hello page-1"]
+    assert store.get_many([]) == []
+    close = getattr(store, "aclose", None)  # the asyncio client of this test's loop
+    if close is not None:
+        await close()
+
+
 def test_delete_removes_a_conversation_once(make: Factory) -> None:
     store = make()
     conversation = full_conversation()
@@ -368,6 +385,54 @@ def test_delete_removes_a_conversation_once(make: Factory) -> None:
     assert store.get(conversation.id) is None
     assert conversation.id not in store.list_ids()
     assert store.delete(conversation.id) is False
+
+
+# -- retention ---------------------------------------------------------------------------------------
+
+DAY = 86_400.0
+T0 = 1_700_000_000.0
+
+
+def saved_at(
+    store: ConversationRepository, clock: list[float], at: float, *, window: float | None = None
+) -> str:
+    """A conversation saved at `at`; with `window`, it waits for a decision that long."""
+    clock[0] = at
+    c = Conversation.start(at=at)
+    c.add_user_message("delete web-1", at=at)
+    if window is not None:
+        c.add_assistant_message("", at=at)
+        c.request_tool_call(
+            "delete_pod", ToolInput.of({"name": "web-1"}), requires_approval=True, approval_ttl=window, at=at
+        )
+    store.save(c, 0)
+    return c.id
+
+
+def test_prune_forgets_what_retention_let_go_and_keeps_a_call_whose_window_is_open(make: Factory) -> None:
+    clock = [T0]
+    store = make(clock=lambda: clock[0])  # the in-memory store keeps no time: it reads the conversation's
+    old = saved_at(store, clock, T0)
+    window_closed = saved_at(store, clock, T0, window=DAY)
+    window_open = saved_at(store, clock, T0, window=40 * DAY)
+    recent = saved_at(store, clock, T0 + 10 * DAY)
+    clock[0] = T0 + 31 * DAY
+
+    would = store.prune(30 * DAY, now=clock[0], dry_run=True)
+    kept_by_dry_run = store.get(old)
+    gone = store.prune(30 * DAY, now=clock[0])
+    again = store.prune(30 * DAY, now=clock[0])
+
+    assert would == 2
+    assert kept_by_dry_run is not None
+    assert gone == 2
+    assert again == 0
+    assert store.get(old) is None
+    assert store.get(window_closed) is None
+    assert store.get(window_open) is not None
+    assert store.get(recent) is not None
+    assert set(store.list_ids()) == {window_open, recent}
+    assert store.prune(30 * DAY, now=T0 + 41 * DAY) == 2  # the window closed, the retention passed
 
 
 # -- content -----------------------------------------------------------------------------------------

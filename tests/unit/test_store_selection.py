@@ -251,3 +251,42 @@ def test_redis_sets_the_ttl_on_each_save(redis_url, redis_prefix):
     assert 0 < client.pttl(f"{redis_prefix}{{default}}:index") <= 120_000
     client.close()
     store.close()
+
+
+# -- retention ---------------------------------------------------------------------------------------
+
+
+def test_serve_keeps_conversations_30_days_unless_the_url_or_the_caller_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DCAF_STORE", raising=False)
+    default, own_ttl, forever, memory = agent(), agent(), agent(), agent()
+
+    attach_store(default, None, default=DEFAULT_STORE, retention_days=30)
+    attach_store(own_ttl, "sqlite:///c.db?ttl=60", default=None, retention_days=30)
+    attach_store(forever, "sqlite:///c.db", default=None, retention_days=None)
+    attach_store(memory, "memory://", default=None, retention_days=30)
+
+    assert default.repository.ttl == 30 * 86_400
+    assert own_ttl.repository.ttl == 60
+    assert forever.repository.ttl is None
+    assert isinstance(memory.repository, InMemoryConversationRepository)
+
+
+def test_a_repository_chosen_in_code_keeps_its_own_retention(tmp_path):
+    mine = SqliteConversationRepository(tmp_path / "c.db")
+    chosen = agent(repository=mine)
+
+    attach_store(chosen, None, default=DEFAULT_STORE, retention_days=30)
+
+    assert chosen.repository is mine
+    assert mine.ttl is None
+
+
+def test_retention_is_added_to_a_url_without_changing_the_rest_of_it():
+    from dcaf_like.serving import with_retention
+
+    assert with_retention("sqlite:////var/lib/c.db", 30) == "sqlite:////var/lib/c.db?ttl=2592000"
+    assert with_retention("sqlite:///c.db?namespace=ops", 0.5) == "sqlite:///c.db?namespace=ops&ttl=43200"
+    assert with_retention("redis://:pw@h:6379/0?ttl=60", 30) == "redis://:pw@h:6379/0?ttl=60"
+    assert with_retention("memory://", 30) == "memory://"
+    assert with_retention("sqlite:///c.db", 0) == "sqlite:///c.db"

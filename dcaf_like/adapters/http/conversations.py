@@ -93,7 +93,7 @@ def conversation_routes(
         store = repository()
         try:
             ids = await asyncio.to_thread(store.list_ids, limit)
-            found = await asyncio.gather(*(store.aget(i) for i in ids))
+            found = await store.aget_many(ids)  # one round trip on Redis, never a connection per id
         except Exception as exc:
             return failure(exc, None)
         return {"conversations": [_summary(c) for c in found if c is not None]}
