@@ -269,7 +269,9 @@ class A2ATasks:
             stored = await self.repository.aget(conversation_id) if conversation_id else None
             if stored is not None and not caller.sees(stored):
                 raise ConversationNotFound(stored.id)
-            conversation = stored or Conversation.start(conversation_id, owner=caller.owner)
+            conversation = (
+                stored if stored is not None else Conversation.start(conversation_id, owner=caller.owner)
+            )
             expected = stored.version if stored is not None else 0
             record: TaskRecord = conversation.open_task()
             if text:

@@ -88,9 +88,11 @@ def create_app(
     mcp: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
-    and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}``, or
-    ``DCAF_API_KEYS``), every route but health, docs and the page's files needs an API key, and the
-    key's identity is recorded as whoever decided each tool call.
+    and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}`` or
+    ``{"<key>": "<identity>:<scope>+<scope>"}``, or ``DCAF_API_KEYS``), every route but health, docs and
+    the page's files needs an API key (websockets added to the app too), each key sees only its
+    identity's conversations (``admin``: all, and ``GET /api/audit``), and the key's identity is
+    recorded as whoever decided each tool call.
     With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``). With `mcp`, the agent's
     tools that run without approval are also an MCP server at ``/mcp``."""
     if max_body_bytes < 1:
