@@ -68,6 +68,8 @@ for _, key in ipairs({KEYS[#KEYS - 1], KEYS[#KEYS]}) do
   end
 end
 """
+if not _SAVE.rstrip().endswith("return -1"):  # the audited save is the save with the audit before its end
+    raise RuntimeError("redis_store: _SAVE must end with 'return -1' for _SAVE_AUDITED to extend it")
 _SAVE_AUDITED = _SAVE.rstrip()[: -len("return -1")] + _AUDIT + "return -1\n"
 _APPEND = _AUDIT + "return n\n"
 
