@@ -44,9 +44,10 @@ def create_app(
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
     Several workers must share a store: pass `store` or set ``DCAF_STORE``. With `api_keys`
-    (``{"<key>": "<identity>"}``) or ``DCAF_API_KEYS`` every route but health, docs and the page needs
-    a key. `ui` serves the chat page at ``/`` (``ui=False``: the protocol's routes only). With `a2a`,
-    the agent also speaks the A2A protocol (needs ``pip install "dcaf-like[a2a]"``). With `mcp`, the
+    (``{"<key>": "<identity>"}``, or ``"<identity>:<scope>+<scope>"``) or ``DCAF_API_KEYS`` every route
+    but health, docs and the page needs a key, and each key sees only its identity's conversations.
+    `ui` serves the chat page at ``/`` (``ui=False``: the protocol's routes only). With `a2a`, the
+    agent also speaks the A2A protocol (needs ``pip install "dcaf-like[a2a]"``). With `mcp`, the
     agent's tools that run without approval are an MCP server at ``/mcp`` too (streamable HTTP; see
     docs/mcp.md)."""
     from dcaf_like.adapters.http import create_app as build

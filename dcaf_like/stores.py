@@ -10,7 +10,8 @@ URL                                       store
 ``dynamodb://table?region=eu-west-1``     DynamoDBConversationRepository
 ========================================  ====================================================
 
-Query options every store takes: ``namespace`` (defaults to the agent's name) and ``ttl`` (seconds).
+Query options every store takes: ``namespace`` (defaults to the agent's name), ``ttl`` (seconds) and
+``audit_ttl`` (seconds a decision record is kept; none: for good).
 Redis also takes ``prefix``; DynamoDB ``region``, ``endpoint`` and ``create=1`` (create the table).
 The SQLite, Redis and DynamoDB classes are imported from here lazily, with their client libraries.
 """
@@ -59,10 +60,11 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
     options = dict(parse_qsl(parts.query))
     namespace = options.pop("namespace", namespace)
     ttl = _ttl(options.pop("ttl", None), store)
+    audit_ttl = _ttl(options.pop("audit_ttl", None), store)
     scheme = parts.scheme.lower()
     if scheme == "memory":
         _no_more(options, store)
-        return InMemoryConversationRepository()
+        return InMemoryConversationRepository(audit_ttl=audit_ttl)
     if scheme == "sqlite":
         from dcaf_like.adapters.sqlite_store import SqliteConversationRepository
 
@@ -72,7 +74,7 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
                 f"a sqlite URL is sqlite:///relative/path or sqlite:////absolute/path, not {redact(store)!r}"
             )
         _no_more(options, store)
-        return SqliteConversationRepository(path, namespace=namespace, ttl=ttl)
+        return SqliteConversationRepository(path, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl)
     if scheme in ("redis", "rediss", "unix"):
         prefix = options.pop("prefix", "dcaf:")
         redis_url = urlunsplit(parts._replace(query=urlencode(options)))
@@ -81,7 +83,9 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
         except ImportError as exc:
             raise StoreConfigError(_missing("redis", exc)) from exc
         try:
-            return RedisConversationRepository(redis_url, prefix=prefix, namespace=namespace, ttl=ttl)
+            return RedisConversationRepository(
+                redis_url, prefix=prefix, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
+            )
         except ImportError as exc:
             raise StoreConfigError(_missing("redis", exc)) from exc
         except (TypeError, ValueError) as exc:
@@ -100,7 +104,7 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
             from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
 
             repository = DynamoDBConversationRepository(
-                table, region=region, endpoint_url=endpoint, namespace=namespace, ttl=ttl
+                table, region=region, endpoint_url=endpoint, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
             )
         except ImportError as exc:
             raise StoreConfigError(_missing("dynamodb", exc)) from exc

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import (
     Conversation,
+    DecisionRecord,
     Message,
     MessageContent,
     PlatformContext,
@@ -30,11 +33,19 @@ class InMemoryConversationRepository(ConversationRepository):
 
     A record is nested tuples of strings and numbers, which the garbage collector stops tracking: a
     process holding many conversations does not make every collection walk them. Writing one costs a
-    third of writing the JSON text a persistent store writes."""
+    third of writing the JSON text a persistent store writes.
 
-    def __init__(self) -> None:
+    Decision records (the audit trail) are kept apart from the conversations, for `audit_ttl` seconds
+    (None: as long as the process lives)."""
+
+    def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
         self._items: dict[str, tuple[Any, ...]] = {}
+        self._audit: list[DecisionRecord] = []
         self._lock = threading.Lock()
+        self.audit_ttl = audit_ttl
+        self.clock = clock
 
     def get(self, conversation_id: str) -> Conversation | None:
         with self._lock:
@@ -51,6 +62,32 @@ class InMemoryConversationRepository(ConversationRepository):
             # Re-inserting moves the id to the end: the dict's order is recency.
             self._items.pop(conversation.id, None)
             self._items[conversation.id] = record
+            self._append(conversation.unsaved_decisions)
+        conversation.unsaved_decisions.clear()
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        with self._lock:
+            self._append(records)
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        oldest = float("-inf") if self.audit_ttl is None else self.clock() - self.audit_ttl
+        with self._lock:
+            found = [
+                r
+                for r in reversed(self._audit)
+                if r.at >= oldest and (conversation_id is None or r.conversation_id == conversation_id)
+            ]
+        found.sort(key=lambda r: r.at, reverse=True)  # stable: of equal times, the last appended first
+        return found[:limit]
+
+    def _append(self, records: Sequence[DecisionRecord]) -> None:
+        """Under the lock."""
+        if not records:
+            return
+        self._audit.extend(records)
+        if self.audit_ttl is not None:
+            oldest = self.clock() - self.audit_ttl
+            self._audit = [r for r in self._audit if r.at >= oldest]
 
     def delete(self, conversation_id: str) -> bool:
         with self._lock:
@@ -85,6 +122,7 @@ def _freeze(c: Conversation) -> tuple[Any, ...]:
             (t.id, t.first_message, t.opened_at, None if t.outcome is None else t.outcome._value_, t.note)
             for t in c.tasks.values()
         ),
+        c.owner,
     )
 
 
@@ -113,7 +151,7 @@ def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
 
 
 def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
-    version, created_at, context, session, messages, calls, tasks = record
+    version, created_at, context, session, messages, calls, tasks, owner = record
     return Conversation(
         id=conversation_id,
         messages=[
@@ -127,6 +165,7 @@ def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
         },
         version=version,
         created_at=created_at,
+        owner=owner,
     )
 
 

@@ -3,7 +3,10 @@
 Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index live in one slot):
 
 - ``<prefix>{<namespace>}:c:<id>``: a hash with ``version`` and ``body`` (the conversation's JSON);
-- ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save.
+- ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save;
+- ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
+  namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
+  appended by the save that carries them (in its script) and never deleted with the conversation.
 
 A save is one Lua script (compare the version, write, index, expire): atomic in Redis, one round trip.
 A turn costs two round trips: the read and the save (an approval adds the save that claims it).
@@ -21,7 +24,7 @@ from dcaf_like.adapters.serialization import decode, encode
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
-from dcaf_like.domain import Conversation
+from dcaf_like.domain import Conversation, DecisionRecord
 
 if TYPE_CHECKING:
     import redis
@@ -79,6 +82,29 @@ return gone
 """
 
 _PRUNE_BATCH = 200
+# The save that carries decisions: the same compare-and-set, and, once written, the records appended
+# to the two audit sets. Its own arguments come last (KEYS: the namespace's and the conversation's
+# audit sets; ARGV: audit ttl in ms (0 = none), now, then score and record for each, then their count),
+# so it reads them from the end whatever the save script takes before them.
+_AUDIT = """
+local n = tonumber(ARGV[#ARGV])
+local first = #ARGV - 2 * n
+local ttl = tonumber(ARGV[first - 2])
+local now = tonumber(ARGV[first - 1])
+for _, key in ipairs({KEYS[#KEYS - 1], KEYS[#KEYS]}) do
+  for i = first, #ARGV - 1, 2 do
+    redis.call('ZADD', key, ARGV[i], ARGV[i + 1])
+  end
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (now - ttl / 1000))
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+"""
+if not _SAVE.rstrip().endswith("return -1"):  # the audited save is the save with the audit before its end
+    raise RuntimeError("redis_store: _SAVE must end with 'return -1' for _SAVE_AUDITED to extend it")
+_SAVE_AUDITED = _SAVE.rstrip()[: -len("return -1")] + _AUDIT + "return -1\n"
+_APPEND = _AUDIT + "return n\n"
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -86,7 +112,8 @@ DEFAULT_URL = "redis://127.0.0.1:6379/0"
 class RedisConversationRepository(ConversationRepository):
     """Conversations in Redis at `url` (or through the clients given), under `prefix` and `namespace`.
 
-    With `ttl` (seconds) Redis forgets a conversation that long after its last save.
+    With `ttl` (seconds) Redis forgets a conversation that long after its last save; with `audit_ttl`
+    a decision record that long after it was made.
     """
 
     def __init__(
@@ -96,6 +123,7 @@ class RedisConversationRepository(ConversationRepository):
         prefix: str = "dcaf:",
         namespace: str = "default",
         ttl: float | None = None,
+        audit_ttl: float | None = None,
         client: redis.Redis | None = None,
         async_client: redis.asyncio.Redis | None = None,
         socket_timeout: float = 5.0,
@@ -103,12 +131,15 @@ class RedisConversationRepository(ConversationRepository):
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
         import redis as redis_sync
         import redis.asyncio as redis_async
 
         self.prefix = prefix
         self.namespace = namespace
         self.ttl = ttl
+        self.audit_ttl = audit_ttl
         self.clock = clock
         self._url = url
         self._socket_timeout = socket_timeout
@@ -116,12 +147,14 @@ class RedisConversationRepository(ConversationRepository):
             url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
         )
         self._given_async = async_client
-        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = (
+        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, ...]] = (
             weakref.WeakKeyDictionary()
         )
         self._redis_async = redis_async
         self._save_script = self._sync.register_script(_SAVE)
         self._prune_script = self._sync.register_script(_PRUNE)
+        self._audited_script = self._sync.register_script(_SAVE_AUDITED)
+        self._append_script = self._sync.register_script(_APPEND)
         self._errors: tuple[type[BaseException], ...] = (redis_sync.RedisError,)
         self.where = _where(self._sync)
 
@@ -133,6 +166,27 @@ class RedisConversationRepository(ConversationRepository):
     @property
     def _index(self) -> str:
         return f"{self.prefix}{{{self.namespace}}}:index"
+
+    def _audit(self, conversation_id: str | None = None) -> str:
+        if conversation_id is None:
+            return f"{self.prefix}{{{self.namespace}}}:audit"
+        return f"{self.prefix}{{{self.namespace}}}:audit:c:{conversation_id}"
+
+    def _audit_args(self, records: Sequence[DecisionRecord]) -> list[Any]:
+        args: list[Any] = [0 if self.audit_ttl is None else int(self.audit_ttl * 1000), repr(self.clock())]
+        for record in records:
+            args += [repr(record.at), record.to_json()]
+        return [*args, len(records)]
+
+    def _save_call(self, conversation: Conversation, expected_version: int) -> tuple[list[str], list[Any]]:
+        """Keys and arguments of the save script, or of the audited one when decisions ride along."""
+        keys = [self._key(conversation.id), self._index]
+        args = self._save_args(conversation, expected_version)
+        records = conversation.unsaved_decisions
+        if records:
+            keys += [self._audit(), self._audit(conversation.id)]
+            args += self._audit_args(records)
+        return keys, args
 
     def _save_args(self, conversation: Conversation, expected_version: int) -> list[Any]:
         now = self.clock()
@@ -160,12 +214,31 @@ class RedisConversationRepository(ConversationRepository):
         return None if body is None else decode(body, conversation_id)
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
-        args = self._save_args(conversation, expected_version)
+        keys, args = self._save_call(conversation, expected_version)
+        script = self._audited_script if len(keys) > 2 else self._save_script
         try:
-            outcome = self._save_script(keys=[self._key(conversation.id), self._index], args=args)
+            outcome = script(keys=keys, args=args)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         self._check(conversation, expected_version, outcome)
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        for conversation_id, some in _by_conversation(records):
+            try:
+                self._append_script(
+                    keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some)
+                )
+            except self._errors as exc:
+                raise self._unavailable(exc) from exc
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        try:
+            found: Any = self._sync.zrevrangebyscore(
+                self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
+            )
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [DecisionRecord.from_json(item) for item in found]
 
     def delete(self, conversation_id: str) -> bool:
         try:
@@ -215,7 +288,7 @@ class RedisConversationRepository(ConversationRepository):
 
     # -- asyncio ----------------------------------------------------------------------------------
 
-    def _async(self) -> tuple[Any, Any]:
+    def _async(self) -> tuple[Any, ...]:
         """The asyncio client of the running loop and its save script (redis.asyncio connections
         belong to the loop that opened them)."""
         loop = asyncio.get_running_loop()
@@ -225,13 +298,18 @@ class RedisConversationRepository(ConversationRepository):
                 self._url, socket_timeout=self._socket_timeout, socket_connect_timeout=self._socket_timeout
             )
             # evalsha, loading the script first on NOSCRIPT (after a Redis restart or flush).
-            found = (client, client.register_script(_SAVE))
+            found = (
+                client,
+                client.register_script(_SAVE),
+                client.register_script(_SAVE_AUDITED),
+                client.register_script(_APPEND),
+            )
             self._async_by_loop[loop] = found
         return found
 
     async def aget(self, conversation_id: str) -> Conversation | None:
         try:
-            client, _ = self._async()
+            client = self._async()[0]
             body = await client.hget(self._key(conversation_id), "body")
         except self._errors as exc:
             raise self._unavailable(exc) from exc
@@ -240,7 +318,7 @@ class RedisConversationRepository(ConversationRepository):
     async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """:meth:`get_many` with the asyncio client: one round trip, one connection."""
         try:
-            client, _ = self._async()
+            client = self._async()[0]
             pipe = client.pipeline(transaction=False)
             for conversation_id in conversation_ids:
                 pipe.hget(self._key(conversation_id), "body")
@@ -250,13 +328,33 @@ class RedisConversationRepository(ConversationRepository):
         return _decoded(conversation_ids, bodies)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        args = self._save_args(conversation, expected_version)
-        _, script = self._async()
+        keys, args = self._save_call(conversation, expected_version)
+        _, plain, audited, _ = self._async()
         try:
-            outcome = await script(keys=[self._key(conversation.id), self._index], args=args)
+            outcome = await (audited if len(keys) > 2 else plain)(keys=keys, args=args)
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         self._check(conversation, expected_version, outcome)
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        append = self._async()[3]
+        for conversation_id, some in _by_conversation(records):
+            try:
+                await append(keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some))
+            except self._errors as exc:
+                raise self._unavailable(exc) from exc
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        client = self._async()[0]
+        try:
+            found = await client.zrevrangebyscore(
+                self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
+            )
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [DecisionRecord.from_json(item) for item in found]
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""
@@ -272,10 +370,14 @@ class RedisConversationRepository(ConversationRepository):
     def _oldest_kept(self) -> float | str:
         return "-inf" if self.ttl is None else self.clock() - self.ttl
 
+    def _oldest_record(self) -> float | str:
+        return "-inf" if self.audit_ttl is None else self.clock() - self.audit_ttl
+
     def _check(self, conversation: Conversation, expected_version: int, outcome: Any) -> None:
         stored = int(outcome)
         if stored != -1:
             raise ConcurrencyConflict(conversation.id, expected_version, stored or None)
+        conversation.unsaved_decisions.clear()
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         return StoreUnavailable(f"redis store at {self.where}: {type(exc).__name__}: {exc}")
@@ -285,6 +387,13 @@ class RedisConversationRepository(ConversationRepository):
             f"RedisConversationRepository({self.where!r}, prefix={self.prefix!r}, "
             f"namespace={self.namespace!r})"
         )
+
+
+def _by_conversation(records: Sequence[DecisionRecord]) -> list[tuple[str, list[DecisionRecord]]]:
+    grouped: dict[str, list[DecisionRecord]] = {}
+    for record in records:
+        grouped.setdefault(record.conversation_id, []).append(record)
+    return list(grouped.items())
 
 
 def _where(client: Any) -> str:

@@ -55,6 +55,8 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
             }
             for t in conversation.tasks.values()
         ],
+        # Only when set: a conversation with no owner is stored as before owners existed.
+        **({} if conversation.owner is None else {"owner": conversation.owner}),
     }
 
 
@@ -75,6 +77,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
         tasks={t["id"]: _task_from_dict(t) for t in data.get("tasks", ())},
         version=data["version"],
         created_at=data["created_at"],
+        owner=data.get("owner"),
     )
 
 
@@ -160,10 +163,11 @@ def _encode_conversation(c: Conversation) -> str:
     messages = ",".join(map(_encode_message, c.messages))
     calls = ",".join(map(_encode_call, c.tool_calls.values()))
     tasks = ",".join(map(_encode_task, c.tasks.values()))
+    owner = "" if c.owner is None else f',"owner":{_string(c.owner)}'
     return (
         f'{{"format":{FORMAT},"id":{_string(c.id)},"version":{_int(c.version)},'
         f'"created_at":{_number(c.created_at)},"platform_context":{_dumps(context) if context else "{}"},'
-        f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]}}'
+        f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}}}'
     )
 
 

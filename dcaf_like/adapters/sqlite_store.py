@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,14 @@ from dcaf_like.adapters.serialization import decode, encode
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
-from dcaf_like.domain import Conversation
+from dcaf_like.domain import Conversation, DecisionRecord
 
 logger = logging.getLogger("dcaf_like.stores")
 
 TABLE = "dcaf_conversations"
+# The audit trail: one row per decision, appended in the transaction of the save that carries it,
+# never updated, and never deleted with its conversation (only by `audit_ttl`).
+AUDIT_TABLE = "dcaf_decisions"
 
 # A conversation's JSON this long or longer is stored zlib-compressed, as a BLOB (shorter ones stay
 # text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
@@ -58,6 +61,17 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY (namespace, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS {TABLE}_recent ON {TABLE} (namespace, updated_at);
+CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
+    seq             INTEGER PRIMARY KEY,
+    namespace       TEXT    NOT NULL,
+    conversation_id TEXT    NOT NULL,
+    at              REAL    NOT NULL,
+    record          TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {AUDIT_TABLE}_conversation ON {AUDIT_TABLE} (namespace, conversation_id, at);
+CREATE INDEX IF NOT EXISTS {AUDIT_TABLE}_recent ON {AUDIT_TABLE} (namespace, at);
+CREATE TRIGGER IF NOT EXISTS {AUDIT_TABLE}_append_only BEFORE UPDATE ON {AUDIT_TABLE}
+BEGIN SELECT RAISE(ABORT, 'decision records are append-only'); END;
 """
 
 # Columns added since the table was first released: added to a file that lacks them when it is opened
@@ -71,7 +85,8 @@ class SqliteConversationRepository(ConversationRepository):
 
     `namespace` keeps agents sharing one file apart (``serve`` uses the agent's name). With `ttl`
     (seconds), a conversation untouched for longer reads as absent and is purged on later writes,
-    unless it waits for a decision whose approval window is still open.
+    unless it waits for a decision whose approval window is still open. Decision records (the audit
+    trail) live in their own table; with `audit_ttl` they are purged that long after they were made.
     """
 
     def __init__(
@@ -80,6 +95,7 @@ class SqliteConversationRepository(ConversationRepository):
         *,
         namespace: str = "default",
         ttl: float | None = None,
+        audit_ttl: float | None = None,
         busy_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -90,9 +106,12 @@ class SqliteConversationRepository(ConversationRepository):
             )
         if ttl is not None and ttl <= 0:
             raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
         self.path = Path(path).expanduser()
         self.namespace = namespace
         self.ttl = ttl
+        self.audit_ttl = audit_ttl
         self.busy_timeout = busy_timeout
         self.clock = clock
         self._local = threading.local()
@@ -163,6 +182,52 @@ class SqliteConversationRepository(ConversationRepository):
                     (self.namespace, conversation.id),
                 ).fetchone()
                 raise ConcurrencyConflict(conversation.id, expected_version, None if row is None else row[0])
+            if conversation.unsaved_decisions:
+                self._append(db, conversation.unsaved_decisions)
+        conversation.unsaved_decisions.clear()
+
+    def _append(self, db: sqlite3.Connection, records: Sequence[DecisionRecord]) -> None:
+        """Inside a write transaction."""
+        if self.audit_ttl is not None:
+            db.execute(
+                f"DELETE FROM {AUDIT_TABLE} WHERE namespace = ? AND at < ?",
+                (self.namespace, self.clock() - self.audit_ttl),
+            )
+        db.executemany(
+            f"INSERT INTO {AUDIT_TABLE} (namespace, conversation_id, at, record) VALUES (?, ?, ?, ?)",
+            [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in records],
+        )
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        if records:
+            with self._writing(self._connection(), self._write_turn) as db:
+                self._append(db, records)
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        oldest = float("-inf") if self.audit_ttl is None else self.clock() - self.audit_ttl
+        with self._reading(self._connection()) as db:
+            if conversation_id is None:
+                rows = db.execute(
+                    f"SELECT record FROM {AUDIT_TABLE} WHERE namespace = ? AND at >= ? "
+                    "ORDER BY at DESC, seq DESC LIMIT ?",
+                    (self.namespace, oldest, limit),
+                ).fetchall()
+            else:
+                rows = db.execute(
+                    f"SELECT record FROM {AUDIT_TABLE} WHERE namespace = ? AND conversation_id = ? "
+                    "AND at >= ? ORDER BY at DESC, seq DESC LIMIT ?",
+                    (self.namespace, conversation_id, oldest, limit),
+                ).fetchall()
+        return [DecisionRecord.from_json(row[0]) for row in rows]
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        if records:
+            await asyncio.to_thread(self.record_decisions, records)
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
 
     def delete(self, conversation_id: str) -> bool:
         with self._writing(self._connection(), self._write_turn) as db:

@@ -51,6 +51,12 @@ class AgentRequest:
     session: Mapping[str, Any] | None = None
     history: tuple[tuple[str, str], ...] = ()
     user: str = "user"
+    # On a server with API keys, the identity a new conversation belongs to: a stored conversation of
+    # another owner is not found (unless `sees_all`, an operator). None: no ownership (keyless, Python).
+    owner: str | None = None
+    sees_all: bool = False
+    # Where the request came in (http, stream, a2a, python), written in the records of its decisions.
+    entrance: str = "python"
 
     @classmethod
     def from_messages(

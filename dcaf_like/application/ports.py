@@ -25,7 +25,7 @@ from dcaf_like.application.model import (
     ToolSpec,
 )
 from dcaf_like.application.retention import expired
-from dcaf_like.domain import Conversation, PlatformContext, Session
+from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext, Session
 
 
 class AgentRuntime(ABC):
@@ -82,6 +82,11 @@ class ConversationRepository(ABC):
     :meth:`save` is a compare-and-set on :attr:`Conversation.version`: it writes only if the stored
     version is still `expected_version` (0 for a conversation that must not exist yet), and raises
     :class:`~dcaf_like.application.errors.ConcurrencyConflict` otherwise, writing nothing.
+
+    The store also keeps the audit trail: :meth:`save` appends the conversation's
+    :attr:`~Conversation.unsaved_decisions` with it (in the same write where the store allows) and
+    empties that list once written. Decision records are never rewritten and never deleted with their
+    conversation; they may expire by an `audit_ttl` of their own.
     """
 
     @abstractmethod
@@ -117,6 +122,14 @@ class ConversationRepository(ABC):
                 gone += 1 if dry_run else int(self.delete(conversation_id))
         return gone
 
+    @abstractmethod
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        """Append decision records no save carries (decisions that were refused)."""
+
+    @abstractmethod
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        """The audit trail, newest first: one conversation's records, or every conversation's."""
+
     # Stores whose I/O blocks override these with a native async client.
     async def aget(self, conversation_id: str) -> Conversation | None:
         return self.get(conversation_id)
@@ -134,6 +147,14 @@ class ConversationRepository(ABC):
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         self.save(conversation, expected_version)
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        self.record_decisions(records)
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        return self.decision_records(conversation_id, limit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,13 @@ from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
-from dcaf_like.application.errors import ApplicationError, InvalidRequest, ModelError, UnknownTool
+from dcaf_like.application.errors import (
+    ApplicationError,
+    ConversationNotFound,
+    InvalidRequest,
+    ModelError,
+    UnknownTool,
+)
 from dcaf_like.application.events import Done, RunFailed, StreamEvent
 from dcaf_like.application.model import ModelCompleted, ModelRequest, ModelResponse
 from dcaf_like.application.ports import (
@@ -37,6 +43,8 @@ from dcaf_like.domain import (
     NO_CONTEXT,
     ApprovalPolicy,
     Conversation,
+    Decider,
+    DecisionRecord,
     DomainError,
     EditNotAllowed,
     PlatformContext,
@@ -158,7 +166,13 @@ class AgentService:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
         runs, so a call is never run twice); returns the version the turn's save expects."""
         stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn, emits=emits)
+        refused: list[DecisionRecord] = []
+        try:
+            prepared = self._prepare(request, stored, turn, emits=emits, refused=refused)
+        except Exception:
+            if refused:
+                self.repository.record_decisions(refused)  # the audit trail keeps refusals too
+            raise
         if not prepared.claim:
             return prepared, prepared.expected_version
         self.repository.save(prepared.conversation, prepared.expected_version)
@@ -308,7 +322,13 @@ class AgentService:
 
     async def _abegin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
         stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn, emits=emits)
+        refused: list[DecisionRecord] = []
+        try:
+            prepared = self._prepare(request, stored, turn, emits=emits, refused=refused)
+        except Exception:
+            if refused:
+                await self.repository.arecord_decisions(refused)  # the audit trail keeps refusals too
+            raise
         if not prepared.claim:
             return prepared, prepared.expected_version
         await self.repository.asave(prepared.conversation, prepared.expected_version)
@@ -396,12 +416,21 @@ class AgentService:
         return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
 
     def _prepare(
-        self, request: AgentRequest, stored: Conversation | None, span: Span, *, emits: bool
+        self,
+        request: AgentRequest,
+        stored: Conversation | None,
+        span: Span,
+        *,
+        emits: bool,
+        refused: list[DecisionRecord],
     ) -> _Prepared:
-        """Everything a request changes before any tool runs. It raises before anything is saved."""
+        """Everything a request changes before any tool runs. It raises before anything is saved
+        (the records of the decisions it refused are in `refused`)."""
         now = self.clock()
+        if stored is not None and not _may_use(request, stored):
+            raise ConversationNotFound(stored.id)  # another owner's: as if it did not exist
         if stored is None:
-            conversation = Conversation.start(request.conversation_id, at=now)
+            conversation = Conversation.start(request.conversation_id, at=now, owner=request.owner)
             for role, text in request.history:
                 if role == Role.USER.value:
                     conversation.add_user_message(text, at=now)
@@ -410,6 +439,7 @@ class AgentService:
         else:
             conversation = stored
         expected = conversation.version if stored is not None else 0
+        conversation.entrance = request.entrance
         context = request.platform_context
         conversation.use_platform_context(PlatformContext(context) if context else NO_CONTEXT)
         if request.session is not None:
@@ -417,14 +447,16 @@ class AgentService:
         approved: list[str] = []
         rejected: list[str] = []
         for decision in request.decisions:
-            if self._decide(conversation, decision, request.user, now, span):
+            if self._decide(conversation, decision, request.user, now, span, refused):
                 approved.append(decision.call_id)
             else:
                 rejected.append(decision.call_id)
         if request.text:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
-                    conversation.reject_tool_call(call.id.value, EXPIRED, by="system", at=now)
+                    conversation.reject_tool_call(
+                        call.id.value, EXPIRED, by="system", at=now, decider=Decider.SYSTEM
+                    )
                     rejected.append(call.id.value)
             conversation.add_user_message(request.text, at=now)
         elif not request.decisions and not _awaits_model(conversation):
@@ -433,7 +465,13 @@ class AgentService:
         return _Prepared(conversation, expected, turn, claim=bool(approved))
 
     def _decide(
-        self, conversation: Conversation, decision: ToolDecision, user: str, now: float, turn: Span
+        self,
+        conversation: Conversation,
+        decision: ToolDecision,
+        user: str,
+        now: float,
+        turn: Span,
+        refused: list[DecisionRecord],
     ) -> bool:
         attributes = {
             "dcaf.call_id": decision.call_id,
@@ -448,6 +486,7 @@ class AgentService:
             return approved
         except Exception as exc:
             span.fail(exc)  # refused: nothing ran; the request fails with this error
+            refused.append(conversation.refusal(decision.call_id, str(exc), by=user, at=now))
             raise
         finally:
             span.end()
@@ -475,6 +514,11 @@ class AgentService:
             at=now,
         )
         return True
+
+
+def _may_use(request: AgentRequest, conversation: Conversation) -> bool:
+    """Ownership: a request with an owner uses only that owner's conversations, unless it sees all."""
+    return request.owner is None or request.sees_all or conversation.owner == request.owner
 
 
 def _awaits_model(conversation: Conversation) -> bool:

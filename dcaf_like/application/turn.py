@@ -37,6 +37,7 @@ from dcaf_like.application.ports import ApprovalAnswer, ExecutableTool, PendingA
 from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
+    Decider,
     InvalidToolInput,
     Message,
     PlatformContext,
@@ -235,11 +236,10 @@ class Turn:
         )
         call.policy_reason = decision.reason
         if decision.verdict is Verdict.ALLOW:
-            conversation.approve_tool_call(call.id.value, by=POLICY, at=now)
+            conversation.approve_tool_call(call.id.value, by=POLICY, at=now, decider=Decider.POLICY)
         elif decision.verdict is Verdict.DENY:
-            conversation.reject_tool_call(
-                call.id.value, f"denied by policy: {decision.reason}", by=POLICY, at=now
-            )
+            reason = f"denied by policy: {decision.reason}"
+            conversation.reject_tool_call(call.id.value, reason, by=POLICY, at=now, decider=Decider.POLICY)
         return call
 
     def _ask_approver(self) -> Generator[Effect, Any, None]:
@@ -256,7 +256,9 @@ class Turn:
             )
             call_id = call.id.value
             if not answer.approved:
-                self.conversation.reject_tool_call(call_id, answer.reason, by="approver")
+                self.conversation.reject_tool_call(
+                    call_id, answer.reason, by="approver", decider=Decider.APPROVER
+                )
                 self.rejected_now.append(call_id)
                 if self.emits:
                     yield Emit(ToolRejected(ToolCallView.of(call)))
@@ -265,7 +267,9 @@ class Turn:
             if answer.edited_arguments is not None:
                 tool = self.settings.toolbox[call.name]
                 edited = ToolInput.of(tool.validate(call.unmasked(answer.edited_arguments)))
-            self.conversation.approve_tool_call(call_id, by="approver", edited_input=edited)
+            self.conversation.approve_tool_call(
+                call_id, by="approver", edited_input=edited, decider=Decider.APPROVER
+            )
             yield from self._execute([call_id])
 
     def _execute(self, call_ids: list[str]) -> Generator[Effect, Any, None]:

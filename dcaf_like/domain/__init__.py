@@ -1,5 +1,6 @@
 """The pure domain: conversations, tool calls and their approval. Standard library only."""
 
+from dcaf_like.domain.audit import Decider, DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.conversation import (
     Conversation,
@@ -54,6 +55,9 @@ __all__ = [
     "ApprovalMismatch",
     "ApprovalPolicy",
     "Conversation",
+    "Decider",
+    "DecisionOutcome",
+    "DecisionRecord",
     "DomainError",
     "DuplicateToolCall",
     "EditNotAllowed",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dcaf_like.domain.audit import Decider, DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.errors import (
     ApprovalMismatch,
@@ -99,11 +100,21 @@ class Conversation:
     version: int = 0
     created_at: float = field(default_factory=time.time)
     events: list[Event] = field(default_factory=list, repr=False)
+    # The identity that started it, on a server with API keys (None: no one in particular).
+    owner: str | None = None
+    # Not stored: the entrance of the request being served (http, stream, a2a, python), written in
+    # the decision records it makes.
+    entrance: str = field(default="python", repr=False)
+    # Decision records not yet written: the store appends them with the save that carries the
+    # decisions (and then empties this list).
+    unsaved_decisions: list[DecisionRecord] = field(default_factory=list, repr=False)
 
     @classmethod
-    def start(cls, conversation_id: str | None = None, *, at: float | None = None) -> Conversation:
+    def start(
+        cls, conversation_id: str | None = None, *, at: float | None = None, owner: str | None = None
+    ) -> Conversation:
         now = time.time() if at is None else at
-        return cls(id=conversation_id or new_conversation_id(), created_at=now)
+        return cls(id=conversation_id or new_conversation_id(), created_at=now, owner=owner)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -193,6 +204,7 @@ class Conversation:
         tool_input: ToolInput | None = None,
         edited_input: ToolInput | None = None,
         at: float | None = None,
+        decider: Decider = Decider.HUMAN,
     ) -> ToolCall:
         """Approve a pending call.
 
@@ -221,14 +233,57 @@ class Conversation:
                 approved_input=call.effective_input.canonical_json,
             )
         )
+        if call.requires_approval or decider is not Decider.POLICY:  # an ungated call needs no decision
+            outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
+            self._audit(call, outcome, by, decider, now)
         return call
 
-    def reject_tool_call(self, call_id: str, reason: str, *, by: str, at: float | None = None) -> ToolCall:
+    def reject_tool_call(
+        self, call_id: str, reason: str, *, by: str, at: float | None = None, decider: Decider = Decider.HUMAN
+    ) -> ToolCall:
         call = self.tool_call(call_id)
         now = _now(at)
         call.reject(reason, by=by, at=now)
         self._record(ToolCallRejected(self.id, now, call_id, call.name, rejected_by=by, reason=reason))
+        self._audit(call, DecisionOutcome.REJECTED, by, decider, now, reason)
         return call
+
+    def refusal(
+        self, call_id: str, reason: str, *, by: str, at: float | None = None, decider: Decider = Decider.HUMAN
+    ) -> DecisionRecord:
+        """The record of a decision about `call_id` that was refused (it changed nothing): the caller
+        writes it to the audit trail, as no save carries it."""
+        call = self.tool_calls.get(call_id)
+        return DecisionRecord(
+            conversation_id=self.id,
+            call_id=call_id,
+            tool_name=call.name if call is not None else "",
+            fingerprint=call.fingerprint if call is not None else "",
+            outcome=DecisionOutcome.REFUSED,
+            decided_by=by,
+            decider=decider,
+            entrance=self.entrance,
+            at=_now(at),
+            reason=reason,
+        )
+
+    def _audit(
+        self, call: ToolCall, outcome: DecisionOutcome, by: str, decider: Decider, at: float, reason: str = ""
+    ) -> None:
+        self.unsaved_decisions.append(
+            DecisionRecord(
+                conversation_id=self.id,
+                call_id=call.id.value,
+                tool_name=call.name,
+                fingerprint=call.fingerprint,
+                outcome=outcome,
+                decided_by=by,
+                decider=decider,
+                entrance=self.entrance,
+                at=at,
+                reason=reason,
+            )
+        )
 
     def record_tool_result(self, call_id: str, result: str, *, at: float | None = None) -> ToolCall:
         call = self.tool_call(call_id)

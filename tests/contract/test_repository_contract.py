@@ -17,7 +17,15 @@ import pytest
 
 from dcaf_like import ConcurrencyConflict, ConversationRepository, InMemoryConversationRepository
 from dcaf_like.adapters.serialization import conversation_to_dict
-from dcaf_like.domain import Conversation, PlatformContext, TaskOutcome, ToolInput
+from dcaf_like.domain import (
+    Conversation,
+    Decider,
+    DecisionOutcome,
+    DecisionRecord,
+    PlatformContext,
+    TaskOutcome,
+    ToolInput,
+)
 
 Factory = Callable[..., ConversationRepository]
 """``make(namespace="default", **options)``: a repository on the store under test."""
@@ -33,7 +41,11 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     def factory(namespace: str = "default", **options: Any) -> ConversationRepository:
         if kind == "memory":
             assert namespace == "default", "the in-memory store has no namespaces"
-            repository: ConversationRepository = shared.setdefault("memory", InMemoryConversationRepository())
+            repository: ConversationRepository = (
+                InMemoryConversationRepository(**options)
+                if options
+                else shared.setdefault("memory", InMemoryConversationRepository())
+            )
         elif kind == "sqlite":
             from dcaf_like import SqliteConversationRepository
 
@@ -480,3 +492,171 @@ async def test_the_async_twins_read_write_and_conflict_like_the_sync_ones(make: 
     close = getattr(store, "aclose", None)
     if close is not None:
         await close()
+
+
+# -- the audit trail ---------------------------------------------------------------------------------
+
+
+def test_a_save_carrying_decisions_appends_their_records_and_nothing_more(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    assert len(conversation.unsaved_decisions) == 5
+
+    store.save(conversation, 0)
+    records = store.decision_records(conversation.id)
+    conversation.add_assistant_message("a save without a decision")
+    store.save(conversation, conversation.version - 1)
+
+    assert conversation.unsaved_decisions == []
+    assert store.decision_records(conversation.id) == records
+    assert [r.at for r in records] == sorted((r.at for r in records), reverse=True)  # newest first
+    assert sorted((r.decided_by, r.outcome.value) for r in records) == [
+        ("alice", "approved"),
+        ("alice", "approved"),
+        ("bob", "rejected"),
+        ("carol", "edited"),
+        ("dave", "approved"),
+    ]
+    rejected = next(r for r in records if r.outcome is DecisionOutcome.REJECTED)
+    call = conversation.tool_call(rejected.call_id)
+    assert (rejected.tool_name, rejected.fingerprint, rejected.reason, rejected.at) == (
+        "delete_pod",
+        call.fingerprint,
+        "not in business hours",
+        1_700_000_004.0,
+    )
+    assert (rejected.decider, rejected.entrance, rejected.conversation_id) == (
+        Decider.HUMAN,
+        "python",
+        conversation.id,
+    )
+
+
+def test_decision_records_outlive_their_conversation(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+
+    assert store.delete(conversation.id)
+
+    assert store.get(conversation.id) is None
+    assert len(store.decision_records(conversation.id)) == 5
+
+
+def test_a_save_that_loses_the_race_records_none_of_its_decisions(make: Factory) -> None:
+    store = make()
+    conversation = pending_conversation()
+    store.save(conversation, 0)
+    [call_id] = conversation.tool_calls
+    winner, loser = store.get(conversation.id), store.get(conversation.id)
+    assert winner is not None
+    assert loser is not None
+    winner.approve_tool_call(call_id, by="alice")
+    loser.reject_tool_call(call_id, "no", by="mallory")
+
+    store.save(winner, conversation.version)
+    with pytest.raises(ConcurrencyConflict):
+        store.save(loser, conversation.version)
+
+    assert outcomes(store.decision_records(conversation.id)) == [("alice", "approved")]
+    assert len(loser.unsaved_decisions) == 1  # not written: the conversation it belongs to was not
+
+
+def test_a_refused_decision_is_recorded_without_touching_the_conversation(make: Factory) -> None:
+    store = make()
+    conversation = pending_conversation()
+    store.save(conversation, 0)
+    [call_id] = conversation.tool_calls
+
+    store.record_decisions([conversation.refusal(call_id, "the arguments differ", by="mallory", at=5.0)])
+    store.record_decisions([])
+
+    [record] = store.decision_records(conversation.id)
+    assert (record.outcome, record.decided_by, record.call_id, record.reason, record.at) == (
+        DecisionOutcome.REFUSED,
+        "mallory",
+        call_id,
+        "the arguments differ",
+        5.0,
+    )
+    assert record.fingerprint == conversation.tool_call(call_id).fingerprint
+    stored = store.get(conversation.id)
+    assert stored is not None
+    assert stored.version == conversation.version
+
+
+def test_the_whole_trail_is_newest_first_and_limited(make: Factory) -> None:
+    store = make()
+    ids = []
+    for n in range(3):
+        conversation = pending_conversation(at=1_700_000_000.0 + n)
+        [call_id] = conversation.tool_calls
+        conversation.approve_tool_call(call_id, by=f"approver-{n}", at=1_700_000_100.0 + n)
+        store.save(conversation, 0)
+        ids.append(conversation.id)
+
+    everything = store.decision_records()
+    latest = store.decision_records(limit=2)
+
+    assert [r.conversation_id for r in everything][:3] == ids[::-1]
+    assert [r.conversation_id for r in latest] == ids[:0:-1]
+    assert [r.conversation_id for r in store.decision_records(ids[0])] == [ids[0]]
+    assert store.decision_records("no-such-conversation") == []
+
+
+def test_decision_records_expire_by_their_own_ttl(make: Factory) -> None:
+    now = [1_700_000_000.0]
+    store = make(audit_ttl=60, clock=lambda: now[0])
+    conversation = pending_conversation(at=now[0])
+    [call_id] = conversation.tool_calls
+    conversation.approve_tool_call(call_id, by="alice", at=now[0])
+    store.save(conversation, 0)
+
+    assert len(store.decision_records(conversation.id)) == 1
+    now[0] += 61
+    assert store.decision_records(conversation.id) == []
+    assert store.get(conversation.id) is not None  # the conversation has no ttl of its own here
+
+
+def test_an_owner_survives_a_round_trip_and_no_owner_is_none(make: Factory) -> None:
+    store = make()
+    owned = Conversation.start(owner="alice")
+    nobody = Conversation.start()
+    store.save(owned, 0)
+    store.save(nobody, 0)
+
+    loaded, unowned = store.get(owned.id), store.get(nobody.id)
+    assert loaded is not None
+    assert unowned is not None
+    assert (loaded.owner, unowned.owner) == ("alice", None)
+
+
+async def test_the_async_twins_append_and_read_the_trail(make: Factory) -> None:
+    store = make()
+    conversation = pending_conversation()
+    [call_id] = conversation.tool_calls
+    conversation.reject_tool_call(call_id, "not now", by="alice")
+
+    await store.asave(conversation, 0)
+    await store.arecord_decisions([conversation.refusal(call_id, "already decided", by="bob")])
+    records = await store.adecision_records(conversation.id)
+
+    assert sorted(outcomes(records)) == [("alice", "rejected"), ("bob", "refused")]
+    close = getattr(store, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def pending_conversation(at: float = 1_700_000_000.0) -> Conversation:
+    c = Conversation.start(at=at)
+    c.add_user_message("delete web-2", at=at)
+    c.add_assistant_message("deleting", at=at)
+    c.request_tool_call(
+        "delete_pod", ToolInput.of({"name": "web-2"}), requires_approval=True, description="Delete.", at=at
+    )
+    c.collect_events()
+    return c
+
+
+def outcomes(records: list[DecisionRecord]) -> list[tuple[str, str]]:
+    return [(r.decided_by, r.outcome.value) for r in records]

@@ -6,8 +6,11 @@ import logging
 
 import pytest
 from _helpdesk import approve, user
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dcaf_like import Agent
+from dcaf_like.adapters.http.auth import caller_of
 from dcaf_like.testing import FakeRuntime, tool_call
 
 ALICE = "alice-key-0123456789abcdef"
@@ -44,9 +47,7 @@ def test_health_and_docs_stay_open(client):
 
 def test_the_approvers_identity_is_recorded_on_the_call(client, cluster, caplog):
     caplog.set_level(logging.INFO, logger="dcaf_like")
-    proposed = client.post(
-        "/api/chat", headers={"X-API-Key": ALICE}, json={"messages": [user("delete web-2")]}
-    )
+    proposed = client.post("/api/chat", headers={"X-API-Key": BOB}, json={"messages": [user("delete web-2")]})
     conversation_id = proposed.json()["data"]["conversation_id"]
     (pending,) = proposed.json()["data"]["tool_calls"]
 
@@ -55,7 +56,7 @@ def test_the_approvers_identity_is_recorded_on_the_call(client, cluster, caplog)
         headers={"Authorization": f"Bearer {BOB}"},
         json={"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]},
     )
-    record = client.get(f"/api/conversations/{conversation_id}", headers={"X-API-Key": ALICE}).json()
+    record = client.get(f"/api/conversations/{conversation_id}", headers={"X-API-Key": BOB}).json()
 
     assert approved.status_code == 200
     assert cluster.deleted == [("default", "web-2")]
@@ -79,3 +80,29 @@ def test_keys_can_come_from_the_environment(start_server, cluster, monkeypatch):
     assert client.post("/api/chat", json={"messages": [user("hi")]}).status_code == 401
     allowed = client.post("/api/chat", headers={"X-API-Key": BOB}, json={"messages": [user("hi")]})
     assert allowed.status_code == 200
+
+
+def test_a_websocket_route_added_to_the_app_needs_a_key_too(cluster):
+    from dcaf_like import create_app
+
+    app = create_app(Agent(tools=cluster.tools(), runtime=FakeRuntime()), api_keys={ALICE: "alice"})
+    opened = []
+
+    @app.websocket("/ws/feed")
+    async def feed(socket: WebSocket) -> None:
+        opened.append(True)
+        await socket.accept()
+        await socket.send_text(caller_of(socket).name)
+        await socket.close()
+
+    with TestClient(app) as http:
+        for headers in ({}, {"X-API-Key": "wrong-key-0123456789abc"}):
+            with (
+                pytest.raises(WebSocketDisconnect) as refused,
+                http.websocket_connect("/ws/feed", headers=headers),
+            ):
+                pass
+            assert refused.value.code == 1008
+        assert opened == []
+        with http.websocket_connect("/ws/feed", headers={"X-API-Key": ALICE}) as socket:
+            assert socket.receive_text() == "alice"

@@ -31,8 +31,10 @@ from dcaf_like.adapters.http.a2a_tasks import (
     TaskView,
 )
 from dcaf_like.adapters.http.app import ServedAgent
+from dcaf_like.adapters.http.auth import ANYONE, Caller, caller_of
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import current_request_id
+from dcaf_like.application.errors import ConversationNotFound
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -68,6 +70,7 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
         def build(self, request: Any) -> ServerCallContext:
             context: ServerCallContext = super().build(request)
             context.state["identity"] = getattr(request.state, "identity", "user")
+            context.state["caller"] = caller_of(request)
             return context
 
     dispatcher = JsonRpcDispatcher(
@@ -91,16 +94,18 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
         Answers with the task (``wait: false``: as soon as it started)."""
         incoming = Incoming(body.message, body.data or {}, body.task_id, body.context_id)
         try:
-            view = await tasks.send(incoming, user=getattr(http.state, "identity", "user"), wait=body.wait)
+            view = await tasks.send(incoming, caller=caller_of(http), wait=body.wait)
         except Exception as exc:
             return _error(exc)
         return JSONResponse(view.to_dict())
 
     @app.get("/a2a/tasks/{task_id}", tags=["a2a"], response_model=None)
-    async def get_task(task_id: str) -> JSONResponse:
+    async def get_task(task_id: str, http: Request) -> JSONResponse:
         """A task's state, read from the store: any worker sharing it answers."""
         try:
-            view = await tasks.get(task_id)
+            caller = caller_of(http)
+            caller.require("read", "read tasks")
+            view = await tasks.get(task_id, caller)
         except Exception as exc:
             return _error(exc)
         return JSONResponse(view.to_dict())
@@ -177,27 +182,37 @@ def request_handler(tasks: A2ATasks) -> Any:
         UnsupportedOperationError,
     )
 
+    async def _read(task_id: str, context: ServerCallContext) -> TaskView:
+        caller = _caller(context)
+        caller.require("read", "read tasks")
+        return await tasks.get(task_id, caller)
+
+    async def _cancel(task_id: str, context: ServerCallContext) -> TaskView:
+        caller = _caller(context)
+        caller.require("approve", "cancel tasks")
+        return await tasks.cancel(task_id, caller=caller)
+
     class DcafRequestHandler(RequestHandler):
         async def on_message_send(self, params: Any, context: ServerCallContext) -> Task:
             incoming = _incoming(params.message)
             wait = not params.configuration.return_immediately
-            view = await _a2a_errors(tasks.send(incoming, user=_user(context), wait=wait))
+            view = await _a2a_errors(tasks.send(incoming, caller=_caller(context), wait=wait))
             return task_proto(view)
 
         async def on_message_send_stream(
             self, params: Any, context: ServerCallContext
         ) -> AsyncGenerator[Any]:
             deltas: asyncio.Queue[str] = asyncio.Queue()
-            beginning = tasks.begin(_incoming(params.message), user=_user(context), deltas=deltas)
+            beginning = tasks.begin(_incoming(params.message), caller=_caller(context), deltas=deltas)
             task_id, run, resumes = await _a2a_errors(beginning)
             if resumes:
                 # Whether the decisions are honoured is known once applied: answer with the outcome.
                 await _a2a_errors(run)
-                yield task_proto(await tasks.get(task_id))
+                yield task_proto(await tasks.get(task_id, _caller(context)))
                 return
             # The run goes on if the client hangs up; the task's state says how it ended.
             running = tasks.in_background(run, task_id)
-            yield task_proto(await tasks.get(task_id))
+            yield task_proto(await tasks.get(task_id, _caller(context)))
             answer = f"{task_id}-answer"
             async for text in _until_done(deltas, running):
                 yield TaskArtifactUpdateEvent(
@@ -206,7 +221,7 @@ def request_handler(tasks: A2ATasks) -> Any:
                     artifact=Artifact(artifact_id=answer, name="answer", parts=[Part(text=text)]),
                     append=True,
                 )
-            view = await tasks.get(task_id)
+            view = await tasks.get(task_id, _caller(context))
             full = task_proto(view)
             for artifact in full.artifacts:  # the whole answer, with the calls that ran, replaces the pieces
                 yield TaskArtifactUpdateEvent(
@@ -215,11 +230,11 @@ def request_handler(tasks: A2ATasks) -> Any:
             yield TaskStatusUpdateEvent(task_id=view.id, context_id=view.context_id, status=full.status)
 
         async def on_get_task(self, params: Any, context: ServerCallContext) -> Task:
-            view = await _a2a_errors(tasks.get(params.id))
+            view = await _a2a_errors(_read(params.id, context))
             return task_proto(view, history_length=params.history_length or None)
 
         async def on_cancel_task(self, params: Any, context: ServerCallContext) -> Task:
-            canceling = tasks.cancel(params.id, user=_user(context))
+            canceling = _cancel(params.id, context)
             return task_proto(await _a2a_errors(canceling, refused=TaskNotCancelableError))
 
         async def on_list_tasks(self, params: Any, context: ServerCallContext) -> Any:
@@ -270,7 +285,7 @@ async def _a2a_errors(awaitable: Any, *, refused: type[Exception] | None = None)
 
     try:
         return await awaitable
-    except TaskNotFound as exc:
+    except (TaskNotFound, ConversationNotFound) as exc:  # another identity's task or context too
         raise TaskNotFoundError(str(exc)) from exc
     except TaskRefused as exc:
         if refused is not None:
@@ -284,8 +299,9 @@ async def _a2a_errors(awaitable: Any, *, refused: type[Exception] | None = None)
         raise InternalError(f"{error.code}: {error.message}") from exc
 
 
-def _user(context: ServerCallContext) -> str:
-    return str(context.state.get("identity", "user"))
+def _caller(context: ServerCallContext) -> Caller:
+    caller = context.state.get("caller")
+    return caller if isinstance(caller, Caller) else ANYONE
 
 
 def _incoming(message: Message) -> Incoming:

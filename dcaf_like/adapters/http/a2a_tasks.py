@@ -16,9 +16,10 @@ from enum import StrEnum
 from typing import Any
 
 from dcaf_like.adapters.http.app import ServedAgent
+from dcaf_like.adapters.http.auth import ANYONE, Caller, authorized
 from dcaf_like.adapters.http.errors import http_error
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView
-from dcaf_like.application.errors import ConcurrencyConflict
+from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.model import TextDelta
 from dcaf_like.application.ports import ConversationRepository
@@ -161,23 +162,24 @@ class A2ATasks:
         repository: ConversationRepository = self.agent.repository  # type: ignore[attr-defined]
         return repository
 
-    async def get(self, task_id: str) -> TaskView:
+    async def get(self, task_id: str, caller: Caller = ANYONE) -> TaskView:
+        """The task as stored; another identity's task is not found."""
         conversation = await self.repository.aget(conversation_of(task_id))
-        if conversation is None or task_id not in conversation.tasks:
+        if conversation is None or task_id not in conversation.tasks or not caller.sees(conversation):
             raise TaskNotFound(task_id)
         return task_view(conversation, task_id)
 
-    async def send(self, message: Incoming, *, user: str, wait: bool = True) -> TaskView:
+    async def send(self, message: Incoming, *, caller: Caller = ANYONE, wait: bool = True) -> TaskView:
         """Resume the task `message` names (or its context's task waiting for input) with the
         decisions it carries, or start a task with it. With `wait` False the run goes on in the
         background and the task is returned as it is then (a refused decision then leaves the task
         waiting, as it was)."""
-        task_id, run, _ = await self.begin(message, user=user)
+        task_id, run, _ = await self.begin(message, caller=caller)
         if wait:
             await run
         else:
             self.in_background(run, task_id)
-        return await self.get(task_id)
+        return await self.get(task_id, caller)
 
     def in_background(self, run: Coroutine[Any, Any, None], task_id: str) -> asyncio.Future[None]:
         """Run on, whatever becomes of the request that started it (its state is in the store)."""
@@ -194,29 +196,30 @@ class A2ATasks:
                 run.cancel()
 
     async def begin(
-        self, message: Incoming, *, user: str, deltas: asyncio.Queue[str] | None = None
+        self, message: Incoming, *, caller: Caller = ANYONE, deltas: asyncio.Queue[str] | None = None
     ) -> tuple[str, Coroutine[Any, Any, None], bool]:
         """The task `message` goes to (opened if it starts one), its run, not yet started, and
         whether the message resumes a waiting task (its decisions are refused or not by the run).
         With `deltas`, the run streams and puts the model's text there as it comes."""
-        waiting = await self._waiting_task(message)
-        # Parsed before anything is stored: a malformed message changes nothing.
+        # Parsed and authorized before anything is stored: a malformed or forbidden message changes nothing.
         request = AgentRequest.from_messages(
-            [{"role": "user", "content": message.text, "data": dict(message.data)}], user=user
+            [{"role": "user", "content": message.text, "data": dict(message.data)}], user=caller.name
         )
+        request = authorized(request, caller, "a2a")
+        waiting = await self._waiting_task(message, caller)
         if waiting is not None:
             return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True
-        task_id = await self._open(message.context_id, request.text)
+        task_id = await self._open(message.context_id, request.text, caller)
         # The user's message is stored with the task, so the task reads as working from the start.
         run = self._run(task_id, replace(request, text=""), new_task=True, deltas=deltas)
         return task_id, run, False
 
-    async def cancel(self, task_id: str, *, user: str) -> TaskView:
+    async def cancel(self, task_id: str, *, caller: Caller = ANYONE) -> TaskView:
         """A task waiting for input (or not started) is canceled: its pending calls are rejected and
         never run. A working or finished task cannot be canceled."""
         for _ in range(3):
             conversation = await self.repository.aget(conversation_of(task_id))
-            if conversation is None or task_id not in conversation.tasks:
+            if conversation is None or task_id not in conversation.tasks or not caller.sees(conversation):
                 raise TaskNotFound(task_id)
             view = task_view(conversation, task_id)
             if view.state not in (TaskState.INPUT_REQUIRED, TaskState.SUBMITTED):
@@ -224,8 +227,9 @@ class A2ATasks:
                     f"task {task_id} is {view.state.value}; only a task waiting for input can be canceled"
                 )
             expected = conversation.version
+            conversation.entrance = "a2a"
             for call in view.pending:
-                conversation.reject_tool_call(call.id, CANCELED, by=user)
+                conversation.reject_tool_call(call.id, CANCELED, by=caller.name)
             conversation.end_task(task_id, TaskOutcome.CANCELED, CANCELED)
             conversation.collect_events()
             try:
@@ -237,11 +241,11 @@ class A2ATasks:
 
     # -- internals ----------------------------------------------------------------------------
 
-    async def _waiting_task(self, message: Incoming) -> str | None:
+    async def _waiting_task(self, message: Incoming, caller: Caller) -> str | None:
         """The task a message continues: the one it names, which must wait for input, or else the
         task of its context that waits for input. None: the message starts a task."""
         if message.task_id:
-            view = await self.get(message.task_id)
+            view = await self.get(message.task_id, caller)
             if message.context_id and message.context_id != view.context_id:
                 raise TaskRefused(f"task {message.task_id} is not in context {message.context_id}")
             if view.state is not TaskState.INPUT_REQUIRED:
@@ -253,15 +257,21 @@ class A2ATasks:
         if not message.context_id:
             return None
         conversation = await self.repository.aget(message.context_id)
+        if conversation is not None and not caller.sees(conversation):
+            raise ConversationNotFound(message.context_id)  # another identity's context
         if conversation is None or not conversation.tasks:
             return None
         current = task_view(conversation, next(reversed(conversation.tasks)))
         return current.id if current.state is TaskState.INPUT_REQUIRED else None
 
-    async def _open(self, conversation_id: str | None, text: str) -> str:
+    async def _open(self, conversation_id: str | None, text: str, caller: Caller) -> str:
         for _ in range(3):
             stored = await self.repository.aget(conversation_id) if conversation_id else None
-            conversation = stored if stored is not None else Conversation.start(conversation_id)
+            if stored is not None and not caller.sees(stored):
+                raise ConversationNotFound(stored.id)
+            conversation = (
+                stored if stored is not None else Conversation.start(conversation_id, owner=caller.owner)
+            )
             expected = stored.version if stored is not None else 0
             record: TaskRecord = conversation.open_task()
             if text:
@@ -279,11 +289,8 @@ class A2ATasks:
     ) -> None:
         """One turn of the agent on the task's conversation. A refused decision on a waiting task
         changes nothing and is raised; any other failure also ends the task as failed."""
-        request = AgentRequest(
-            text=request.text,
-            conversation_id=conversation_of(task_id),
-            decisions=request.decisions,
-            user=request.user,
+        request = replace(
+            request, conversation_id=conversation_of(task_id), platform_context={}, session=None, history=()
         )
         try:
             if deltas is None:

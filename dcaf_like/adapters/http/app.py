@@ -14,7 +14,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from dcaf_like import __version__
-from dcaf_like.adapters.http.auth import OPEN_PATHS, ApiKeys, AuthMiddleware
+from dcaf_like.adapters.http.audit import audit_routes
+from dcaf_like.adapters.http.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, Caller, authorized, caller_of
 from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import RequestMiddleware, current_request_id, logger
@@ -62,8 +63,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         400: "The request is malformed; `error.field` names where.",
-        403: "Edited arguments for a tool that does not allow editing.",
-        404: "The tool call was never proposed in this conversation.",
+        403: "Edited arguments for a tool that does not allow editing, or the API key lacks a scope.",
+        404: "The tool call was never proposed in this conversation, or the conversation is not yours.",
         409: "Already decided, not matching the proposal, or a concurrent turn won.",
         410: "The approval window of the call has closed.",
         413: "The body is over the server's limit.",
@@ -87,9 +88,11 @@ def create_app(
     mcp: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
-    and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}``, or
-    ``DCAF_API_KEYS``), every route but health, docs and the page's files needs an API key, and the
-    key's identity is recorded as whoever decided each tool call.
+    and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}`` or
+    ``{"<key>": "<identity>:<scope>+<scope>"}``, or ``DCAF_API_KEYS``), every route but health, docs and
+    the page's files needs an API key (websockets added to the app too), each key sees only its
+    identity's conversations (``admin``: all, and ``GET /api/audit``), and the key's identity is
+    recorded as whoever decided each tool call.
     With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``). With `mcp`, the agent's
     tools that run without approval are also an MCP server at ``/mcp``."""
     if max_body_bytes < 1:
@@ -158,6 +161,7 @@ def create_app(
 
     if isinstance(getattr(served, "repository", None), ConversationRepository):
         app.include_router(conversation_routes(lambda: served.repository, _failure, ErrorBody))  # type: ignore[attr-defined]
+        app.include_router(audit_routes(lambda: served.repository, _failure, ErrorBody))  # type: ignore[attr-defined]
 
     if ui:
         app.include_router(ui_routes())
@@ -183,7 +187,7 @@ def create_app(
         assistant's message; ``data`` always lists pending and executed calls and the session."""
         body = await _chat_body(http)
         try:
-            request = _agent_request(body, getattr(http.state, "identity", "user"))
+            request = _agent_request(body, caller_of(http), "http")
         except Exception as exc:
             return _failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
@@ -215,7 +219,7 @@ def create_app(
         during the run ends the stream with an ``error`` event."""
         body = await _chat_body(http)
         try:
-            request = _agent_request(body, getattr(http.state, "identity", "user"))
+            request = _agent_request(body, caller_of(http), "stream")
         except Exception as exc:
             return _failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
@@ -285,14 +289,15 @@ def _document_chat_body(app: FastAPI) -> None:
 _TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
 
 
-def _agent_request(body: ChatRequest, user: str) -> AgentRequest:
+def _agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequest:
     payload = request_payload(body)
-    return AgentRequest.from_messages(
+    request = AgentRequest.from_messages(
         payload["messages"],
         conversation_id=payload.get("conversation_id"),
         platform_context=payload.get("platform_context"),
-        user=user,
+        user=caller.name,
     )
+    return authorized(request, caller, entrance)
 
 
 async def _stream_lines(

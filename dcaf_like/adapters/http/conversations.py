@@ -1,7 +1,8 @@
 """The conversation routes: list an agent's conversations, read one whole, delete one.
 
 They read the agent's store at request time (``agent.repository``), so a store swapped after the app
-was built is the one they see. Credentials are never stored, so never shown.
+was built is the one they see. Credentials are never stored, so never shown. With API keys, a caller
+sees only its own conversations (an ``admin`` key sees all): another's is not found.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from dcaf_like.adapters.http.auth import Caller, caller_of
 from dcaf_like.application.dto import ToolCallView
 from dcaf_like.application.errors import ConversationNotFound
 from dcaf_like.application.ports import ConversationRepository
@@ -21,6 +23,8 @@ from dcaf_like.domain import Conversation, Role, ToolCallStatus
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 60
+# A caller who sees only its own conversations: how many of the most recent the list looks through.
+SCAN_LIMIT = 5000
 
 
 class ConversationSummary(BaseModel):
@@ -87,25 +91,29 @@ def conversation_routes(
 
     @router.get("", response_model=ConversationList, responses={503: errors[503]})
     async def list_conversations(
+        http: Request,
         limit: int = Query(50, ge=1, le=500, description="At most this many, most recent first."),
     ) -> Any:
-        """This agent's stored conversations, most recently updated first."""
-        store = repository()
+        """This agent's stored conversations (the caller's own, with API keys), most recently updated
+        first."""
         try:
-            ids = await asyncio.to_thread(store.list_ids, limit)
-            found = await store.aget_many(ids)  # one round trip on Redis, never a connection per id
+            caller = caller_of(http)
+            caller.require("read", "list conversations")
+            found = await _visible(repository(), caller, limit)
         except Exception as exc:
             return failure(exc, None)
-        return {"conversations": [_summary(c) for c in found if c is not None]}
+        return {"conversations": [_summary(c) for c in found]}
 
     @router.get(
         "/{conversation_id}", response_model=ConversationOut, responses={404: errors[404], 503: errors[503]}
     )
-    async def read_conversation(conversation_id: str) -> Any:
+    async def read_conversation(conversation_id: str, http: Request) -> Any:
         """One conversation whole: messages, every tool call with its decision and outcome, session."""
         try:
+            caller = caller_of(http)
+            caller.require("read", "read conversations")
             conversation = await repository().aget(conversation_id)
-            if conversation is None:
+            if conversation is None or not caller.sees(conversation):
                 raise ConversationNotFound(conversation_id)
         except Exception as exc:
             return failure(exc, conversation_id)
@@ -117,16 +125,41 @@ def conversation_routes(
         response_class=Response,
         responses={404: errors[404], 503: errors[503]},
     )
-    async def delete_conversation(conversation_id: str) -> Response:
-        """Forget a conversation. Its pending calls can no longer be approved."""
+    async def delete_conversation(conversation_id: str, http: Request) -> Response:
+        """Forget a conversation. Its pending calls can no longer be approved; the audit trail keeps
+        the decisions made in it."""
         try:
-            if not await asyncio.to_thread(repository().delete, conversation_id):
+            caller = caller_of(http)
+            caller.require("chat", "delete conversations")
+            store = repository()
+            if not caller.sees_all:
+                conversation = await store.aget(conversation_id)
+                if conversation is None or not caller.sees(conversation):
+                    raise ConversationNotFound(conversation_id)
+            if not await asyncio.to_thread(store.delete, conversation_id):
                 raise ConversationNotFound(conversation_id)
         except Exception as exc:
             return failure(exc, conversation_id)
         return Response(status_code=204)
 
     return router
+
+
+async def _visible(store: ConversationRepository, caller: Caller, limit: int) -> list[Conversation]:
+    """The `limit` most recent conversations `caller` sees. The store lists every owner's: for a caller
+    who sees only its own, ever more of the most recent are read, up to SCAN_LIMIT."""
+    asked = limit
+    read: set[str] = set()
+    found: list[Conversation] = []
+    while True:
+        ids = await asyncio.to_thread(store.list_ids, asked)
+        unread = [i for i in ids if i not in read]
+        read.update(unread)
+        loaded = await store.aget_many(unread)  # one round trip on Redis, never a connection per id
+        found += [c for c in loaded if c is not None and caller.sees(c)]
+        if len(found) >= limit or len(ids) < asked or asked >= SCAN_LIMIT:
+            return found[:limit]
+        asked = min(asked * 4, SCAN_LIMIT)
 
 
 def _updated_at(conversation: Conversation) -> float:

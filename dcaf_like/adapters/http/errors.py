@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dcaf_like.adapters.http.auth import MissingScope
 from dcaf_like.application.errors import (
     ConcurrencyConflict,
     ConversationNotFound,
@@ -61,6 +62,8 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
     match exc:
         case InvalidRequest():
             return HttpError(400, "invalid_request", exc.message, field=exc.field)
+        case MissingScope():
+            return HttpError(403, "missing_scope", message)
         case UnknownToolCall():
             return HttpError(404, "unknown_tool_call", message, call_id=exc.call_id, conversation_id=conv)
         case IllegalTransition():

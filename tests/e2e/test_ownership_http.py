@@ -1,0 +1,306 @@
+"""Isolation between API keys, key scopes and the audit trail, attacked over HTTP on a live server.
+
+Two keys, alice and bob: alice must not list, read, approve, reject, write into or delete bob's
+conversations and A2A tasks, whatever the entrance; each attempt is answered as if the conversation did
+not exist (404), and the tool did not run. A key without ``approve`` cannot decide; the operator's key
+(``admin``) sees everything and reads the audit trail, which outlives a deleted conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from _helpdesk import approve, reject, user
+
+from dcaf_like import Agent, InMemoryConversationRepository
+from dcaf_like.application.model import ModelRequest, ModelResponse, UserTurn
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+ALICE = "alice-key-0123456789abcdef"
+BOB = "bob-key-0123456789abcdef00"
+OPS = "ops-key-0123456789abcdef000"
+CAROL = "carol-key-0123456789abcdef0"  # may chat and read, not approve
+
+KEYS = {ALICE: "alice", BOB: "bob", OPS: "ops:admin", CAROL: "carol:chat+read"}
+
+
+def key(value: str) -> dict[str, str]:
+    return {"X-API-Key": value}
+
+
+def deleting(request: ModelRequest) -> ModelResponse:
+    """Asked by a user: propose deleting web-2; told a tool's result: say it is done."""
+    if isinstance(request.messages[-1], UserTurn):
+        return tool_calls(tool_call("delete_pod", name="web-2"), text="deleting web-2")
+    return reply("Done.")
+
+
+@pytest.fixture
+def server(start_server: Any, cluster: Any) -> httpx.Client:
+    agent = Agent(
+        tools=cluster.tools(),
+        runtime=FakeRuntime([deleting] * 50),
+        repository=InMemoryConversationRepository(),
+    )
+    client: httpx.Client = start_server(agent, api_keys=KEYS, a2a=True)
+    return client
+
+
+def bobs_pending(server: httpx.Client) -> tuple[str, dict[str, Any]]:
+    proposed = server.post("/api/chat", headers=key(BOB), json={"messages": [user("delete web-2")]})
+    assert proposed.status_code == 200, proposed.text
+    (pending,) = proposed.json()["data"]["tool_calls"]
+    return proposed.json()["data"]["conversation_id"], pending
+
+
+def is_hidden(response: httpx.Response) -> bool:
+    return response.status_code == 404 and response.json()["error"]["code"] == "conversation_not_found"
+
+
+def stream_status(server: httpx.Client, headers: dict[str, str], body: dict[str, Any]) -> httpx.Response:
+    response = server.post("/api/chat-stream", headers=headers, json=body)
+    response.read()
+    return response
+
+
+# -- ownership ---------------------------------------------------------------------------------------
+
+
+def test_alice_cannot_list_read_or_delete_bobs_conversation(server, cluster):
+    conversation_id, _ = bobs_pending(server)
+    mine = server.post("/api/chat", headers=key(ALICE), json={"messages": [user("delete web-2")]}).json()
+
+    listed = server.get("/api/conversations", headers=key(ALICE)).json()["conversations"]
+    read = server.get(f"/api/conversations/{conversation_id}", headers=key(ALICE))
+    deleted = server.delete(f"/api/conversations/{conversation_id}", headers=key(ALICE))
+    missing = server.get("/api/conversations/conv_nobody_has_this", headers=key(ALICE))
+
+    assert [c["id"] for c in listed] == [mine["data"]["conversation_id"]]
+    assert is_hidden(read)
+    assert is_hidden(deleted)
+    assert read.json()["error"]["message"] == missing.json()["error"]["message"].replace(
+        "conv_nobody_has_this", conversation_id
+    )  # told exactly what an unknown id is told
+    assert server.get(f"/api/conversations/{conversation_id}", headers=key(BOB)).status_code == 200
+
+
+@pytest.mark.parametrize("route", ["/api/chat", "/api/chat-stream"])
+@pytest.mark.parametrize("attempt", ["approve", "edit", "reject", "write"])
+def test_alice_cannot_decide_or_write_in_bobs_conversation(server, cluster, route, attempt):
+    conversation_id, pending = bobs_pending(server)
+    decisions = {
+        "approve": [approve(pending)],
+        "edit": [approve(pending, edited_input={"name": "web-1", "namespace": "default"})],
+        "reject": [reject(pending, "mine now")],
+        "write": [],
+    }[attempt]
+    text = "hello bob" if attempt == "write" else ""
+    body = {"messages": [user(text, conversation_id=conversation_id, tool_calls=decisions)]}
+
+    response = stream_status(server, key(ALICE), body)
+
+    assert is_hidden(response), response.text
+    assert cluster.deleted == []
+    stored = server.get(f"/api/conversations/{conversation_id}", headers=key(BOB)).json()
+    assert stored["tool_calls"][0]["status"] == "pending"
+    assert [m["content"] for m in stored["messages"]] == ["delete web-2", "deleting web-2"]
+    assert server.get("/api/audit", headers=key(OPS)).json()["records"] == []
+
+
+def test_alice_cannot_reach_bobs_a2a_tasks_on_any_route(server, cluster):
+    waiting = server.post(
+        "/a2a/tasks/send", headers=key(BOB), json={"message": "fix the crashing pod"}
+    ).json()
+    [pending] = waiting["tool_calls"]
+    approval = {"tool_calls": [{"id": pending["id"], "execute": True}]}
+
+    rest_get = server.get(f"/a2a/tasks/{waiting['id']}", headers=key(ALICE))
+    rest_send = server.post(
+        "/a2a/tasks/send", headers=key(ALICE), json={"task_id": waiting["id"], "data": approval}
+    )
+    by_context = server.post(
+        "/a2a/tasks/send", headers=key(ALICE), json={"context_id": waiting["context_id"], "data": approval}
+    )
+    new_task_in_context = server.post(
+        "/a2a/tasks/send", headers=key(ALICE), json={"context_id": waiting["context_id"], "message": "hi"}
+    )
+    rpc = {
+        method: rpc_call(server, ALICE, method, params)
+        for method, params in (
+            ("tasks/get", {"id": waiting["id"]}),
+            ("tasks/cancel", {"id": waiting["id"]}),
+            ("message/send", a2a_message(approval, task_id=waiting["id"], context_id=waiting["context_id"])),
+            ("message/send", a2a_message(approval, context_id=waiting["context_id"])),
+        )
+    }
+
+    assert rest_get.status_code == rest_send.status_code == 404
+    assert rest_get.json()["error"]["code"] == "task_not_found"
+    assert by_context.status_code == new_task_in_context.status_code == 404
+    for method, answer in rpc.items():
+        assert answer["error"]["code"] == -32001, (method, answer)  # A2A's TaskNotFoundError
+    assert cluster.deleted == []
+    task = server.get(f"/a2a/tasks/{waiting['id']}", headers=key(BOB)).json()
+    assert task["status"] == "input-required"
+    stored = server.get(f"/api/conversations/{waiting['context_id']}", headers=key(BOB)).json()
+    assert len(stored["messages"]) == 2
+    assert len(stored["tool_calls"]) == 1
+
+
+def test_the_owner_and_the_operator_still_reach_the_conversation(server, cluster):
+    conversation_id, pending = bobs_pending(server)
+
+    approved = server.post(
+        "/api/chat",
+        headers=key(OPS),
+        json={"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]},
+    )
+    everything = server.get("/api/conversations", headers=key(OPS)).json()["conversations"]
+
+    assert approved.status_code == 200
+    assert cluster.deleted == [("default", "web-2")]
+    assert conversation_id in [c["id"] for c in everything]
+    record = server.get(f"/api/conversations/{conversation_id}", headers=key(BOB)).json()
+    assert record["tool_calls"][0]["decided_by"] == "ops"
+
+
+# -- scopes ------------------------------------------------------------------------------------------
+
+
+def test_a_key_without_approve_cannot_decide_even_its_own_calls(server, cluster):
+    proposed = server.post("/api/chat", headers=key(CAROL), json={"messages": [user("delete web-2")]}).json()
+    conversation_id = proposed["data"]["conversation_id"]
+    (pending,) = proposed["data"]["tool_calls"]
+    decision = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+
+    answers = [
+        server.post("/api/chat", headers=key(CAROL), json=decision),
+        stream_status(server, key(CAROL), decision),
+        server.post(
+            "/a2a/tasks/send",
+            headers=key(CAROL),
+            json={"context_id": conversation_id, "data": {"tool_calls": [approve(pending)]}},
+        ),
+    ]
+
+    for answer in answers:
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["error"]["code"] == "missing_scope"
+        assert "approve" in answer.json()["error"]["message"]
+    assert cluster.deleted == []
+    stored = server.get(f"/api/conversations/{conversation_id}", headers=key(CAROL)).json()
+    assert stored["tool_calls"][0]["status"] == "pending"
+
+
+def test_a_key_without_read_cannot_list_or_read(start_server, cluster):
+    agent = Agent(tools=cluster.tools(), runtime=FakeRuntime(["hi"]))
+    server = start_server(agent, api_keys={ALICE: "alice:chat"})
+    conversation_id = server.post("/api/chat", headers=key(ALICE), json={"messages": [user("hi")]}).json()[
+        "data"
+    ]["conversation_id"]
+
+    for path in ("/api/conversations", f"/api/conversations/{conversation_id}", "/api/audit"):
+        refused = server.get(path, headers=key(ALICE))
+        assert refused.status_code == 403, path
+        assert refused.json()["error"]["code"] == "missing_scope"
+
+
+def test_keys_with_scopes_come_from_the_environment(start_server, cluster, monkeypatch):
+    monkeypatch.setenv("DCAF_API_KEYS", f"alice={ALICE}, ops:admin+chat={OPS}")
+    server = start_server(Agent(tools=cluster.tools(), runtime=FakeRuntime(["hi"])))
+    server.post("/api/chat", headers=key(ALICE), json={"messages": [user("hi")]})
+
+    assert server.get("/api/audit", headers=key(ALICE)).status_code == 403
+    assert server.get("/api/audit", headers=key(OPS)).status_code == 200
+    assert len(server.get("/api/conversations", headers=key(OPS)).json()["conversations"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("holder", "problem"),
+    [("alice:chat+fly", "unknown scopes"), ("policy", "names a decider"), ("al ice", "identity")],
+)
+def test_a_bad_key_configuration_is_refused_at_start(cluster, holder, problem):
+    from dcaf_like import create_app
+
+    with pytest.raises(ValueError, match=problem):
+        create_app(Agent(tools=cluster.tools(), runtime=FakeRuntime()), api_keys={ALICE: holder})
+
+
+# -- the audit trail ---------------------------------------------------------------------------------
+
+
+def test_every_decision_is_in_the_audit_trail_which_outlives_the_conversation(server, cluster):
+    conversation_id, pending = bobs_pending(server)
+    forged = {**pending, "id": "tc_forged"}
+    refused = server.post(
+        "/api/chat",
+        headers=key(BOB),
+        json={"messages": [user(conversation_id=conversation_id, tool_calls=[approve(forged)])]},
+    )
+    approved = stream_status(
+        server,
+        key(BOB),
+        {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]},
+    )
+    assert (refused.status_code, approved.status_code) == (404, 200)
+    assert server.delete(f"/api/conversations/{conversation_id}", headers=key(BOB)).status_code == 204
+
+    trail = server.get("/api/audit", headers=key(OPS), params={"conversation_id": conversation_id})
+    bobs_try = server.get("/api/audit", headers=key(BOB))
+
+    assert trail.status_code == 200
+    records = trail.json()["records"]
+    assert [(r["outcome"], r["call_id"], r["entrance"]) for r in records] == [
+        ("approved", pending["id"], "stream"),
+        ("refused", "tc_forged", "http"),
+    ]
+    assert {(r["decided_by"], r["decider"], r["conversation_id"]) for r in records} == {
+        ("bob", "human", conversation_id)
+    }
+    assert records[0]["tool_name"] == "delete_pod"
+    assert len(records[0]["fingerprint"]) == 64
+    assert bobs_try.status_code == 403
+    assert server.get(f"/api/conversations/{conversation_id}", headers=key(OPS)).status_code == 404
+
+
+def test_a2a_decisions_and_cancels_are_audited_with_their_entrance(server, cluster):
+    first = server.post("/a2a/tasks/send", headers=key(BOB), json={"message": "fix it"}).json()
+    [pending] = first["tool_calls"]
+    rejection = {"tool_calls": [{"id": pending["id"], "execute": False, "rejection_reason": "not today"}]}
+    server.post("/a2a/tasks/send", headers=key(BOB), json={"task_id": first["id"], "data": rejection})
+    second = server.post("/a2a/tasks/send", headers=key(BOB), json={"message": "fix it"}).json()
+    canceled = rpc_call(server, BOB, "tasks/cancel", {"id": second["id"]})
+
+    assert canceled["result"]["status"]["state"] == "canceled"
+    records = server.get("/api/audit", headers=key(OPS)).json()["records"]
+    assert [(r["outcome"], r["entrance"], r["decided_by"], r["reason"]) for r in records] == [
+        ("rejected", "a2a", "bob", "the task was canceled"),
+        ("rejected", "a2a", "bob", "not today"),
+    ]
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def a2a_message(data: dict[str, Any], **ids: str) -> dict[str, Any]:
+    return {
+        "message": {
+            "kind": "message",
+            "messageId": "m-" + json.dumps(ids, sort_keys=True),
+            "role": "user",
+            "parts": [{"kind": "data", "data": data}],
+            **{"taskId" if name == "task_id" else "contextId": value for name, value in ids.items()},
+        }
+    }
+
+
+def rpc_call(server: httpx.Client, api_key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    response = server.post(
+        "/a2a", headers=key(api_key), json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
