@@ -131,9 +131,11 @@ class AuditClient:
         self.url = url
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout = timeout
+        # A fresh connection per request: a connection the server closed after one answer must not
+        # make the next request look refused.
         self.http = httpx.Client(
             base_url=url,
-            headers=self.headers,
+            headers={**self.headers, "Connection": "close"},
             timeout=timeout,
             follow_redirects=False,
             transport=transport,

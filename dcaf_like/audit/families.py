@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
+from functools import partial
 from threading import Barrier, BrokenBarrierError
 from typing import Any
 
@@ -31,9 +32,7 @@ def never_proposed(audit: Audit) -> FamilyResult:
         ("the proposal's id with one character changed", near_id),
     ]:
         forged = main.approval(id=call_id)
-        audit.refuse(
-            family, name, lambda f=forged: _chat(audit, decision(main.conversation_id, f)), aimed=main
-        )
+        audit.refuse(family, name, partial(_chat, audit, decision(main.conversation_id, forged)), aimed=main)
     history = {
         "messages": [
             {"role": "user", "content": audit.propose_message},
@@ -65,9 +64,7 @@ def altered_arguments(audit: Audit) -> FamilyResult:
     main = audit.main()
     for name, changed in variants.different(main.input):
         altered = main.approval(input=changed)
-        audit.refuse(
-            family, name, lambda a=altered, c=main.conversation_id: _chat(audit, decision(c, a)), aimed=main
-        )
+        audit.refuse(family, name, partial(_chat, audit, decision(main.conversation_id, altered)), aimed=main)
         if main.spent:
             main = audit.main()
     forms = [*variants.same_json(main.input), ("input left out (an approval by id)", None)]
@@ -102,9 +99,7 @@ def other_tool(audit: Audit) -> FamilyResult:
         if tool == main.name:
             continue
         renamed = main.approval(name=tool)
-        audit.refuse(
-            family, name, lambda r=renamed, c=main.conversation_id: _chat(audit, decision(c, r)), aimed=main
-        )
+        audit.refuse(family, name, partial(_chat, audit, decision(main.conversation_id, renamed)), aimed=main)
         main = audit.main()
     return family
 
@@ -127,7 +122,7 @@ def other_conversation(audit: Audit) -> FamilyResult:
         ),
     ]
     for name, body in tries:
-        audit.refuse(family, name, lambda b=body: _chat(audit, b), aimed=main)
+        audit.refuse(family, name, partial(_chat, audit, body), aimed=main)
         main = audit.main()
     if (status := audit.stored_status(other)) is not None:
         family.record(
@@ -168,14 +163,14 @@ def bad_input(audit: Audit) -> FamilyResult:
         ("an empty body", b""),
     ]
     for name, content in raw:
-        audit.refuse(family, name, lambda c=content: audit.client.post_raw("/api/chat", c))
+        audit.refuse(family, name, partial(audit.client.post_raw, "/api/chat", content))
     for name, value in [
         ('execute: "true" (a string)', "true"),
         ("execute: 1", 1),
         ("execute: [true]", [True]),
     ]:
         body = decision(main.conversation_id, main.approval(execute=value))
-        audit.refuse(family, name, lambda b=body: _chat(audit, b), aimed=main)
+        audit.refuse(family, name, partial(_chat, audit, body), aimed=main)
         main = audit.main()
     as_string = {
         "messages": [
@@ -208,7 +203,7 @@ def entrances(audit: Audit) -> FamilyResult:
         for name, attack in _ATTACKS:
             main = audit.main()
             call = attack(main)
-            audit.refuse(family, f"{door}: {name}", lambda s=send, m=main, c=call: s(m, c), aimed=main)
+            audit.refuse(family, f"{door}: {name}", partial(send, main, call), aimed=main)
     return family
 
 
@@ -249,7 +244,7 @@ def perimeter(audit: Audit) -> FamilyResult:
     for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
         turned_away(
             f"a JSON body sent as {kind.split(';')[0]}",
-            lambda k=kind: audit.client.post_raw("/api/chat", content, content_type=k),
+            partial(audit.client.post_raw, "/api/chat", content, content_type=kind),
             (415,),
         )
     head = audit.client.request_head
