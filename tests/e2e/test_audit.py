@@ -141,3 +141,19 @@ def test_the_fixture_fails_the_test_with_the_report(control, dcaf_audit):
 
     assert report.counting == "protocol"
     assert "never_proposed" in {f.key for f in report.failed}
+
+
+def test_the_audit_sends_the_api_key_as_the_server_expects(start_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("DCAF_AUDIT_LEDGER", str(tmp_path / "ledger"))
+    from audit_agent import make_agent
+
+    url = str(start_server(make_agent(), api_keys={"k-audit-0123456789abcdef": "auditor"}).base_url)
+
+    without = run_audit(url, propose=PROPOSE)
+    keyed = run_audit(url, propose=PROPOSE, api_key="k-audit-0123456789abcdef", ledger=tmp_path / "ledger")
+
+    assert "401" in without.error
+    assert without.held is False
+    assert keyed.error == ""
+    assert keyed.family("replay").verdict == keyed.family("never_proposed").verdict == "held"
+    assert "k-audit-0123456789abcdef" not in keyed.to_json() + keyed.to_markdown()
