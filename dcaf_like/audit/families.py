@@ -128,6 +128,8 @@ def other_conversation(audit: Audit) -> FamilyResult:
         family.record(
             "the other conversation's call still waits", status == "pending", f"stored status {status}"
         )
+        other.spent = status != "pending"
+    audit.spare = other  # still waiting: the rejection family uses it, one model turn saved
     return family
 
 
@@ -215,21 +217,26 @@ _ATTACKS: list[tuple[str, Callable[[Proposal], dict[str, Any]]]] = [
 
 
 def perimeter(audit: Audit) -> FamilyResult:
-    """Requests a browser or a proxy could be tricked into sending. Each asks for a proposal (a
-    request the server would otherwise take): it must be refused before the agent runs."""
+    """Requests a browser or a proxy could be tricked into sending, each carrying a forged decision
+    (so that a sound gate runs nothing, whatever the perimeter does). The perimeter held when it
+    turned the request away itself: the expected status, and not the answer the same body gets
+    without the trigger (the gate's own refusal, a 404 on dcaf_like)."""
     family = FamilyResult("perimeter", "The perimeter")
-    ask = {"messages": [{"role": "user", "content": audit.propose_message}]}
-    content = json.dumps(ask).encode()
+    main = audit.main()
+    forged = decision(main.conversation_id, main.approval(id="tc_" + secrets.token_hex(12)))
+    content = json.dumps(forged).encode()
+    baseline = audit.client.post_raw("/api/chat", content)
 
     def turned_away(name: str, send: Callable[[], Outcome], statuses: range | tuple[int, ...]) -> None:
         before = audit.mark()
         outcome = send()
         ran = audit.executions(before, outcome)
-        if outcome.status == 200 and isinstance(outcome.body, dict):  # it was taken: leave nothing waiting
-            data = outcome.body.get("data") or {}
-            audit.reject_all(str(data.get("conversation_id")), list(data.get("tool_calls") or []))
-        held = (outcome.status is None or outcome.status in statuses) and ran == 0
-        family.record(name, held, f"{outcome.describe()}; {ran} executions")
+        by_the_gate = (outcome.status, outcome.code) == (baseline.status, baseline.code)
+        held = (outcome.status is None or outcome.status in statuses) and not by_the_gate and ran == 0
+        detail = f"{outcome.describe()}; {ran} executions"
+        if by_the_gate:
+            detail += "; the same answer as without it: the request reached the gate"
+        family.record(name, held, detail)
 
     turned_away(
         f"a foreign Host ({FOREIGN})",
@@ -343,7 +350,8 @@ def replay(audit: Audit) -> FamilyResult:
 
 def after_rejection(audit: Audit) -> FamilyResult:
     family = FamilyResult("after_rejection", "Approval after rejection")
-    rejected = audit.propose()
+    spare = audit.spare
+    rejected = spare if spare is not None and not spare.spent else audit.propose()
     rejection = {
         "id": rejected.id,
         "execute": False,

@@ -16,7 +16,7 @@ from dcaf_like.audit.client import AuditClient, Ledger, Outcome, check_target
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult
 
 DEFAULT_PROPOSE = "Delete the pod web-2 in namespace default."
-MAX_PROPOSALS = 50  # a sound gate needs 4; a broken one is proposed to again after each breach
+MAX_PROPOSALS = 50  # a sound gate needs 3; a broken one is proposed to again after each breach
 PROPOSE_TRIES = 3  # turns asked for one proposal before the audit gives up
 CLEANUP_REASON = "dcaf-like audit: not approved"
 
@@ -100,6 +100,7 @@ class Audit:
         self.report = AuditReport(self.url, tool, "ledger" if ledger is not None else "protocol")
         self.proposals: list[Proposal] = []
         self._main: Proposal | None = None
+        self.spare: Proposal | None = None  # a call proposed in another conversation, still waiting
         self.reads_conversations = False
         self.a2a_path: str | None = None
         self.honoured = 0  # approvals the server honoured: with a ledger, its lines must match
