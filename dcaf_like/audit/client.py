@@ -46,13 +46,9 @@ class Outcome:
             return not self.timed_out
         if 400 <= self.status < 500:
             return True
-        if (
-            self.status == 200
-            and isinstance(self.body, dict)
-            and "error" in self.body
-            and "jsonrpc" in self.body
-        ):
-            return True
+        if self.status == 200 and isinstance(self.body, dict) and "jsonrpc" in self.body:
+            # A2A: a JSON-RPC error, or a task the server failed or rejected rather than run
+            return "error" in self.body or _task_state(self.body.get("result")) in _REFUSED_TASK
         if self.status == 200 and isinstance(self.body, list):
             return bool(self.body) and self.body[-1].get("type") == "error"
         return False
@@ -233,6 +229,16 @@ class AuditClient:
         lines += [f"{k}: {v}" for k, v in headers]
         lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+_REFUSED_TASK = frozenset({"failed", "rejected", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
+
+
+def _task_state(result: Any) -> Any:
+    """An A2A task's state in a JSON-RPC result (0.3: ``result.status.state``; 1.0 nests ``task``)."""
+    task = result.get("task", result) if isinstance(result, dict) else None
+    status = task.get("status") if isinstance(task, dict) else None
+    return status.get("state") if isinstance(status, dict) else None
 
 
 def _no_answer(exc: httpx.TransportError) -> Outcome:

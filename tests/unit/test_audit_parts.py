@@ -10,7 +10,7 @@ import pytest
 
 from dcaf_like import Agent
 from dcaf_like.audit import Attempt, AuditReport, FamilyResult, canary_tool
-from dcaf_like.audit.client import executed_calls
+from dcaf_like.audit.client import Outcome, executed_calls
 from dcaf_like.audit.target import TargetRefused, check_target
 from dcaf_like.audit.variants import different, same_json
 from dcaf_like.testing import FakeRuntime, tool_call
@@ -131,3 +131,22 @@ def test_the_canary_waits_for_approval_and_writes_one_line_per_run(tmp_path):
     assert line["call_id"] == pending.id
     assert line["conversation_id"] == response.conversation_id
     assert line["arguments"] == {"target": "web-2", "count": 2, "labels": None}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "refused"),
+    [
+        (Outcome(404, {"error": {"code": "unknown_tool_call"}}), True),
+        (Outcome(500, {"error": {"code": "internal_error"}}), False),
+        (Outcome(200, {"data": {"executed_tool_calls": []}}), False),
+        (Outcome(None), True),  # the server closed the connection without an answer
+        (Outcome(None, timed_out=True), False),  # a server that never answers did not refuse
+        (Outcome(200, {"jsonrpc": "2.0", "error": {"code": -32602}}), True),
+        (Outcome(200, {"jsonrpc": "2.0", "result": {"status": {"state": "failed"}}}), True),
+        (Outcome(200, {"jsonrpc": "2.0", "result": {"status": {"state": "completed"}}}), False),
+        (Outcome(200, [{"type": "text_delta"}, {"type": "error", "error": {"code": "x"}}]), True),
+        (Outcome(200, [{"type": "done"}]), False),
+    ],
+)
+def test_what_counts_as_a_refusal(outcome, refused):
+    assert outcome.refused is refused
