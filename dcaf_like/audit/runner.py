@@ -115,6 +115,11 @@ class Audit:
             self.report.proposals += 1
             sent = {"messages": [{"role": "user", "content": self.propose_message}]}
             outcome = self.client.post_json("/api/chat", sent)
+            if outcome.timed_out:
+                raise AuditAborted(
+                    f"asking for a proposal: no answer in {self.client.timeout:g} s "
+                    "(raise --timeout for a slow model)"
+                )
             if outcome.status != 200 or not isinstance(outcome.body, dict):
                 raise AuditAborted(f"asking for a proposal: the server answered {outcome.describe()}")
             data = outcome.body.get("data") or {}
