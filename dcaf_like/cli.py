@@ -140,7 +140,41 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--store", default=None, help="with a target: where conversations live (default: memory)"
     )
+    _audit_parser(commands)
     return parser
+
+
+def _audit_parser(commands: Any) -> None:
+    audit = commands.add_parser(
+        "audit",
+        help="attack a served agent's approval gate as a hostile client and report what held",
+        description="Attack the approval gate of the agent served at URL and report, per attack family, "
+        "what held (docs/audit.md). It APPROVES, once per proposal, calls the agent proposes for --propose: "
+        "point it at a staging agent or a harmless gated tool (dcaf_like.audit.canary_tool), never at "
+        "an agent whose tool you do not want run. Exit status 0: every family held; 1: one failed; "
+        "2: the audit could not run.",
+    )
+    audit.add_argument("url", help="the served agent, e.g. http://127.0.0.1:8000 (loopback only by default)")
+    audit.add_argument("--api-key", help="sent as Authorization: Bearer (default: $DCAF_API_KEY)")
+    audit.add_argument(
+        "--propose",
+        default=None,
+        help='a message that makes the agent propose a gated call (default: "Delete the pod web-2 in '
+        'namespace default.")',
+    )
+    audit.add_argument(
+        "--tool", help="the only tool whose calls the audit approves (default: the first that waits)"
+    )
+    audit.add_argument(
+        "--ledger", help="a file the served tool appends one line to per execution: exact counts"
+    )
+    audit.add_argument("--report", help="write the report there: .md for Markdown, else JSON")
+    audit.add_argument(
+        "--i-own-this-server", action="store_true", help="allow a URL that is not a loopback address"
+    )
+    audit.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    audit.add_argument("--concurrency", type=int, default=20, help="identical approvals sent at once")
+    audit.add_argument("--timeout", type=float, default=120, help="seconds for each request")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _chat(args)
     if args.command == "prune":
         return _prune(args)
+    if args.command == "audit":
+        return _audit(args)
     try:
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
@@ -240,6 +276,33 @@ def _chat(args: argparse.Namespace) -> int:
     finally:
         transport.close()
     return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from dcaf_like.audit import run_audit
+    from dcaf_like.audit.target import TargetRefused
+
+    try:
+        report = run_audit(
+            args.url,
+            api_key=args.api_key or os.environ.get("DCAF_API_KEY"),
+            propose=args.propose,
+            tool=args.tool,
+            ledger=args.ledger,
+            i_own_this_server=args.i_own_this_server,
+            max_body_bytes=args.max_body_bytes,
+            concurrency=args.concurrency,
+            timeout=args.timeout,
+        )
+    except (TargetRefused, ImportError) as exc:
+        print(f"dcaf-like audit: {exc}", file=sys.stderr)
+        return 2
+    print(report.to_markdown(), end="")
+    if args.report:
+        Path(args.report).write_text(report.render(args.report), encoding="utf-8")
+    if report.error:
+        return 2
+    return 0 if report.held else 1
 
 
 # Several workers: uvicorn starts each process afresh, so each loads the target itself, told by these.

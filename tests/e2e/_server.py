@@ -67,6 +67,9 @@ def dcaf_like_serve(*args: str, env: Mapping[str, str] | None = None) -> Iterato
         if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", lines[-1]):
             port = int(match.group(1))
     served = Served(f"http://127.0.0.1:{port}")
+    # Keep reading what it logs, so a long test never blocks it on a full pipe.
+    drain = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)  # type: ignore[arg-type]
+    drain.start()
     try:
         assert port is not None, "the server never said where it listens:\n" + "".join(lines)
         while time.monotonic() < deadline:
@@ -77,5 +80,7 @@ def dcaf_like_serve(*args: str, env: Mapping[str, str] | None = None) -> Iterato
         yield served
     finally:
         process.terminate()
-        _, rest = process.communicate(timeout=15)
-        served.log = "".join(lines) + rest
+        process.wait(timeout=15)
+        drain.join(timeout=15)
+        process.stderr.close()
+        served.log = "".join(lines)

@@ -1,0 +1,70 @@
+"""`run_audit`: every family against one URL, in order, into one report."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from dcaf_like.audit.families import FAMILIES
+from dcaf_like.audit.report import AuditReport, FamilyResult
+from dcaf_like.audit.runner import DEFAULT_PROPOSE, Audit, AuditAborted
+
+
+def run_audit(
+    url: str,
+    *,
+    api_key: str | None = None,
+    propose: str = DEFAULT_PROPOSE,
+    tool: str | None = None,
+    ledger: str | Path | None = None,
+    i_own_this_server: bool = False,
+    max_body_bytes: int = 1 << 20,
+    concurrency: int = 20,
+    timeout: float = 120,
+    transport: Any = None,
+) -> AuditReport:
+    started = time.monotonic()
+    audit = Audit(
+        url,
+        api_key=api_key,
+        propose=propose,
+        tool=tool,
+        ledger=ledger,
+        i_own_this_server=i_own_this_server,
+        max_body_bytes=max_body_bytes,
+        concurrency=concurrency,
+        timeout=timeout,
+        transport=transport,
+    )
+    report = audit.report
+    try:
+        audit.discover()
+        for family in FAMILIES:
+            if report.error:
+                name = family.__name__
+                report.families.append(
+                    FamilyResult(name, name.replace("_", " "), skipped=f"not run: {report.error}")
+                )
+                continue
+            try:
+                report.families.append(family(audit))
+            except (AuditAborted, httpx.ConnectError) as exc:
+                report.error = str(exc) if isinstance(exc, AuditAborted) else f"cannot reach {url}: {exc}"
+                name = family.__name__
+                report.families.append(FamilyResult(name, name.replace("_", " "), skipped=f"not run: {exc}"))
+    except AuditAborted as exc:
+        report.error = str(exc)
+    except httpx.ConnectError as exc:
+        report.error = f"cannot reach {url}: {exc}"
+    finally:
+        try:
+            audit.clean_up()
+        except httpx.TransportError:
+            pass  # the server is gone: nothing is left to reject
+        finally:
+            audit.client.close()
+            report.duration_s = time.monotonic() - started
+    return report
