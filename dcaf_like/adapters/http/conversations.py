@@ -7,19 +7,33 @@ was built is the one they see. Credentials are never stored, so never shown.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from dcaf_like.adapters.http.wire import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
 from dcaf_like.application.dto import ToolCallView
-from dcaf_like.application.errors import ConversationNotFound
+from dcaf_like.application.errors import ConversationNotFound, StoredConversationUnreadable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, ToolCallStatus
 
 PREVIEW_CHARS = 200
+
+logger = logging.getLogger("dcaf_like.server")
+
+ConversationIdPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="At most 128 characters of A-Z a-z 0-9 . _ : -",
+    ),
+]
 
 
 class ConversationSummary(BaseModel):
@@ -31,8 +45,19 @@ class ConversationSummary(BaseModel):
     last_message: str
 
 
+class UnreadableConversation(BaseModel):
+    id: str
+    code: str
+    message: str
+
+
 class ConversationList(BaseModel):
     conversations: list[ConversationSummary]
+    errors: list[UnreadableConversation] = Field(
+        default_factory=list,
+        description="Stored conversations that cannot be read back (damaged records): listed here, "
+        "not in `conversations`; the log has the details.",
+    )
 
 
 class MessageOut(BaseModel):
@@ -87,19 +112,33 @@ def conversation_routes(
     async def list_conversations(
         limit: int = Query(50, ge=1, le=500, description="At most this many, most recent first."),
     ) -> Any:
-        """This agent's stored conversations, most recently updated first."""
+        """This agent's stored conversations, most recently updated first. One whose stored record
+        cannot be read is named in ``errors`` and the others are listed; a store that is down is a 503."""
         store = repository()
+        summaries: list[dict[str, Any]] = []
+        unreadable: list[dict[str, str]] = []
         try:
             ids = await asyncio.to_thread(store.list_ids, limit)
-            found = await asyncio.gather(*(store.aget(i) for i in ids))
+            found = await asyncio.gather(*(store.aget(i) for i in ids), return_exceptions=True)
+            for conversation_id, item in zip(ids, found, strict=True):
+                if isinstance(item, StoredConversationUnreadable):
+                    logger.warning("%s", item)
+                    message = f"the stored record cannot be read ({item.reason.partition(':')[0]})"
+                    unreadable.append(
+                        {"id": conversation_id, "code": "conversation_unreadable", "message": message}
+                    )
+                elif isinstance(item, BaseException):
+                    raise item
+                elif item is not None:
+                    summaries.append(_summary(item))
         except Exception as exc:
             return failure(exc, None)
-        return {"conversations": [_summary(c) for c in found if c is not None]}
+        return {"conversations": summaries, "errors": unreadable}
 
     @router.get(
         "/{conversation_id}", response_model=ConversationOut, responses={404: errors[404], 503: errors[503]}
     )
-    async def read_conversation(conversation_id: str) -> Any:
+    async def read_conversation(conversation_id: ConversationIdPath) -> Any:
         """One conversation whole: messages, every tool call with its decision and outcome, session."""
         try:
             conversation = await repository().aget(conversation_id)
@@ -115,7 +154,7 @@ def conversation_routes(
         response_class=Response,
         responses={404: errors[404], 503: errors[503]},
     )
-    async def delete_conversation(conversation_id: str) -> Response:
+    async def delete_conversation(conversation_id: ConversationIdPath) -> Response:
         """Forget a conversation. Its pending calls can no longer be approved."""
         try:
             if not await asyncio.to_thread(repository().delete, conversation_id):
