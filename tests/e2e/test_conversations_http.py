@@ -90,7 +90,7 @@ def test_a_deleted_conversation_is_gone_and_its_calls_cannot_be_approved(start_s
     assert read.json()["error"]["conversation_id"] == conversation_id
     assert approval.status_code == 404
     assert cluster.deleted == []
-    assert client.get("/api/conversations").json() == {"conversations": []}
+    assert client.get("/api/conversations").json() == {"conversations": [], "errors": []}
 
 
 def test_each_agent_lists_only_its_own_conversations_in_a_shared_store(start_server, cluster, tmp_path):

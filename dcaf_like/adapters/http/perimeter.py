@@ -10,9 +10,10 @@ Checked in this order, each refusal a JSON error (``docs/operations.md``, "Threa
    configured origin: an ``Origin`` that is neither, or ``Sec-Fetch-Site: cross-site`` without an
    Origin, is 403 ``cross_origin_request`` (CSRF). A request with no ``Origin`` (curl, SDKs) passes.
    A WebSocket handshake is checked the same way, whatever its method.
-3. Its body is JSON: ``Content-Type: application/json`` (optionally ``; charset=utf-8``) or another
-   JSON type a protocol served here names; otherwise 415 ``unsupported_media_type``. A form or a
-   ``text/plain`` fetch, which a browser sends cross-origin without asking, never reaches a route.
+3. Its body, if it has one or names a type, is JSON: ``Content-Type: application/json`` (optionally
+   ``; charset=utf-8``) or another JSON type a protocol served here names; otherwise 415
+   ``unsupported_media_type``. A form or a ``text/plain`` fetch, which a browser sends cross-origin
+   without asking first, never reaches a route.
 
 The body's framing and size are checked by :class:`~dcaf_like.adapters.http.middleware.RequestMiddleware`
 next, then the API key (``auth.py``).
@@ -125,8 +126,8 @@ class Perimeter:
         content_type = headers.get(b"content-type")
         if content_type in _COMMON_JSON:
             return None
-        if scope["method"] == "DELETE" and not _has_body(headers):
-            return None
+        if content_type is None and not _has_body(headers):
+            return None  # nothing to read: the route answers (a DELETE, a 405 for a wrong method)
         if content_type is None or not _is_json(content_type):
             shown = content_type.decode("latin-1")[:100] if content_type is not None else "none"
             return HttpError(
