@@ -50,7 +50,9 @@ _COMMON_JSON = frozenset(
     }
 )
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
+_REMEMBERED = 256
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+_PAGE_SCHEMES = {"ws": "http", "wss": "https"}
 
 
 class Perimeter:
@@ -83,6 +85,10 @@ class Perimeter:
                 self._with_port.add(f"{name}:{port}")
             else:
                 self._names.add(name)
+        # What passed once passes again at the cost of a set lookup; only values that passed are kept,
+        # and at most _REMEMBERED of them, so a client cannot grow the sets without end.
+        self._hosts_passed: set[tuple[bytes | None, Any]] = set()
+        self._origins_passed: set[tuple[bytes, bytes | None, str]] = set()
         self.any_origin = "*" in origins
         self._origins = {_origin_key(o) for o in origins if o != "*"}
         if None in self._origins:
@@ -91,7 +97,7 @@ class Perimeter:
     def refusal(self, scope: Mapping[str, Any], headers: Mapping[bytes, bytes]) -> HttpError | None:
         """Why the request of `scope` (its `headers` as a dict) is refused, or None."""
         host = headers.get(b"host")
-        if not self.any_host and not self._host_allowed(host, scope.get("server")):
+        if not self.any_host and not self._host_passes(host, scope.get("server")):
             shown = host.decode("latin-1") if host is not None else "(none)"
             return HttpError(
                 421,
@@ -105,7 +111,9 @@ class Perimeter:
             return None
         origin = headers.get(b"origin")
         if origin is not None:
-            if not self.any_origin and not self._origin_allowed(origin, host, scope.get("scheme", "http")):
+            scheme = scope.get("scheme", "http")
+            scheme = _PAGE_SCHEMES.get(scheme, scheme)  # a WebSocket's page is http(s)
+            if not self.any_origin and not self._origin_passes(origin, host, scheme):
                 shown = origin.decode("latin-1")[:200]
                 return HttpError(
                     403,
@@ -138,7 +146,26 @@ class Perimeter:
             )
         return None
 
-    def _host_allowed(self, host: bytes | None, server: Any) -> bool:
+    def _host_passes(self, host: bytes | None, server: Any) -> bool:
+        bound = server[0] if server else None
+        if (host, bound) in self._hosts_passed:
+            return True
+        if not self._host_allowed(host, bound):
+            return False
+        if len(self._hosts_passed) < _REMEMBERED:
+            self._hosts_passed.add((host, bound))
+        return True
+
+    def _origin_passes(self, origin: bytes, host: bytes | None, scheme: str) -> bool:
+        if (origin, host, scheme) in self._origins_passed:
+            return True
+        if not self._origin_allowed(origin, host, scheme):
+            return False
+        if len(self._origins_passed) < _REMEMBERED:
+            self._origins_passed.add((origin, host, scheme))
+        return True
+
+    def _host_allowed(self, host: bytes | None, bound: Any) -> bool:
         if host is None:
             return False
         name, port = _split_host(host.decode("latin-1").lower())
@@ -146,9 +173,9 @@ class Perimeter:
             return False
         if name in self._names:
             return True
-        if server and server[0]:
-            bound = str(server[0]).lower()
-            if name == bound or (":" in bound and name == f"[{bound}]"):
+        if bound:
+            address = str(bound).lower()
+            if name == address or (":" in address and name == f"[{address}]"):
                 return True
         if port and f"{name}:{port}" in self._with_port:
             return True
