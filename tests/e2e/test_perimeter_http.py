@@ -605,3 +605,12 @@ def test_half_sent_bodies_are_one_warning_line_each(tmp_path):
     assert all(line.startswith("WARNING:") and "closed the connection" in line for line in about), about
     assert "Traceback" not in log, log
     assert "ERROR" not in log, log
+
+
+def test_an_http_1_0_request_without_host_claims_no_name_and_is_answered(counted):
+    """Some load balancers' health checks send HTTP/1.0 without Host; a browser never does."""
+    port, _ = counted
+
+    status, answer = raw_request(port, b"GET /health HTTP/1.0\r\n\r\n")
+
+    assert status == 200, answer

@@ -167,7 +167,9 @@ class Perimeter:
 
     def _host_allowed(self, host: bytes | None, bound: Any) -> bool:
         if host is None:
-            return False
+            # HTTP/1.0 without a Host (some load balancers' health checks): no name is claimed, and
+            # a browser always sends one, so this is not the rebinding a Host check is for.
+            return True
         name, port = _split_host(host.decode("latin-1").lower())
         if name is None:
             return False
