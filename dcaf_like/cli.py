@@ -25,6 +25,7 @@ from dcaf_like.serving import (
     run_uvicorn,
     serve,
     settle_heap,
+    with_bound_name,
 )
 from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
 
@@ -100,6 +101,20 @@ def _parser() -> argparse.ArgumentParser:
         f"window closes, unless the store URL sets ttl= (default: {DEFAULT_RETENTION_DAYS}; 0 keeps all)",
     )
     run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    run.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST",
+        help="a Host name the server answers for, besides loopback's and its own address (repeatable; "
+        "name, name:port, *.domain, or * for any; default: $DCAF_ALLOWED_HOSTS)",
+    )
+    run.add_argument(
+        "--allowed-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="an origin (https://ops.example.com) whose pages may send changes, besides the server's own "
+        "(repeatable; default: $DCAF_ALLOWED_ORIGINS)",
+    )
     run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
     run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
     run.add_argument("--mcp", action="store_true", help="also serve the tools that need no approval over MCP")
@@ -202,8 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             a2a=args.a2a,
             mcp=args.mcp,
             retention_days=args.retention_days,
+            allowed_hosts=args.allowed_host,
+            allowed_origins=args.allowed_origin,
         )
-    except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
+    except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -324,6 +341,14 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
             f"{args.workers} workers cannot share an in-memory store: an approval would reach a worker "
             "that never saw the proposal. Use --store sqlite:///PATH or redis://HOST:PORT/DB"
         )
+    from dcaf_like.adapters.http.perimeter import HOSTS_ENV, ORIGINS_ENV
+
+    # Each worker's create_app reads the allowed hosts and origins from the environment.
+    hosts = with_bound_name(args.allowed_host, args.host)
+    if hosts is not None:
+        os.environ[HOSTS_ENV] = ",".join(hosts)
+    if args.allowed_origin is not None:
+        os.environ[ORIGINS_ENV] = ",".join(args.allowed_origin)
     os.environ.update(
         {
             _TARGET: args.target,

@@ -3,6 +3,10 @@
 ``serve(agent, log_format="json")``, ``dcaf-like serve ... --log-format json`` or
 ``DCAF_LOG_FORMAT=json``. Every field a record carries as an ``extra`` (request and conversation ids,
 method, path, status, duration, user) becomes a JSON field; credentials are never put in records.
+
+In the text format a message is one line whatever a client put in it: control characters (newline,
+carriage return, escape, ...) in a path, an id or a tool's name are written as ``\\xNN`` escapes, so a
+request cannot forge a log line or drive the terminal that shows the log.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from copy import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +38,36 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
         return json.dumps(data, ensure_ascii=False, default=str)
+
+
+# C0 controls, DEL, C1 controls, and the Unicode line and paragraph separators.
+_CONTROLS = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters as ``\\xNN`` escapes (one C call when there are none)."""
+    return text if text.isprintable() else text.translate(_CONTROLS)
+
+
+def text_formatter(
+    fmt: str | None = None, datefmt: str | None = None, style: str = "%", use_colors: bool | None = None
+) -> logging.Formatter:
+    """uvicorn's text formatter (level prefix, colours on a terminal), each message escaped with
+    :func:`escape_controls`. For ``logging.config`` (``"()": "dcaf_like.logs.text_formatter"``)."""
+    from uvicorn.logging import DefaultFormatter
+
+    class EscapingFormatter(DefaultFormatter):
+        def formatMessage(self, record: logging.LogRecord) -> str:
+            if not record.message.isprintable():
+                record = copy(record)
+                record.message = escape_controls(record.message)
+            return super().formatMessage(record)
+
+    return EscapingFormatter(fmt, datefmt, style, use_colors)  # type: ignore[arg-type]
 
 
 def log_format(chosen: str | None = None) -> str:

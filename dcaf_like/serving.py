@@ -11,7 +11,8 @@ Which store an Agent's conversations live in, first match wins:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -40,6 +41,8 @@ def create_app(
     ui: bool = True,
     a2a: bool = False,
     mcp: bool = False,
+    allowed_hosts: Iterable[str] | None = None,
+    allowed_origins: Iterable[str] | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
@@ -49,12 +52,23 @@ def create_app(
     `ui` serves the chat page at ``/`` (``ui=False``: the protocol's routes only). With `a2a`, the
     agent also speaks the A2A protocol (needs ``pip install "dcaf-like[a2a]"``). With `mcp`, the
     agent's tools that run without approval are an MCP server at ``/mcp`` too (streamable HTTP; see
-    docs/mcp.md)."""
+    docs/mcp.md). The server answers only for the `Host` names loopback, the connection's own address
+    and `allowed_hosts` (else ``DCAF_ALLOWED_HOSTS``); a state-changing request from a browser must
+    come from its own page or one of `allowed_origins` (else ``DCAF_ALLOWED_ORIGINS``); see the
+    threat model in docs/operations.md."""
     from dcaf_like.adapters.http import create_app as build
 
     attach_store(agent, store, default=None)
     return build(
-        agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp
+        agent,
+        max_body_bytes=max_body_bytes,
+        title=title,
+        api_keys=api_keys,
+        ui=ui,
+        a2a=a2a,
+        mcp=mcp,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
     )
 
 
@@ -72,6 +86,8 @@ def serve(
     a2a: bool = False,
     mcp: bool = False,
     retention_days: float | None = DEFAULT_RETENTION_DAYS,
+    allowed_hosts: Iterable[str] | None = None,
+    allowed_origins: Iterable[str] | None = None,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -79,12 +95,33 @@ def serve(
     `retention_days` after its last save (a call waiting for approval not before its window closes),
     unless the URL has its own ``ttl``; None keeps them all. For several worker processes, see
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
-    The chat page is at ``/`` unless `ui` is False."""
+    The chat page is at ``/`` unless `ui` is False. `allowed_hosts`, `allowed_origins`: see
+    :func:`create_app`; a `host` that is a name, not an address, is an allowed host too."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE, retention_days=retention_days)
-    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp)
+    app = create_app(
+        agent,
+        max_body_bytes=max_body_bytes,
+        api_keys=api_keys,
+        ui=ui,
+        a2a=a2a,
+        mcp=mcp,
+        allowed_hosts=with_bound_name(allowed_hosts, host),
+        allowed_origins=allowed_origins,
+    )
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
     )
+
+
+def with_bound_name(allowed_hosts: Iterable[str] | None, host: str) -> list[str] | None:
+    """`allowed_hosts` (None: ``DCAF_ALLOWED_HOSTS``) and the name the server binds, when it binds
+    one (``--host ops.internal``); an address needs no entry, the connection's own is allowed."""
+    if host in ("", "0.0.0.0", "::") or host.replace(".", "").isdigit() or ":" in host:
+        return None if allowed_hosts is None else list(allowed_hosts)
+    from dcaf_like.adapters.http.perimeter import HOSTS_ENV
+
+    given = list(allowed_hosts) if allowed_hosts is not None else os.environ.get(HOSTS_ENV, "").split(",")
+    return [*given, host]
 
 
 def run_uvicorn(
@@ -118,6 +155,9 @@ def run_uvicorn(
     if chosen_format(log_format) == "json":
         json_formatter = {"()": "dcaf_like.logs.JsonFormatter"}
         log_config["formatters"] = {"default": json_formatter, "access": json_formatter}
+    else:  # uvicorn's lines, with a client's control characters escaped (no forged lines)
+        text = {**LOGGING_CONFIG["formatters"]["default"], "()": "dcaf_like.logs.text_formatter"}
+        log_config["formatters"] = {**LOGGING_CONFIG["formatters"], "default": text}
     if store_description is not None:
         logging.config.dictConfig(log_config)
         logging.getLogger("uvicorn.error").info("conversations are kept in %s", store_description)

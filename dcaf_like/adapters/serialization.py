@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dcaf_like.application.errors import StoreUnavailable
+from dcaf_like.application.errors import StoredConversationUnreadable
 from dcaf_like.domain import (
     Conversation,
     Message,
@@ -227,11 +227,9 @@ def _bool(value: bool) -> str:
 
 
 def decode(text: str | bytes, conversation_id: str) -> Conversation:
-    """A conversation from its stored text; a record that cannot be read is a StoreUnavailable that
-    names it, never a half-built conversation."""
+    """A conversation from its stored text; a record that cannot be read is a
+    StoredConversationUnreadable (a StoreUnavailable) that names it, never a half-built conversation."""
     try:
         return conversation_from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
-        raise StoreUnavailable(
-            f"stored conversation {conversation_id} cannot be read ({type(exc).__name__}: {exc})"
-        ) from exc
+        raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.adapters.serialization import decode, encode
-from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
@@ -442,7 +442,5 @@ def _conversation(body: str | bytes, conversation_id: str) -> Conversation:
         try:
             body = zlib.decompress(body)
         except zlib.error as exc:
-            raise StoreUnavailable(
-                f"stored conversation {conversation_id} cannot be read (zlib: {exc})"
-            ) from exc
+            raise StoredConversationUnreadable(conversation_id, f"zlib: {exc}") from exc
     return decode(body, conversation_id)

@@ -55,6 +55,16 @@ class StoreUnavailable(ApplicationError):
     """The conversation store could not be reached or answered with an error."""
 
 
+class StoredConversationUnreadable(StoreUnavailable):
+    """The store answered, but one conversation's record cannot be read back (damaged, or written by
+    an unknown format). The others may be fine: a listing reports this one and goes on."""
+
+    def __init__(self, conversation_id: str, reason: str) -> None:
+        self.conversation_id = conversation_id
+        self.reason = reason
+        super().__init__(f"stored conversation {conversation_id} cannot be read ({reason})")
+
+
 class RuntimeNotConfigured(ApplicationError):
     """An agent was built without a model runtime, or with a runtime name nobody provides."""
 

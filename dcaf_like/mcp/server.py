@@ -50,7 +50,10 @@ class MCPEndpoint:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
-        # Stateless: every request stands alone, so any worker can answer it.
+        # Stateless: every request stands alone, so any worker can answer it. Host and Origin (DNS
+        # rebinding, which the MCP specification asks servers to refuse) are checked for /mcp by the
+        # app's perimeter like every route, so the SDK's own TransportSecuritySettings stay off: one
+        # list of allowed hosts and origins, and one JSON error for a refusal.
         self._manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
         self.asgi = StreamableHTTPASGIApp(self._manager)
 

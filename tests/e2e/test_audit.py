@@ -74,11 +74,6 @@ def test_the_audit_reports_the_client_trusting_gate_failed_and_ours_held(control
     assert all(line["tool"] == "audit_canary" for line in lines)
 
 
-@pytest.mark.xfail(
-    reason="the perimeter (allowed Host, Origin, 415, conflicting length headers) lands on another "
-    "branch; once merged this passes: remove the mark",
-    strict=False,
-)
 def test_our_server_holds_the_perimeter(ours):
     """Our server refuses a foreign Host, a cross-origin Origin, non-JSON bodies and conflicting
     length headers before the agent runs."""

@@ -91,7 +91,7 @@ def test_a_deleted_conversation_is_gone_and_its_calls_cannot_be_approved(start_s
     assert read.json()["error"]["conversation_id"] == conversation_id
     assert approval.status_code == 404
     assert cluster.deleted == []
-    assert client.get("/api/conversations").json() == {"conversations": []}
+    assert client.get("/api/conversations").json() == {"conversations": [], "errors": []}
 
 
 def test_a_conversation_is_titled_by_its_first_user_message_cut_short(start_server, cluster):

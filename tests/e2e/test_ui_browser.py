@@ -313,3 +313,62 @@ def test_two_waiting_calls_are_decided_one_card_at_a_time(page, start_server, cl
     expect(page.locator(".card.rejected")).to_contain_text("Rejected: users are on it")
     expect(page.locator(".message.assistant").last).to_have_text("Deleted web-2, left web-1 running.")
     assert cluster.deleted == [("default", "web-2")]
+
+
+def test_a_page_under_a_foreign_name_resolving_to_loopback_can_neither_list_nor_approve(
+    browser, start_server, cluster
+):
+    """DNS rebinding: the attacker's name resolves to 127.0.0.1 (here by Chromium's resolver rules),
+    so the attacker's page is same-origin with its own name yet talks to this server. Its Host gives
+    it away. The chat page on 127.0.0.1, in the same browser, keeps working."""
+    runtime = FakeRuntime(
+        [tool_call("delete_pod", name="web-2"), tool_call("delete_pod", name="web-1"), "Done."]
+    )
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime, name="ops"))
+    port = client.base_url.port
+    proposed = client.post(
+        "/api/chat", json={"messages": [{"role": "user", "content": "delete web-2"}]}
+    ).json()
+    [call] = proposed["data"]["tool_calls"]
+    foreign = "rebind.attacker.test"
+    rebinding = browser.browser_type.launch(
+        executable_path=CHROMIUM, args=[f"--host-resolver-rules=MAP {foreign} 127.0.0.1"]
+    )
+    try:
+        attacker = rebinding.new_page()
+        landed = attacker.goto(f"http://{foreign}:{port}/")
+        listed, approved = attacker.evaluate(
+            """async ([conversationId, call]) => {
+                const listed = await fetch("/api/conversations");
+                const approved = await fetch("/api/chat", {
+                    method: "POST",
+                    headers: {"content-type": "application/json"},
+                    body: JSON.stringify({messages: [{role: "user", content: "", data: {
+                        conversation_id: conversationId, tool_calls: [{...call, execute: true}]}}]}),
+                });
+                return [
+                    {status: listed.status, body: await listed.json()},
+                    {status: approved.status, body: await approved.json()},
+                ];
+            }""",
+            [proposed["data"]["conversation_id"], call],
+        )
+        for answer in (listed, approved):
+            assert answer["status"] == 421, answer
+            assert answer["body"]["error"]["code"] == "host_not_allowed"
+        assert cluster.deleted == [], "the rebinding page approved a call"
+        assert landed is not None
+        assert landed.status == 421, "the server must not serve a foreign name"
+
+        page = rebinding.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(f"http://127.0.0.1:{port}/")
+        send(page, "delete web-1")
+        card = page.locator(".card.pending", has_text="web-1")
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.locator(".card.executed", has_text="web-1").locator(".output")).to_have_text(
+            'pod "web-1" deleted'
+        )
+        assert cluster.deleted == [("default", "web-1")]
+    finally:
+        rebinding.close()

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
@@ -34,6 +34,14 @@ from dcaf_like.adapters.http.app import ServedAgent
 from dcaf_like.adapters.http.auth import ANYONE, Caller, caller_of
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import current_request_id
+from dcaf_like.adapters.http.wire import (
+    MAX_CONVERSATION_ID,
+    TASK_ID_PATTERN,
+    ConversationId,
+    TaskId,
+    is_conversation_id,
+    is_task_id,
+)
 from dcaf_like.application.errors import ConversationNotFound
 
 if TYPE_CHECKING:
@@ -100,7 +108,10 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
         return JSONResponse(view.to_dict())
 
     @app.get("/a2a/tasks/{task_id}", tags=["a2a"], response_model=None)
-    async def get_task(task_id: str, http: Request) -> JSONResponse:
+    async def get_task(
+        task_id: Annotated[str, Path(max_length=MAX_CONVERSATION_ID + 10, pattern=TASK_ID_PATTERN)],
+        http: Request,
+    ) -> JSONResponse:
         """A task's state, read from the store: any worker sharing it answers."""
         try:
             caller = caller_of(http)
@@ -118,8 +129,10 @@ class SendTask(BaseModel):
     data: dict[str, Any] | None = Field(
         None, description="Decisions on pending calls, as the HelpDesk protocol's `data.tool_calls`."
     )
-    task_id: StrictStr | None = None
-    context_id: StrictStr | None = None
+    task_id: TaskId | None = Field(None, description="A task's id, as the server gave it.")
+    context_id: ConversationId | None = Field(
+        None, description="The conversation: at most 128 characters of A-Z a-z 0-9 . _ : -"
+    )
     wait: StrictBool = Field(True, description="Answer when the run ends (true) or once it started.")
 
 
@@ -325,15 +338,19 @@ def _incoming(message: Message) -> Incoming:
                     data[key] = item
         else:
             raise _invalid(f"this agent reads text and data parts, not {kind or 'empty'} parts")
+    if not is_conversation_id(message.context_id):
+        raise _invalid("context_id: at most 128 characters of A-Z a-z 0-9 . _ : -", field="context_id")
+    if message.task_id and not is_task_id(message.task_id):
+        raise _invalid("task_id: not a task id this server gives", field="task_id")
     return Incoming(
         "\n".join(texts), data, task_id=message.task_id or None, context_id=message.context_id or None
     )
 
 
-def _invalid(message: str) -> Exception:
+def _invalid(message: str, field: str | None = None) -> Exception:
     from a2a.utils.errors import InvalidParamsError
 
-    return InvalidParamsError(message)
+    return InvalidParamsError(message, data={"field": field} if field else None)
 
 
 def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +19,7 @@ from dcaf_like.adapters.http.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, Ca
 from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import RequestMiddleware, current_request_id, logger
+from dcaf_like.adapters.http.perimeter import Perimeter
 from dcaf_like.adapters.http.ui import PAGE_PATHS, ui_routes
 from dcaf_like.adapters.http.wire import (
     ChatRequest,
@@ -62,12 +63,15 @@ def as_served(target: ServedAgent | Callable[..., Any]) -> ServedAgent:
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
-        400: "The request is malformed; `error.field` names where.",
-        403: "Edited arguments for a tool that does not allow editing, or the API key lacks a scope.",
+        400: "The request is malformed (its body, or the framing of its body); `error.field` names where.",
+        403: "A cross-origin request, edited arguments for a tool that does not allow editing, or the API "
+        "key lacks a scope.",
         404: "The tool call was never proposed in this conversation, or the conversation is not yours.",
         409: "Already decided, not matching the proposal, or a concurrent turn won.",
         410: "The approval window of the call has closed.",
         413: "The body is over the server's limit.",
+        415: "The body is not sent as JSON (`Content-Type: application/json`).",
+        421: "The `Host` is not one this server answers for (DNS rebinding).",
         422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
         500: "The server failed; the log has the details under the request id.",
         502: "The model runtime failed.",
@@ -86,6 +90,8 @@ def create_app(
     ui: bool = True,
     a2a: bool = False,
     mcp: bool = False,
+    allowed_hosts: Iterable[str] | None = None,
+    allowed_origins: Iterable[str] | None = None,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
     and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}`` or
@@ -94,7 +100,10 @@ def create_app(
     identity's conversations (``admin``: all, and ``GET /api/audit``), and the key's identity is
     recorded as whoever decided each tool call.
     With `a2a`, also the A2A protocol (see ``dcaf_like.adapters.http.a2a``). With `mcp`, the agent's
-    tools that run without approval are also an MCP server at ``/mcp``."""
+    tools that run without approval are also an MCP server at ``/mcp``.
+    Every request passes the perimeter first (``perimeter.py``): a `Host` among loopback's names, the
+    connection's address and `allowed_hosts` (``DCAF_ALLOWED_HOSTS``); for a change, an `Origin` that
+    is the server's own or among `allowed_origins` (``DCAF_ALLOWED_ORIGINS``), and a JSON body."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
@@ -131,7 +140,8 @@ def create_app(
     if keys is not None:
         open_paths = OPEN_PATHS | PAGE_PATHS if ui else OPEN_PATHS
         app.add_middleware(AuthMiddleware, keys=keys, open_paths=open_paths)
-    app.add_middleware(RequestMiddleware, max_bytes=max_body_bytes)
+    perimeter = Perimeter(allowed_hosts, allowed_origins)
+    app.add_middleware(RequestMiddleware, max_bytes=max_body_bytes, perimeter=perimeter)
     app.state.agent = served
     if endpoint is not None:
         app.router.routes.append(Route("/mcp", endpoint.asgi, methods=["GET", "POST", "DELETE"]))
@@ -365,8 +375,9 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
 
 
 def _path(loc: Any) -> str:
-    """``("body", "messages", 0, "role")`` as ``messages[0].role``."""
-    parts = [p for p in loc if p != "body"] if len(loc) > 1 else list(loc)
+    """``("body", "messages", 0, "role")`` as ``messages[0].role``; ``("path", "conversation_id")`` as
+    ``conversation_id``."""
+    parts = [p for p in loc if p not in ("body", "path")] if len(loc) > 1 else list(loc)
     path = ""
     for part in parts:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))

@@ -8,23 +8,37 @@ sees only its own conversations (an ``admin`` key sees all): another's is not fo
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dcaf_like.adapters.http.auth import Caller, caller_of
+from dcaf_like.adapters.http.wire import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
 from dcaf_like.application.dto import ToolCallView
-from dcaf_like.application.errors import ConversationNotFound
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.errors import ConversationNotFound, StoredConversationUnreadable
+from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 60
 # A caller who sees only its own conversations: how many of the most recent the list looks through.
 SCAN_LIMIT = 5000
+
+logger = logging.getLogger("dcaf_like.server")
+
+ConversationIdPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="At most 128 characters of A-Z a-z 0-9 . _ : -",
+    ),
+]
 
 
 class ConversationSummary(BaseModel):
@@ -37,8 +51,19 @@ class ConversationSummary(BaseModel):
     last_message: str
 
 
+class UnreadableConversation(BaseModel):
+    id: str
+    code: str
+    message: str
+
+
 class ConversationList(BaseModel):
     conversations: list[ConversationSummary]
+    errors: list[UnreadableConversation] = Field(
+        default_factory=list,
+        description="Stored conversations that cannot be read back (damaged records): listed here, "
+        "not in `conversations`; the log has the details.",
+    )
 
 
 class MessageOut(BaseModel):
@@ -95,19 +120,29 @@ def conversation_routes(
         limit: int = Query(50, ge=1, le=500, description="At most this many, most recent first."),
     ) -> Any:
         """This agent's stored conversations (the caller's own, with API keys), most recently updated
-        first."""
+        first. One whose stored record cannot be read is named in ``errors`` (to callers who see every
+        conversation: its owner cannot be read either) and the others are listed; a store that is down
+        is a 503."""
         try:
             caller = caller_of(http)
             caller.require("read", "list conversations")
-            found = await _visible(repository(), caller, limit)
+            found, unreadable = await _visible(repository(), caller, limit)
         except Exception as exc:
             return failure(exc, None)
-        return {"conversations": [_summary(c) for c in found]}
+        errors = [
+            {
+                "id": damaged.conversation_id,
+                "code": "conversation_unreadable",
+                "message": f"the stored record cannot be read ({damaged.reason.partition(':')[0]})",
+            }
+            for damaged in unreadable
+        ]
+        return {"conversations": [_summary(c) for c in found], "errors": errors if caller.sees_all else []}
 
     @router.get(
         "/{conversation_id}", response_model=ConversationOut, responses={404: errors[404], 503: errors[503]}
     )
-    async def read_conversation(conversation_id: str, http: Request) -> Any:
+    async def read_conversation(conversation_id: ConversationIdPath, http: Request) -> Any:
         """One conversation whole: messages, every tool call with its decision and outcome, session."""
         try:
             caller = caller_of(http)
@@ -125,7 +160,7 @@ def conversation_routes(
         response_class=Response,
         responses={404: errors[404], 503: errors[503]},
     )
-    async def delete_conversation(conversation_id: str, http: Request) -> Response:
+    async def delete_conversation(conversation_id: ConversationIdPath, http: Request) -> Response:
         """Forget a conversation. Its pending calls can no longer be approved; the audit trail keeps
         the decisions made in it."""
         try:
@@ -145,21 +180,50 @@ def conversation_routes(
     return router
 
 
-async def _visible(store: ConversationRepository, caller: Caller, limit: int) -> list[Conversation]:
-    """The `limit` most recent conversations `caller` sees. The store lists every owner's: for a caller
-    who sees only its own, ever more of the most recent are read, up to SCAN_LIMIT."""
+async def _visible(
+    store: ConversationRepository, caller: Caller, limit: int
+) -> tuple[list[Conversation], list[StoredConversationUnreadable]]:
+    """The `limit` most recent conversations `caller` sees, and the records that could not be read. The
+    store lists every owner's: for a caller who sees only its own, ever more of the most recent are
+    read, up to SCAN_LIMIT."""
     asked = limit
     read: set[str] = set()
     found: list[Conversation] = []
+    unreadable: list[StoredConversationUnreadable] = []
     while True:
         ids = await asyncio.to_thread(store.list_ids, asked)
         unread = [i for i in ids if i not in read]
         read.update(unread)
-        loaded = await store.aget_many(unread)  # one round trip on Redis, never a connection per id
-        found += [c for c in loaded if c is not None and caller.sees(c)]
+        for item in await _load(store, unread):
+            if isinstance(item, StoredConversationUnreadable):
+                logger.warning("%s", item)
+                unreadable.append(item)
+            elif item is not None and caller.sees(item):
+                found.append(item)
         if len(found) >= limit or len(ids) < asked or asked >= SCAN_LIMIT:
-            return found[:limit]
+            return found[:limit], unreadable
         asked = min(asked * 4, SCAN_LIMIT)
+
+
+async def _load(
+    store: ConversationRepository, ids: list[str]
+) -> list[Conversation | StoredConversationUnreadable | None]:
+    """A page in one batch read (one round trip on Redis, never a connection per id); when one record
+    in it is damaged, each is read on its own, READ_CONCURRENCY at once, so the others still list."""
+    try:
+        return list(await store.aget_many(ids))
+    except StoredConversationUnreadable:
+        pass
+    limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def one(conversation_id: str) -> Conversation | StoredConversationUnreadable | None:
+        async with limit:
+            try:
+                return await store.aget(conversation_id)
+            except StoredConversationUnreadable as damaged:
+                return damaged
+
+    return list(await asyncio.gather(*(one(i) for i in ids)))
 
 
 def _updated_at(conversation: Conversation) -> float:

@@ -9,9 +9,10 @@ only; what the shape means (which call, which decision) is the application's job
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from dcaf_like.application.dto import AgentResponse
 from dcaf_like.application.events import (
@@ -27,6 +28,30 @@ from dcaf_like.application.events import (
 from dcaf_like.application.model import ReasoningDelta, TextDelta
 
 _OPEN = ConfigDict(strict=True, extra="allow")
+
+# A conversation id a client chooses is at most 128 characters of A-Z a-z 0-9 . _ : - (the server's
+# own are ``conv_`` and 24 hex digits): safe in a URL path, a store's key, a log line and a page, and
+# never holding the ``~`` that separates an A2A task's number from its conversation.
+MAX_CONVERSATION_ID = 128
+CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9._:-]*$"
+TASK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}~[0-9]{1,9}$"
+ConversationId = Annotated[
+    str, StringConstraints(max_length=MAX_CONVERSATION_ID, pattern=CONVERSATION_ID_PATTERN)
+]
+TaskId = Annotated[str, StringConstraints(max_length=MAX_CONVERSATION_ID + 10, pattern=TASK_ID_PATTERN)]
+# fullmatch, not these patterns: in Python's re, "$" also matches before a final newline.
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9._:-]*")
+_TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}~[0-9]{1,9}")
+
+
+def is_conversation_id(value: str) -> bool:
+    """Whether `value` follows the rule of conversation ids (the empty string: none given)."""
+    return len(value) <= MAX_CONVERSATION_ID and _CONVERSATION_ID.fullmatch(value) is not None
+
+
+def is_task_id(value: str) -> bool:
+    """Whether `value` has the form of an A2A task id: a conversation id, ``~``, a number."""
+    return _TASK_ID.fullmatch(value) is not None
 
 
 class ToolCallIn(BaseModel):
@@ -62,8 +87,10 @@ class MessageData(BaseModel):
     cmds: list[CommandIn] | None = None
     executed_cmds: list[dict[str, Any]] | None = None
     session: dict[str, Any] | None = Field(None, description="Session state, returned as the server sent it.")
-    conversation_id: str | None = Field(None, description="Ties turns together (the seed's thread id).")
-    thread_id: str | None = None
+    conversation_id: ConversationId | None = Field(
+        None, description="Ties turns together (the seed's thread id)."
+    )
+    thread_id: ConversationId | None = None
 
 
 class MessageIn(BaseModel):
@@ -81,7 +108,10 @@ class ChatRequest(BaseModel):
     model_config = _OPEN
 
     messages: list[MessageIn] = Field(min_length=1)
-    conversation_id: str | None = Field(None, description="Alternative to the last message's data.")
+    conversation_id: ConversationId | None = Field(
+        None,
+        description="Alternative to the last message's data. At most 128 characters of A-Z a-z 0-9 . _ : -",
+    )
     platform_context: dict[str, Any] | None = None
 
 
