@@ -26,6 +26,7 @@ from dcaf_like.domain.events import (
     ToolCallApproved,
     ToolCallExecuted,
     ToolCallFailed,
+    ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "ToolCallExecuted",
     "ToolCallFailed",
     "ToolCallId",
+    "ToolCallInterrupted",
     "ToolCallRejected",
     "ToolCallRequested",
     "ToolCallStatus",
