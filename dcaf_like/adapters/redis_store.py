@@ -4,6 +4,8 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
 
 - ``<prefix>{<namespace>}:c:<id>``: a hash with ``version`` and ``body`` (the conversation's JSON);
 - ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save.
+- ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
+  (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 
 A save is one Lua script (compare the version, write, index, expire): atomic in Redis, one round trip.
 A turn costs two round trips: the read and the save (an approval adds the save that claims it).
@@ -47,6 +49,10 @@ return -1
 """
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+# Seconds a cancel request is kept: long enough for any turn it may be meant for.
+CANCEL_KEPT = 3600
 
 
 class RedisConversationRepository(ConversationRepository):
@@ -94,6 +100,9 @@ class RedisConversationRepository(ConversationRepository):
 
     def _key(self, conversation_id: str) -> str:
         return f"{self.prefix}{{{self.namespace}}}:c:{conversation_id}"
+
+    def _cancel_key(self, conversation_id: str) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:cancel:{conversation_id}"
 
     @property
     def _index(self) -> str:
@@ -144,6 +153,19 @@ class RedisConversationRepository(ConversationRepository):
             raise self._unavailable(exc) from exc
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            self._sync.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            at = self._sync.get(self._cancel_key(conversation_id))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return at is not None and float(at) >= since
+
     # -- asyncio ----------------------------------------------------------------------------------
 
     def _async(self) -> tuple[Any, Any]:
@@ -176,6 +198,21 @@ class RedisConversationRepository(ConversationRepository):
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         self._check(conversation, expected_version, outcome)
+
+    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            client, _ = self._async()
+            await client.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            client, _ = self._async()
+            at = await client.get(self._cancel_key(conversation_id))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return at is not None and float(at) >= since
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""

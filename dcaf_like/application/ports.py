@@ -7,6 +7,7 @@ what its technology offers natively (as httpx's transports do).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -97,6 +98,28 @@ class ConversationRepository(ABC):
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         self.save(conversation, expected_version)
+
+    # Cancel requests: a mark per conversation that any worker may set, read by the worker running
+    # the conversation's turn (docs/runs.md). A store several processes share keeps it where they all
+    # see it; this default keeps it in this process's memory only.
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        """Ask the turn running on this conversation (if any, on any worker) to stop."""
+        _cancels.setdefault(self, {})[conversation_id] = at
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        """True if a cancel of this conversation was requested at `since` or later."""
+        at = _cancels.get(self, {}).get(conversation_id)
+        return at is not None and at >= since
+
+    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
+        self.request_cancel(conversation_id, at=at)
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        return self.cancel_requested(conversation_id, since=since)
+
+
+# The default home of cancel requests: per repository object, in this process.
+_cancels: weakref.WeakKeyDictionary[ConversationRepository, dict[str, float]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
