@@ -118,3 +118,26 @@ def test_a_turn_past_its_time_limit_says_so_and_the_conversation_goes_on(start_s
     second = client.post("/api/chat", json={"messages": [user("and now?", conversation_id=conversation_id)]})
     assert second.status_code == 200
     assert second.json()["content"] == "Still rolling out."
+
+
+def test_a_server_shutting_down_lets_a_run_whose_client_went_away_finish_and_save():
+    from _server import serving
+
+    from dcaf_like import InMemoryConversationRepository, create_app
+
+    restart_deployment, release, cancelled = slow_restart()
+    runtime = FakeRuntime([tool_calls(tool_call("restart_deployment", name="web")), reply("Restarted web.")])
+    store = InMemoryConversationRepository()
+    agent = Agent(tools=[restart_deployment], runtime=runtime, repository=store)
+    with serving(create_app(agent)) as client:
+        proposed = client.post("/api/chat", json={"messages": [user("restart web")]}).json()["data"]
+        conversation_id, [pending] = proposed["conversation_id"], proposed["tool_calls"]
+        body = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+        with client.stream("POST", "/api/chat-stream", json=body) as response:
+            assert json.loads(next(response.iter_lines()))["type"] == "tool_started"
+        threading.Timer(0.5, release.set).start()  # the tool ends while the server shuts down
+    # the block waited for the server's shutdown, which waited for the run
+
+    call = store.get(conversation_id).tool_call(pending["id"])
+    assert (call.status.value, call.result) == ("executed", "deployment web restarted")
+    assert not cancelled.is_set()

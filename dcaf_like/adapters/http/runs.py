@@ -4,7 +4,7 @@ A client that goes away (a closed tab, a dropped connection) makes Starlette can
 task, and with it whatever that task awaits. A turn that has claimed an approval must not stop there:
 its tools would be left half run and its outcome unsaved. So each turn runs in a task of its own,
 which the request only watches; the server keeps a reference to every such task (so none is garbage
-collected mid-run) and waits for them at shutdown, before it closes the store.
+collected mid-run) and waits for them at shutdown (up to a grace period), before it closes the store.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from dcaf_like.application.events import StreamEvent
 T = TypeVar("T")
 
 logger = logging.getLogger("dcaf_like.http")
+
+#: Seconds a server shutting down waits for the turns under way.
+SHUTDOWN_GRACE = 60.0
 
 
 class Runs:
@@ -76,10 +79,18 @@ class Runs:
         if error is not None and unwatched:
             logger.warning("a run whose client had gone away failed: %s: %s", type(error).__name__, error)
 
-    async def aclose(self) -> None:
-        """Wait for every run under way (a server shutting down lets them finish and save)."""
+    async def aclose(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """At shutdown: let the runs under way finish and save, for up to `grace` seconds; then stop
+        them (each saves what it did; a call it was running is settled as interrupted later)."""
+        deadline = asyncio.get_running_loop().time() + grace
         while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                for task in self._tasks:
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                return
+            await asyncio.wait(set(self._tasks), timeout=left)
 
 
 async def _read(
