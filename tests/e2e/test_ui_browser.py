@@ -311,3 +311,32 @@ def test_two_waiting_calls_are_decided_one_card_at_a_time(page, start_server, cl
     expect(page.locator(".card.rejected")).to_contain_text("Rejected: users are on it")
     expect(page.locator(".message.assistant").last).to_have_text("Deleted web-2, left web-1 running.")
     assert cluster.deleted == [("default", "web-2")]
+
+
+def test_stop_ends_the_run_and_the_conversation_goes_on(page, start_server):
+    import asyncio
+
+    class WaitingRuntime(FakeRuntime):
+        """Its first answer never comes: the run waits for the model until it is stopped."""
+
+        async def astream(self, request):
+            if len(self.requests) == 0:
+                self.requests.append(request)
+                await asyncio.Event().wait()
+            async for event in super().astream(request):
+                yield event
+
+    runtime = WaitingRuntime([reply("never read"), reply("Here is the summary.")])
+    client = start_server(Agent(runtime=runtime, name="ops"))
+    page.goto(str(client.base_url))
+
+    send(page, "summarize the incident")
+    stop = page.get_by_role("button", name="Stop", exact=True)
+    expect(stop).to_be_visible()
+    stop.click()
+
+    expect(page.locator(".note")).to_have_text("Run stopped.")
+    expect(stop).to_be_hidden()
+    send(page, "try again")
+    expect(page.locator(".message.assistant").last).to_have_text("Here is the summary.")
+    screenshot(page, "stopped-run")
