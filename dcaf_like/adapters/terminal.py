@@ -202,6 +202,11 @@ class TerminalChat:
                 self.say("  (stopping the run at its next step; Ctrl-C again to leave)")
             elif kind == "tool_started":
                 self.say(f"  running {event['name']} ...")
+            elif kind == "tool_progress":
+                share = (
+                    f" ({event['fraction']:.0%})" if isinstance(event.get("fraction"), int | float) else ""
+                )
+                self.say(f"  {event['name']}: {_printable(str(event['message']))}{share}")
             elif kind == "tool_finished":
                 call = event["tool_call"]
                 edited = " (arguments edited)" if "proposed_input" in call else ""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dcaf_like.application._concurrency import iterate_in_thread
@@ -124,12 +124,24 @@ _cancels: weakref.WeakKeyDictionary[ConversationRepository, dict[str, float]] = 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a running tool may see besides its arguments."""
+    """What a running tool may see besides its arguments, and how it reports its progress."""
 
     conversation_id: str
     call_id: str
     platform_context: PlatformContext
     session: Session
+    #: Where :meth:`progress` goes: the stream of the run, when someone reads one.
+    on_progress: Callable[[str, float | None], None] | None = field(default=None, repr=False, compare=False)
+
+    def progress(self, message: str, *, fraction: float | None = None) -> None:
+        """Tell whoever follows the run how far the tool got (``"3/10 pods restarted"``, ``fraction=0.3``):
+        a ``tool_progress`` event on the stream; nothing when nobody streams. Safe from any thread."""
+        if not isinstance(message, str):
+            raise TypeError(f"progress takes a message string, not {type(message).__name__}")
+        if fraction is not None and not (isinstance(fraction, int | float) and 0 <= fraction <= 1):
+            raise ValueError(f"fraction must be between 0 and 1, not {fraction!r}")
+        if self.on_progress is not None:
+            self.on_progress(message, None if fraction is None else float(fraction))
 
 
 @runtime_checkable

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
@@ -17,7 +18,7 @@ from dcaf_like.application.errors import (
     ModelTimeout,
     UnknownTool,
 )
-from dcaf_like.application.events import Done, RunFailed, StreamEvent
+from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
 from dcaf_like.application.model import ModelCompleted, ModelResponse
 from dcaf_like.application.ports import (
     AgentRuntime,
@@ -51,6 +52,7 @@ from dcaf_like.application.turn import (
     RunContext,
     RunTool,
     Stopped,
+    ToolOutcome,
     Turn,
     TurnSettings,
 )
@@ -379,6 +381,12 @@ class AgentService:
                             value = event
                         else:
                             yield event
+                elif isinstance(effect, RunTool):
+                    async for event in self._arun_reporting(effect, turn, saved):
+                        if isinstance(event, ToolOutcome):
+                            value = event
+                        else:
+                            yield event
                 else:
                     value = await self._aperform(effect, turn, saved)
         finally:
@@ -394,6 +402,40 @@ class AgentService:
             return prepared, prepared.expected_version
         await self.repository.asave(prepared.conversation, prepared.expected_version)
         return prepared, prepared.conversation.version
+
+    async def _arun_reporting(self, effect: RunTool, turn: Span, saved: _Saved) -> AsyncIterator[Any]:
+        """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
+        thread), then its ToolOutcome."""
+        loop = asyncio.get_running_loop()
+        reports: asyncio.Queue[ToolProgress] = asyncio.Queue()
+        call_id, name = effect.context.call_id, effect.tool.name
+
+        def report(message: str, fraction: float | None) -> None:
+            event = ToolProgress(call_id, name, message, fraction)
+            try:
+                if asyncio.get_running_loop() is loop:
+                    reports.put_nowait(event)
+                    return
+            except RuntimeError:  # no loop in this thread: a tool in a worker thread
+                pass
+            loop.call_soon_threadsafe(reports.put_nowait, event)
+
+        effect.context = replace(effect.context, on_progress=report)
+        running = asyncio.ensure_future(self._aperform(effect, turn, saved))
+        try:
+            while not running.done():
+                waiting = asyncio.ensure_future(reports.get())
+                await asyncio.wait((running, waiting), return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    yield waiting.result()
+                else:
+                    waiting.cancel()
+            while not reports.empty():
+                yield reports.get_nowait()
+        finally:
+            if not running.done():
+                running.cancel()
+        yield running.result()
 
     async def _asettle(
         self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from _helpdesk import approve, user
 
-from dcaf_like import Agent, tool
+from dcaf_like import Agent, ToolContext, tool
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -141,3 +141,28 @@ def test_a_server_shutting_down_lets_a_run_whose_client_went_away_finish_and_sav
     call = store.get(conversation_id).tool_call(pending["id"])
     assert (call.status.value, call.result) == ("executed", "deployment web restarted")
     assert not cancelled.is_set()
+
+
+def test_a_tools_progress_is_streamed_as_it_happens(start_server):
+    @tool(requires_approval=False)
+    def restart_pods(count: int, context: ToolContext) -> str:
+        """Restart pods one by one."""
+        for done in range(1, count + 1):
+            context.progress(f"{done}/{count} pods restarted", fraction=done / count)
+        return f"{count} pods restarted"
+
+    runtime = FakeRuntime([tool_calls(tool_call("restart_pods", count=2)), reply("All restarted.")])
+    client = start_server(Agent(tools=[restart_pods], runtime=runtime))
+
+    with client.stream("POST", "/api/chat-stream", json={"messages": [user("restart the pods")]}) as response:
+        events = [json.loads(line) for line in response.iter_lines() if line]
+
+    [started] = [e for e in events if e["type"] == "tool_started"]
+    reports = [e for e in events if e["type"] == "tool_progress"]
+    progress = {"type": "tool_progress", "id": started["id"], "name": "restart_pods"}
+    assert reports == [
+        {**progress, "message": "1/2 pods restarted", "fraction": 0.5},
+        {**progress, "message": "2/2 pods restarted", "fraction": 1.0},
+    ]
+    kinds = [e["type"] for e in events]
+    assert kinds.index("tool_started") < kinds.index("tool_progress") < kinds.index("tool_finished")

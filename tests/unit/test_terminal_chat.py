@@ -145,3 +145,20 @@ def test_ctrl_c_during_a_turn_stops_the_run_at_its_next_step_and_the_chat_goes_o
     assert ran == ["web"]
     assert "not run: the run was cancelled before it" in shown
     assert "agent> Picked up again." in shown
+
+
+def test_a_tools_progress_is_shown_as_it_comes():
+    progress = {"type": "tool_progress", "id": "tc_1", "name": "restart_pods", "message": "3/10 restarted"}
+    transport = ScriptedTransport(
+        [
+            {"type": "tool_started", "id": "tc_1", "name": "restart_pods"},
+            {**progress, "fraction": 0.3},
+            {**progress, "message": "\x1b[2Jstill going", "fraction": None},
+            done(),
+        ]
+    )
+
+    shown = chat(transport, "restart the pods")
+
+    assert "  restart_pods: 3/10 restarted (30%)\n" in shown
+    assert "  restart_pods: \ufffd[2Jstill going\n" in shown

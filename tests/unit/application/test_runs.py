@@ -445,3 +445,47 @@ def test_a_cancel_stops_a_turn_waiting_for_the_model(api, monkeypatch):
     assert response.text == ""
     stored = agent.conversation("conv_c")
     assert [m.role.value for m in stored.messages] == ["user"]  # usable: the next turn answers it
+
+
+# -- progress ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["def", "async def"])
+def test_a_tool_reports_progress_on_the_stream_between_its_start_and_its_end(kind):
+    def restart(count: int, context: ToolContext) -> str:
+        for done in range(1, count + 1):
+            context.progress(f"{done}/{count} pods restarted", fraction=done / count)
+        return "restarted"
+
+    async def arestart(count: int, context: ToolContext) -> str:
+        return restart(count, context)
+
+    restart_pods = tool(requires_approval=False, name="restart_pods")(restart if kind == "def" else arestart)
+    runtime = FakeRuntime([tool_calls(tool_call("restart_pods", count=2)), reply("Done."), reply("Again.")])
+    agent = Agent(tools=[restart_pods], runtime=runtime)
+
+    async def stream():
+        return [event async for event in agent.arun_stream("restart the pods", conversation_id="conv_p")]
+
+    events = asyncio.run(stream())
+
+    kinds = [e.type for e in events]
+    reports = [(e.call_id, e.message, e.fraction) for e in events if e.type == "tool_progress"]
+    [finished] = [e for e in events if e.type == "tool_finished"]
+    assert reports == [
+        (finished.call.id, "1/2 pods restarted", 0.5),
+        (finished.call.id, "2/2 pods restarted", 1.0),
+    ]
+    assert kinds.index("tool_started") < kinds.index("tool_progress") < kinds.index("tool_finished")
+    assert finished.call.output == "restarted"
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.5, "half"])
+def test_progress_refuses_a_fraction_outside_zero_to_one(fraction):
+    from dcaf_like.domain import Session
+
+    context = ToolContext("conv_1", "tc_1", None, Session())  # type: ignore[arg-type]
+
+    with pytest.raises(ValueError, match="fraction must be between 0 and 1"):
+        context.progress("halfway", fraction=fraction)
+    context.progress("no one listens")  # nobody streams: nothing happens

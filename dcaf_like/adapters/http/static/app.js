@@ -87,6 +87,7 @@ function handle(event) {
     case "text_delta": assistantBubble().append(event.text); state.streamed = true; break;
     case "reasoning_delta": assistantBubble().append(el("span", { class: "reasoning" }, event.text)); break;
     case "tool_started": place(callCard(event.id, event.name, "running")); break;
+    case "tool_progress": showProgress(event); break;
     case "tool_finished": place(executedCard(event.tool_call)); break;
     case "tool_rejected": place(rejectedCard(event.tool_call)); break;
     case "tool_calls": event.tool_calls.forEach((call) => place(pendingCard(call))); break;
@@ -145,6 +146,16 @@ function executedCard(call) {
     el("code", {}, JSON.stringify(call.proposed_input))) : null;
   return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
     el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
+}
+
+// A running call's latest progress report, on its card.
+function showProgress(event) {
+  const card = document.querySelector(`.card[data-call-id="${CSS.escape(event.id)}"]`);
+  if (!card) return;
+  const share = typeof event.fraction === "number" ? ` (${Math.round(event.fraction * 100)}%)` : "";
+  let line = card.querySelector(".progress");
+  if (!line) line = card.appendChild(el("p", { class: "progress" }));
+  line.textContent = event.message + share;
 }
 
 function rejectedCard(call) {
