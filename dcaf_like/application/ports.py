@@ -7,7 +7,6 @@ what its technology offers natively (as httpx's transports do).
 from __future__ import annotations
 
 import asyncio
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -104,11 +103,15 @@ class ConversationRepository(ABC):
     # see it; this default keeps it in this process's memory only.
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
         """Ask the turn running on this conversation (if any, on any worker) to stop."""
-        _cancels.setdefault(self, {})[conversation_id] = at
+        cancels: dict[str, float] | None = self.__dict__.get("_dcaf_cancels")
+        if cancels is None:
+            cancels = self.__dict__["_dcaf_cancels"] = {}
+        cancels[conversation_id] = at
 
     def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
         """True if a cancel of this conversation was requested at `since` or later."""
-        at = _cancels.get(self, {}).get(conversation_id)
+        cancels: dict[str, float] | None = self.__dict__.get("_dcaf_cancels")
+        at = None if cancels is None else cancels.get(conversation_id)
         return at is not None and at >= since
 
     async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
@@ -116,10 +119,6 @@ class ConversationRepository(ABC):
 
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
         return self.cancel_requested(conversation_id, since=since)
-
-
-# The default home of cancel requests: per repository object, in this process.
-_cancels: weakref.WeakKeyDictionary[ConversationRepository, dict[str, float]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)

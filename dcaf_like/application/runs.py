@@ -18,6 +18,7 @@ import queue
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -202,10 +203,11 @@ class _LoopRenewal:
 
 
 class _Job:
-    __slots__ = ("effect", "every", "lock", "renew", "stopped")
+    __slots__ = ("due", "effect", "every", "lock", "renew", "stopped")
 
     def __init__(self, renew: Callable[[], None], every: float, effect: RunTool) -> None:
         self.renew, self.every, self.effect = renew, every, effect
+        self.due = time.monotonic() + every
         self.stopped = False
         self.lock = threading.Lock()  # held while renewing: stop() waits for a renewal under way
 
@@ -218,46 +220,50 @@ class _Job:
 
 
 class _Keeper:
-    """One daemon thread renewing the leases of tools run by blocking drivers: a tool costs a heap
-    push, not a thread, and the thread only works for tools that outlast a renewal interval."""
+    """One daemon thread renewing the leases of tools run by blocking drivers.
+
+    A tool costs an append to a queue the thread reads, not a thread, a lock or a wake-up: idle, the
+    thread looks at the queue once a second (dropping the jobs of tools that ended), so a quick tool
+    never hands it the GIL. Only a lease renewed more often than that wakes it at once."""
+
+    IDLE = 1.0
 
     def __init__(self) -> None:
         self._ready = threading.Condition()
+        self._new: deque[_Job] = deque()  # appended to by any thread without a lock
         self._due: list[tuple[float, int, _Job]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
 
     def every(self, seconds: float, renew: Callable[[], None], effect: RunTool) -> _Job:
         job = _Job(renew, seconds, effect)
-        self._push(time.monotonic() + seconds, job)
+        self._new.append(job)
+        if self._thread is None or seconds < self.IDLE:
+            with self._ready:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="dcaf-lease-keeper", daemon=True)
+                    self._thread.start()
+                self._ready.notify()
         return job
 
-    def _push(self, due: float, job: _Job) -> None:
+    def _next(self) -> _Job:
+        """The next job due, once it is due (jobs stopped meanwhile are dropped)."""
         with self._ready:
-            earliest = self._due[0][0] if self._due else None
-            heapq.heappush(self._due, (due, next(self._order), job))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="dcaf-lease-keeper", daemon=True)
-                self._thread.start()
-            elif earliest is None or due < earliest:
-                self._ready.notify()
+            while True:
+                while self._new:
+                    job = self._new.popleft()
+                    heapq.heappush(self._due, (job.due, next(self._order), job))
+                while self._due and self._due[0][2].is_stopped():
+                    heapq.heappop(self._due)
+                now = time.monotonic()
+                if self._due and self._due[0][0] <= now:
+                    return heapq.heappop(self._due)[2]
+                wake_at = min(self._due[0][0], now + self.IDLE) if self._due else now + self.IDLE
+                self._ready.wait(wake_at - now)
 
     def _run(self) -> None:
         while True:
-            with self._ready:
-                while True:
-                    if not self._due:
-                        self._ready.wait()
-                        continue
-                    due, _, job = self._due[0]
-                    if job.stopped:
-                        heapq.heappop(self._due)
-                        continue
-                    wait = due - time.monotonic()
-                    if wait <= 0:
-                        heapq.heappop(self._due)
-                        break
-                    self._ready.wait(wait)
+            job = self._next()
             with job.lock:
                 if job.is_stopped():  # since it was taken off the heap
                     continue
@@ -265,7 +271,8 @@ class _Keeper:
                     job.renew()
                 except Exception as exc:
                     _renewal_failed(job.effect, exc)
-            self._push(time.monotonic() + job.every, job)
+            job.due = time.monotonic() + job.every
+            self._new.append(job)
 
 
 _KEEPER = _Keeper()

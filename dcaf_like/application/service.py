@@ -542,7 +542,9 @@ class AgentService:
     def _model_limit(self, effect: CallModel) -> tuple[float | None, bool]:
         """How long this model call may take, and whether that is what is left of the turn's time."""
         left, own = effect.timeout, self.model_timeout
-        if left is not None and (own is None or left < own):
+        if left is None:
+            return own, False
+        if own is None or left < own:
             return left, True
         return own, False
 
