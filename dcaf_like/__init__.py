@@ -32,6 +32,7 @@ from dcaf_like.application.events import (
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
+    ToolProgress,
     ToolRejected,
     ToolStarted,
 )
@@ -163,6 +164,7 @@ __all__ = [
     "ToolContext",
     "ToolDecision",
     "ToolFinished",
+    "ToolProgress",
     "ToolRejected",
     "ToolResult",
     "ToolSpec",

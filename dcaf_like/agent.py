@@ -40,6 +40,11 @@ class Agent:
 
     `tools` may hold :class:`~dcaf_like.toolsets.Toolset` objects (an MCP server's tools): they are
     loaded before the first run calls the model, and kept for later runs.
+
+    Time limits (seconds, docs/runs.md): `turn_timeout` bounds a whole turn (it then ends with
+    ``stop_reason == "turn_timeout"``), `model_timeout` each model call (``ModelTimeout``), and a
+    tool's own ``@tool(timeout=...)`` each run of it. `lease_ttl` is how long a call this process runs
+    stays claimed without renewal: after a crash, another process settles it as interrupted.
     """
 
     def __init__(
@@ -58,6 +63,9 @@ class Agent:
         approver: ApprovalCallback | None = None,
         clock: Callable[[], float] = time.time,
         tracer: Tracer | None = None,
+        turn_timeout: float | None = None,
+        model_timeout: float | None = None,
+        lease_ttl: float = 60.0,
     ) -> None:
         self.name = name
         self.description = description
@@ -97,6 +105,9 @@ class Agent:
             "name": name,
             "clock": clock,
             "tracer": tracer if tracer is not None else default_tracer(),
+            "turn_timeout": turn_timeout,
+            "model_timeout": model_timeout,
+            "lease_ttl": lease_ttl,
         }
         self._service = self._build_service(self.repository)
 
@@ -297,6 +308,18 @@ class Agent:
             user=user,
         )
         return await (await self._aready()).aexecute(request)
+
+    # -- stopping a run ---------------------------------------------------------------------------
+
+    def cancel(self, conversation_id: str) -> None:
+        """Stop the turn running on this conversation, in this process or in any other sharing the
+        store: before its next step, or (served, async) while it waits for the model. A tool already
+        running finishes. The turn ends with ``stop_reason == "cancelled"``, what it did is saved, and
+        the conversation stays usable. A cancel with no turn running changes nothing."""
+        self.repository.request_cancel(conversation_id, at=self._settings["clock"]())
+
+    async def acancel(self, conversation_id: str) -> None:
+        await self.repository.arequest_cancel(conversation_id, at=self._settings["clock"]())
 
     # -- conversations ----------------------------------------------------------------------------
 

@@ -42,6 +42,9 @@ class Tool:
     Parameters annotated ``Session``, ``PlatformContext`` or ``ToolContext`` are filled in by the framework
     and hidden from the model. ``companions`` are tools an agent given this one gets too (a remote
     agent's tool comes with the approval-gated tool that forwards decisions to it).
+    ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
+    an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
+    left to finish and its late result is logged, never used.
     """
 
     def __init__(
@@ -54,9 +57,13 @@ class Tool:
         editable: bool = False,
         schema: Mapping[str, Any] | type | None = None,
         secret: Iterable[str] = (),
+        timeout: float | None = None,
     ) -> None:
         from dcaf_like import _schema
 
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise ValueError(f"tool {name or func.__name__!r}: timeout must be a positive number of seconds")
+        self.timeout: float | None = timeout
         self.func = func
         self.name = name or func.__name__
         self.requires_approval = requires_approval
@@ -148,6 +155,7 @@ def tool(
     editable: bool = False,
     schema: Mapping[str, Any] | type | None = None,
     secret: Iterable[str] = (),
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -161,6 +169,7 @@ def tool(
     editable: bool = False,
     schema: Mapping[str, Any] | type | None = None,
     secret: Iterable[str] = (),
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -173,6 +182,7 @@ def tool(
             editable=editable,
             schema=schema,
             secret=secret,
+            timeout=timeout,
         )
 
     return wrap(func) if func is not None else wrap

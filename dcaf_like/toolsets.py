@@ -100,6 +100,12 @@ class Renamed:
     def is_async(self) -> bool:
         return self.tool.is_async
 
+    @property
+    def timeout(self) -> float | None:
+        """The tool's own time limit, if it has one (``@tool(timeout=...)``)."""
+        limit: float | None = getattr(self.tool, "timeout", None)
+        return limit
+
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.tool.description, self.tool.spec().input_schema)
 

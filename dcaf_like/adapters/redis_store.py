@@ -6,7 +6,9 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
 - ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save;
 - ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
   namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
-  appended by the save that carries them (in its script) and never deleted with the conversation.
+  appended by the save that carries them (in its script) and never deleted with the conversation;
+- ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
+  (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 
 A save is one Lua script (compare the version, write, index, expire): atomic in Redis, one round trip.
 A turn costs two round trips: the read and the save (an approval adds the save that claims it).
@@ -109,6 +111,10 @@ _APPEND = _AUDIT + "return n\n"
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 
+# Seconds a cancel request is kept: long enough for any turn it may be meant for.
+CANCEL_KEPT = 3600
+
+
 class RedisConversationRepository(ConversationRepository):
     """Conversations in Redis at `url` (or through the clients given), under `prefix` and `namespace`.
 
@@ -162,6 +168,9 @@ class RedisConversationRepository(ConversationRepository):
 
     def _key(self, conversation_id: str) -> str:
         return f"{self.prefix}{{{self.namespace}}}:c:{conversation_id}"
+
+    def _cancel_key(self, conversation_id: str) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:cancel:{conversation_id}"
 
     @property
     def _index(self) -> str:
@@ -286,6 +295,19 @@ class RedisConversationRepository(ConversationRepository):
             raise self._unavailable(exc) from exc
         return gone
 
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            self._sync.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            at = self._sync.get(self._cancel_key(conversation_id))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return at is not None and float(at) >= since
+
     # -- asyncio ----------------------------------------------------------------------------------
 
     def _async(self) -> tuple[Any, ...]:
@@ -355,6 +377,21 @@ class RedisConversationRepository(ConversationRepository):
         except self._errors as exc:
             raise self._unavailable(exc) from exc
         return [DecisionRecord.from_json(item) for item in found]
+
+    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            client = self._async()[0]
+            await client.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            client = self._async()[0]
+            at = await client.get(self._cancel_key(conversation_id))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return at is not None and float(at) >= since
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""

@@ -101,6 +101,8 @@ def _call_to_dict(call: ToolCall) -> dict[str, Any]:
         "finished_at": call.finished_at,
         "policy_reason": call.policy_reason,
         "secret_arguments": sorted(call.secret_arguments),
+        "lease_owner": call.lease_owner,
+        "lease_expires_at": call.lease_expires_at,
     }
 
 
@@ -125,6 +127,9 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         finished_at=data["finished_at"],
         policy_reason=data["policy_reason"],
         secret_arguments=frozenset(data.get("secret_arguments", ())),  # absent before secrets were marked
+        # Absent before leases: such an approved call is settled as interrupted when next loaded.
+        lease_owner=data.get("lease_owner"),
+        lease_expires_at=data.get("lease_expires_at"),
     )
 
 
@@ -199,7 +204,9 @@ def _encode_call(c: ToolCall) -> str:
         f'"decision_note":{_optional_string(c.decision_note)},"result":{_optional_string(c.result)},'
         f'"error":{_optional_string(c.error)},"finished_at":{_optional_number(c.finished_at)},'
         f'"policy_reason":{_optional_string(c.policy_reason)},'
-        f'"secret_arguments":[{",".join(map(_string, sorted(c.secret_arguments)))}]}}'
+        f'"secret_arguments":[{",".join(map(_string, sorted(c.secret_arguments)))}],'
+        f'"lease_owner":{_optional_string(c.lease_owner)},'
+        f'"lease_expires_at":{_optional_number(c.lease_expires_at)}}}'
     )
 
 

@@ -30,6 +30,11 @@ TABLE = "dcaf_conversations"
 # The audit trail: one row per decision, appended in the transaction of the save that carries it,
 # never updated, and never deleted with its conversation (only by `audit_ttl`).
 AUDIT_TABLE = "dcaf_decisions"
+CANCELS = "dcaf_cancels"
+_CANCELS = (
+    f"CREATE TABLE IF NOT EXISTS {CANCELS} "
+    "(namespace TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (namespace, id))"
+)
 
 # A conversation's JSON this long or longer is stored zlib-compressed, as a BLOB (shorter ones stay
 # text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
@@ -256,6 +261,38 @@ class SqliteConversationRepository(ConversationRepository):
             return int(count)
         with self._writing(self._connection(), self._write_turn) as db:
             return int(db.execute(f"DELETE {gone[0]}", gone[1]).rowcount)
+
+    # Cancel requests, in a table of their own made when the first is asked for.
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        with self._writing(self._connection(), self._write_turn) as db:
+            db.execute(_CANCELS)
+            db.execute(
+                f"INSERT INTO {CANCELS} (namespace, id, at) VALUES (?, ?, ?) "
+                "ON CONFLICT (namespace, id) DO UPDATE SET at = excluded.at",
+                (self.namespace, conversation_id, at),
+            )
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        return self._cancel_requested(conversation_id, since, self._connection())
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            return self._cancel_requested(conversation_id, since, self._loop_connection())
+        except _WouldWait:
+            return await asyncio.to_thread(self.cancel_requested, conversation_id, since=since)
+
+    def _cancel_requested(self, conversation_id: str, since: float, connection: sqlite3.Connection) -> bool:
+        try:
+            with self._reading(connection) as db:
+                row = db.execute(
+                    f"SELECT at FROM {CANCELS} WHERE namespace = ? AND id = ?",
+                    (self.namespace, conversation_id),
+                ).fetchone()
+        except StoreUnavailable as exc:
+            if "no such table" in str(exc):  # no cancel was ever asked for in this file
+                return False
+            raise
+        return row is not None and row[0] >= since
 
     # The async twins run on the event loop when SQLite can answer at once (a read in WAL mode, a
     # write when no one else holds the lock: tens of microseconds, a third of a thread hand-off), and

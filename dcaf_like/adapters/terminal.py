@@ -5,6 +5,10 @@ The chat speaks the HTTP protocol's events (docs/protocol.md) whichever way it r
 this process (:class:`LocalAgent`, the agent loaded from ``FILE.py:NAME``) or over HTTP
 (:class:`RemoteAgent`, ``--url``, with the standard library's client). Either way the approvals are
 checked where the agent runs, exactly as for any other client.
+
+Ctrl-C during a turn asks the agent to stop it (``agent.acancel``, or ``POST
+/api/conversations/{id}/cancel``) and shows the turn to its end, which comes at its next step; a
+second Ctrl-C leaves the chat.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import json
 import unicodedata
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TextIO
+
+from dcaf_like.domain.conversation import new_conversation_id
 
 Event = dict[str, Any]
 
@@ -26,8 +32,12 @@ EDIT_REFUSALS = frozenset({"invalid_tool_arguments", "edit_not_allowed"})
 class Transport(Protocol):
     def turn(self, message: dict[str, Any]) -> Iterator[Event]:
         """The events of one turn (a HelpDesk user message), as ``/api/chat-stream`` sends them; a
-        refused request or a failed run is one ``error`` event."""
+        refused request or a failed run is one ``error`` event. On Ctrl-C it asks the agent to stop the
+        turn, yields a ``cancelling`` event and goes on with the turn's events to its end."""
         ...
+
+
+CANCELLING: Event = {"type": "cancelling"}
 
 
 class LocalAgent:
@@ -47,13 +57,25 @@ class LocalAgent:
         from dcaf_like.application.dto import AgentRequest
         from dcaf_like.application.events import RunFailed
 
+        conversation_id = str(message.get("data", {}).get("conversation_id") or "")
+        cancelled = False
         try:
             events = aiter(self.agent.ahandle_stream(AgentRequest.from_messages([message], user=self.user)))
             while True:
-                try:
-                    event = self.loop.run_until_complete(anext(events))
-                except StopAsyncIteration:
-                    return
+                step: asyncio.Task[Any] = self.loop.create_task(_next(events))
+                while True:
+                    try:
+                        event = self.loop.run_until_complete(step)
+                        break
+                    except StopAsyncIteration:
+                        return
+                    except KeyboardInterrupt:
+                        cancel = getattr(self.agent, "acancel", None)  # an Agent's; a function has none
+                        if cancelled or step.done() or not conversation_id or cancel is None:
+                            raise
+                        cancelled = True
+                        yield CANCELLING
+                        self.loop.run_until_complete(cancel(conversation_id))
                 if isinstance(event, RunFailed):
                     raise event.exception or RuntimeError(event.error)
                 yield from event_lines(event, "")
@@ -69,6 +91,10 @@ class LocalAgent:
         self.loop.close()
 
 
+async def _next(events: AsyncIterator[Any]) -> Any:
+    return await anext(events)
+
+
 class RemoteAgent:
     """A served agent at `url`; `api_key` if its server wants one."""
 
@@ -82,9 +108,23 @@ class RemoteAgent:
     def turn(self, message: dict[str, Any]) -> Iterator[Event]:
         body = json.dumps({"messages": [message]}).encode()
         request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
+        conversation_id = str(message.get("data", {}).get("conversation_id") or "")
+        cancelled = False
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                for line in response:  # each line as the server flushes it
+                lines = iter(response)  # each line as the server flushes it
+                while True:
+                    try:
+                        line = next(lines)
+                    except StopIteration:
+                        break
+                    except KeyboardInterrupt:
+                        if cancelled or not conversation_id:
+                            raise
+                        cancelled = True
+                        yield CANCELLING
+                        self.cancel(conversation_id)
+                        continue
                     if line.strip():
                         yield json.loads(line)
         except urllib.error.HTTPError as exc:
@@ -96,6 +136,13 @@ class RemoteAgent:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             yield {"type": "error", "error": {"code": "unreachable", "message": f"{self.url}: {reason}"}}
+
+    def cancel(self, conversation_id: str) -> None:
+        """``POST /api/conversations/{id}/cancel``: the server stops the turn at its next step."""
+        url = self.url.removesuffix("/api/chat-stream") + f"/api/conversations/{conversation_id}/cancel"
+        request = urllib.request.Request(url, data=b"", headers=self.headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout):
+            pass
 
     def close(self) -> None:
         pass
@@ -137,9 +184,9 @@ class TerminalChat:
 
     def turn(self, text: str, decisions: list[dict[str, Any]]) -> tuple[list[Event], str | None]:
         """Stream one turn; the calls left waiting, and the error code if it failed."""
-        data: dict[str, Any] = {"tool_calls": decisions}
-        if self.conversation_id:
-            data["conversation_id"] = self.conversation_id
+        if self.conversation_id is None:  # chosen here, so that Ctrl-C can name it in its first turn
+            self.conversation_id = new_conversation_id()
+        data: dict[str, Any] = {"tool_calls": decisions, "conversation_id": self.conversation_id}
         at_line_start = True
         for event in self.transport.turn({"role": "user", "content": text, "data": data}):
             kind = event.get("type")
@@ -151,8 +198,15 @@ class TerminalChat:
             if not at_line_start:
                 self.say("")
                 at_line_start = True
-            if kind == "tool_started":
+            if kind == "cancelling":
+                self.say("  (stopping the run at its next step; Ctrl-C again to leave)")
+            elif kind == "tool_started":
                 self.say(f"  running {event['name']} ...")
+            elif kind == "tool_progress":
+                share = (
+                    f" ({event['fraction']:.0%})" if isinstance(event.get("fraction"), int | float) else ""
+                )
+                self.say(f"  {event['name']}: {_printable(str(event['message']))}{share}")
             elif kind == "tool_finished":
                 call = event["tool_call"]
                 edited = " (arguments edited)" if "proposed_input" in call else ""
@@ -164,6 +218,8 @@ class TerminalChat:
             elif kind == "done":
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
+                if message.get("meta", {}).get("stop_reason") == "cancelled":
+                    self.say("  (run cancelled)")
                 return list(message["data"]["tool_calls"]), None
             elif kind == "error":
                 error = event.get("error", {})

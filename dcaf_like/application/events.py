@@ -32,6 +32,17 @@ class ToolStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A running tool said how far it got (``context.progress``); `fraction` is 0..1 when it knows."""
+
+    call_id: str
+    name: str
+    message: str
+    fraction: float | None = None
+    type: str = field(default="tool_progress", init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolFinished:
     """A call ran: `call.status` is ``executed`` with `call.output`, or ``failed`` with `call.error`."""
 
@@ -70,6 +81,7 @@ StreamEvent = (
     | ToolCallProposed
     | ApprovalRequired
     | ToolStarted
+    | ToolProgress
     | ToolFinished
     | ToolRejected
     | Done

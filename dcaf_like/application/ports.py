@@ -10,8 +10,8 @@ import asyncio
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dcaf_like.application._concurrency import iterate_in_thread
@@ -156,15 +156,49 @@ class ConversationRepository(ABC):
     ) -> list[DecisionRecord]:
         return self.decision_records(conversation_id, limit)
 
+    # Cancel requests: a mark per conversation that any worker may set, read by the worker running
+    # the conversation's turn (docs/runs.md). A store several processes share keeps it where they all
+    # see it; this default keeps it in this process's memory only.
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        """Ask the turn running on this conversation (if any, on any worker) to stop."""
+        cancels: dict[str, float] | None = self.__dict__.get("_dcaf_cancels")
+        if cancels is None:
+            cancels = self.__dict__["_dcaf_cancels"] = {}
+        cancels[conversation_id] = at
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        """True if a cancel of this conversation was requested at `since` or later."""
+        cancels: dict[str, float] | None = self.__dict__.get("_dcaf_cancels")
+        at = None if cancels is None else cancels.get(conversation_id)
+        return at is not None and at >= since
+
+    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
+        self.request_cancel(conversation_id, at=at)
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        return self.cancel_requested(conversation_id, since=since)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a running tool may see besides its arguments."""
+    """What a running tool may see besides its arguments, and how it reports its progress."""
 
     conversation_id: str
     call_id: str
     platform_context: PlatformContext
     session: Session
+    #: Where :meth:`progress` goes: the stream of the run, when someone reads one.
+    on_progress: Callable[[str, float | None], None] | None = field(default=None, repr=False, compare=False)
+
+    def progress(self, message: str, *, fraction: float | None = None) -> None:
+        """Tell whoever follows the run how far the tool got (``"3/10 pods restarted"``, ``fraction=0.3``):
+        a ``tool_progress`` event on the stream; nothing when nobody streams. Safe from any thread."""
+        if not isinstance(message, str):
+            raise TypeError(f"progress takes a message string, not {type(message).__name__}")
+        if fraction is not None and not (isinstance(fraction, int | float) and 0 <= fraction <= 1):
+            raise ValueError(f"fraction must be between 0 and 1, not {fraction!r}")
+        if self.on_progress is not None:
+            self.on_progress(message, None if fraction is None else float(fraction))
 
 
 @runtime_checkable

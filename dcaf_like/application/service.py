@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
@@ -15,10 +16,11 @@ from dcaf_like.application.errors import (
     ConversationNotFound,
     InvalidRequest,
     ModelError,
+    ModelTimeout,
     UnknownTool,
 )
-from dcaf_like.application.events import Done, RunFailed, StreamEvent
-from dcaf_like.application.model import ModelCompleted, ModelRequest, ModelResponse
+from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
+from dcaf_like.application.model import ModelCompleted, ModelResponse
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalAnswer,
@@ -26,15 +28,31 @@ from dcaf_like.application.ports import (
     ConversationRepository,
     ExecutableTool,
 )
+from dcaf_like.application.runs import (
+    CancelPoll,
+    OutOfTime,
+    RunCancelled,
+    aiterate_within,
+    arun_tool,
+    awithin,
+    iterate_within,
+    new_worker_id,
+    run_tool,
+    within,
+)
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import (
+    CANCELLED,
+    TURN_TIMEOUT,
     AskApprover,
     CallModel,
+    CheckCancel,
     Effect,
     Emit,
     ResolveInstructions,
     RunContext,
     RunTool,
+    Stopped,
     ToolOutcome,
     Turn,
     TurnSettings,
@@ -57,6 +75,9 @@ InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
 
 EXPIRED = "the approval window closed before a decision"
 
+#: Seconds between two reads of the store for a cancel request while the model answers (async only).
+CANCEL_POLL = 0.5
+
 
 @dataclass(slots=True)
 class _Prepared:
@@ -64,6 +85,18 @@ class _Prepared:
     expected_version: int
     turn: Turn
     claim: bool
+    started: float = 0.0
+
+
+@dataclass(slots=True)
+class _Saved:
+    """The conversation a turn runs on, and the version its next save expects (a lease renewed while
+    a tool runs saves, and moves it on)."""
+
+    conversation: Conversation
+    expected: int
+    #: When the turn started: a cancel asked for since then stops it.
+    started: float = 0.0
 
 
 class AgentService:
@@ -81,9 +114,20 @@ class AgentService:
         name: str = "agent",
         clock: Callable[[], float] = time.time,
         tracer: Tracer | None = None,
+        lease_ttl: float = 60.0,
+        turn_timeout: float | None = None,
+        model_timeout: float | None = None,
+        worker: str | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
+        for limit, what in (
+            (lease_ttl, "lease_ttl"),
+            (turn_timeout, "turn_timeout"),
+            (model_timeout, "model_timeout"),
+        ):
+            if limit is not None and not limit > 0:
+                raise ValueError(f"{what} must be a positive number of seconds")
         toolbox = {t.name: t for t in tools}
         if len(toolbox) != len(tools):
             names = [t.name for t in tools]
@@ -96,6 +140,10 @@ class AgentService:
         self.clock = clock
         self.tracer: Tracer = tracer or NoTracer()
         self.name = name
+        #: Who this service is when it holds a lease on a call it runs.
+        self.worker = worker or new_worker_id()
+        self.lease_ttl = lease_ttl
+        self.model_timeout = model_timeout
         self._settings = TurnSettings(
             toolbox=toolbox,
             policy=policy or ApprovalPolicy(),
@@ -107,6 +155,9 @@ class AgentService:
             agent_name=name,
             clock=clock,
             system=system if isinstance(system, str) else None,
+            worker=self.worker,
+            lease_ttl=lease_ttl,
+            turn_timeout=turn_timeout,
         )
 
     @property
@@ -123,11 +174,12 @@ class AgentService:
         turn = self._start_turn(request)
         try:
             prepared, expected = self._begin(request, turn, emits=False)
+            saved = _Saved(prepared.conversation, expected, prepared.started)
             try:
-                response = self._settle(prepared.turn.run(), turn)
+                response = self._settle(prepared.turn.run(), turn, saved)
             finally:
-                if prepared.conversation.version != expected:
-                    self.repository.save(prepared.conversation, expected)
+                if saved.conversation.version != saved.expected:
+                    self.repository.save(saved.conversation, saved.expected)
             prepared.conversation.collect_events()
             _finish_turn(turn, response)
             return response
@@ -148,11 +200,12 @@ class AgentService:
         turn = self._start_turn(request)
         try:
             prepared, expected = self._begin(request, turn, emits=True)
+            saved = _Saved(prepared.conversation, expected, prepared.started)
             try:
-                response = yield from self._drive(prepared.turn.run(), turn)
+                response = yield from self._drive(prepared.turn.run(), turn, saved)
             finally:
-                if prepared.conversation.version != expected:
-                    self.repository.save(prepared.conversation, expected)
+                if saved.conversation.version != saved.expected:
+                    self.repository.save(saved.conversation, saved.expected)
             prepared.conversation.collect_events()
             _finish_turn(turn, response)
             yield Done(response)
@@ -178,7 +231,9 @@ class AgentService:
         self.repository.save(prepared.conversation, prepared.expected_version)
         return prepared, prepared.conversation.version
 
-    def _settle(self, machine: Generator[Effect, Any, AgentResponse], turn: Span) -> AgentResponse:
+    def _settle(
+        self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved
+    ) -> AgentResponse:
         """Perform a turn's effects until it ends; the turn emits no events (nobody streams)."""
         value: Any = None
         while True:
@@ -188,12 +243,12 @@ class AgentService:
                 response: AgentResponse = stop.value
                 return response
             if isinstance(effect, CallModel):
-                value = self._invoke_model(effect.request, turn)
+                value = self._invoke_model(effect, turn)
             else:
-                value = self._perform(effect, turn)
+                value = self._perform(effect, turn, saved)
 
     def _drive(
-        self, machine: Generator[Effect, Any, AgentResponse], turn: Span
+        self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved
     ) -> Generator[StreamEvent, None, AgentResponse]:
         """Perform a turn's effects until it ends, yielding its events and the model's as they come."""
         value: Any = None
@@ -207,24 +262,37 @@ class AgentService:
             if isinstance(effect, Emit):
                 yield effect.event
             elif isinstance(effect, CallModel):
-                value = yield from self._stream_model(effect.request, turn)
+                value = yield from self._stream_model(effect, turn)
             else:
-                value = self._perform(effect, turn)
+                value = self._perform(effect, turn, saved)
 
-    def _perform(self, effect: Effect, turn: Span) -> Any:
+    def _perform(self, effect: Effect, turn: Span, saved: _Saved) -> Any:
         """Run a tool, resolve instructions, or ask the approver: what the sync drivers share."""
         if isinstance(effect, RunTool):
-            return _run_tool(effect, self._tool_span(effect, turn))
+            call_id = effect.context.call_id
+            return run_tool(
+                effect,
+                self._tool_span(effect, turn),
+                renew=lambda: self._renew(saved, call_id),
+                every=self.lease_ttl / 3,
+            )
+        if isinstance(effect, CheckCancel):
+            return self.repository.cancel_requested(saved.conversation.id, since=saved.started)
         if isinstance(effect, ResolveInstructions):
             return self._instructions(effect.context, resolve_sync)
         assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
         assert self.approver is not None
         return _answer(resolve_sync(self.approver(effect.pending)))
 
-    def _invoke_model(self, request: ModelRequest, turn: Span) -> ModelResponse:
+    def _invoke_model(self, effect: CallModel, turn: Span) -> ModelResponse | Stopped:
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
+        seconds, the_turns = self._model_limit(effect)
         try:
-            return _traced(span, self.runtime.invoke(request))
+            if seconds is None:
+                return _traced(span, self.runtime.invoke(effect.request))
+            return _traced(span, within(lambda: self.runtime.invoke(effect.request), seconds))
+        except OutOfTime:
+            return self._out_of_time(span, seconds, the_turns)
         except Exception as exc:
             failure = self._model_failure(exc)
             span.fail(failure)
@@ -232,13 +300,19 @@ class AgentService:
         finally:
             span.end()
 
-    def _stream_model(self, request: ModelRequest, turn: Span) -> Generator[StreamEvent, None, ModelResponse]:
+    def _stream_model(
+        self, effect: CallModel, turn: Span
+    ) -> Generator[StreamEvent, None, ModelResponse | Stopped]:
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
+        seconds, the_turns = self._model_limit(effect)
         try:
-            for event in self.runtime.stream(request):
+            events = self.runtime.stream(effect.request)
+            for event in events if seconds is None else iterate_within(events, seconds):
                 if isinstance(event, ModelCompleted):
                     return _traced(span, event.response)
                 yield event
+        except OutOfTime:
+            return self._out_of_time(span, seconds, the_turns)
         except Exception as exc:
             failure = self._model_failure(exc)
             span.fail(failure)
@@ -257,11 +331,12 @@ class AgentService:
         try:
             prepared, expected = await self._abegin(request, turn, emits=False)
             conversation = prepared.conversation
+            saved = _Saved(conversation, expected, prepared.started)
             try:
-                response = await self._asettle(prepared.turn.run(), turn)
+                response = await self._asettle(prepared.turn.run(), turn, saved)
             finally:
-                if conversation.version != expected:
-                    await self.repository.asave(conversation, expected)
+                if conversation.version != saved.expected:
+                    await self.repository.asave(conversation, saved.expected)
             conversation.collect_events()
             _finish_turn(turn, response)
             return response
@@ -294,6 +369,7 @@ class AgentService:
     async def _aturn(self, request: AgentRequest, turn: Span) -> AsyncIterator[StreamEvent]:
         prepared, expected = await self._abegin(request, turn, emits=True)
         conversation = prepared.conversation
+        saved = _Saved(conversation, expected, prepared.started)
         machine = prepared.turn.run()
         value: Any = None
         try:
@@ -307,16 +383,24 @@ class AgentService:
                 if isinstance(effect, Emit):
                     yield effect.event
                 elif isinstance(effect, CallModel):
-                    async for event in self._astream_model(effect.request, turn):
+                    async for event in self._astream_model(effect, turn, saved):
                         if isinstance(event, ModelCompleted):
                             value = event.response
+                        elif isinstance(event, Stopped):
+                            value = event
+                        else:
+                            yield event
+                elif isinstance(effect, RunTool):
+                    async for event in self._arun_reporting(effect, turn, saved):
+                        if isinstance(event, ToolOutcome):
+                            value = event
                         else:
                             yield event
                 else:
-                    value = await self._aperform(effect, turn)
+                    value = await self._aperform(effect, turn, saved)
         finally:
-            if conversation.version != expected:
-                await self.repository.asave(conversation, expected)
+            if conversation.version != saved.expected:
+                await self.repository.asave(conversation, saved.expected)
         conversation.collect_events()
         yield Done(response)
 
@@ -334,7 +418,43 @@ class AgentService:
         await self.repository.asave(prepared.conversation, prepared.expected_version)
         return prepared, prepared.conversation.version
 
-    async def _asettle(self, machine: Generator[Effect, Any, AgentResponse], turn: Span) -> AgentResponse:
+    async def _arun_reporting(self, effect: RunTool, turn: Span, saved: _Saved) -> AsyncIterator[Any]:
+        """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
+        thread), then its ToolOutcome."""
+        loop = asyncio.get_running_loop()
+        reports: asyncio.Queue[ToolProgress] = asyncio.Queue()
+        call_id, name = effect.context.call_id, effect.tool.name
+
+        def report(message: str, fraction: float | None) -> None:
+            event = ToolProgress(call_id, name, message, fraction)
+            try:
+                if asyncio.get_running_loop() is loop:
+                    reports.put_nowait(event)
+                    return
+            except RuntimeError:  # no loop in this thread: a tool in a worker thread
+                pass
+            loop.call_soon_threadsafe(reports.put_nowait, event)
+
+        effect.context = replace(effect.context, on_progress=report)
+        running = asyncio.ensure_future(self._aperform(effect, turn, saved))
+        try:
+            while not running.done():
+                waiting = asyncio.ensure_future(reports.get())
+                await asyncio.wait((running, waiting), return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    yield waiting.result()
+                else:
+                    waiting.cancel()
+            while not reports.empty():
+                yield reports.get_nowait()
+        finally:
+            if not running.done():
+                running.cancel()
+        yield running.result()
+
+    async def _asettle(
+        self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved
+    ) -> AgentResponse:
         """The async twin of :meth:`_settle`."""
         value: Any = None
         while True:
@@ -344,44 +464,78 @@ class AgentService:
                 response: AgentResponse = stop.value
                 return response
             if isinstance(effect, CallModel):
-                value = await self._ainvoke_model(effect.request, turn)
+                value = await self._ainvoke_model(effect, turn, saved)
             else:
-                value = await self._aperform(effect, turn)
+                value = await self._aperform(effect, turn, saved)
 
-    async def _aperform(self, effect: Effect, turn: Span) -> Any:
+    async def _aperform(self, effect: Effect, turn: Span, saved: _Saved) -> Any:
         if isinstance(effect, RunTool):
-            return await _arun_tool(effect, self._tool_span(effect, turn))
+            call_id = effect.context.call_id
+            return await arun_tool(
+                effect,
+                self._tool_span(effect, turn),
+                renew=lambda: self._arenew(saved, call_id),
+                every=self.lease_ttl / 3,
+            )
+        if isinstance(effect, CheckCancel):
+            return await self.repository.acancel_requested(saved.conversation.id, since=saved.started)
         if isinstance(effect, ResolveInstructions):
             return await self._ainstructions(effect.context)
         assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
         assert self.approver is not None
         return _answer(await resolve(self.approver(effect.pending)))
 
-    async def _ainvoke_model(self, request: ModelRequest, turn: Span) -> ModelResponse:
+    async def _ainvoke_model(self, effect: CallModel, turn: Span, saved: _Saved) -> ModelResponse | Stopped:
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
+        seconds, the_turns = self._model_limit(effect)
+        poll = self._cancel_poll(saved)
         try:
-            return _traced(span, await self.runtime.ainvoke(request))
+            answer = self.runtime.ainvoke(effect.request)
+            return _traced(span, await poll.step(answer if seconds is None else awithin(answer, seconds)))
+        except OutOfTime:
+            return self._out_of_time(span, seconds, the_turns)
+        except RunCancelled:
+            span.set("dcaf.stop_reason", CANCELLED)
+            return Stopped(CANCELLED)
         except Exception as exc:
             failure = self._model_failure(exc)
             span.fail(failure)
             raise failure from exc
         finally:
+            poll.close()
             span.end()
 
-    async def _astream_model(self, request: ModelRequest, turn: Span) -> AsyncIterator[Any]:
+    async def _astream_model(self, effect: CallModel, turn: Span, saved: _Saved) -> AsyncIterator[Any]:
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
+        seconds, the_turns = self._model_limit(effect)
+        poll = self._cancel_poll(saved)
+        events = self.runtime.astream(effect.request)
+        if seconds is not None:
+            events = aiterate_within(events, seconds)
         try:
-            async for event in self.runtime.astream(request):
+            while True:
+                try:
+                    event = await poll.step(anext(events))
+                except StopAsyncIteration:
+                    break
                 if isinstance(event, ModelCompleted):
                     _traced(span, event.response)
                 yield event
                 if isinstance(event, ModelCompleted):
                     return
+        except OutOfTime:
+            yield self._out_of_time(span, seconds, the_turns)
+            return
+        except RunCancelled:
+            span.set("dcaf.stop_reason", CANCELLED)
+            yield Stopped(CANCELLED)
+            return
         except Exception as exc:
             failure = self._model_failure(exc)
             span.fail(failure)
             raise failure from exc
         finally:
+            poll.close()
             span.end()
         raise ModelError(
             f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
@@ -393,6 +547,44 @@ class AgentService:
         return _checked_instructions(await resolve(self.system(context)))
 
     # -- shared -----------------------------------------------------------------------------------
+
+    def _cancel_poll(self, saved: _Saved) -> CancelPoll:
+        conversation_id, since = saved.conversation.id, saved.started
+        return CancelPoll(
+            lambda: self.repository.acancel_requested(conversation_id, since=since), CANCEL_POLL
+        )
+
+    def _model_limit(self, effect: CallModel) -> tuple[float | None, bool]:
+        """How long this model call may take, and whether that is what is left of the turn's time."""
+        left, own = effect.timeout, self.model_timeout
+        if left is None:
+            return own, False
+        if own is None or left < own:
+            return left, True
+        return own, False
+
+    def _out_of_time(self, span: Span, seconds: float | None, the_turns: bool) -> Stopped:
+        """A model call past its limit: the turn stops if it was the turn's; else the call failed."""
+        if the_turns:
+            span.set("dcaf.stop_reason", TURN_TIMEOUT)
+            return Stopped(TURN_TIMEOUT)
+        name = self.runtime.name
+        failure = ModelTimeout(
+            f"{name}: no answer within the model-call time limit of {seconds:g} s", runtime=name
+        )
+        span.fail(failure)
+        raise failure
+
+    def _renew(self, saved: _Saved, call_id: str) -> None:
+        """Extend the lease of a call still running, and save it (so no other worker settles it)."""
+        saved.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
+        self.repository.save(saved.conversation, saved.expected)
+        saved.expected = saved.conversation.version
+
+    async def _arenew(self, saved: _Saved, call_id: str) -> None:
+        saved.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
+        await self.repository.asave(saved.conversation, saved.expected)
+        saved.expected = saved.conversation.version
 
     def _instructions(self, context: RunContext, resolver: Callable[[Any], Any]) -> str:
         if isinstance(self.system, str):
@@ -440,6 +632,8 @@ class AgentService:
             conversation = stored
         expected = conversation.version if stored is not None else 0
         conversation.entrance = request.entrance
+        # Calls whose run ended without a result (their worker died) are settled, never run again.
+        interrupted = [c.id.value for c in conversation.settle_abandoned_calls(at=now)] if stored else []
         context = request.platform_context
         conversation.use_platform_context(PlatformContext(context) if context else NO_CONTEXT)
         if request.session is not None:
@@ -461,8 +655,17 @@ class AgentService:
             conversation.add_user_message(request.text, at=now)
         elif not request.decisions and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
-        turn = Turn(conversation, self._settings, approved_now=approved, rejected_now=rejected, emits=emits)
-        return _Prepared(conversation, expected, turn, claim=bool(approved))
+        for call_id in approved:  # this worker runs them: the claim's save carries its lease
+            conversation.lease_tool_call(call_id, self.worker, until=now + self.lease_ttl)
+        turn = Turn(
+            conversation,
+            self._settings,
+            approved_now=approved,
+            rejected_now=rejected,
+            interrupted_now=interrupted,
+            emits=emits,
+        )
+        return _Prepared(conversation, expected, turn, claim=bool(approved), started=now)
 
     def _decide(
         self,
@@ -527,29 +730,6 @@ def _awaits_model(conversation: Conversation) -> bool:
         return False
     last = conversation.messages[-1]
     return last.role is Role.USER or bool(last.tool_call_ids)
-
-
-def _run_tool(effect: RunTool, span: Span) -> ToolOutcome:
-    tool = effect.tool
-    try:
-        if tool.is_async:
-            return ToolOutcome(output=resolve_sync(tool.ainvoke(effect.arguments, effect.context)))
-        return ToolOutcome(output=tool.invoke(effect.arguments, effect.context))
-    except Exception as exc:
-        span.fail(exc)
-        return ToolOutcome(error=_describe(exc))
-    finally:
-        span.end()
-
-
-async def _arun_tool(effect: RunTool, span: Span) -> ToolOutcome:
-    try:
-        return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
-    except Exception as exc:
-        span.fail(exc)
-        return ToolOutcome(error=_describe(exc))
-    finally:
-        span.end()
 
 
 def _traced(span: Span, response: ModelResponse) -> ModelResponse:

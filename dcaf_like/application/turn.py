@@ -72,6 +72,9 @@ class ResolveInstructions:
 @dataclass(slots=True)
 class CallModel:
     request: ModelRequest
+    #: Seconds left of the turn's time limit (None: no limit). When they run out the driver sends
+    #: back :class:`Stopped` instead of a response.
+    timeout: float | None = None
 
 
 @dataclass(slots=True)
@@ -79,6 +82,10 @@ class RunTool:
     tool: ExecutableTool
     arguments: dict[str, Any]
     context: ToolContext
+    #: Seconds this run may take (None: no limit), and the limit that is, named in the error when it
+    #: runs out: the tool's own or what is left of the turn's.
+    timeout: float | None = None
+    limit: str = ""
 
 
 @dataclass(slots=True)
@@ -91,13 +98,43 @@ class Emit:
     event: StreamEvent
 
 
-Effect = ResolveInstructions | CallModel | RunTool | AskApprover | Emit
+@dataclass(slots=True)
+class CheckCancel:
+    """Was this turn asked to stop (``agent.cancel``, from any worker)? The driver answers a bool.
+    Asked before every step but the first, so a turn that runs no tool never asks."""
+
+
+Effect = ResolveInstructions | CallModel | RunTool | AskApprover | Emit | CheckCancel
 
 
 @dataclass(slots=True)
 class ToolOutcome:
     output: str | None = None
     error: str | None = None
+    #: The run went past ``RunTool.timeout``: `error` says so.
+    timed_out: bool = False
+
+
+@dataclass(slots=True)
+class Stopped:
+    """What a driver sends back for a model call the turn must not wait for any longer."""
+
+    reason: str
+
+
+TURN_TIMEOUT = "turn_timeout"
+CANCELLED = "cancelled"
+
+
+def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
+    """The outcome of a run that went past its time limit: `cancelled` when the tool was stopped (an
+    ``async def`` tool), else it may still be running in its thread and its result will not be used."""
+    what = (
+        "it was cancelled"
+        if cancelled
+        else "it could not be stopped and may still be running; its result will not be used"
+    )
+    return ToolOutcome(error=f"timed out after {effect.timeout:g} s ({effect.limit}): {what}", timed_out=True)
 
 
 @dataclass(slots=True)  # never changed after it is made; not frozen, whose __init__ costs 2 µs per agent
@@ -113,6 +150,11 @@ class TurnSettings:
     clock: Callable[[], float] = time.time
     #: Instructions that are the same every turn; None when they are resolved per turn.
     system: str | None = None
+    #: Who runs this turn's tools (a lease names it), and for how long a lease holds unless renewed.
+    worker: str = ""
+    lease_ttl: float = 60.0
+    #: Seconds a turn may take, model calls and tools together (None: no limit).
+    turn_timeout: float | None = None
 
 
 POLICY = "policy"
@@ -129,6 +171,8 @@ class Turn:
     settings: TurnSettings
     approved_now: list[str] = field(default_factory=list)
     rejected_now: list[str] = field(default_factory=list)
+    #: Calls found abandoned when the conversation was loaded, and settled as interrupted.
+    interrupted_now: list[str] = field(default_factory=list)
     emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
@@ -137,16 +181,27 @@ class Turn:
     # The transcript of conversation.messages[:_stable_messages], which no longer changes.
     _stable: list[ModelMessage] = field(default_factory=list)
     _stable_messages: int = 0
+    # time.monotonic() when the turn's time limit runs out (None: no limit).
+    _deadline: float | None = None
+    # Model calls and tool runs so far: every step after the first checks for a cancel.
+    _steps: int = 0
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
+        if self.settings.turn_timeout is not None:
+            self._deadline = time.monotonic() + self.settings.turn_timeout
+        for call_id in self.interrupted_now:
+            self._finished.append(call_id)
+            if self.emits:
+                yield Emit(ToolFinished(self._view(call_id)))
         for call_id in self.rejected_now:
             if self.emits:
                 yield Emit(ToolRejected(self._view(call_id)))
-        yield from self._execute(self.approved_now)
-        stop_reason = "awaiting_approval"
-        if not self.conversation.pending_tool_calls:
-            stop_reason = yield from self._loop()
+        stop_reason = yield from self._execute(self.approved_now)
+        if stop_reason is None:
+            stop_reason = "awaiting_approval"
+            if not self.conversation.pending_tool_calls:
+                stop_reason = yield from self._loop()
         self._timings["total"] = time.perf_counter() - started
         return self._response(stop_reason)
 
@@ -162,9 +217,17 @@ class Turn:
             )
             system = yield ResolveInstructions(context)
         for _ in range(self.settings.max_iterations):
+            left = self._time_left()
+            if left is not None and left <= 0:
+                return TURN_TIMEOUT
+            if self._steps and (yield CheckCancel()):
+                return CANCELLED
+            self._steps += 1
             started = time.perf_counter()
-            response: ModelResponse = yield CallModel(self._model_request(system))
+            response: ModelResponse | Stopped = yield CallModel(self._model_request(system), left)
             self._timings["model"] += time.perf_counter() - started
+            if isinstance(response, Stopped):
+                return response.reason
             self._usage = self._usage + response.usage
             conversation.add_assistant_message(response.text, at=self.settings.clock())
             if response.text:
@@ -186,9 +249,13 @@ class Turn:
                     self._finished.append(call.id.value)
                     if self.emits:
                         yield Emit(ToolFinished(ToolCallView.of(call)))
-            yield from self._execute(runnable)
+            stopped = yield from self._execute(runnable)
+            if stopped is not None:
+                return stopped
             if self.settings.has_approver:
-                yield from self._ask_approver()
+                stopped = yield from self._ask_approver()
+                if stopped is not None:
+                    return stopped
             pending = conversation.pending_tool_calls
             if pending:
                 if self.emits:
@@ -242,7 +309,7 @@ class Turn:
             conversation.reject_tool_call(call.id.value, reason, by=POLICY, at=now, decider=Decider.POLICY)
         return call
 
-    def _ask_approver(self) -> Generator[Effect, Any, None]:
+    def _ask_approver(self) -> Generator[Effect, Any, str | None]:
         for call in self.conversation.pending_tool_calls:
             answer: ApprovalAnswer = yield AskApprover(
                 PendingApproval(
@@ -270,36 +337,81 @@ class Turn:
             self.conversation.approve_tool_call(
                 call_id, by="approver", edited_input=edited, decider=Decider.APPROVER
             )
-            yield from self._execute([call_id])
+            stopped = yield from self._execute([call_id])
+            if stopped is not None:
+                return stopped
+        return None
 
-    def _execute(self, call_ids: list[str]) -> Generator[Effect, Any, None]:
-        conversation = self.conversation
+    def _execute(self, call_ids: list[str]) -> Generator[Effect, Any, str | None]:
+        """Run approved calls one after the other. Returns why the turn must stop (TURN_TIMEOUT, its
+        time ran out; CANCELLED, it was asked to stop), calls it did not reach failing, not run; else
+        None."""
+        conversation, settings = self.conversation, self.settings
+        stopped: str | None = None
         for call_id in call_ids:
             call = conversation.tool_call(call_id)
-            tool = self.settings.toolbox.get(call.name)
+            tool = settings.toolbox.get(call.name)
+            timeout, limit, the_turns = self._tool_limit(tool)
+            if stopped is None and the_turns and timeout is not None and timeout <= 0:
+                stopped = TURN_TIMEOUT
+            if stopped is None and tool is not None and self._steps and (yield CheckCancel()):
+                stopped = CANCELLED
             if tool is None:
                 conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
+            elif stopped is not None:
+                conversation.record_tool_failure(call_id, f"not run: {self._why_not_run(stopped)}")
             else:
+                self._steps += 1
                 if self.emits:
                     yield Emit(ToolStarted(call_id, call.name))
                 session = Session(conversation.session)
                 started = time.perf_counter()
+                conversation.lease_tool_call(
+                    call_id, settings.worker, until=settings.clock() + settings.lease_ttl
+                )
                 outcome: ToolOutcome = yield RunTool(
                     tool,
                     call.effective_input.as_dict(),
                     ToolContext(conversation.id, call_id, conversation.platform_context, session),
+                    timeout,
+                    limit,
                 )
                 self._timings["tools"] += time.perf_counter() - started
-                now = self.settings.clock()
+                now = settings.clock()
                 if outcome.error is None:
                     conversation.record_tool_result(call_id, outcome.output or "", at=now)
                 else:
                     conversation.record_tool_failure(call_id, outcome.error, at=now)
+                if outcome.timed_out and the_turns:
+                    stopped = TURN_TIMEOUT
                 if session.changed:
                     conversation.replace_session(session.to_dict())
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(ToolCallView.of(call)))
+        return stopped
+
+    def _time_left(self) -> float | None:
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def _why_not_run(self, stopped: str) -> str:
+        if stopped == CANCELLED:
+            return "the run was cancelled before it"
+        return f"{self._turn_limit()} ran out before it"
+
+    def _turn_limit(self) -> str:
+        return f"the turn's time limit of {self.settings.turn_timeout:g} s"
+
+    def _tool_limit(self, tool: ExecutableTool | None) -> tuple[float | None, str, bool]:
+        """How long a tool may run, whose limit that is (named in the error when it runs out), and
+        whether it is what is left of the turn's (its own otherwise)."""
+        own: float | None = getattr(tool, "timeout", None)  # optional: @tool(timeout=...)
+        left = self._time_left()
+        if left is not None and (own is None or left < own):
+            return left, self._turn_limit(), True
+        if own is not None:
+            return own, f"the tool's time limit of {own:g} s", False
+        return None, "", False
 
     def _model_request(self, system: str) -> ModelRequest:
         return ModelRequest(
@@ -368,8 +480,14 @@ def _transcribe(conversation: Conversation, message: Message, into: list[ModelMe
         if call.status.is_terminal:
             into.append(_result_of(call))
         else:
+            # A provider refuses a call with no result after it (OpenAI: 400): one still running
+            # elsewhere, or still waiting, gets a result that says so.
             settled = False
+            into.append(ToolResult(call.id.value, call.name, UNSETTLED, True))
     return settled
+
+
+UNSETTLED = "No result yet: this call has not finished (it is running or waiting for a decision)."
 
 
 def _result_of(call: ToolCall) -> ToolResult:
@@ -385,4 +503,6 @@ def _result_of(call: ToolCall) -> ToolResult:
         return ToolResult(
             call.id.value, call.name, f"Not run. Rejected: {call.decision_note or 'no reason given'}", True
         )
+    if call.status is ToolCallStatus.INTERRUPTED:
+        return ToolResult(call.id.value, call.name, f"Outcome unknown: {call.error}", True)
     return ToolResult(call.id.value, call.name, f"Error: {call.error}", True)

@@ -27,6 +27,7 @@ from dcaf_like.domain.events import (
     ToolCallApproved,
     ToolCallExecuted,
     ToolCallFailed,
+    ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "ToolCallExecuted",
     "ToolCallFailed",
     "ToolCallId",
+    "ToolCallInterrupted",
     "ToolCallRejected",
     "ToolCallRequested",
     "ToolCallStatus",

@@ -24,10 +24,16 @@ from dcaf_like.domain.events import (
     ToolCallApproved,
     ToolCallExecuted,
     ToolCallFailed,
+    ToolCallInterrupted,
     ToolCallRejected,
     ToolCallRequested,
 )
 from dcaf_like.domain.tool_call import ToolCall, ToolCallId, ToolCallStatus, ToolInput
+
+INTERRUPTED = (
+    "interrupted: the run of this call ended before its result was recorded (the worker running it "
+    "stopped); it may or may not have run. It was not run again: check its effect before proposing it anew"
+)
 
 
 class Role(StrEnum):
@@ -297,6 +303,27 @@ class Conversation:
         now = _now(at)
         call.record_failure(error, at=now)
         self._record(ToolCallFailed(self.id, now, call_id, call.name, error=error))
+        return call
+
+    def lease_tool_call(self, call_id: str, owner: str, *, until: float) -> ToolCall:
+        """`owner` runs this approved call until `until`, unless it renews the lease before then."""
+        call = self.tool_call(call_id)
+        call.lease(owner, until=until)
+        self.version += 1
+        return call
+
+    def settle_abandoned_calls(self, *, at: float | None = None) -> list[ToolCall]:
+        """Mark INTERRUPTED every approved call whose run ended without a result: its lease ran out
+        (the worker running it crashed or was killed). It is not run again; its outcome is unknown."""
+        now = _now(at)
+        abandoned = [c.id.value for c in self.tool_calls.values() if c.is_abandoned(now)]
+        return [self.interrupt_tool_call(call_id, INTERRUPTED, at=now) for call_id in abandoned]
+
+    def interrupt_tool_call(self, call_id: str, reason: str, *, at: float | None = None) -> ToolCall:
+        call = self.tool_call(call_id)
+        now = _now(at)
+        call.interrupt(reason, at=now)
+        self._record(ToolCallInterrupted(self.id, now, call_id, call.name, reason))
         return call
 
     # -- tasks ---------------------------------------------------------------------------------

@@ -54,3 +54,12 @@ class ToolCallFailed(Event):
     call_id: str
     tool_name: str
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallInterrupted(Event):
+    """A claimed call's run ended without a result: it may or may not have run."""
+
+    call_id: str
+    tool_name: str
+    reason: str

@@ -132,16 +132,22 @@ class ToolCallStatus(StrEnum):
     REJECTED = "rejected"
     EXECUTED = "executed"
     FAILED = "failed"
+    #: Claimed to run, and its run ended without a result (a crashed or killed worker, a lease that
+    #: ran out): it may or may not have run. Never run again; running it again is a new proposal.
+    INTERRUPTED = "interrupted"
 
     @property
     def is_terminal(self) -> bool:
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset({ToolCallStatus.REJECTED, ToolCallStatus.EXECUTED, ToolCallStatus.FAILED})
+_TERMINAL = frozenset(
+    {ToolCallStatus.REJECTED, ToolCallStatus.EXECUTED, ToolCallStatus.FAILED, ToolCallStatus.INTERRUPTED}
+)
 
 # The whole state machine. PENDING -> FAILED is a call that could not run at all (unknown tool,
-# arguments that fail the schema); it never reaches a tool.
+# arguments that fail the schema); it never reaches a tool. APPROVED -> INTERRUPTED is a call whose
+# run's lease ran out with no result recorded: its outcome is unknown.
 _TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
     {
         (ToolCallStatus.PENDING, ToolCallStatus.APPROVED),
@@ -149,6 +155,7 @@ _TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
         (ToolCallStatus.PENDING, ToolCallStatus.FAILED),
         (ToolCallStatus.APPROVED, ToolCallStatus.EXECUTED),
         (ToolCallStatus.APPROVED, ToolCallStatus.FAILED),
+        (ToolCallStatus.APPROVED, ToolCallStatus.INTERRUPTED),
     }
 )
 
@@ -181,6 +188,10 @@ class ToolCall:
     policy_reason: str | None = None
     # Arguments whose values people, logs and responses never see (the tool gets them as proposed).
     secret_arguments: frozenset[str] = frozenset()
+    # Who runs an approved call, and until when that claim holds unless renewed (a lease). A call
+    # whose lease ran out with no result is settled as INTERRUPTED, never run again.
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -216,6 +227,20 @@ class ToolCall:
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
 
+    def is_abandoned(self, now: float) -> bool:
+        """Approved, and nobody holds it any more: its lease ran out (or it never had one, as calls
+        stored before leases existed) with no result recorded."""
+        if self.status is not ToolCallStatus.APPROVED:
+            return False
+        return self.lease_expires_at is None or now >= self.lease_expires_at
+
+    def lease(self, owner: str, *, until: float) -> None:
+        """Who runs this approved call, until when; called again to renew."""
+        if self.status is not ToolCallStatus.APPROVED:
+            raise IllegalTransition(self.id.value, self.status.value, "leased")
+        self.lease_owner = owner
+        self.lease_expires_at = until
+
     def _move(self, to_status: ToolCallStatus) -> None:
         if not can_transition(self.status, to_status):
             raise IllegalTransition(self.id.value, self.status.value, to_status.value)
@@ -245,4 +270,9 @@ class ToolCall:
     def record_failure(self, error: str, *, at: float) -> None:
         self._move(ToolCallStatus.FAILED)
         self.error = error
+        self.finished_at = at
+
+    def interrupt(self, reason: str, *, at: float) -> None:
+        self._move(ToolCallStatus.INTERRUPTED)
+        self.error = reason
         self.finished_at = at

@@ -8,7 +8,8 @@ SDK, LangChain's ``ChatOpenAI`` or Agno's ``OpenAILike`` can be pointed at it::
         server.reply("All pods are healthy.")
         runtime = OpenAIRuntime("test-model", base_url=server.base_url)
 
-Each request takes the next scripted answer; :attr:`requests` keeps every body received.
+Each request takes the next scripted answer; :attr:`requests` keeps every body received. Like OpenAI,
+it answers 400 to a transcript with a tool call that no tool message answers.
 """
 
 from __future__ import annotations
@@ -111,6 +112,16 @@ def _handler(owner: OpenAICompatibleServer) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._json(404, _error("not_found", f"no route {self.path}"))
                 return
+            unanswered = _unanswered_tool_calls(body.get("messages") or [])
+            if unanswered:  # as OpenAI does, before the script is consulted
+                owner.requests.append(body)
+                message = (
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                    "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                    + ", ".join(unanswered)
+                )
+                self._json(400, _error("invalid_request_error", message))
+                return
             answer = owner._next(body)
             if answer.delay:
                 time.sleep(answer.delay)
@@ -143,6 +154,22 @@ def _handler(owner: OpenAICompatibleServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+def _unanswered_tool_calls(messages: list[Any]) -> list[str]:
+    """Ids of tool calls an assistant message made that the tool messages right after it do not answer."""
+    missing: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        asked = [c.get("id") for c in message.get("tool_calls") or () if isinstance(c, dict)]
+        answered = set()
+        for later in messages[index + 1 :]:
+            if not isinstance(later, dict) or later.get("role") != "tool":
+                break
+            answered.add(later.get("tool_call_id"))
+        missing += [str(call_id) for call_id in asked if call_id not in answered]
+    return missing
 
 
 def _error(error_type: str, message: str) -> dict[str, Any]:

@@ -48,6 +48,7 @@ class Served:
 
     url: str
     log: str = ""
+    process: subprocess.Popen[str] | None = None
 
 
 @contextmanager
@@ -66,7 +67,7 @@ def dcaf_like_serve(*args: str, env: Mapping[str, str] | None = None) -> Iterato
         lines.append(process.stderr.readline())
         if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", lines[-1]):
             port = int(match.group(1))
-    served = Served(f"http://127.0.0.1:{port}")
+    served = Served(f"http://127.0.0.1:{port}", process=process)
     # Keep reading what it logs, so a long test never blocks it on a full pipe.
     drain = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)  # type: ignore[arg-type]
     drain.start()

@@ -236,6 +236,28 @@ async def test_canceling_a_waiting_task_rejects_its_calls_and_a_finished_one_can
     assert cluster.deleted == []
 
 
+async def test_canceling_a_working_task_stops_its_run(start_server, cluster):
+    class WaitingRuntime(FakeRuntime):
+        """A model that answers only when told to (never, here)."""
+
+        async def ainvoke(self, request):
+            await asyncio.Event().wait()
+            return self.invoke(request)
+
+    agent = Agent(tools=cluster.tools(), name="k8s", runtime=WaitingRuntime([reply("never")]))
+    url = str(start_server(agent, a2a=True).base_url)
+    working = await send_task(url, message("summarize the incident"), immediately=True)
+    assert working.status.state == TaskState.TASK_STATE_WORKING
+    client = await create_client(url, ClientConfig(streaming=False))
+    try:
+        canceled = await client.cancel_task(CancelTaskRequest(id=working.id))
+    finally:
+        await client.close()
+
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert (await get_task(url, working.id)).status.state == TaskState.TASK_STATE_CANCELED
+
+
 # -- the store is the truth: another worker answers, long tasks run in the background -------------
 
 

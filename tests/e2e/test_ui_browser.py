@@ -16,7 +16,16 @@ from typing import Any
 
 import pytest
 
-from dcaf_like import Agent, AgentRuntime, ModelRequest, ModelResponse, Session, TextDelta, tool
+from dcaf_like import (
+    Agent,
+    AgentRuntime,
+    ModelRequest,
+    ModelResponse,
+    Session,
+    TextDelta,
+    ToolContext,
+    tool,
+)
 from dcaf_like.application.errors import ModelError
 from dcaf_like.testing import FakeRuntime, fail, reply, tool_call, tool_calls
 
@@ -372,3 +381,54 @@ def test_a_page_under_a_foreign_name_resolving_to_loopback_can_neither_list_nor_
         assert cluster.deleted == [("default", "web-1")]
     finally:
         rebinding.close()
+
+
+def test_stop_ends_the_run_and_the_conversation_goes_on(page, start_server):
+    import asyncio
+
+    class WaitingRuntime(FakeRuntime):
+        """Its first answer never comes: the run waits for the model until it is stopped."""
+
+        async def astream(self, request):
+            if len(self.requests) == 0:
+                self.requests.append(request)
+                await asyncio.Event().wait()
+            async for event in super().astream(request):
+                yield event
+
+    runtime = WaitingRuntime([reply("never read"), reply("Here is the summary.")])
+    client = start_server(Agent(runtime=runtime, name="ops"))
+    page.goto(str(client.base_url))
+
+    send(page, "summarize the incident")
+    stop = page.get_by_role("button", name="Stop", exact=True)
+    expect(stop).to_be_visible()
+    stop.click()
+
+    expect(page.locator(".note")).to_have_text("Run stopped.")
+    expect(stop).to_be_hidden()
+    send(page, "try again")
+    expect(page.locator(".message.assistant").last).to_have_text("Here is the summary.")
+    screenshot(page, "stopped-run")
+
+
+def test_a_running_tools_progress_shows_on_its_card(page, start_server):
+    go = threading.Event()
+
+    @tool(requires_approval=False)
+    def restart_pods(context: ToolContext) -> str:
+        """Restart the pods one by one."""
+        context.progress("3/10 pods restarted", fraction=0.3)
+        go.wait(timeout=10)
+        return "10 pods restarted"
+
+    runtime = FakeRuntime([tool_calls(tool_call("restart_pods")), reply("All restarted.")])
+    client = start_server(Agent(tools=[restart_pods], runtime=runtime, name="ops"))
+    page.goto(str(client.base_url))
+
+    send(page, "restart the pods")
+
+    card = page.locator(".card.running")
+    expect(card.locator(".progress")).to_have_text("3/10 pods restarted (30%)")
+    go.set()
+    expect(page.locator(".card.executed .output")).to_have_text("10 pods restarted")

@@ -68,6 +68,7 @@ EXPORTED = {
     "ToolContext",
     "ToolDecision",
     "ToolFinished",
+    "ToolProgress",
     "ToolRejected",
     "ToolResult",
     "ToolSpec",

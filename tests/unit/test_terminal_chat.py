@@ -100,3 +100,65 @@ def test_a_local_agent_whose_model_fails_is_an_error_line_with_the_http_status()
         transport.close()
 
     assert "error 502 model_error: provider down" in shown
+
+
+def test_ctrl_c_during_a_turn_stops_the_run_at_its_next_step_and_the_chat_goes_on():
+    import _thread
+    import sys
+    import threading
+    import time
+
+    from dcaf_like import tool
+    from dcaf_like.testing import reply, tool_call, tool_calls
+
+    ran = []
+
+    @tool(requires_approval=False)
+    def scale(name: str) -> str:
+        """Scale a deployment."""
+        ran.append(name)
+        if name == "web":  # the person presses Ctrl-C while it runs, the chat waiting for events
+            main = threading.main_thread().ident
+            for _ in range(500):
+                frame = sys._current_frames().get(main)
+                if frame is not None and frame.f_code.co_name == "select":
+                    break
+                time.sleep(0.01)
+            _thread.interrupt_main()
+        return f"{name} scaled"
+
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("scale", name="web"), tool_call("scale", name="api")),
+            reply("Picked up again."),
+        ]
+    )
+    agent = Agent(tools=[scale], runtime=runtime)
+    transport = LocalAgent(agent)
+    try:
+        shown = chat(transport, "scale web and api", "go on")
+    finally:
+        transport.close()
+
+    assert "(stopping the run at its next step" in shown
+    assert "(run cancelled)" in shown
+    assert ran == ["web"]
+    assert "not run: the run was cancelled before it" in shown
+    assert "agent> Picked up again." in shown
+
+
+def test_a_tools_progress_is_shown_as_it_comes():
+    progress = {"type": "tool_progress", "id": "tc_1", "name": "restart_pods", "message": "3/10 restarted"}
+    transport = ScriptedTransport(
+        [
+            {"type": "tool_started", "id": "tc_1", "name": "restart_pods"},
+            {**progress, "fraction": 0.3},
+            {**progress, "message": "\x1b[2Jstill going", "fraction": None},
+            done(),
+        ]
+    )
+
+    shown = chat(transport, "restart the pods")
+
+    assert "  restart_pods: 3/10 restarted (30%)\n" in shown
+    assert "  restart_pods: \ufffd[2Jstill going\n" in shown

@@ -119,3 +119,15 @@ def test_an_approval_arriving_after_a_restart_loads_the_toolset_first():
 def test_two_toolsets_may_not_share_a_name():
     with pytest.raises(ValueError, match="two toolsets share a name"):
         Agent(tools=[FakeToolset("k8s"), FakeToolset("k8s")], runtime=FakeRuntime())
+
+
+def test_a_renamed_tool_keeps_its_time_limit():
+    from dcaf_like import tool
+    from dcaf_like.toolsets import Renamed
+
+    @tool(timeout=5)
+    def status() -> str:
+        """Status."""
+        return "ok"
+
+    assert Renamed(status, "a__status").timeout == 5

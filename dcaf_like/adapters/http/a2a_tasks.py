@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -28,6 +29,8 @@ from dcaf_like.domain import Conversation, DomainError, Role, TaskOutcome, TaskR
 logger = logging.getLogger("dcaf_like.a2a")
 
 CANCELED = "the task was canceled"
+#: Seconds tasks/cancel waits for a working task to stop before answering with it as it is.
+CANCEL_WAIT = 5.0
 
 
 class TaskState(StrEnum):
@@ -114,7 +117,7 @@ def task_view(conversation: Conversation, task_id: str) -> TaskView:
         state=state,
         text=replies[-1].text if replies else "",
         pending=tuple(v for v in views if v.status == ToolCallStatus.PENDING.value),
-        executed=tuple(v for v in views if v.status in ("executed", "failed")),
+        executed=tuple(v for v in views if v.status in ("executed", "failed", "interrupted")),
         rejected=tuple(v for v in views if v.status == ToolCallStatus.REJECTED.value),
         history=tuple((m.role.value, m.text) for m in messages if m.text),
         note=record.note,
@@ -216,15 +219,20 @@ class A2ATasks:
 
     async def cancel(self, task_id: str, *, caller: Caller = ANYONE) -> TaskView:
         """A task waiting for input (or not started) is canceled: its pending calls are rejected and
-        never run. A working or finished task cannot be canceled."""
+        never run. A working task is asked to stop, on whichever worker runs it (docs/runs.md); it is
+        returned once canceled, or as it is after `CANCEL_WAIT` seconds (a tool already running
+        finishes first). A finished task cannot be canceled."""
         for _ in range(3):
             conversation = await self.repository.aget(conversation_of(task_id))
             if conversation is None or task_id not in conversation.tasks or not caller.sees(conversation):
                 raise TaskNotFound(task_id)
             view = task_view(conversation, task_id)
+            if view.state is TaskState.WORKING:
+                return await self._stop(task_id, caller)
             if view.state not in (TaskState.INPUT_REQUIRED, TaskState.SUBMITTED):
                 raise TaskRefused(
-                    f"task {task_id} is {view.state.value}; only a task waiting for input can be canceled"
+                    f"task {task_id} is {view.state.value}; "
+                    "only a task waiting for input, or working, can be canceled"
                 )
             expected = conversation.version
             conversation.entrance = "a2a"
@@ -240,6 +248,15 @@ class A2ATasks:
         raise TaskRefused(f"task {task_id} kept changing; try again")
 
     # -- internals ----------------------------------------------------------------------------
+
+    async def _stop(self, task_id: str, caller: Caller) -> TaskView:
+        await self.repository.arequest_cancel(conversation_of(task_id), at=time.time())
+        deadline = time.monotonic() + CANCEL_WAIT
+        view = await self.get(task_id, caller)
+        while view.state is TaskState.WORKING and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            view = await self.get(task_id, caller)
+        return view
 
     async def _waiting_task(self, message: Incoming, caller: Caller) -> str | None:
         """The task a message continues: the one it names, which must wait for input, or else the
@@ -306,9 +323,13 @@ class A2ATasks:
             if error.is_client_error:
                 raise
             return
+        # The messages would read as still working: say how the run ended.
         if response.stop_reason == "max_iterations":
-            # The messages would read as still working: say that the run stopped.
             await self._fail(task_id, "the agent stopped at its max_iterations without an answer")
+        elif response.stop_reason == "turn_timeout":
+            await self._fail(task_id, "the agent's turn ran out of time (its turn_timeout)")
+        elif response.stop_reason == "cancelled":
+            await self._fail(task_id, CANCELED, TaskOutcome.CANCELED)
 
     async def _streamed(self, request: AgentRequest, deltas: asyncio.Queue[str]) -> AgentResponse:
         async for event in self.agent.ahandle_stream(request):
@@ -326,14 +347,14 @@ class A2ATasks:
         except Exception as exc:  # the client is gone; the task's state says what happened
             logger.info("task %s: %s: %s", task_id, type(exc).__name__, exc)
 
-    async def _fail(self, task_id: str, note: str) -> None:
+    async def _fail(self, task_id: str, note: str, outcome: TaskOutcome = TaskOutcome.FAILED) -> None:
         for _ in range(3):
             conversation = await self.repository.aget(conversation_of(task_id))
             if conversation is None:
                 return
             expected = conversation.version
             try:
-                conversation.end_task(task_id, TaskOutcome.FAILED, note)
+                conversation.end_task(task_id, outcome, note)
                 await self.repository.asave(conversation, expected)
             except ConcurrencyConflict:
                 continue

@@ -20,6 +20,7 @@ from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import RequestMiddleware, current_request_id, logger
 from dcaf_like.adapters.http.perimeter import Perimeter
+from dcaf_like.adapters.http.runs import Runs
 from dcaf_like.adapters.http.ui import PAGE_PATHS, ui_routes
 from dcaf_like.adapters.http.wire import (
     ChatRequest,
@@ -107,6 +108,8 @@ def create_app(
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
+    # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
+    runs = Runs()
     endpoint = None
     if mcp:
         from dcaf_like.mcp.server import MCPEndpoint
@@ -119,6 +122,7 @@ def create_app(
             if endpoint is not None:
                 await running.enter_async_context(endpoint.running())
             yield
+        await runs.aclose()  # turns under way finish (and save) before the store closes
         a2a_tasks = getattr(running_app.state, "a2a_tasks", None)
         if a2a_tasks is not None:  # A2A runs in progress finish (and save) before the store closes
             await a2a_tasks.aclose()
@@ -143,6 +147,7 @@ def create_app(
     perimeter = Perimeter(allowed_hosts, allowed_origins)
     app.add_middleware(RequestMiddleware, max_bytes=max_body_bytes, perimeter=perimeter)
     app.state.agent = served
+    app.state.runs = runs
     if endpoint is not None:
         app.router.routes.append(Route("/mcp", endpoint.asgi, methods=["GET", "POST", "DELETE"]))
 
@@ -202,7 +207,7 @@ def create_app(
             return _failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
         try:
-            response = await served.ahandle(request)
+            response = await runs.watch(runs.start(served.ahandle(request)))
         except Exception as exc:
             return _failure(exc, request.conversation_id)
         http.state.conversation_id = response.conversation_id
@@ -233,7 +238,7 @@ def create_app(
         except Exception as exc:
             return _failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
-        events = aiter(served.ahandle_stream(request))
+        events = runs.stream(served.ahandle_stream(request))
         try:
             first: StreamEvent | None = await anext(events)
         except StopAsyncIteration:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -91,6 +92,13 @@ class ToolCallRecord(BaseModel):
     decided_at: float | None
     finished_at: float | None
     expires_at: float | None
+    #: While an approved call runs: until when its worker holds it unless renewed (docs/runs.md).
+    lease_expires_at: float | None = None
+
+
+class CancelOut(BaseModel):
+    conversation_id: str
+    cancel_requested: bool
 
 
 class ConversationOut(BaseModel):
@@ -153,6 +161,22 @@ def conversation_routes(
         except Exception as exc:
             return failure(exc, conversation_id)
         return _whole(conversation)
+
+    @router.post(
+        "/{conversation_id}/cancel",
+        status_code=202,
+        response_model=CancelOut,
+        responses={503: errors[503]},
+    )
+    async def cancel_run(conversation_id: str) -> Any:
+        """Stop the turn running on this conversation, on whichever worker runs it: at the model's
+        answer or before its next tool (a tool already running finishes). Its response says
+        ``stop_reason: "cancelled"``; the conversation stays usable. Nothing running: nothing changes."""
+        try:
+            await repository().arequest_cancel(conversation_id, at=time.time())
+        except Exception as exc:
+            return failure(exc, conversation_id)
+        return {"conversation_id": conversation_id, "cancel_requested": True}
 
     @router.delete(
         "/{conversation_id}",
@@ -277,6 +301,7 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "decided_at": call.decided_at,
                 "finished_at": call.finished_at,
                 "expires_at": call.expires_at if call.status is ToolCallStatus.PENDING else None,
+                "lease_expires_at": call.lease_expires_at if call.status is ToolCallStatus.APPROVED else None,
             }
         )
     return {

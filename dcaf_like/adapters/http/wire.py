@@ -22,6 +22,7 @@ from dcaf_like.application.events import (
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
+    ToolProgress,
     ToolRejected,
     ToolStarted,
 )
@@ -189,6 +190,14 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         ]
     if isinstance(event, ToolStarted):
         return [{"type": "tool_started", "id": event.call_id, "name": event.name}]
+    if isinstance(event, ToolProgress):
+        progress = {
+            "type": "tool_progress",
+            "id": event.call_id,
+            "name": event.name,
+            "message": event.message,
+        }
+        return [{**progress, "fraction": event.fraction}]
     if isinstance(event, ToolFinished):
         executed = event.call.to_executed_dict()
         return [

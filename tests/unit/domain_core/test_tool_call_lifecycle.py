@@ -25,7 +25,7 @@ from dcaf_like.domain.tool_call import can_transition
 
 S = ToolCallStatus
 LEGAL = {(S.PENDING, S.APPROVED), (S.PENDING, S.REJECTED), (S.PENDING, S.FAILED),
-         (S.APPROVED, S.EXECUTED), (S.APPROVED, S.FAILED)}  # fmt: skip
+         (S.APPROVED, S.EXECUTED), (S.APPROVED, S.FAILED), (S.APPROVED, S.INTERRUPTED)}  # fmt: skip
 ILLEGAL = sorted(set(itertools.product(S, S)) - LEGAL)
 
 
@@ -44,9 +44,11 @@ MOVES = {
     S.REJECTED: lambda c, i: c.reject_tool_call(i, "no", by="u", at=1.0),
     S.EXECUTED: lambda c, i: c.record_tool_result(i, "ok", at=1.0),
     S.FAILED: lambda c, i: c.record_tool_failure(i, "boom", at=1.0),
+    S.INTERRUPTED: lambda c, i: c.interrupt_tool_call(i, "worker gone", at=1.0),
 }
 PATHS = {S.PENDING: [], S.APPROVED: [S.APPROVED], S.REJECTED: [S.REJECTED],
-         S.EXECUTED: [S.APPROVED, S.EXECUTED], S.FAILED: [S.APPROVED, S.FAILED]}  # fmt: skip
+         S.EXECUTED: [S.APPROVED, S.EXECUTED], S.FAILED: [S.APPROVED, S.FAILED],
+         S.INTERRUPTED: [S.APPROVED, S.INTERRUPTED]}  # fmt: skip
 
 
 def in_status(status):

@@ -48,10 +48,18 @@ async function request(path, options = {}) {
   throw new ApiError(response.status, body);
 }
 
+// A new conversation's id, chosen here so that Stop can name it during its first turn.
+function newConversationId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  return "conv_" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 // One turn: the user's text and/or decisions. Events are handled as each line arrives.
 async function turn(content, decisions) {
-  const data = {};
-  if (state.conversationId) data.conversation_id = state.conversationId;
+  if (!state.conversationId) state.conversationId = newConversationId();
+  const data = { conversation_id: state.conversationId };
+  $("stop").hidden = false; // hidden again when the exchange ends (run)
+  $("stop").disabled = false;
   if (decisions) data.tool_calls = decisions;
   const body = JSON.stringify({ messages: [{ role: "user", content, data }] });
   const response = await request("api/chat-stream", { method: "POST", body });
@@ -79,6 +87,7 @@ function handle(event) {
     case "text_delta": assistantBubble().append(event.text); state.streamed = true; break;
     case "reasoning_delta": assistantBubble().append(el("span", { class: "reasoning" }, event.text)); break;
     case "tool_started": place(callCard(event.id, event.name, "running")); break;
+    case "tool_progress": showProgress(event); break;
     case "tool_finished": place(executedCard(event.tool_call)); break;
     case "tool_rejected": place(rejectedCard(event.tool_call)); break;
     case "tool_calls": event.tool_calls.forEach((call) => place(pendingCard(call))); break;
@@ -116,6 +125,11 @@ function finished(event) {
   // A runtime that does not stream still answers: its text arrives whole with `done`.
   if (!state.streamed && message.content) assistantBubble().append(message.content);
   state.conversationId = event.conversation_id;
+  if (message.meta && message.meta.stop_reason === "cancelled") {
+    addToLog(el("p", { class: "note" }, "Run stopped."));
+  } else if (message.meta && message.meta.stop_reason === "turn_timeout") {
+    addToLog(el("p", { class: "note" }, "Run stopped: it ran out of time."));
+  }
   showSession(message.data.session);
   loadConversations();
 }
@@ -132,6 +146,16 @@ function executedCard(call) {
     el("code", {}, JSON.stringify(call.proposed_input))) : null;
   return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
     el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
+}
+
+// A running call's latest progress report, on its card.
+function showProgress(event) {
+  const card = document.querySelector(`.card[data-call-id="${CSS.escape(event.id)}"]`);
+  if (!card) return;
+  const share = typeof event.fraction === "number" ? ` (${Math.round(event.fraction * 100)}%)` : "";
+  let line = card.querySelector(".progress");
+  if (!line) line = card.appendChild(el("p", { class: "progress" }));
+  line.textContent = event.message + share;
 }
 
 function rejectedCard(call) {
@@ -212,6 +236,19 @@ async function run(exchange) {
   } finally {
     state.busy = false;
     $("send").disabled = false;
+    $("stop").hidden = true;
+  }
+}
+
+// Stop asks the server to stop the run (on whichever worker runs it); the stream shows it to its end.
+async function stop() {
+  if (!state.busy || !state.conversationId) return;
+  $("stop").disabled = true;
+  try {
+    await request(`api/conversations/${encodeURIComponent(state.conversationId)}/cancel`, { method: "POST" });
+  } catch (error) {
+    showError(error);
+    $("stop").disabled = false;
   }
 }
 
@@ -259,7 +296,7 @@ async function openConversation(id) {
         place(pendingCard({ ...call, tool_description: call.description }));
       } else if (call.status === "rejected") {
         place(rejectedCard({ ...call, reason: call.rejection_reason }));
-      } else if (call.status === "executed" || call.status === "failed") {
+      } else if (["executed", "failed", "interrupted"].includes(call.status)) {
         const proposed = call.edited_input ? call.input : null;
         place(executedCard({ ...call, input, proposed_input: proposed, output: call.output ?? `Error: ${call.error}` }));
       } else {
@@ -294,6 +331,7 @@ $("message").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
 });
 $("new-chat").addEventListener("click", () => { newChat(); loadConversations(); });
+$("stop").addEventListener("click", stop);
 $("key-form").addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem(KEY, $("api-key").value);

@@ -1,0 +1,449 @@
+"""How a driver runs one tool: within its time limit, renewing the call's lease while it runs.
+
+The turn (:mod:`dcaf_like.application.turn`) decides the limit and leases the call; these functions
+only perform the run. A lease is renewed (a save) only by a tool still running after a third of the
+lease: a turn whose tools are quick, or that runs none, never pays for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import heapq
+import itertools
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+from dcaf_like.application._concurrency import resolve_sync, run_sync
+from dcaf_like.application.tracing import Span
+from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
+
+logger = logging.getLogger("dcaf_like")
+
+T = TypeVar("T")
+
+
+def new_worker_id() -> str:
+    """Who holds a lease: host, process, and a random part (two services in one process differ)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+async def arun_tool(
+    effect: RunTool, span: Span, *, renew: Callable[[], Awaitable[None]], every: float
+) -> ToolOutcome:
+    """Run the tool, calling `renew` every `every` seconds while it runs, and giving up on it at
+    ``effect.timeout``: an ``async def`` tool is cancelled; a plain ``def`` tool runs in a thread,
+    which cannot be stopped, so its late result is logged and not used."""
+    renewal = _LoopRenewal(renew, every, effect)
+    try:
+        if effect.timeout is None:
+            return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
+        return await _alimited(effect)
+    except Exception as exc:
+        span.fail(exc)
+        return ToolOutcome(error=_describe(exc))
+    finally:
+        await renewal.stop()
+        span.end()
+
+
+async def _alimited(effect: RunTool) -> ToolOutcome:
+    tool = effect.tool
+    if not tool.is_async:
+        return await _athread(effect)
+    work = asyncio.ensure_future(tool.ainvoke(effect.arguments, effect.context))
+    try:
+        done, _ = await asyncio.wait((work,), timeout=effect.timeout)
+    except asyncio.CancelledError:
+        work.cancel()
+        raise
+    if done:
+        return ToolOutcome(output=work.result())
+    work.cancel()
+    with contextlib.suppress(BaseException):
+        await work
+    return timed_out(effect, cancelled=True)
+
+
+async def _athread(effect: RunTool) -> ToolOutcome:
+    """A plain ``def`` tool with a time limit, in a daemon thread of its own rather than the loop's
+    executor: a thread that never ends must not hold a worker of the pool, nor the loop's shutdown."""
+    loop = asyncio.get_running_loop()
+    result: asyncio.Future[str] = loop.create_future()
+    abandoned: list[bool] = []
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if abandoned or result.done():
+            _log_late(effect, error)
+        elif error is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(value)
+
+    def target() -> None:
+        value, error = None, None
+        try:
+            value = effect.tool.invoke(effect.arguments, effect.context)
+        except BaseException as exc:
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop has closed
+            _log_late(effect, error)
+
+    context = contextvars.copy_context()
+    name = f"dcaf-tool-{effect.tool.name}"
+    threading.Thread(target=context.run, args=(target,), name=name, daemon=True).start()
+    try:
+        done, _ = await asyncio.wait((result,), timeout=effect.timeout)
+    except asyncio.CancelledError:
+        abandoned.append(True)
+        raise
+    if done:
+        return ToolOutcome(output=result.result())
+    abandoned.append(True)
+    return timed_out(effect, cancelled=False)
+
+
+def run_tool(effect: RunTool, span: Span, *, renew: Callable[[], None], every: float) -> ToolOutcome:
+    """The blocking twin of :func:`arun_tool`. The tool runs in the calling thread unless it has a
+    time limit and is a plain ``def`` (then in a thread of its own, which cannot be stopped)."""
+    tool = effect.tool
+    renewal = _KEEPER.every(every, renew, effect)
+    try:
+        if effect.timeout is None:
+            if tool.is_async:
+                return ToolOutcome(output=resolve_sync(tool.ainvoke(effect.arguments, effect.context)))
+            return ToolOutcome(output=tool.invoke(effect.arguments, effect.context))
+        if tool.is_async:
+            try:
+                limited = awithin(tool.ainvoke(effect.arguments, effect.context), effect.timeout)
+                return ToolOutcome(output=run_sync(limited))
+            except OutOfTime:
+                return timed_out(effect, cancelled=True)
+        return _in_thread(effect)
+    except Exception as exc:
+        span.fail(exc)
+        return ToolOutcome(error=_describe(exc))
+    finally:
+        renewal.stop()
+        span.end()
+
+
+def _in_thread(effect: RunTool) -> ToolOutcome:
+    """Run a plain ``def`` tool in a thread of its own, waiting at most ``effect.timeout`` for it."""
+    outcome: list[tuple[Any, BaseException | None]] = []
+    abandoned: list[bool] = []
+    finished = threading.Event()
+    lock = threading.Lock()
+
+    def target() -> None:
+        value, error = None, None
+        try:
+            value = effect.tool.invoke(effect.arguments, effect.context)
+        except BaseException as exc:
+            error = exc
+        with lock:
+            if abandoned:
+                _log_late(effect, error)
+                return
+            outcome.append((value, error))
+            finished.set()
+
+    context = contextvars.copy_context()
+    name = f"dcaf-tool-{effect.tool.name}"
+    threading.Thread(target=context.run, args=(target,), name=name, daemon=True).start()
+    if not finished.wait(effect.timeout):
+        with lock:
+            if not finished.is_set():
+                abandoned.append(True)
+                return timed_out(effect, cancelled=False)
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return ToolOutcome(output=value)
+
+
+class _LoopRenewal:
+    """Renews a lease every `every` seconds on the running event loop, until stopped. Costs one timer
+    handle when the tool ends first."""
+
+    def __init__(self, renew: Callable[[], Awaitable[None]], every: float, effect: RunTool) -> None:
+        self._renew, self._every, self._effect = renew, every, effect
+        self._loop = asyncio.get_running_loop()
+        self._running: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._handle = self._loop.call_later(every, self._tick)
+
+    def _tick(self) -> None:
+        self._running = self._loop.create_task(self._renewing())
+
+    async def _renewing(self) -> None:
+        try:
+            await self._renew()
+        except Exception as exc:  # the tool goes on; its lease may run out (docs/runs.md)
+            _renewal_failed(self._effect, exc)
+        if not self._stopped:
+            self._handle = self._loop.call_later(self._every, self._tick)
+
+    async def stop(self) -> None:
+        """No renewal after this returns: one under way (it reads the conversation) is waited for."""
+        self._stopped = True
+        self._handle.cancel()
+        if self._running is not None and not self._running.done():
+            await asyncio.shield(self._running)
+
+
+class _Job:
+    __slots__ = ("due", "effect", "every", "lock", "renew", "stopped")
+
+    def __init__(self, renew: Callable[[], None], every: float, effect: RunTool) -> None:
+        self.renew, self.every, self.effect = renew, every, effect
+        self.due = time.monotonic() + every
+        self.stopped = False
+        self.lock = threading.Lock()  # held while renewing: stop() waits for a renewal under way
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+
+    def is_stopped(self) -> bool:
+        return self.stopped
+
+
+class _Keeper:
+    """One daemon thread renewing the leases of tools run by blocking drivers.
+
+    A tool costs an append to a queue the thread reads, not a thread, a lock or a wake-up: idle, the
+    thread looks at the queue once a second (dropping the jobs of tools that ended), so a quick tool
+    never hands it the GIL. Only a lease renewed more often than that wakes it at once."""
+
+    IDLE = 1.0
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._new: deque[_Job] = deque()  # appended to by any thread without a lock
+        self._due: list[tuple[float, int, _Job]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def every(self, seconds: float, renew: Callable[[], None], effect: RunTool) -> _Job:
+        job = _Job(renew, seconds, effect)
+        self._new.append(job)
+        if self._thread is None or seconds < self.IDLE:
+            with self._ready:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="dcaf-lease-keeper", daemon=True)
+                    self._thread.start()
+                self._ready.notify()
+        return job
+
+    def _next(self) -> _Job:
+        """The next job due, once it is due (jobs stopped meanwhile are dropped)."""
+        with self._ready:
+            while True:
+                while self._new:
+                    job = self._new.popleft()
+                    heapq.heappush(self._due, (job.due, next(self._order), job))
+                while self._due and self._due[0][2].is_stopped():
+                    heapq.heappop(self._due)
+                now = time.monotonic()
+                if self._due and self._due[0][0] <= now:
+                    return heapq.heappop(self._due)[2]
+                wake_at = min(self._due[0][0], now + self.IDLE) if self._due else now + self.IDLE
+                self._ready.wait(wake_at - now)
+
+    def _run(self) -> None:
+        while True:
+            job = self._next()
+            with job.lock:
+                if job.is_stopped():  # since it was taken off the heap
+                    continue
+                try:
+                    job.renew()
+                except Exception as exc:
+                    _renewal_failed(job.effect, exc)
+            job.due = time.monotonic() + job.every
+            self._new.append(job)
+
+
+_KEEPER = _Keeper()
+
+
+def _log_late(effect: RunTool, error: BaseException | None) -> None:
+    outcome = "succeeded" if error is None else f"failed ({_describe(error)})"
+    logger.warning(
+        "tool %s (call %s) %s after its time limit of %g s; its result was not used",
+        effect.tool.name,
+        effect.context.call_id,
+        outcome,
+        effect.timeout,
+        extra={"call_id": effect.context.call_id, "conversation_id": effect.context.conversation_id},
+    )
+
+
+def _renewal_failed(effect: RunTool, exc: Exception) -> None:
+    logger.warning(
+        "could not renew the lease of call %s (%s): %s",
+        effect.context.call_id,
+        effect.tool.name,
+        _describe(exc),
+        extra={"call_id": effect.context.call_id, "conversation_id": effect.context.conversation_id},
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+# -- model calls within a time limit ----------------------------------------------------------------
+
+
+class OutOfTime(Exception):
+    """A call went past its time limit (not a TimeoutError of its own: that is the call's failure)."""
+
+
+async def awithin(awaitable: Awaitable[T], seconds: float) -> T:
+    """`awaitable`'s result, or OutOfTime once `seconds` have passed (it is then cancelled)."""
+    limit = asyncio.timeout(seconds)
+    try:
+        async with limit:
+            return await awaitable
+    except TimeoutError:
+        if limit.expired():
+            raise OutOfTime from None
+        raise
+
+
+async def aiterate_within(iterator: AsyncIterator[T], seconds: float) -> AsyncIterator[T]:
+    """`iterator`'s items, or OutOfTime once `seconds` have passed since the first was asked for."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        try:
+            item = await awithin(anext(iterator), deadline - asyncio.get_running_loop().time())
+        except StopAsyncIteration:
+            return
+        yield item
+
+
+def within(call: Callable[[], T], seconds: float) -> T:
+    """`call()` run in a thread of its own, or OutOfTime once `seconds` have passed (the thread, which
+    cannot be stopped, goes on; what it returns is dropped)."""
+    outcome: list[tuple[Any, BaseException | None]] = []
+    finished = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome.append((call(), None))
+        except BaseException as exc:
+            outcome.append((None, exc))
+        finished.set()
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(target,), name="dcaf-model-call", daemon=True).start()
+    if not finished.wait(seconds):
+        raise OutOfTime
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return value  # type: ignore[no-any-return]
+
+
+def iterate_within(iterator: Iterator[T], seconds: float) -> Iterator[T]:
+    """`iterator`'s items, read in a thread of its own, or OutOfTime once `seconds` have passed."""
+    items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    deadline = time.monotonic() + seconds
+
+    def pump() -> None:
+        try:
+            for item in iterator:
+                items.put(("item", item))
+        except BaseException as exc:
+            items.put(("error", exc))
+        items.put(("end", None))
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(pump,), name="dcaf-model-stream", daemon=True).start()
+    while True:
+        try:
+            kind, value = items.get(timeout=max(deadline - time.monotonic(), 0))
+        except queue.Empty:
+            raise OutOfTime from None
+        if kind == "end":
+            return
+        if kind == "error":
+            raise value
+        yield value
+
+
+# -- cancel requests during a model call ------------------------------------------------------------
+
+
+class RunCancelled(Exception):
+    """The turn was asked to stop while it waited for the model."""
+
+
+class CancelPoll:
+    """Asks `check` every `every` seconds, from the first step on, whether the turn was cancelled, and
+    interrupts the step under way (:meth:`step`) when it was. Costs one timer handle for a model call
+    shorter than `every`; a longer one reads the store once per `every`."""
+
+    def __init__(self, check: Callable[[], Awaitable[bool]], every: float) -> None:
+        self._check, self._every = check, every
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_later(every, self._tick)
+        self._asking: asyncio.Task[None] | None = None
+        self._stepping: asyncio.Task[Any] | None = None
+        self._closed = False
+        self._fired = False
+
+    def fired(self) -> bool:
+        """The turn was found cancelled."""
+        return self._fired
+
+    async def step(self, awaitable: Awaitable[T]) -> T:
+        """`awaitable`'s result, or RunCancelled (it is then cancelled) if the turn is cancelled first."""
+        if self.fired():
+            raise RunCancelled
+        task = asyncio.current_task()
+        self._stepping = task
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self.fired() and task is not None and task.uncancel() == 0:
+                raise RunCancelled from None
+            raise
+        finally:
+            self._stepping = None
+
+    def _tick(self) -> None:
+        self._asking = self._loop.create_task(self._ask())
+
+    async def _ask(self) -> None:
+        try:
+            cancelled = await self._check()
+        except Exception as exc:  # the store could not say: the model call goes on
+            logger.warning("could not read cancel requests: %s", _describe(exc))
+            cancelled = False
+        if self._closed:
+            return
+        if cancelled:
+            self._fired = True
+            if self._stepping is not None:
+                self._stepping.cancel()
+        else:
+            self._handle = self._loop.call_later(self._every, self._tick)
+
+    def close(self) -> None:
+        self._closed = True
+        self._handle.cancel()
+        if self._asking is not None and not self._asking.done():
+            self._asking.cancel()

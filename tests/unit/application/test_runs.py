@@ -1,0 +1,491 @@
+"""The life of a run: leases on claimed calls, calls settled as interrupted, and time limits."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+from dcaf_like import (
+    Agent,
+    InMemoryConversationRepository,
+    ModelCompleted,
+    ModelTimeout,
+    ToolContext,
+    ToolResult,
+    tool,
+)
+from dcaf_like.application.turn import transcript
+from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def results_seen_by_model(runtime: FakeRuntime) -> list[ToolResult]:
+    return [m for m in runtime.requests[-1].messages if isinstance(m, ToolResult)]
+
+
+# -- leases -----------------------------------------------------------------------------------------
+
+
+def test_the_claim_saves_who_runs_the_call_and_until_when(cluster):
+    store = InMemoryConversationRepository()
+    clock = Clock()
+    seen = []
+
+    @tool
+    def drain_node(name: str) -> str:
+        """Drain a node."""
+        stored = store.get(conversation_id)
+        seen.append(stored.tool_call(call_id))
+        return "drained"
+
+    runtime = FakeRuntime([tool_calls(tool_call("drain_node", name="n1")), reply("Drained.")])
+    agent = Agent(tools=[drain_node], runtime=runtime, repository=store, clock=clock, lease_ttl=30)
+    first = agent.run("drain n1")
+    conversation_id, call_id = first.conversation_id, first.pending_tool_calls[0].id
+
+    agent.approve(conversation_id, call_id)
+
+    [stored] = seen  # what another worker would read while the tool runs
+    assert stored.status is ToolCallStatus.APPROVED
+    assert stored.lease_owner == agent._service.worker
+    assert stored.lease_expires_at == clock.now + 30
+
+
+def claimed_and_abandoned(cluster, *script, lease_ttl=30.0):
+    """A conversation whose approved delete_pod was claimed by a worker that then died: what the
+    claim saved is all the store has."""
+    store = InMemoryConversationRepository()
+    clock = Clock()
+    runtime = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-2")), *script])
+    agent = Agent(tools=cluster.tools(), runtime=runtime, repository=store, clock=clock, lease_ttl=lease_ttl)
+    first = agent.run("delete web-2")
+    conversation = store.get(first.conversation_id)
+    expected = conversation.version
+    call_id = first.pending_tool_calls[0].id
+    conversation.approve_tool_call(call_id, by="alice", at=clock.now)
+    conversation.lease_tool_call(call_id, "dead-worker", until=clock.now + lease_ttl)
+    store.save(conversation, expected)
+    return agent, runtime, clock, first.conversation_id, call_id
+
+
+def test_a_call_whose_lease_ran_out_is_settled_as_interrupted_and_never_run_again(cluster):
+    agent, runtime, clock, conversation_id, call_id = claimed_and_abandoned(cluster, reply("I cannot tell."))
+    clock.now += 31
+
+    response = agent.run("did it work?", conversation_id=conversation_id)
+
+    assert cluster.deleted == []
+    [settled] = response.executed_tool_calls
+    assert (settled.id, settled.status) == (call_id, "interrupted")
+    assert "may or may not have run" in settled.error
+    helpdesk = response.to_helpdesk_message()["data"]["executed_tool_calls"][0]
+    assert helpdesk["status"] == "interrupted"
+    assert "may or may not have run" in helpdesk["error"]
+    [result] = results_seen_by_model(runtime)
+    assert result.is_error
+    assert result.content.startswith("Outcome unknown:")
+    stored = agent.conversation(conversation_id).tool_call(call_id)
+    assert stored.status is ToolCallStatus.INTERRUPTED
+    with pytest.raises(Exception, match="interrupted"):
+        agent.approve(conversation_id, call_id)
+    assert cluster.deleted == []
+
+
+def test_an_empty_request_continues_after_an_interrupted_call(cluster):
+    agent, _, clock, conversation_id, _ = claimed_and_abandoned(cluster, reply("Checking."))
+    clock.now += 31
+
+    response = agent.decide(conversation_id, [])
+
+    assert response.text == "Checking."
+    assert [c.status for c in response.executed_tool_calls] == ["interrupted"]
+
+
+def test_a_call_still_leased_is_left_running_and_the_model_reads_that_it_has_no_result(cluster):
+    agent, runtime, clock, conversation_id, call_id = claimed_and_abandoned(cluster, reply("Still going."))
+    clock.now += 29  # the worker running it may still be alive
+
+    response = agent.run("status?", conversation_id=conversation_id)
+
+    assert response.text == "Still going."
+    assert response.executed_tool_calls == ()
+    assert agent.conversation(conversation_id).tool_call(call_id).status is ToolCallStatus.APPROVED
+    [result] = results_seen_by_model(runtime)
+    assert (result.call_id, result.is_error) == (call_id, True)
+    assert result.content.startswith("No result yet")
+
+
+def test_the_transcript_never_holds_a_call_without_a_result():
+    conversation = Conversation.start("conv_1", at=0.0)
+    conversation.add_user_message("go", at=0.0)
+    conversation.add_assistant_message("", at=0.0)
+    running = conversation.request_tool_call("a", ToolInput.of({}), requires_approval=True, at=0.0)
+    done = conversation.request_tool_call("b", ToolInput.of({}), requires_approval=True, at=0.0)
+    conversation.approve_tool_call(running.id.value, by="u", at=0.0)
+    conversation.approve_tool_call(done.id.value, by="u", at=0.0)
+    conversation.record_tool_result(done.id.value, "ok", at=0.0)
+
+    results = [m for m in transcript(conversation) if isinstance(m, ToolResult)]
+
+    assert [r.call_id for r in results] == [running.id.value, done.id.value]
+
+
+def test_a_call_stored_before_leases_existed_is_settled_when_loaded():
+    conversation = Conversation.start("conv_1", at=0.0)
+    conversation.add_user_message("go", at=0.0)
+    conversation.add_assistant_message("", at=0.0)
+    call = conversation.request_tool_call("a", ToolInput.of({}), requires_approval=True, at=0.0)
+    conversation.approve_tool_call(call.id.value, by="u", at=0.0)
+
+    [settled] = conversation.settle_abandoned_calls(at=1.0)
+
+    assert settled.status is ToolCallStatus.INTERRUPTED
+    assert conversation.settle_abandoned_calls(at=2.0) == []
+
+
+def test_a_long_tool_renews_its_lease_so_no_other_worker_settles_it():
+    store = InMemoryConversationRepository()
+    leases = []
+
+    @tool(requires_approval=False)
+    def rollout_status(context: ToolContext) -> str:
+        """Wait for a rollout."""
+        for _ in range(200):  # until the stored lease has moved on twice (bounded)
+            stored = store.get(context.conversation_id)
+            if stored is not None and context.call_id in stored.tool_calls:
+                lease = stored.tool_call(context.call_id).lease_expires_at
+                if lease not in leases:
+                    leases.append(lease)
+                if len(leases) == 2:
+                    return "rolled out"
+            threading.Event().wait(0.02)
+        return "never renewed"
+
+    runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("Done.")])
+    agent = Agent(tools=[rollout_status], runtime=runtime, repository=store, lease_ttl=0.15)
+
+    response = agent.run("wait for the rollout")
+
+    assert response.executed_tool_calls[0].output == "rolled out"
+    first, second = leases
+    assert second > first
+    stored = agent.conversation(response.conversation_id).tool_call(response.executed_tool_calls[0].id)
+    assert stored.status is ToolCallStatus.EXECUTED
+    assert stored.lease_owner == agent._service.worker
+
+
+# -- time limits ------------------------------------------------------------------------------------
+
+
+def test_an_async_tool_past_its_time_limit_is_cancelled_and_the_model_reads_the_limit():
+    never = asyncio.Event()
+    cancelled = []
+
+    @tool(requires_approval=False, timeout=0.05)
+    async def rollout_status() -> str:
+        """Wait for a rollout."""
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "rolled out"
+
+    runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("It hangs.")])
+    agent = Agent(tools=[rollout_status], runtime=runtime)
+
+    response = asyncio.run(agent.arun("wait for the rollout"))
+
+    assert response.text == "It hangs."
+    [call] = response.executed_tool_calls
+    assert call.status == "failed"
+    assert "timed out after 0.05 s (the tool's time limit of 0.05 s): it was cancelled" in call.error
+    assert cancelled == [True]
+    [result] = results_seen_by_model(runtime)
+    assert result.is_error
+    assert "the tool's time limit of 0.05 s" in result.content
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_plain_tool_past_its_time_limit_is_left_running_and_its_late_result_is_not_used(api, caplog):
+    release = threading.Event()
+    finished = threading.Event()
+
+    @tool(requires_approval=False, timeout=0.05)
+    def rollout_status() -> str:
+        """Wait for a rollout."""
+        release.wait(10)
+        finished.set()
+        return "rolled out"
+
+    runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("It hangs.")])
+    agent = Agent(tools=[rollout_status], runtime=runtime)
+
+    with caplog.at_level(logging.WARNING, logger="dcaf_like"):
+        response = (
+            agent.run("wait for the rollout")
+            if api == "sync"
+            else asyncio.run(agent.arun("wait for the rollout"))
+        )
+        [call] = response.executed_tool_calls
+        assert call.status == "failed"
+        assert "may still be running; its result will not be used" in call.error
+        release.set()
+        assert finished.wait(5)
+        for _ in range(100):  # the thread logs once it has finished
+            if any("its result was not used" in r.getMessage() for r in caplog.records):
+                break
+            threading.Event().wait(0.02)
+
+    assert any("rollout_status" in r.getMessage() and "not used" in r.getMessage() for r in caplog.records)
+    assert agent.conversation(response.conversation_id).tool_call(call.id).error == call.error
+
+
+@pytest.mark.parametrize("api", ["sync", "async", "stream"])
+def test_a_turn_past_its_time_limit_stops_and_the_conversation_stays_usable(api):
+    never = threading.Event()
+
+    @tool(requires_approval=False)
+    def rollout_status() -> str:
+        """Wait for a rollout."""
+        never.wait(10)
+        return "rolled out"
+
+    runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("Try again later.")])
+    agent = Agent(tools=[rollout_status], runtime=runtime, turn_timeout=0.1)
+
+    if api == "sync":
+        response = agent.run("wait for the rollout")
+    elif api == "async":
+        response = asyncio.run(agent.arun("wait for the rollout"))
+    else:
+        [*_, done] = agent.run_stream("wait for the rollout")
+        response = done.response
+    never.set()
+
+    assert response.stop_reason == "turn_timeout"
+    [call] = response.executed_tool_calls
+    assert call.status == "failed"
+    assert "the turn's time limit of 0.1 s" in call.error
+    assert len(runtime.requests) == 1
+    follow_up = agent.decide(response.conversation_id, [])
+    assert follow_up.text == "Try again later."
+    assert "the turn's time limit of 0.1 s" in results_seen_by_model(runtime)[0].content
+
+
+class HangingRuntime(FakeRuntime):
+    """Answers from its script, except while `hang` is set: then it waits for `release`."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.hang = True
+        self.release = threading.Event()
+
+    def _wait(self):
+        if self.hang:
+            self.hang = False
+            self.release.wait(10)
+
+    def invoke(self, request):
+        self._wait()
+        return super().invoke(request)
+
+    def stream(self, request):
+        self._wait()
+        yield from super().stream(request)
+
+
+async def released_after(awaitable, release):
+    """`awaitable`, then `release` set before the loop closes (asyncio.run waits for its threads)."""
+    try:
+        return await awaitable
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("api", ["sync", "async", "stream"])
+def test_a_model_call_past_its_time_limit_fails_with_model_timeout_and_the_turn_can_be_retried(api):
+    runtime = HangingRuntime([reply("ignored"), reply("Here now.")])
+    agent = Agent(runtime=runtime, model_timeout=0.05)
+
+    def ask():
+        if api == "sync":
+            agent.run("hello", conversation_id="conv_hang")
+        elif api == "async":
+            asyncio.run(released_after(agent.arun("hello", conversation_id="conv_hang"), runtime.release))
+        else:
+            for event in agent.run_stream("hello", conversation_id="conv_hang"):
+                if event.type == "error":
+                    raise event.exception
+
+    with pytest.raises(ModelTimeout, match=r"model-call time limit of 0\.05 s"):
+        ask()
+    runtime.release.set()
+
+    retried = agent.decide("conv_hang", [])
+    assert retried.text in ("ignored", "Here now.")
+
+
+def test_a_model_call_that_outlasts_the_turn_ends_the_turn():
+    runtime = HangingRuntime([reply("ignored")])
+    agent = Agent(runtime=runtime, turn_timeout=0.05)
+
+    response = agent.run("hello")
+    runtime.release.set()
+
+    assert response.stop_reason == "turn_timeout"
+    assert response.text == ""
+
+
+@pytest.mark.parametrize("limit", [0, -1, "1"])
+def test_a_time_limit_must_be_a_positive_number(limit):
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        tool(timeout=limit)(lambda: None)
+    if limit != "1":
+        with pytest.raises(ValueError, match="turn_timeout must be a positive number"):
+            Agent(runtime=FakeRuntime(), turn_timeout=limit)
+
+
+# -- cancel -----------------------------------------------------------------------------------------
+
+
+def test_a_cancel_stops_the_turn_before_its_next_step_and_the_conversation_goes_on():
+    ran = []
+
+    @tool(requires_approval=False)
+    def scale(name: str, context: ToolContext) -> str:
+        """Scale a deployment."""
+        ran.append(name)
+        if name == "web":
+            agent.cancel(context.conversation_id)  # as another worker, or the user, would
+        return f"{name} scaled"
+
+    runtime = FakeRuntime(
+        [tool_calls(tool_call("scale", name="web"), tool_call("scale", name="api")), reply("Resumed.")]
+    )
+    agent = Agent(tools=[scale], runtime=runtime)
+
+    response = agent.run("scale web and api")
+
+    assert response.stop_reason == "cancelled"
+    assert ran == ["web"]  # the tool running when the cancel came finished; the next one never started
+    web, api = response.executed_tool_calls
+    assert (web.status, web.output) == ("executed", "web scaled")
+    assert (api.status, api.error) == ("failed", "not run: the run was cancelled before it")
+    assert len(runtime.requests) == 1
+    follow_up = agent.run("go on", conversation_id=response.conversation_id)
+    assert follow_up.text == "Resumed."
+    assert follow_up.stop_reason == "end_turn"
+
+
+def test_a_cancel_asked_before_a_turn_started_does_not_stop_it(cluster):
+    runtime = FakeRuntime([tool_calls(tool_call("list_pods")), reply("All running.")])
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    agent.cancel("conv_early")
+
+    response = agent.run("which pods run?", conversation_id="conv_early")
+
+    assert (response.stop_reason, response.text) == ("end_turn", "All running.")
+
+
+class WaitingRuntime(FakeRuntime):
+    """An async model that answers only once `answer` is set; `asked` is set when it is called."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def ainvoke(self, request):
+        self.asked.set()
+        await self.answer.wait()
+        return self.invoke(request)
+
+    async def astream(self, request):
+        response = await self.ainvoke(request)
+        yield ModelCompleted(response)
+
+
+@pytest.mark.parametrize("api", ["arun", "arun_stream"])
+def test_a_cancel_stops_a_turn_waiting_for_the_model(api, monkeypatch):
+    monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
+    runtime = WaitingRuntime([reply("never read")])
+    agent = Agent(runtime=runtime)
+
+    async def run_and_cancel():
+        if api == "arun":
+            running = asyncio.ensure_future(agent.arun("summarize the incident", conversation_id="conv_c"))
+        else:
+
+            async def last_event():
+                return [
+                    e async for e in agent.arun_stream("summarize the incident", conversation_id="conv_c")
+                ][-1]
+
+            running = asyncio.ensure_future(last_event())
+        await runtime.asked.wait()
+        await agent.acancel("conv_c")
+        return await asyncio.wait_for(running, 10)
+
+    outcome = asyncio.run(run_and_cancel())
+
+    response = outcome if api == "arun" else outcome.response
+    assert response.stop_reason == "cancelled"
+    assert response.text == ""
+    stored = agent.conversation("conv_c")
+    assert [m.role.value for m in stored.messages] == ["user"]  # usable: the next turn answers it
+
+
+# -- progress ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["def", "async def"])
+def test_a_tool_reports_progress_on_the_stream_between_its_start_and_its_end(kind):
+    def restart(count: int, context: ToolContext) -> str:
+        for done in range(1, count + 1):
+            context.progress(f"{done}/{count} pods restarted", fraction=done / count)
+        return "restarted"
+
+    async def arestart(count: int, context: ToolContext) -> str:
+        return restart(count, context)
+
+    restart_pods = tool(requires_approval=False, name="restart_pods")(restart if kind == "def" else arestart)
+    runtime = FakeRuntime([tool_calls(tool_call("restart_pods", count=2)), reply("Done."), reply("Again.")])
+    agent = Agent(tools=[restart_pods], runtime=runtime)
+
+    async def stream():
+        return [event async for event in agent.arun_stream("restart the pods", conversation_id="conv_p")]
+
+    events = asyncio.run(stream())
+
+    kinds = [e.type for e in events]
+    reports = [(e.call_id, e.message, e.fraction) for e in events if e.type == "tool_progress"]
+    [finished] = [e for e in events if e.type == "tool_finished"]
+    assert reports == [
+        (finished.call.id, "1/2 pods restarted", 0.5),
+        (finished.call.id, "2/2 pods restarted", 1.0),
+    ]
+    assert kinds.index("tool_started") < kinds.index("tool_progress") < kinds.index("tool_finished")
+    assert finished.call.output == "restarted"
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.5, "half"])
+def test_progress_refuses_a_fraction_outside_zero_to_one(fraction):
+    from dcaf_like.domain import Session
+
+    context = ToolContext("conv_1", "tc_1", None, Session())  # type: ignore[arg-type]
+
+    with pytest.raises(ValueError, match="fraction must be between 0 and 1"):
+        context.progress("halfway", fraction=fraction)
+    context.progress("no one listens")  # nobody streams: nothing happens
