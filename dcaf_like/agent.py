@@ -9,6 +9,7 @@ from typing import Any
 
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.adapters.otel import default_tracer
+from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
@@ -58,6 +59,7 @@ class Agent:
         approver: ApprovalCallback | None = None,
         clock: Callable[[], float] = time.time,
         tracer: Tracer | None = None,
+        context: ContextPolicy | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -97,6 +99,7 @@ class Agent:
             "name": name,
             "clock": clock,
             "tracer": tracer if tracer is not None else default_tracer(),
+            "context": context,
         }
         self._service = self._build_service(self.repository)
 

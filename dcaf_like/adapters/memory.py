@@ -9,6 +9,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import (
+    ContextSummary,
     Conversation,
     Message,
     MessageContent,
@@ -85,6 +86,7 @@ def _freeze(c: Conversation) -> tuple[Any, ...]:
             (t.id, t.first_message, t.opened_at, None if t.outcome is None else t.outcome._value_, t.note)
             for t in c.tasks.values()
         ),
+        None if c.summary is None else (c.summary.text, c.summary.through),
     )
 
 
@@ -113,7 +115,7 @@ def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
 
 
 def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
-    version, created_at, context, session, messages, calls, tasks = record
+    version, created_at, context, session, messages, calls, tasks, summary = record
     return Conversation(
         id=conversation_id,
         messages=[
@@ -125,6 +127,7 @@ def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
         tasks={
             t[0]: TaskRecord(t[0], t[1], t[2], None if t[3] is None else _OUTCOMES[t[3]], t[4]) for t in tasks
         },
+        summary=None if summary is None else ContextSummary(*summary),
         version=version,
         created_at=created_at,
     )

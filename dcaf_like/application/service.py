@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
+from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import ApplicationError, InvalidRequest, ModelError, UnknownTool
 from dcaf_like.application.events import Done, RunFailed, StreamEvent
@@ -29,6 +31,7 @@ from dcaf_like.application.turn import (
     ResolveInstructions,
     RunContext,
     RunTool,
+    Summarize,
     ToolOutcome,
     Turn,
     TurnSettings,
@@ -73,6 +76,7 @@ class AgentService:
         name: str = "agent",
         clock: Callable[[], float] = time.time,
         tracer: Tracer | None = None,
+        context: ContextPolicy | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -99,6 +103,9 @@ class AgentService:
             agent_name=name,
             clock=clock,
             system=system if isinstance(system, str) else None,
+            context=context or ContextWindow(),
+            context_window=runtime.context_window,
+            count_tokens=functools.lru_cache(maxsize=8192)(runtime.count_tokens),
         )
 
     @property
@@ -203,6 +210,8 @@ class AgentService:
             return _run_tool(effect, self._tool_span(effect, turn))
         if isinstance(effect, ResolveInstructions):
             return self._instructions(effect.context, resolve_sync)
+        if isinstance(effect, Summarize):
+            return self._invoke_model(effect.request, turn).text
         assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
         assert self.approver is not None
         return _answer(resolve_sync(self.approver(effect.pending)))
@@ -333,6 +342,8 @@ class AgentService:
             return await _arun_tool(effect, self._tool_span(effect, turn))
         if isinstance(effect, ResolveInstructions):
             return await self._ainstructions(effect.context)
+        if isinstance(effect, Summarize):
+            return (await self._ainvoke_model(effect.request, turn)).text
         assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
         assert self.approver is not None
         return _answer(await resolve(self.approver(effect.pending)))

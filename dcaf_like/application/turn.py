@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
 from dcaf_like.application.dto import AgentResponse, ToolCallView
 from dcaf_like.application.errors import InvalidToolArguments
 from dcaf_like.application.events import (
@@ -81,6 +82,13 @@ class RunTool:
 
 
 @dataclass(slots=True)
+class Summarize:
+    """Ask the agent's runtime for the summary of what no longer fits the context window; its text."""
+
+    request: ModelRequest
+
+
+@dataclass(slots=True)
 class AskApprover:
     pending: PendingApproval
 
@@ -90,7 +98,7 @@ class Emit:
     event: StreamEvent
 
 
-Effect = ResolveInstructions | CallModel | RunTool | AskApprover | Emit
+Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit
 
 
 @dataclass(slots=True)
@@ -112,6 +120,11 @@ class TurnSettings:
     clock: Callable[[], float] = time.time
     #: Instructions that are the same every turn; None when they are resolved per turn.
     system: str | None = None
+    #: What the model reads of the conversation (docs/runtimes.md, "Context windows"), the runtime's
+    #: window (None: unknown, the whole transcript is sent) and its token counter.
+    context: ContextPolicy | None = None
+    context_window: int | None = None
+    count_tokens: TokenCounter = estimate_tokens
 
 
 POLICY = "policy"
@@ -160,9 +173,15 @@ class Turn:
                 self.settings.agent_name,
             )
             system = yield ResolveInstructions(context)
+        policy = self.settings.context
+        fits = policy is not None and (policy.window or self.settings.context_window) is not None
         for _ in range(self.settings.max_iterations):
             started = time.perf_counter()
-            response: ModelResponse = yield CallModel(self._model_request(system))
+            if fits:
+                request = yield from self._fitted(system)
+            else:
+                request = self._model_request(system)
+            response: ModelResponse = yield CallModel(request)
             self._timings["model"] += time.perf_counter() - started
             self._usage = self._usage + response.usage
             conversation.add_assistant_message(response.text, at=self.settings.clock())
@@ -304,6 +323,31 @@ class Turn:
             tools=self.settings.tool_specs,
             conversation_id=self.conversation.id,
         )
+
+    def _fitted(self, system: str) -> Generator[Effect, Any, ModelRequest]:
+        """The request fitted to the context window by the policy (after the summary it asks for);
+        the whole transcript when no window is known."""
+        settings, conversation, policy = self.settings, self.conversation, self.settings.context
+        window = None if policy is None else policy.window or settings.context_window
+        if policy is None or window is None:
+            return self._model_request(system)
+        view = ContextView(
+            system, settings.tool_specs, self._blocks(), conversation.summary, window, settings.count_tokens
+        )
+        fitted = policy.fit(view)
+        if fitted.summarize is not None:
+            text: str = yield Summarize(fitted.summarize)
+            conversation.summarize(text, through=fitted.through)
+            fitted = policy.fit(replace(view, summary=conversation.summary))
+        return ModelRequest(fitted.system, fitted.messages, settings.tool_specs, conversation.id)
+
+    def _blocks(self) -> list[Block]:
+        conversation, blocks = self.conversation, []
+        for index, message in enumerate(conversation.messages):
+            messages: list[ModelMessage] = []
+            settled = _transcribe(conversation, message, messages)
+            blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
+        return blocks
 
     def _transcript(self) -> tuple[ModelMessage, ...]:
         """The transcript, reusing what earlier model calls of this turn already transcribed: a message

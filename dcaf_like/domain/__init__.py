@@ -2,6 +2,7 @@
 
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.conversation import (
+    ContextSummary,
     Conversation,
     Message,
     MessageContent,
@@ -53,6 +54,7 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalMismatch",
     "ApprovalPolicy",
+    "ContextSummary",
     "Conversation",
     "DomainError",
     "DuplicateToolCall",

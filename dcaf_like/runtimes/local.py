@@ -57,6 +57,7 @@ class LocalRuntime(AgentRuntime):
         self.model_path = None if model_path is None else Path(model_path).expanduser()
         self.name = f"local:{(self.model_path.name if self.model_path else QWEN_CODER_1_5B.filename)}"
         self.n_ctx = n_ctx
+        self.context_window = n_ctx
         self.n_threads = n_threads
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -90,6 +91,12 @@ class LocalRuntime(AgentRuntime):
                     verbose=False,
                 )
         return self
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` by the model's own tokenizer (llama.cpp's; loads the model)."""
+        with self._lock:
+            self.load()
+            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     # -- calls ------------------------------------------------------------------------------------
 
