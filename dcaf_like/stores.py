@@ -125,20 +125,17 @@ def _postgres(
 ) -> ConversationRepository:
     """The PostgreSQL store; query options that are not ours go to libpq, which refuses unknown ones."""
     table = options.pop("table", "dcaf_conversations")
-    sizes = {}
-    for option in ("pool_min", "pool_max"):
-        if option in options:
-            value = options.pop(option)
-            if not value.isdigit():
-                raise StoreConfigError(f"store {redact(store)!r}: {option} must be a number, not {value!r}")
-            sizes[option] = int(value)
+    pool_min = _count(options.pop("pool_min", "1"), "pool_min", store)
+    pool_max = _count(options.pop("pool_max", "10"), "pool_max", store)
     url = urlunsplit(parts._replace(query=urlencode(options)))
     try:
         from dcaf_like.adapters.postgres_store import PostgresConversationRepository
     except ImportError as exc:
         raise StoreConfigError(_missing("postgres", exc)) from exc
     try:
-        return PostgresConversationRepository(url, table=table, namespace=namespace, ttl=ttl, **sizes)
+        return PostgresConversationRepository(
+            url, table=table, namespace=namespace, ttl=ttl, pool_min=pool_min, pool_max=pool_max
+        )
     except ImportError as exc:
         raise StoreConfigError(_missing("postgres", exc)) from exc
     except ValueError as exc:
@@ -172,6 +169,12 @@ def _ttl(value: str | None, store: str) -> float | None:
     if ttl <= 0:
         raise StoreConfigError(f"store {redact(store)!r}: ttl must be positive, not {value!r}")
     return ttl
+
+
+def _count(value: str, option: str, store: str) -> int:
+    if not value.isdigit():
+        raise StoreConfigError(f"store {redact(store)!r}: {option} must be a number, not {value!r}")
+    return int(value)
 
 
 def _no_more(options: dict[str, str], store: str) -> None:

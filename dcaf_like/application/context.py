@@ -136,7 +136,7 @@ class ContextWindow(ContextPolicy):
         # A summary costs a model call: cut to half the budget, so that it is needed rarely.
         keep = cut(blocks, costs, budget // 2 if self.summarize else budget)
         kept = [b for b, k in zip(blocks, keep, strict=True) if k]
-        through = next((b.index for b in kept if not b.pinned), blocks[-1].index)
+        through = next((b.index for b in kept if not b.pinned), blocks[-1].index if blocks else 0)
         if view.summary is None:
             note = DROPPED_NOTE.format(n=len(blocks) - len(kept))
             fitted = Fitted(_joined(system, note), _messages(kept))

@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expect", choices=["portable", "native", "default"], default=None)
     args = parser.parse_args(argv)
     build = installed_build()
-    print(json.dumps({"machine": build.machine, "enabled": build.enabled, "non_portable": build.non_portable}))
+    print(
+        json.dumps({"machine": build.machine, "enabled": build.enabled, "non_portable": build.non_portable})
+    )
     if args.expect is not None and not matches(build, args.expect):
         print(
             f"llama.cpp was built with {', '.join(build.non_portable)}, not the {args.expect} build; "
