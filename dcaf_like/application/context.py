@@ -14,6 +14,7 @@ one estimates a token per four characters, rounded up (:func:`estimate_tokens`).
 from __future__ import annotations
 
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -103,24 +104,34 @@ DROPPED_NOTE = (
 class ContextWindow(ContextPolicy):
     """The default policy: the newest exchanges that fit, never a call without its result.
 
-    `reserve` tokens are left for the answer. The transcript is cut at the start of an exchange (a
-    user's message) on a boundary that moves a quarter of the budget at a time, so consecutive calls
-    send the same beginning (a local model reuses what it already read of it). When even the latest
-    exchange does not fit, its oldest tool rounds go, its user message stays. With `summarize`, what
-    is cut is summarized first, once, by the agent's runtime.
+    `reserve` tokens are left for the answer, and `margin` (a fraction of the window) for what the
+    count misses: a runtime's own wrapping of messages (the local model restates the request after
+    tool results: ~3% of its prompt), or an estimate's error. The transcript is cut at the start of
+    an exchange (a user's message) on a boundary that moves a quarter of the budget at a time, so
+    consecutive calls send the same beginning (a local model reuses what it already read of it).
+    When even the latest exchange does not fit, its oldest tool rounds go, its user message stays.
+    With `summarize`, what is cut is summarized first, once, by the agent's runtime.
     """
 
-    def __init__(self, window: int | None = None, *, reserve: int = 512, summarize: bool = False) -> None:
-        if window is not None and window <= reserve:
+    def __init__(
+        self, window: int | None = None, *, reserve: int = 512, margin: float = 0.05, summarize: bool = False
+    ) -> None:
+        if reserve < 0 or not 0 <= margin < 1:
+            raise ValueError(
+                "reserve is a number of tokens (0 or more), margin a fraction of the window (0 to 1)"
+            )
+        if window is not None and window - reserve - math.ceil(window * margin) <= 0:
             raise ValueError(f"a context window of {window} tokens leaves nothing after reserving {reserve}")
-        if reserve < 0:
-            raise ValueError("reserve must be a number of tokens, at least 0")
         self.window = window
         self.reserve = reserve
+        self.margin = margin
         self.summarize = summarize
 
     def __repr__(self) -> str:
-        return f"ContextWindow(window={self.window}, reserve={self.reserve}, summarize={self.summarize})"
+        return (
+            f"ContextWindow(window={self.window}, reserve={self.reserve}, margin={self.margin}, "
+            f"summarize={self.summarize})"
+        )
 
     def fit(self, view: ContextView) -> Fitted:
         count = view.count
@@ -128,7 +139,8 @@ class ContextWindow(ContextPolicy):
         blocks = [b for b in view.blocks if b.index >= covered or b.pinned]
         costs = [block_cost(b, count) for b in blocks]
         system = with_summary(view.system, view.summary)
-        budget = view.window - self.reserve - system_cost(system, view.tools, count)
+        room = view.window - self.reserve - math.ceil(view.window * self.margin)
+        budget = room - system_cost(system, view.tools, count)
         if sum(costs) <= budget:
             return Fitted(system, _messages(blocks))
         if view.summary is None:  # say that something is left out, in the room it takes
@@ -145,7 +157,7 @@ class ContextWindow(ContextPolicy):
         if not self.summarize or through <= covered:
             return fitted
         dropped = [b for b, k in zip(blocks, keep, strict=True) if not k and b.index < through]
-        request = summary_request(view.summary, dropped, view.window - self.reserve, count)
+        request = summary_request(view.summary, dropped, room, count)
         return Fitted(fitted.system, fitted.messages, summarize=request, through=through)
 
 

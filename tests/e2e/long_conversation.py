@@ -40,7 +40,8 @@ class RecordingRuntime(LocalRuntime):
 
 
 def session(exchanges: int) -> Conversation:
-    """An operations session: per namespace, a question, a list_pods call with its result, an answer."""
+    """An operations session: per namespace, a question, a list_pods call (its result attached), an
+    answer: three stored messages an exchange."""
     conversation = Conversation.start("long-ops-session", at=1_700_000_000.0)
     for n in range(exchanges):
         conversation.add_user_message(f"check namespace team-{n}: which pods crash there?")
