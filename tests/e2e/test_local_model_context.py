@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def run_session(*args: str) -> dict[str, Any]:
@@ -32,7 +32,7 @@ def run_session(*args: str) -> dict[str, Any]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=840,
+        timeout=1440,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
