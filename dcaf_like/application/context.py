@@ -65,6 +65,8 @@ class ContextView:
     #: The model's context window in tokens (the policy's own, else the runtime's).
     window: int
     count: TokenCounter
+    #: Tokens of a whole request as the runtime sends it, when it can tell (else None).
+    measure: Callable[[ModelRequest], int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +136,30 @@ class ContextWindow(ContextPolicy):
         )
 
     def fit(self, view: ContextView) -> Fitted:
+        """Fitted by the counts of each message; then, when the runtime can measure the whole request
+        as it sends it (the local model renders its own prompt), cut again by what was over."""
+        room = view.window - self.reserve - math.ceil(view.window * self.margin)
+        target = room
+        for _ in range(6):
+            fitted = self._fit(view, target)
+            if fitted.summarize is not None or view.measure is None:
+                return fitted
+            measured = view.measure(ModelRequest(fitted.system, fitted.messages, view.tools))
+            if measured is None or measured <= room:
+                return fitted
+            # The counts fell short by measured / counted: fit again with the room scaled down by that.
+            counted = system_cost(fitted.system, view.tools, view.count) + sum(
+                view.count(message_text(m)) + MESSAGE_OVERHEAD for m in fitted.messages
+            )
+            target = min(target - 1, int(counted * room / measured * 0.99))
+        return fitted
+
+    def _fit(self, view: ContextView, room: int) -> Fitted:
         count = view.count
         covered = 0 if view.summary is None else view.summary.through
         blocks = [b for b in view.blocks if b.index >= covered or b.pinned]
         costs = [block_cost(b, count) for b in blocks]
         system = with_summary(view.system, view.summary)
-        room = view.window - self.reserve - math.ceil(view.window * self.margin)
         budget = room - system_cost(system, view.tools, count)
         if sum(costs) <= budget:
             return Fitted(system, _messages(blocks))

@@ -41,6 +41,11 @@ class AgentRuntime(ABC):
         estimate of :func:`~dcaf_like.application.context.estimate_tokens` (four characters a token)."""
         return estimate_tokens(text)
 
+    def count_request_tokens(self, request: ModelRequest) -> int | None:
+        """Tokens of the whole request as this runtime sends it, when it can tell (a runtime that
+        renders its own prompt); None: the context policy goes by :meth:`count_tokens` alone."""
+        return None
+
     @abstractmethod
     def invoke(self, request: ModelRequest) -> ModelResponse:
         """One model call: the conversation so far in, the model's answer out."""

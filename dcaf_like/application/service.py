@@ -106,6 +106,7 @@ class AgentService:
             context=context or ContextWindow(),
             context_window=runtime.context_window,
             count_tokens=functools.lru_cache(maxsize=8192)(runtime.count_tokens),
+            count_request_tokens=runtime.count_request_tokens,
         )
 
     @property

@@ -125,6 +125,7 @@ class TurnSettings:
     context: ContextPolicy | None = None
     context_window: int | None = None
     count_tokens: TokenCounter = estimate_tokens
+    count_request_tokens: Callable[[ModelRequest], int | None] | None = None
 
 
 POLICY = "policy"
@@ -332,7 +333,13 @@ class Turn:
         if policy is None or window is None:
             return self._model_request(system)
         view = ContextView(
-            system, settings.tool_specs, self._blocks(), conversation.summary, window, settings.count_tokens
+            system,
+            settings.tool_specs,
+            self._blocks(),
+            conversation.summary,
+            window,
+            settings.count_tokens,
+            settings.count_request_tokens,
         )
         fitted = policy.fit(view)
         if fitted.summarize is not None:

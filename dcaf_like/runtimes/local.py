@@ -31,6 +31,10 @@ from dcaf_like.runtimes.local_prompts import (
     repeated_call,
 )
 
+# What a chat template adds around each message's text (ChatML: <|im_start|>, the role, a newline,
+# <|im_end|>, a newline).
+TEMPLATE_TOKENS_PER_MESSAGE = 5
+
 # A buffered answer that starts like this may be a tool call: it is not streamed as text.
 _CALL_STARTS = ("{", "[", "`", "<")
 
@@ -97,6 +101,20 @@ class LocalRuntime(AgentRuntime):
         with self._lock:
             self.load()
             return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def count_request_tokens(self, request: ModelRequest) -> int:
+        """The prompt this runtime will send for `request` (its tools prompt, results grouped with
+        the request restated), counted by the model's tokenizer, with the chat template's markers."""
+        with self._lock:
+            self.load()
+            return (
+                sum(
+                    len(self._llm.tokenize(m["content"].encode("utf-8"), add_bos=False, special=True))
+                    + TEMPLATE_TOKENS_PER_MESSAGE
+                    for m in chat_messages(request)
+                )
+                + 3
+            )  # the assistant's turn opened for the answer
 
     # -- calls ------------------------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class FallbackRuntime(AgentRuntime):
         """By the first runtime's tokenizer (the one that answers unless it fails)."""
         return self.runtimes[0].count_tokens(text)
 
+    def count_request_tokens(self, request: ModelRequest) -> int | None:
+        return self.runtimes[0].count_request_tokens(request)
+
     def invoke(self, request: ModelRequest) -> ModelResponse:
         failures: list[ModelError] = []
         for runtime in self.runtimes:

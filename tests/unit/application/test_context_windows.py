@@ -156,6 +156,24 @@ def test_when_the_latest_exchange_alone_is_too_long_its_oldest_rounds_go_and_its
     assert tokens(last) <= 900 - 512
 
 
+def test_a_runtime_that_measures_its_whole_prompt_gets_one_that_fits_by_that_measure():
+    class Wrapping(FakeRuntime):
+        """Adds 15 tokens of its own around every message, which the per-message count cannot see."""
+
+        def count_request_tokens(self, request: ModelRequest) -> int:
+            return tokens(request) + 15 * len(request.messages)
+
+    runtime = Wrapping([answer(n) for n in range(40)], context_window=3000)
+    agent = Agent(system=SYSTEM, runtime=runtime)
+    conversation_id = None
+    for n in range(40):
+        conversation_id = agent.run(question(n), conversation_id=conversation_id).conversation_id
+
+    room = 3000 - 512 - 150  # the reserve, and the 5% margin
+    assert all(runtime.count_request_tokens(r) <= room for r in runtime.requests)
+    assert tokens(runtime.requests[-1]) < room - 300  # what the per-message count alone would send
+
+
 def test_a_call_still_waiting_for_its_result_is_always_kept():
     calls = (tool_call("delete_pod", name="web-1"),)
     waiting = Block(0, (UserTurn("delete web-1"),), user=True)
