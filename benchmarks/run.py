@@ -72,6 +72,7 @@ def main() -> None:
         agent_growth.markdown(agent_growth.report(args.quick)),
         http_load.markdown(http_load.report(args.quick)),
         local_model(args.quick),
+        stores.postgres_markdown(5 if args.quick else 200),
     ]
     body = "\n\n".join(
         [

@@ -8,6 +8,7 @@ from typing import Any
 
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.agent import Agent
+from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
 from dcaf_like.application.errors import (
     ApplicationError,
@@ -87,6 +88,7 @@ _LAZY = {
     "SqliteConversationRepository": "dcaf_like.adapters.sqlite_store",
     "RedisConversationRepository": "dcaf_like.adapters.redis_store",
     "DynamoDBConversationRepository": "dcaf_like.adapters.dynamodb_store",
+    "PostgresConversationRepository": "dcaf_like.adapters.postgres_store",
     "RemoteAgent": "dcaf_like.remote",
     "RemoteCall": "dcaf_like.remote",
     "RemoteResult": "dcaf_like.remote",
@@ -118,6 +120,8 @@ __all__ = [
     "ApprovalRequired",
     "AssistantTurn",
     "ConcurrencyConflict",
+    "ContextPolicy",
+    "ContextWindow",
     "ConversationNotFound",
     "ConversationRepository",
     "DomainError",
@@ -142,6 +146,7 @@ __all__ = [
     "PendingApproval",
     "PendingToolCalls",
     "PlatformContext",
+    "PostgresConversationRepository",
     "ReasoningDelta",
     "RedisConversationRepository",
     "RemoteAgent",

@@ -9,6 +9,7 @@ from typing import Any
 
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.adapters.otel import default_tracer
+from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
@@ -66,6 +67,7 @@ class Agent:
         turn_timeout: float | None = None,
         model_timeout: float | None = None,
         lease_ttl: float = 60.0,
+        context: ContextPolicy | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -108,6 +110,7 @@ class Agent:
             "turn_timeout": turn_timeout,
             "model_timeout": model_timeout,
             "lease_ttl": lease_ttl,
+            "context": context,
         }
         self._service = self._build_service(self.repository)
 

@@ -84,14 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--store",
         default=None,
-        help="where conversations live: sqlite:///PATH, redis://HOST:PORT/DB, dynamodb://TABLE?region=R, "
-        "memory:// (default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+        help="where conversations live: sqlite:///PATH, redis://HOST:PORT/DB, postgresql://USER@HOST/DB, "
+        "dynamodb://TABLE?region=R, memory:// (default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
     )
     run.add_argument(
         "--workers",
         type=int,
         default=1,
-        help="worker processes sharing the port; they must share a store (SQLite file, Redis, DynamoDB)",
+        help="worker processes sharing the port; they must share a store (SQLite, Redis, PostgreSQL, "
+        "DynamoDB)",
     )
     run.add_argument(
         "--retention-days",

@@ -8,25 +8,29 @@ URL                                       store
 ``sqlite:////absolute/path.db``           (four slashes: absolute)
 ``redis://[:password@]host:port/db``      RedisConversationRepository (also ``rediss://``)
 ``dynamodb://table?region=eu-west-1``     DynamoDBConversationRepository
+``postgresql://user:pw@host:5432/db``     PostgresConversationRepository (also ``postgres://``)
 ========================================  ====================================================
 
 Query options every store takes: ``namespace`` (defaults to the agent's name), ``ttl`` (seconds) and
 ``audit_ttl`` (seconds a decision record is kept; none: for good).
-Redis also takes ``prefix``; DynamoDB ``region``, ``endpoint`` and ``create=1`` (create the table).
-The SQLite, Redis and DynamoDB classes are imported from here lazily, with their client libraries.
+Redis also takes ``prefix``; DynamoDB ``region``, ``endpoint`` and ``create=1`` (create the table);
+PostgreSQL ``table``, ``pool_min`` and ``pool_max``, and libpq's own parameters (``sslmode``, ...).
+The SQLite, Redis, DynamoDB and PostgreSQL classes are imported from here lazily, with their client
+libraries.
 """
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.application.ports import ConversationRepository
 
 if TYPE_CHECKING:
     from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
+    from dcaf_like.adapters.postgres_store import PostgresConversationRepository
     from dcaf_like.adapters.redis_store import RedisConversationRepository
     from dcaf_like.adapters.sqlite_store import SqliteConversationRepository
 
@@ -38,6 +42,7 @@ __all__ = [
     "ENV_VAR",
     "DynamoDBConversationRepository",
     "InMemoryConversationRepository",
+    "PostgresConversationRepository",
     "RedisConversationRepository",
     "SqliteConversationRepository",
     "StoreConfigError",
@@ -111,10 +116,45 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
         if create:
             repository.create_table()
         return repository
+    if scheme in ("postgres", "postgresql"):
+        return _postgres(store, parts, options, namespace, ttl, audit_ttl)
     raise StoreConfigError(
-        f"no store for {redact(store)!r}: use memory://, sqlite:///PATH, redis://HOST:PORT/DB "
-        "or dynamodb://TABLE?region=REGION"
+        f"no store for {redact(store)!r}: use memory://, sqlite:///PATH, redis://HOST:PORT/DB, "
+        "dynamodb://TABLE?region=REGION or postgresql://USER@HOST:PORT/DB"
     )
+
+
+def _postgres(
+    store: str,
+    parts: SplitResult,
+    options: dict[str, str],
+    namespace: str,
+    ttl: float | None,
+    audit_ttl: float | None,
+) -> ConversationRepository:
+    """The PostgreSQL store; query options that are not ours go to libpq, which refuses unknown ones."""
+    table = options.pop("table", "dcaf_conversations")
+    pool_min = _count(options.pop("pool_min", "1"), "pool_min", store)
+    pool_max = _count(options.pop("pool_max", "10"), "pool_max", store)
+    url = urlunsplit(parts._replace(query=urlencode(options)))
+    try:
+        from dcaf_like.adapters.postgres_store import PostgresConversationRepository
+    except ImportError as exc:
+        raise StoreConfigError(_missing("postgres", exc)) from exc
+    try:
+        return PostgresConversationRepository(
+            url,
+            table=table,
+            namespace=namespace,
+            ttl=ttl,
+            audit_ttl=audit_ttl,
+            pool_min=pool_min,
+            pool_max=pool_max,
+        )
+    except ImportError as exc:
+        raise StoreConfigError(_missing("postgres", exc)) from exc
+    except ValueError as exc:
+        raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
 
 
 def store_from_environment() -> str | None:
@@ -146,6 +186,12 @@ def _ttl(value: str | None, store: str) -> float | None:
     return ttl
 
 
+def _count(value: str, option: str, store: str) -> int:
+    if not value.isdigit():
+        raise StoreConfigError(f"store {redact(store)!r}: {option} must be a number, not {value!r}")
+    return int(value)
+
+
 def _no_more(options: dict[str, str], store: str) -> None:
     if options:
         raise StoreConfigError(f"store {redact(store)!r} does not take {', '.join(sorted(options))}")
@@ -168,4 +214,8 @@ def __getattr__(name: str) -> Any:
         from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
 
         return DynamoDBConversationRepository
+    if name == "PostgresConversationRepository":
+        from dcaf_like.adapters.postgres_store import PostgresConversationRepository
+
+        return PostgresConversationRepository
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -108,6 +108,38 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     client.close()
 
 
+POSTGRES_URL = os.environ.get("DCAF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A database of this test session's own on the real PostgreSQL, dropped at the end."""
+    psycopg = pytest.importorskip(
+        "psycopg", reason="the postgres extra is not installed: pip install -e '.[postgres]'"
+    )
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=2)
+    except psycopg.OperationalError:
+        service_missing(f"PostgreSQL at {POSTGRES_URL}")
+    name = f"dcaf_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    params = conninfo_to_dict(POSTGRES_URL)
+    host, port, user = params.get("host", "127.0.0.1"), params.get("port", 5432), params.get("user", "")
+    password = f":{params['password']}" if params.get("password") else ""
+    yield f"postgresql://{user}{password}@{host}:{port}/{name}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=2) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def postgres_table(postgres_url: str) -> str:
+    """A table name of this test's own in the session's database (which is dropped whole)."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture(scope="session")
 def dynamodb_endpoint() -> Iterator[str]:
     """DynamoDB emulated by moto's server on a loopback port (an emulator, not AWS)."""

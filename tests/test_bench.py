@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
+def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgres_url):
     for package in ("agno", "google.adk", "langchain_openai"):
         pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
 
@@ -23,7 +23,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
         text=True,
         timeout=300,
         check=True,
-        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url},
+        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url, "DCAF_BENCH_POSTGRES_URL": postgres_url},
     )
 
     out = result.stdout
@@ -39,6 +39,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url):
         "Redis per turn of a new conversation",
         "deltas over `/api/chat-stream`",
         "Growth: messages already stored",
+        "PostgreSQL round trips per turn",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone

@@ -11,6 +11,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import (
+    ContextSummary,
     Conversation,
     DecisionRecord,
     Message,
@@ -123,6 +124,7 @@ def _freeze(c: Conversation) -> tuple[Any, ...]:
             for t in c.tasks.values()
         ),
         c.owner,
+        None if c.summary is None else (c.summary.text, c.summary.through),
     )
 
 
@@ -153,7 +155,7 @@ def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
 
 
 def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
-    version, created_at, context, session, messages, calls, tasks, owner = record
+    version, created_at, context, session, messages, calls, tasks, owner, summary = record
     return Conversation(
         id=conversation_id,
         messages=[
@@ -165,6 +167,7 @@ def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
         tasks={
             t[0]: TaskRecord(t[0], t[1], t[2], None if t[3] is None else _OUTCOMES[t[3]], t[4]) for t in tasks
         },
+        summary=None if summary is None else ContextSummary(*summary),
         version=version,
         created_at=created_at,
         owner=owner,

@@ -11,6 +11,7 @@ from typing import Any
 
 from dcaf_like.application.errors import StoredConversationUnreadable
 from dcaf_like.domain import (
+    ContextSummary,
     Conversation,
     Message,
     MessageContent,
@@ -57,7 +58,13 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
         ],
         # Only when set: a conversation with no owner is stored as before owners existed.
         **({} if conversation.owner is None else {"owner": conversation.owner}),
+        **_summary_to_dict(conversation.summary),
     }
+
+
+def _summary_to_dict(summary: ContextSummary | None) -> dict[str, Any]:
+    """Written only when there is one: a conversation without stays byte for byte as before."""
+    return {} if summary is None else {"summary": {"text": summary.text, "through": summary.through}}
 
 
 def conversation_from_dict(data: dict[str, Any]) -> Conversation:
@@ -75,6 +82,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
         session=dict(data["session"]),
         # Absent from conversations stored before tasks existed.
         tasks={t["id"]: _task_from_dict(t) for t in data.get("tasks", ())},
+        summary=None if (summary := data.get("summary")) is None else ContextSummary(**summary),
         version=data["version"],
         created_at=data["created_at"],
         owner=data.get("owner"),
@@ -172,8 +180,15 @@ def _encode_conversation(c: Conversation) -> str:
     return (
         f'{{"format":{FORMAT},"id":{_string(c.id)},"version":{_int(c.version)},'
         f'"created_at":{_number(c.created_at)},"platform_context":{_dumps(context) if context else "{}"},'
-        f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}}}'
+        f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}'
+        f"{_encode_summary(c.summary)}}}"
     )
+
+
+def _encode_summary(summary: ContextSummary | None) -> str:
+    if summary is None:
+        return ""
+    return f',"summary":{{"text":{_string(summary.text)},"through":{_int(summary.through)}}}'
 
 
 def _encode_task(t: TaskRecord) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dcaf_like.application._concurrency import iterate_in_thread
+from dcaf_like.application.context import estimate_tokens
 from dcaf_like.application.model import (
     ModelCompleted,
     ModelRequest,
@@ -34,6 +35,19 @@ class AgentRuntime(ABC):
 
     #: Shown in responses' metadata and in errors, e.g. ``"bedrock:anthropic.claude-3-haiku"``.
     name: str = "runtime"
+    #: The model's context window in tokens when known (``context_window=`` on each runtime; the local
+    #: model's is its ``n_ctx``). None: the whole transcript is sent, as the model may take it.
+    context_window: int | None = None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens `text` takes for this model: the runtime's tokenizer where it has one, else the
+        estimate of :func:`~dcaf_like.application.context.estimate_tokens` (four characters a token)."""
+        return estimate_tokens(text)
+
+    def count_request_tokens(self, request: ModelRequest) -> int | None:
+        """Tokens of the whole request as this runtime sends it, when it can tell (a runtime that
+        renders its own prompt); None: the context policy goes by :meth:`count_tokens` alone."""
+        return None
 
     @abstractmethod
     def invoke(self, request: ModelRequest) -> ModelResponse:

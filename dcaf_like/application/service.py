@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
+from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import (
     ApplicationError,
@@ -53,6 +55,7 @@ from dcaf_like.application.turn import (
     RunContext,
     RunTool,
     Stopped,
+    Summarize,
     ToolOutcome,
     Turn,
     TurnSettings,
@@ -118,6 +121,7 @@ class AgentService:
         turn_timeout: float | None = None,
         model_timeout: float | None = None,
         worker: str | None = None,
+        context: ContextPolicy | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -158,6 +162,10 @@ class AgentService:
             worker=self.worker,
             lease_ttl=lease_ttl,
             turn_timeout=turn_timeout,
+            context=context or ContextWindow(),
+            context_window=runtime.context_window,
+            count_tokens=functools.lru_cache(maxsize=8192)(runtime.count_tokens),
+            count_request_tokens=runtime.count_request_tokens,
         )
 
     @property
@@ -280,6 +288,8 @@ class AgentService:
             return self.repository.cancel_requested(saved.conversation.id, since=saved.started)
         if isinstance(effect, ResolveInstructions):
             return self._instructions(effect.context, resolve_sync)
+        if isinstance(effect, Summarize):
+            return _summary_text(self._invoke_model(CallModel(effect.request), turn))
         assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
         assert self.approver is not None
         return _answer(resolve_sync(self.approver(effect.pending)))
@@ -481,6 +491,8 @@ class AgentService:
             return await self.repository.acancel_requested(saved.conversation.id, since=saved.started)
         if isinstance(effect, ResolveInstructions):
             return await self._ainstructions(effect.context)
+        if isinstance(effect, Summarize):
+            return _summary_text(await self._ainvoke_model(CallModel(effect.request), turn, saved))
         assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
         assert self.approver is not None
         return _answer(await resolve(self.approver(effect.pending)))
@@ -769,3 +781,8 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
+
+
+def _summary_text(answer: ModelResponse | Stopped) -> str | None:
+    """The summary the model wrote, or None when its call was stopped (cancel, time limit)."""
+    return None if isinstance(answer, Stopped) else answer.text

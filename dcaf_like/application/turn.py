@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
 from dcaf_like.application.dto import AgentResponse, ToolCallView
 from dcaf_like.application.errors import InvalidToolArguments
 from dcaf_like.application.events import (
@@ -89,6 +90,13 @@ class RunTool:
 
 
 @dataclass(slots=True)
+class Summarize:
+    """Ask the agent's runtime for the summary of what no longer fits the context window; its text."""
+
+    request: ModelRequest
+
+
+@dataclass(slots=True)
 class AskApprover:
     pending: PendingApproval
 
@@ -104,7 +112,7 @@ class CheckCancel:
     Asked before every step but the first, so a turn that runs no tool never asks."""
 
 
-Effect = ResolveInstructions | CallModel | RunTool | AskApprover | Emit | CheckCancel
+Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel
 
 
 @dataclass(slots=True)
@@ -155,6 +163,12 @@ class TurnSettings:
     lease_ttl: float = 60.0
     #: Seconds a turn may take, model calls and tools together (None: no limit).
     turn_timeout: float | None = None
+    #: What the model reads of the conversation (docs/runtimes.md, "Context windows"), the runtime's
+    #: window (None: unknown, the whole transcript is sent) and its token counter.
+    context: ContextPolicy | None = None
+    context_window: int | None = None
+    count_tokens: TokenCounter = estimate_tokens
+    count_request_tokens: Callable[[ModelRequest], int | None] | None = None
 
 
 POLICY = "policy"
@@ -216,6 +230,8 @@ class Turn:
                 self.settings.agent_name,
             )
             system = yield ResolveInstructions(context)
+        policy = self.settings.context
+        fits = policy is not None and (policy.window or self.settings.context_window) is not None
         for _ in range(self.settings.max_iterations):
             left = self._time_left()
             if left is not None and left <= 0:
@@ -224,7 +240,11 @@ class Turn:
                 return CANCELLED
             self._steps += 1
             started = time.perf_counter()
-            response: ModelResponse | Stopped = yield CallModel(self._model_request(system), left)
+            if fits:
+                request = yield from self._fitted(system)
+            else:
+                request = self._model_request(system)
+            response: ModelResponse | Stopped = yield CallModel(request, left)
             self._timings["model"] += time.perf_counter() - started
             if isinstance(response, Stopped):
                 return response.reason
@@ -420,6 +440,38 @@ class Turn:
             tools=self.settings.tool_specs,
             conversation_id=self.conversation.id,
         )
+
+    def _fitted(self, system: str) -> Generator[Effect, Any, ModelRequest]:
+        """The request fitted to the context window by the policy (after the summary it asks for);
+        the whole transcript when no window is known."""
+        settings, conversation, policy = self.settings, self.conversation, self.settings.context
+        window = None if policy is None else policy.window or settings.context_window
+        if policy is None or window is None:
+            return self._model_request(system)
+        view = ContextView(
+            system,
+            settings.tool_specs,
+            self._blocks(),
+            conversation.summary,
+            window,
+            settings.count_tokens,
+            settings.count_request_tokens,
+        )
+        fitted = policy.fit(view)
+        if fitted.summarize is not None:
+            text: str | None = yield Summarize(fitted.summarize)
+            if text is not None:  # None: the summary's call was stopped; the oldest go unsummarized
+                conversation.summarize(text, through=fitted.through)
+                fitted = policy.fit(replace(view, summary=conversation.summary))
+        return ModelRequest(fitted.system, fitted.messages, settings.tool_specs, conversation.id)
+
+    def _blocks(self) -> list[Block]:
+        conversation, blocks = self.conversation, []
+        for index, message in enumerate(conversation.messages):
+            messages: list[ModelMessage] = []
+            settled = _transcribe(conversation, message, messages)
+            blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
+        return blocks
 
     def _transcript(self) -> tuple[ModelMessage, ...]:
         """The transcript, reusing what earlier model calls of this turn already transcribed: a message

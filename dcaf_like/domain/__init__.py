@@ -3,6 +3,7 @@
 from dcaf_like.domain.audit import Decider, DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.conversation import (
+    ContextSummary,
     Conversation,
     Message,
     MessageContent,
@@ -55,6 +56,7 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalMismatch",
     "ApprovalPolicy",
+    "ContextSummary",
     "Conversation",
     "Decider",
     "DecisionOutcome",

@@ -92,6 +92,15 @@ class TaskRecord:
     note: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ContextSummary:
+    """What the model is told of ``messages[:through]`` once they no longer fit its context window:
+    written by the agent's runtime, kept with the conversation so it is written once."""
+
+    text: str
+    through: int
+
+
 @dataclass(eq=False)
 class Conversation:
     """Aggregate root. Every change goes through a method that checks the rules, records an event
@@ -103,6 +112,7 @@ class Conversation:
     platform_context: PlatformContext = NO_CONTEXT
     session: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
+    summary: ContextSummary | None = None
     version: int = 0
     created_at: float = field(default_factory=time.time)
     events: list[Event] = field(default_factory=list, repr=False)
@@ -353,6 +363,17 @@ class Conversation:
         return record
 
     # -- state ---------------------------------------------------------------------------------
+
+    def summarize(self, text: str, *, through: int) -> ContextSummary:
+        """Keep `text` as the summary of ``messages[:through]``; a summary only ever grows forward."""
+        covered = 0 if self.summary is None else self.summary.through
+        if not covered < through <= len(self.messages):
+            raise DomainError(
+                f"a summary covers messages {covered + 1} to {len(self.messages)}, not up to {through}"
+            )
+        self.summary = ContextSummary(MessageContent(text).text, through)
+        self.version += 1
+        return self.summary
 
     def replace_session(self, values: dict[str, Any]) -> None:
         if values != self.session:

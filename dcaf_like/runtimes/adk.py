@@ -37,7 +37,8 @@ class AdkRuntime(AgentRuntime):
     """``AdkRuntime(Gemini(model="gemini-2.5-flash"))``, ``AdkRuntime(MyLlm())``, or
     ``AdkRuntime("gemini-2.5-flash")`` (a ``Gemini`` with the API key from ``GOOGLE_API_KEY``)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, context_window: int | None = None) -> None:
+        self.context_window = context_window
         try:
             from google.adk.models import BaseLlm
             from google.adk.models.llm_request import LlmRequest

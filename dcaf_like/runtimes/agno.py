@@ -44,7 +44,8 @@ AGNO_MODELS: dict[str, tuple[str, str]] = {
 
 
 class AgnoRuntime(AgentRuntime):
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, context_window: int | None = None) -> None:
+        self.context_window = context_window
         # Agno reports usage to its servers by default; a user who wants that sets AGNO_TELEMETRY.
         os.environ.setdefault("AGNO_TELEMETRY", "false")
         try:

@@ -60,7 +60,9 @@ class BedrockRuntime(AgentRuntime):
         temperature: float | None = None,
         endpoint_url: str | None = None,
         client: Any = None,
+        context_window: int | None = None,
     ) -> None:
+        self.context_window = context_window
         try:
             import botocore.exceptions
         except ImportError as exc:

@@ -43,7 +43,8 @@ CHAT_MODELS: dict[str, tuple[str, str, str]] = {
 
 
 class LangChainRuntime(AgentRuntime):
-    def __init__(self, chat_model: Any) -> None:
+    def __init__(self, chat_model: Any, *, context_window: int | None = None) -> None:
+        self.context_window = context_window
         try:
             from langchain_core.language_models import BaseChatModel
         except ImportError as exc:

@@ -32,6 +32,10 @@ from dcaf_like.runtimes.local_prompts import (
     repeated_call,
 )
 
+# What a chat template adds around each message's text (ChatML: <|im_start|>, the role, a newline,
+# <|im_end|>, a newline).
+TEMPLATE_TOKENS_PER_MESSAGE = 5
+
 # A buffered answer that starts like this may be a tool call: it is not streamed as text.
 _CALL_STARTS = ("{", "[", "`", "<")
 
@@ -64,6 +68,7 @@ class LocalRuntime(AgentRuntime):
         self.model_path = None if model_path is None else Path(model_path).expanduser()
         self.name = f"local:{(self.model_path.name if self.model_path else QWEN_CODER_1_5B.filename)}"
         self.n_ctx = n_ctx
+        self.context_window = n_ctx
         self.n_threads = n_threads
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -100,6 +105,26 @@ class LocalRuntime(AgentRuntime):
                     verbose=False,
                 )
         return self
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` by the model's own tokenizer (llama.cpp's; loads the model)."""
+        with self._lock:
+            self.load()
+            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def count_request_tokens(self, request: ModelRequest) -> int:
+        """The prompt this runtime will send for `request` (its tools prompt, results grouped with
+        the request restated), counted by the model's tokenizer, with the chat template's markers."""
+        with self._lock:
+            self.load()
+            return (
+                sum(
+                    len(self._llm.tokenize(m["content"].encode("utf-8"), add_bos=False, special=True))
+                    + TEMPLATE_TOKENS_PER_MESSAGE
+                    for m in chat_messages(request)
+                )
+                + 3
+            )  # the assistant's turn opened for the answer
 
     # -- calls ------------------------------------------------------------------------------------
 

@@ -65,7 +65,9 @@ class OpenAIRuntime(AgentRuntime):
         options: dict[str, Any] | None = None,
         client: Any = None,
         async_client: Any = None,
+        context_window: int | None = None,
     ) -> None:
+        self.context_window = context_window
         try:
             import openai
         except ImportError as exc:

@@ -16,6 +16,12 @@ from dcaf_like.application.ports import AgentRuntime
 logger = logging.getLogger("dcaf_like.runtimes")
 
 
+def _smallest_window(runtimes: Sequence[AgentRuntime]) -> int | None:
+    """A request may go to any of them: it must fit the smallest window known."""
+    windows = [r.context_window for r in runtimes if r.context_window is not None]
+    return min(windows) if windows else None
+
+
 def _retryable(error: ModelError) -> bool:
     return error.retryable
 
@@ -42,6 +48,14 @@ class FallbackRuntime(AgentRuntime):
         self.runtimes = [resolve_runtime(r) for r in runtimes]
         self.fall_back_on = fall_back_on
         self.name = f"fallback({', '.join(r.name for r in self.runtimes)})"
+        self.context_window = _smallest_window(self.runtimes)
+
+    def count_tokens(self, text: str) -> int:
+        """By the first runtime's tokenizer (the one that answers unless it fails)."""
+        return self.runtimes[0].count_tokens(text)
+
+    def count_request_tokens(self, request: ModelRequest) -> int | None:
+        return self.runtimes[0].count_request_tokens(request)
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
         failures: list[ModelError] = []
@@ -131,6 +145,7 @@ class RoutingRuntime(AgentRuntime):
         self.route = route
         self.runtimes = {key: resolve_runtime(r) for key, r in runtimes.items()}
         self.name = f"router({', '.join(f'{k}={r.name}' for k, r in self.runtimes.items())})"
+        self.context_window = _smallest_window(list(self.runtimes.values()))
 
     def choose(self, request: ModelRequest) -> AgentRuntime:
         key = self.route(request)

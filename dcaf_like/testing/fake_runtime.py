@@ -82,7 +82,8 @@ class FakeRuntime(AgentRuntime):
 
     name = "fake"
 
-    def __init__(self, script: Iterable[ScriptItem] = ()) -> None:
+    def __init__(self, script: Iterable[ScriptItem] = (), *, context_window: int | None = None) -> None:
+        self.context_window = context_window
         self.script: list[ScriptItem] = list(script)
         self.requests: list[ModelRequest] = []
 

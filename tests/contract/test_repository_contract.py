@@ -1,7 +1,8 @@
 """The repository contract: every conversation store passes the same suite.
 
-Adding a store = adding a factory to ``STORES``. Redis is the real server on 127.0.0.1:6379; DynamoDB is
-moto's emulator on a loopback port.
+Adding a store = adding a factory to ``STORES``. Redis is the real server on 127.0.0.1:6379, PostgreSQL the
+real server on 127.0.0.1:5432 (in a database of the session's own); DynamoDB is moto's emulator on a
+loopback port.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dcaf_like.domain import (
 Factory = Callable[..., ConversationRepository]
 """``make(namespace="default", **options)``: a repository on the store under test."""
 
-STORES = ["memory", "sqlite", "redis", "dynamodb"]
+STORES = ["memory", "sqlite", "redis", "dynamodb", "postgres"]
 
 
 @pytest.fixture(params=STORES)
@@ -56,6 +57,12 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
             prefix = request.getfixturevalue("redis_prefix")
             url = request.getfixturevalue("redis_url")
             repository = RedisConversationRepository(url, prefix=prefix, namespace=namespace, **options)
+        elif kind == "postgres":
+            from dcaf_like import PostgresConversationRepository
+
+            url = request.getfixturevalue("postgres_url")
+            table = request.getfixturevalue("postgres_table")
+            repository = PostgresConversationRepository(url, table=table, namespace=namespace, **options)
         else:
             from dcaf_like import DynamoDBConversationRepository
 
@@ -110,6 +117,7 @@ def full_conversation(conversation_id: str | None = None) -> Conversation:
         calls["edited"], by="carol", edited_input=ToolInput.of({"name": "web-2", "namespace": "prod"})
     )
     c.approve_tool_call(calls["approved"], by="dave", at=1_700_000_006.0)
+    c.summarize("The user asked to clean up the crashing pods.", through=1)
     c.collect_events()
     return c
 
@@ -148,6 +156,11 @@ def test_every_domain_field_survives_a_round_trip(make: Factory) -> None:
     assert failed.note == "the model timed out"
     assert (current.id, current.first_message, current.outcome) == (f"{original.id}~2", 0, None)
     assert loaded.task(current.id).opened_at == 1_700_000_000.75
+    assert loaded.summary is not None
+    assert (loaded.summary.text, loaded.summary.through) == (
+        "The user asked to clean up the crashing pods.",
+        1,
+    )
 
 
 def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:
@@ -334,7 +347,7 @@ def test_conversations_are_isolated_from_each_other(make: Factory) -> None:
 
 
 @pytest.mark.parametrize(
-    "make", ["sqlite", "redis", "dynamodb"], indirect=True
+    "make", ["sqlite", "redis", "dynamodb", "postgres"], indirect=True
 )  # memory: one process, no sharing
 def test_namespaces_sharing_a_store_do_not_see_each_other(make: Factory) -> None:
     ops = make(namespace="ops-agent")

@@ -112,10 +112,13 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "DCAF_STORE"}
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'conversations.sqlite3'}"
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        return f"{url}?table={request.getfixturevalue('postgres_table')}"
     url = request.getfixturevalue("redis_url")
     prefix = request.getfixturevalue("redis_prefix")
     return f"{url}?prefix={prefix}"

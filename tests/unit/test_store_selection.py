@@ -69,7 +69,10 @@ def test_memory_url_and_a_repository_pass_through():
 @pytest.mark.parametrize(
     ("url", "complaint"),
     [
-        ("postgres://user:pw@db/x", "no store for 'postgres://user:***@db/x'"),
+        ("mysql://user:pw@db/x", "no store for 'mysql://user:***@db/x'"),
+        ("postgres://user:pw@db/x?tabel=t", 'invalid URI query parameter: "tabel"'),
+        ("postgresql://user:pw@db/x?table=Robert');DROP", "table must be a lower-case SQL name"),
+        ("postgresql://user:pw@db/x?pool_max=many", "pool_max must be a number, not 'many'"),
         ("sqlite://host/x.db", "sqlite:///relative/path"),
         ("sqlite:///x.db?prefix=a", "does not take prefix"),
         ("redis://:s3cret@127.0.0.1:6379/0?ttl=soon", "ttl must be seconds, not 'soon'"),

@@ -1,0 +1,281 @@
+"""What the model reads of a conversation: the transcript, fitted to the model's context window.
+
+A policy sees the conversation as *blocks*, one per stored message: a user turn, or an assistant turn
+followed by the results of its calls. A block is never split, so a tool call is never separated from
+its result. :class:`ContextWindow`, the default, keeps the system prompt, every block holding a call
+that is not settled yet and the newest blocks that fit; the oldest exchanges go first. With
+``summarize=True`` what it drops is summarized once by the agent's own runtime, and the summary is
+stored with the conversation (:class:`~dcaf_like.domain.ContextSummary`) for later turns to reuse.
+
+Tokens are counted with the runtime's tokenizer (:meth:`AgentRuntime.count_tokens`); a runtime without
+one estimates a token per four characters, rounded up (:func:`estimate_tokens`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dcaf_like.application.model import (
+    AssistantTurn,
+    ModelMessage,
+    ModelRequest,
+    ToolResult,
+    ToolSpec,
+    UserTurn,
+)
+from dcaf_like.domain import ContextSummary
+
+#: Characters per token of the estimate used when a runtime has no tokenizer of its own.
+CHARS_PER_TOKEN = 4
+#: Tokens a message costs besides its text (role markers and separators of a chat template).
+MESSAGE_OVERHEAD = 8
+
+TokenCounter = Callable[[str], int]
+
+
+def estimate_tokens(text: str) -> int:
+    """A token per four characters, rounded up: close for English and code with BPE tokenizers, and
+    on the safe side for JSON."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One stored message as the model reads it (never split): `index` in the conversation's messages,
+    `pinned` when it holds a call that is not settled yet."""
+
+    index: int
+    messages: tuple[ModelMessage, ...]
+    user: bool
+    pinned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ContextView:
+    """What a policy fits: the request as it would be sent whole, split into blocks."""
+
+    system: str
+    tools: tuple[ToolSpec, ...]
+    blocks: Sequence[Block]
+    summary: ContextSummary | None
+    #: The model's context window in tokens (the policy's own, else the runtime's).
+    window: int
+    count: TokenCounter
+    #: Tokens of a whole request as the runtime sends it, when it can tell (else None).
+    measure: Callable[[ModelRequest], int | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A policy's answer: the system prompt and messages to send, or first a summary to write.
+
+    When `summarize` is set, the turn asks the runtime for it, stores the answer as the summary of
+    ``messages[:through]`` and asks the policy again."""
+
+    system: str
+    messages: tuple[ModelMessage, ...]
+    summarize: ModelRequest | None = None
+    through: int = 0
+
+
+class ContextPolicy(ABC):
+    """Decides what part of a conversation the model reads on each call (``Agent(context=...)``)."""
+
+    #: The window in tokens; None takes the runtime's (``runtime.context_window``).
+    window: int | None = None
+
+    @abstractmethod
+    def fit(self, view: ContextView) -> Fitted: ...
+
+
+SUMMARY_SYSTEM = (
+    "You keep the memory of a long operations conversation. Summarize what was asked, what was done "
+    "(tools run, their results, what was approved or rejected) and what is still open, in at most "
+    "120 words of plain text. Keep names, namespaces, identifiers and numbers exactly."
+)
+SUMMARY_HEADER = "Summary of the earlier part of this conversation, which is no longer shown:\n"
+DROPPED_NOTE = (
+    "{n} earlier messages of this conversation are not shown: they did not fit the model's context window."
+)
+
+
+class ContextWindow(ContextPolicy):
+    """The default policy: the newest exchanges that fit, never a call without its result.
+
+    `reserve` tokens are left for the answer, and `margin` (a fraction of the window) for what the
+    count misses: a runtime's own wrapping of messages (the local model restates the request after
+    tool results: ~3% of its prompt), or an estimate's error. The transcript is cut at the start of
+    an exchange (a user's message) on a boundary that moves a quarter of the budget at a time, so
+    consecutive calls send the same beginning (a local model reuses what it already read of it).
+    When even the latest exchange does not fit, its oldest tool rounds go, its user message stays.
+    With `summarize`, what is cut is summarized first, once, by the agent's runtime.
+    """
+
+    def __init__(
+        self, window: int | None = None, *, reserve: int = 512, margin: float = 0.05, summarize: bool = False
+    ) -> None:
+        if reserve < 0 or not 0 <= margin < 1:
+            raise ValueError(
+                "reserve is a number of tokens (0 or more), margin a fraction of the window (0 to 1)"
+            )
+        if window is not None and window - reserve - math.ceil(window * margin) <= 0:
+            raise ValueError(f"a context window of {window} tokens leaves nothing after reserving {reserve}")
+        self.window = window
+        self.reserve = reserve
+        self.margin = margin
+        self.summarize = summarize
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextWindow(window={self.window}, reserve={self.reserve}, margin={self.margin}, "
+            f"summarize={self.summarize})"
+        )
+
+    def fit(self, view: ContextView) -> Fitted:
+        """Fitted by the counts of each message; then, when the runtime can measure the whole request
+        as it sends it (the local model renders its own prompt), cut again by what was over."""
+        room = view.window - self.reserve - math.ceil(view.window * self.margin)
+        target = room
+        for _ in range(6):
+            fitted = self._fit(view, target)
+            if fitted.summarize is not None or view.measure is None:
+                return fitted
+            measured = view.measure(ModelRequest(fitted.system, fitted.messages, view.tools))
+            if measured is None or measured <= room:
+                return fitted
+            # The counts fell short by measured / counted: fit again with the room scaled down by that.
+            counted = system_cost(fitted.system, view.tools, view.count) + sum(
+                view.count(message_text(m)) + MESSAGE_OVERHEAD for m in fitted.messages
+            )
+            target = min(target - 1, int(counted * room / measured * 0.99))
+        return fitted
+
+    def _fit(self, view: ContextView, room: int) -> Fitted:
+        count = view.count
+        covered = 0 if view.summary is None else view.summary.through
+        blocks = [b for b in view.blocks if b.index >= covered or b.pinned]
+        costs = [block_cost(b, count) for b in blocks]
+        system = with_summary(view.system, view.summary)
+        budget = room - system_cost(system, view.tools, count)
+        if sum(costs) <= budget:
+            return Fitted(system, _messages(blocks))
+        if view.summary is None:  # say that something is left out, in the room it takes
+            budget -= count(DROPPED_NOTE.format(n=len(blocks))) + 1
+        # A summary costs a model call: cut to half the budget, so that it is needed rarely.
+        keep = cut(blocks, costs, budget // 2 if self.summarize else budget)
+        kept = [b for b, k in zip(blocks, keep, strict=True) if k]
+        through = next((b.index for b in kept if not b.pinned), blocks[-1].index if blocks else 0)
+        if view.summary is None:
+            note = DROPPED_NOTE.format(n=len(blocks) - len(kept))
+            fitted = Fitted(_joined(system, note), _messages(kept))
+        else:
+            fitted = Fitted(system, _messages(kept))
+        if not self.summarize or through <= covered:
+            return fitted
+        dropped = [b for b, k in zip(blocks, keep, strict=True) if not k and b.index < through]
+        request = summary_request(view.summary, dropped, room, count)
+        return Fitted(fitted.system, fitted.messages, summarize=request, through=through)
+
+
+def cut(blocks: Sequence[Block], costs: Sequence[int], budget: int) -> list[bool]:
+    """Which blocks to keep within `budget`: the pinned ones, and the newest exchanges that fit.
+
+    An exchange starts at a user's message. The cut is made at the first exchange to start in a new
+    quarter of the budget (counted from the first block), so it stays where it is while the
+    conversation grows by less than a quarter, then moves a quarter at once. When even the latest
+    exchange does not fit, its oldest rounds go; its user message and its newest round stay."""
+    n = len(blocks)
+    users = [i for i, b in enumerate(blocks) if b.user]
+    last = users[-1] if users else 0
+    after = [0] * (n + 1)  # after[i]: cost of blocks[i:]
+    for i in range(n - 1, -1, -1):
+        after[i] = after[i + 1] + costs[i]
+    page = max(1, budget // 4)
+    pinned_before = 0
+    page_of_last_cut = 0
+    for i in range(1, last + 1):
+        pinned_before += costs[i - 1] if blocks[i - 1].pinned else 0
+        if not blocks[i].user:
+            continue
+        before = after[0] - after[i]
+        if before // page == page_of_last_cut and i != last:
+            continue  # not the first exchange of a new quarter: cutting here would move every call
+        page_of_last_cut = before // page
+        if after[i] + pinned_before <= budget:
+            return [j >= i or blocks[j].pinned for j in range(n)]
+    keep = [j >= last or blocks[j].pinned for j in range(n)]
+    total = sum(c for c, k in zip(costs, keep, strict=True) if k)
+    for j in range(last, n - 1):
+        if total <= budget:
+            break
+        if blocks[j].pinned or (j == last and blocks[j].user):
+            continue
+        keep[j] = False
+        total -= costs[j]
+    return keep
+
+
+def _messages(blocks: Sequence[Block]) -> tuple[ModelMessage, ...]:
+    return tuple(m for b in blocks for m in b.messages)
+
+
+def _joined(system: str, extra: str) -> str:
+    return f"{system.rstrip()}\n\n{extra}" if system.strip() else extra
+
+
+def with_summary(system: str, summary: ContextSummary | None) -> str:
+    return system if summary is None else _joined(system, SUMMARY_HEADER + summary.text)
+
+
+def message_text(message: ModelMessage) -> str:
+    """The text of a message as a tokenizer should count it."""
+    if isinstance(message, AssistantTurn):
+        calls = " ".join(
+            f"{c.name} {json.dumps(dict(c.arguments), ensure_ascii=False)}" for c in message.tool_calls
+        )
+        return f"{message.text} {calls}" if calls else message.text
+    if isinstance(message, ToolResult):
+        return f"{message.tool_name}: {message.content}"
+    return message.text
+
+
+def block_cost(block: Block, count: TokenCounter) -> int:
+    return sum(count(message_text(m)) + MESSAGE_OVERHEAD for m in block.messages)
+
+
+def system_cost(system: str, tools: Sequence[ToolSpec], count: TokenCounter) -> int:
+    specs = json.dumps(
+        [{"name": t.name, "description": t.description, "parameters": t.input_schema} for t in tools],
+        ensure_ascii=False,
+    )
+    return count(system) + (count(specs) if tools else 0) + MESSAGE_OVERHEAD
+
+
+def summary_request(
+    previous: ContextSummary | None, dropped: Sequence[Block], limit: int, count: TokenCounter
+) -> ModelRequest:
+    """What the runtime is asked to summarize: the previous summary, then the dropped messages as
+    lines, the oldest left out first when they do not all fit the window."""
+    lines = [f"{_speaker(m)}: {message_text(m)}" for b in dropped for m in b.messages]
+    head = [f"Summary so far: {previous.text}"] if previous is not None else []
+    room = limit - count(SUMMARY_SYSTEM) - count(" ".join(head)) - 2 * MESSAGE_OVERHEAD
+    costs = [count(line) + 1 for line in lines]
+    total = sum(costs)
+    first = 0
+    while total > room and first < len(lines) - 1:
+        total -= costs[first]
+        first += 1
+    text = "\n".join([*head, *lines[first:]])
+    return ModelRequest(system=SUMMARY_SYSTEM, messages=(UserTurn(text),))
+
+
+def _speaker(message: ModelMessage) -> str:
+    if isinstance(message, UserTurn):
+        return "User"
+    if isinstance(message, ToolResult):
+        return f"Result of {message.tool_name}" if not message.is_error else f"Error from {message.tool_name}"
+    return "Assistant"

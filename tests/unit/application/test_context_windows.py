@@ -1,0 +1,315 @@
+"""What the model reads of a long conversation: the transcript fitted to the runtime's context window."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from dcaf_like import (
+    Agent,
+    AssistantTurn,
+    ContextPolicy,
+    ContextWindow,
+    FallbackRuntime,
+    InMemoryConversationRepository,
+    ModelRequest,
+    ToolResult,
+    UserTurn,
+)
+from dcaf_like.application.context import (
+    SUMMARY_HEADER,
+    SUMMARY_SYSTEM,
+    Block,
+    ContextView,
+    Fitted,
+    block_cost,
+    estimate_tokens,
+    system_cost,
+)
+from dcaf_like.domain import Conversation, DomainError
+from dcaf_like.testing import FakeRuntime, tool_call
+
+SYSTEM = "You operate Kubernetes."
+
+
+def question(n: int) -> str:
+    return f"question {n}: " + "is the cluster healthy and which pods crash in namespace prod? " * 2
+
+
+def answer(n: int) -> str:
+    return f"answer {n}: " + "web-2 is in CrashLoopBackOff since 10:42 (OOMKilled); the rest run. " * 2
+
+
+def chatty_agent(window: int | None, turns: int, *, context: ContextPolicy | None = None, **kwargs):
+    """An agent whose runtime has `window` tokens, after `turns` question-and-answer turns."""
+    runtime = FakeRuntime([answer(n) for n in range(turns)], context_window=window)
+    agent = Agent(system=SYSTEM, runtime=runtime, context=context, **kwargs)
+    conversation_id = None
+    for n in range(turns):
+        conversation_id = agent.run(question(n), conversation_id=conversation_id).conversation_id
+    return agent, runtime, conversation_id
+
+
+def tokens(request: ModelRequest) -> int:
+    """What the request costs by the estimate the policy uses (FakeRuntime has no tokenizer)."""
+    blocks = [Block(0, (m,), isinstance(m, UserTurn)) for m in request.messages]
+    return system_cost(request.system, request.tools, estimate_tokens) + sum(
+        block_cost(b, estimate_tokens) for b in blocks
+    )
+
+
+def texts(request: ModelRequest) -> list[str]:
+    return [m.content if isinstance(m, ToolResult) else m.text for m in request.messages]
+
+
+def assert_every_call_is_with_its_result(request: ModelRequest) -> None:
+    messages = request.messages
+    for i, message in enumerate(messages):
+        if isinstance(message, AssistantTurn) and message.tool_calls:
+            following = [m.call_id for m in messages[i + 1 : i + 1 + len(message.tool_calls)]]
+            assert following == [c.id for c in message.tool_calls]
+        if isinstance(message, ToolResult):
+            proposer = next(m for m in reversed(messages[:i]) if isinstance(m, AssistantTurn))
+            assert message.call_id in [c.id for c in proposer.tool_calls]
+
+
+# -- the estimate ---------------------------------------------------------------------------------
+
+
+def test_the_estimate_is_a_token_per_four_characters_rounded_up():
+    assert [estimate_tokens(t) for t in ("", "a", "abcd", "abcde", "x" * 400)] == [0, 1, 1, 2, 100]
+
+
+def test_a_runtime_without_a_tokenizer_counts_by_the_estimate_and_knows_no_window():
+    runtime = FakeRuntime()
+
+    assert runtime.count_tokens("abcdefgh") == 2
+    assert runtime.context_window is None
+
+
+# -- fitting ---------------------------------------------------------------------------------------
+
+
+def test_without_a_known_window_the_whole_transcript_is_sent():
+    _, runtime, _ = chatty_agent(None, 40)
+
+    assert len(runtime.requests[-1].messages) == 2 * 40 - 1
+    assert runtime.requests[-1].system == SYSTEM
+
+
+def test_the_oldest_turns_go_first_and_the_system_prompt_and_latest_question_stay():
+    _, runtime, _ = chatty_agent(1500, 40)
+
+    last = runtime.requests[-1]
+    sent = texts(last)
+    assert tokens(last) <= 1500 - 512
+    assert last.system.startswith(SYSTEM)
+    assert sent[-1] == question(39)
+    assert answer(0) not in sent
+    assert question(0) not in sent
+    assert isinstance(last.messages[0], UserTurn)  # cut where an exchange begins
+    # What is kept is the newest part, without a hole.
+    first = int(sent[0].split(":")[0].split()[1])
+    assert sent == [t for n in range(first, 40) for t in (question(n), answer(n))][:-1]
+    assert f"{2 * first} earlier messages of this conversation are not shown" in last.system
+
+
+def test_the_cut_stays_put_while_the_conversation_grows_by_less_than_a_quarter_of_the_budget():
+    _, runtime, _ = chatty_agent(1500, 60)
+
+    firsts = [texts(r)[0] for r in runtime.requests if tokens(r) > 700]
+    changes = sum(1 for a, b in itertools.pairwise(firsts) if a != b)
+    # A quarter of the budget is ~247 tokens, a turn ~88: the cut moves every third turn, not every call.
+    assert 0 < changes <= len(firsts) // 2
+
+
+def test_a_tool_call_is_never_separated_from_its_result(cluster):
+    script = []
+    for n in range(30):
+        script += [tool_call("list_pods", namespace="prod"), answer(n)]
+    runtime = FakeRuntime(script, context_window=1200)
+    agent = Agent(tools=cluster.tools(), system=SYSTEM, runtime=runtime)
+    conversation_id = None
+    for n in range(30):
+        conversation_id = agent.run(question(n), conversation_id=conversation_id).conversation_id
+
+    for request in runtime.requests:
+        assert_every_call_is_with_its_result(request)
+        assert tokens(request) <= 1200 - 512 or len(request.messages) <= 3
+    assert answer(0) not in texts(runtime.requests[-1])
+
+
+def test_when_the_latest_exchange_alone_is_too_long_its_oldest_rounds_go_and_its_question_stays(cluster):
+    rounds = 12
+    script = [tool_call("list_pods", namespace=f"ns-{n}") for n in range(rounds)] + ["done"]
+    runtime = FakeRuntime(script, context_window=900)
+    agent = Agent(tools=cluster.tools(), system=SYSTEM, runtime=runtime, max_iterations=rounds + 1)
+
+    agent.run("list the pods of every namespace, one at a time")
+
+    last = runtime.requests[-1]
+    assert texts(last)[0] == "list the pods of every namespace, one at a time"
+    assert_every_call_is_with_its_result(last)
+    assert last.messages[-2].tool_calls[0].arguments == {"namespace": f"ns-{rounds - 1}"}  # type: ignore[union-attr]
+    assert len(last.messages) < 1 + 2 * rounds
+    assert tokens(last) <= 900 - 512
+
+
+def test_a_runtime_that_measures_its_whole_prompt_gets_one_that_fits_by_that_measure():
+    class Wrapping(FakeRuntime):
+        """Adds 15 tokens of its own around every message, which the per-message count cannot see."""
+
+        def count_request_tokens(self, request: ModelRequest) -> int:
+            return tokens(request) + 15 * len(request.messages)
+
+    runtime = Wrapping([answer(n) for n in range(40)], context_window=3000)
+    agent = Agent(system=SYSTEM, runtime=runtime)
+    conversation_id = None
+    for n in range(40):
+        conversation_id = agent.run(question(n), conversation_id=conversation_id).conversation_id
+
+    room = 3000 - 512 - 150  # the reserve, and the 5% margin
+    assert all(runtime.count_request_tokens(r) <= room for r in runtime.requests)
+    assert tokens(runtime.requests[-1]) < room - 300  # what the per-message count alone would send
+
+
+def test_a_call_still_waiting_for_its_result_is_always_kept():
+    calls = (tool_call("delete_pod", name="web-1"),)
+    waiting = Block(0, (UserTurn("delete web-1"),), user=True)
+    pending = Block(1, (AssistantTurn("", calls),), user=False, pinned=True)
+    later = [
+        Block(2 + n, (UserTurn(question(n)) if n % 2 == 0 else AssistantTurn(answer(n)),), user=n % 2 == 0)
+        for n in range(30)
+    ]
+    view = ContextView(SYSTEM, (), [waiting, pending, *later], None, 1000, estimate_tokens)
+
+    fitted = ContextWindow().fit(view)
+
+    assert fitted.messages[0] == AssistantTurn("", calls)
+    assert UserTurn("delete web-1") not in fitted.messages
+    assert fitted.messages[-1] == later[-1].messages[0]
+
+
+def test_a_window_smaller_than_the_reserve_is_refused():
+    with pytest.raises(ValueError, match="leaves nothing"):
+        ContextWindow(512, reserve=512)
+
+
+def test_the_policys_own_window_wins_over_the_runtimes():
+    _, runtime, _ = chatty_agent(None, 30, context=ContextWindow(1200, reserve=200))
+
+    assert tokens(runtime.requests[-1]) <= 1000
+    assert len(runtime.requests[-1].messages) < 2 * 30 - 1
+
+
+def test_a_policy_is_pluggable():
+    class LatestOnly(ContextPolicy):
+        window = 100_000
+
+        def fit(self, view: ContextView) -> Fitted:
+            return Fitted(view.system, view.blocks[-1].messages)
+
+    _, runtime, _ = chatty_agent(None, 3, context=LatestOnly())
+
+    assert texts(runtime.requests[-1]) == [question(2)]
+
+
+def test_a_fallback_runtime_fits_the_smallest_window_it_may_use():
+    runtime = FallbackRuntime(
+        [FakeRuntime(context_window=8000), FakeRuntime(), FakeRuntime(context_window=4000)]
+    )
+
+    assert runtime.context_window == 4000
+
+
+# -- summaries --------------------------------------------------------------------------------------
+
+
+class Summarizing(FakeRuntime):
+    """Answers a summary request with a summary naming how many lines it read, the rest from the script."""
+
+    def __init__(self, script, window: int) -> None:
+        super().__init__(script, context_window=window)
+        self.summaries: list[ModelRequest] = []
+
+    def invoke(self, request: ModelRequest) -> object:  # type: ignore[override]
+        if request.system == SUMMARY_SYSTEM:
+            self.summaries.append(request)
+            lines = request.messages[0].text.splitlines()  # type: ignore[union-attr]
+            from dcaf_like import ModelResponse
+
+            return ModelResponse(text=f"summary of {len(lines)} lines")
+        return super().invoke(request)
+
+
+def test_what_is_dropped_is_summarized_once_by_the_runtime_and_stored_with_the_conversation():
+    store = InMemoryConversationRepository()
+    runtime = Summarizing([answer(n) for n in range(40)], window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, repository=store, context=ContextWindow(summarize=True))
+    conversation_id = agent.run(question(0)).conversation_id
+    n = 1
+    while not runtime.summaries:
+        agent.run(question(n), conversation_id=conversation_id)
+        n += 1
+    stored = store.get(conversation_id)
+    assert stored is not None
+    assert stored.summary is not None
+    summary = stored.summary
+
+    agent.run(question(n), conversation_id=conversation_id)  # the next turn reads the stored summary
+
+    assert len(runtime.summaries) == 1
+    asked = runtime.summaries[0].messages[0].text  # type: ignore[union-attr]
+    assert asked.startswith(f"User: {question(0)}\nAssistant: {answer(0)}")
+    assert asked.count("User: ") == summary.through // 2
+    last = runtime.requests[-1]
+    assert last.system == f"{SYSTEM}\n\n{SUMMARY_HEADER}{summary.text}"
+    assert texts(last)[0] == question(summary.through // 2)
+    assert tokens(last) <= 1500 - 512
+    again = store.get(conversation_id)
+    assert again is not None
+    assert again.summary == summary
+
+
+def test_a_later_summary_builds_on_the_stored_one():
+    runtime = Summarizing([answer(n) for n in range(60)], window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, context=ContextWindow(summarize=True))
+    conversation_id = agent.run(question(0)).conversation_id
+    for n in range(1, 60):
+        agent.run(question(n), conversation_id=conversation_id)
+
+    assert len(runtime.summaries) >= 2
+    first, second = runtime.summaries[:2]
+    assert first.messages[0].text.startswith("User: ")  # type: ignore[union-attr]
+    assert second.messages[0].text.startswith("Summary so far: summary of ")  # type: ignore[union-attr]
+
+
+def test_a_summary_only_ever_grows_forward():
+    conversation = Conversation.start()
+    for n in range(4):
+        conversation.add_user_message(question(n))
+    conversation.summarize("the first two", through=2)
+
+    with pytest.raises(DomainError):
+        conversation.summarize("back to one", through=1)
+    with pytest.raises(DomainError):
+        conversation.summarize("past the end", through=5)
+    conversation.summarize("the first three", through=3)
+    assert conversation.summary is not None
+    assert conversation.summary.through == 3
+
+
+async def test_an_async_streamed_turn_fits_and_summarizes_like_a_sync_one():
+    runtime = Summarizing([answer(n) for n in range(30)], window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, context=ContextWindow(summarize=True))
+    conversation_id = (await agent.arun(question(0))).conversation_id
+    for n in range(1, 16):
+        async for _ in agent.arun_stream(question(n), conversation_id=conversation_id):
+            pass
+
+    stored = agent.conversation(conversation_id)
+    assert stored is not None
+    assert stored.summary is not None
+    assert len(runtime.summaries) == 1
+    assert tokens(runtime.requests[-1]) <= 1500 - 512
