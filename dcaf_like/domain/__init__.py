@@ -12,11 +12,13 @@ from dcaf_like.domain.conversation import (
 from dcaf_like.domain.errors import (
     ApprovalExpired,
     ApprovalMismatch,
+    ContextChanged,
     DomainError,
     DuplicateToolCall,
     EditNotAllowed,
     IllegalTransition,
     PendingToolCalls,
+    PolicyDenied,
     UnknownTask,
     UnknownToolCall,
 )
@@ -41,6 +43,7 @@ from dcaf_like.domain.policy import (
 )
 from dcaf_like.domain.session import Session
 from dcaf_like.domain.tool_call import (
+    DeciderKind,
     InvalidToolInput,
     ToolCall,
     ToolCallId,
@@ -53,7 +56,9 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalMismatch",
     "ApprovalPolicy",
+    "ContextChanged",
     "Conversation",
+    "DeciderKind",
     "DomainError",
     "DuplicateToolCall",
     "EditNotAllowed",
@@ -67,6 +72,7 @@ __all__ = [
     "NO_CONTEXT",
     "PlatformContext",
     "PolicyDecision",
+    "PolicyDenied",
     "Role",
     "Rule",
     "Session",
