@@ -60,11 +60,13 @@ from dcaf_like.domain import (
     ApprovalExpired,
     ApprovalMismatch,
     ApprovalPolicy,
+    ContextChanged,
     DomainError,
     EditNotAllowed,
     IllegalTransition,
     PendingToolCalls,
     PlatformContext,
+    PolicyDenied,
     Session,
     UnknownToolCall,
     argument_in,
@@ -72,7 +74,7 @@ from dcaf_like.domain import (
     deny,
     require_approval,
 )
-from dcaf_like.function_agent import AgentContext, FunctionAgent
+from dcaf_like.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
 from dcaf_like.serving import create_app, serve
@@ -117,6 +119,7 @@ __all__ = [
     "ApprovalRequired",
     "AssistantTurn",
     "ConcurrencyConflict",
+    "ContextChanged",
     "ConversationNotFound",
     "ConversationRepository",
     "DomainError",
@@ -141,6 +144,7 @@ __all__ = [
     "PendingApproval",
     "PendingToolCalls",
     "PlatformContext",
+    "PolicyDenied",
     "ReasoningDelta",
     "RedisConversationRepository",
     "RemoteAgent",
@@ -171,6 +175,7 @@ __all__ = [
     "ToolsetUnavailable",
     "UnknownTool",
     "UnknownToolCall",
+    "UnverifiedDecision",
     "Usage",
     "UserTurn",
     "__version__",

@@ -109,6 +109,8 @@ def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
         c.finished_at,
         c.policy_reason,
         tuple(c.secret_arguments),
+        c.context_fingerprint,
+        c.decided_by_kind,
     )
 
 
@@ -151,4 +153,6 @@ def _thaw_call(c: tuple[Any, ...]) -> ToolCall:
         c[15],
         c[16],
         frozenset(c[17]),
+        c[18],
+        c[19],
     )

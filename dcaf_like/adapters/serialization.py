@@ -12,6 +12,7 @@ from typing import Any
 from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.domain import (
     Conversation,
+    DeciderKind,
     Message,
     MessageContent,
     PlatformContext,
@@ -61,7 +62,8 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
 def conversation_from_dict(data: dict[str, Any]) -> Conversation:
     if data.get("format") != FORMAT:
         raise ValueError(f"unknown conversation format {data.get('format')!r}")
-    calls = [_call_from_dict(c) for c in data["tool_calls"]]
+    context = PlatformContext(data["platform_context"])
+    calls = [_call_from_dict(c, context) for c in data["tool_calls"]]
     return Conversation(
         id=data["id"],
         messages=[
@@ -69,7 +71,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
             for m in data["messages"]
         ],
         tool_calls={c.id.value: c for c in calls},
-        platform_context=PlatformContext(data["platform_context"]),
+        platform_context=context,
         session=dict(data["session"]),
         # Absent from conversations stored before tasks existed.
         tasks={t["id"]: _task_from_dict(t) for t in data.get("tasks", ())},
@@ -98,11 +100,14 @@ def _call_to_dict(call: ToolCall) -> dict[str, Any]:
         "finished_at": call.finished_at,
         "policy_reason": call.policy_reason,
         "secret_arguments": sorted(call.secret_arguments),
+        "context_fingerprint": call.context_fingerprint,
+        "decided_by_kind": None if call.decided_by_kind is None else call.decided_by_kind.value,
     }
 
 
-def _call_from_dict(data: dict[str, Any]) -> ToolCall:
+def _call_from_dict(data: dict[str, Any], context: PlatformContext) -> ToolCall:
     approved = data["approved_input"]
+    decided_by, kind = data["decided_by"], data.get("decided_by_kind")
     return ToolCall(
         id=ToolCallId(data["id"]),
         name=data["name"],
@@ -114,7 +119,7 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         expires_at=data["expires_at"],
         status=_STATUSES[data["status"]],
         approved_input=None if approved is None else ToolInput(approved),
-        decided_by=data["decided_by"],
+        decided_by=decided_by,
         decided_at=data["decided_at"],
         decision_note=data["decision_note"],
         result=data["result"],
@@ -122,6 +127,22 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         finished_at=data["finished_at"],
         policy_reason=data["policy_reason"],
         secret_arguments=frozenset(data.get("secret_arguments", ())),  # absent before secrets were marked
+        # Absent before approvals were bound to a context: the conversation's stored context is the one
+        # of its last turn, the turn that proposed the calls still waiting.
+        context_fingerprint=data.get("context_fingerprint", context.fingerprint),
+        decided_by_kind=_KINDS[kind] if kind is not None else _kind_of_old_record(decided_by),
+    )
+
+
+_KINDS = {kind.value: kind for kind in DeciderKind}
+
+
+def _kind_of_old_record(decided_by: str | None) -> DeciderKind | None:
+    """What decided a call stored before kinds were recorded, told by the names the server used."""
+    if decided_by is None:
+        return None
+    return {"policy": DeciderKind.POLICY, "system": DeciderKind.SYSTEM, "approver": DeciderKind.APPROVER}.get(
+        decided_by, DeciderKind.HUMAN
     )
 
 
@@ -195,7 +216,9 @@ def _encode_call(c: ToolCall) -> str:
         f'"decision_note":{_optional_string(c.decision_note)},"result":{_optional_string(c.result)},'
         f'"error":{_optional_string(c.error)},"finished_at":{_optional_number(c.finished_at)},'
         f'"policy_reason":{_optional_string(c.policy_reason)},'
-        f'"secret_arguments":[{",".join(map(_string, sorted(c.secret_arguments)))}]}}'
+        f'"secret_arguments":[{",".join(map(_string, sorted(c.secret_arguments)))}],'
+        f'"context_fingerprint":{_optional_string(c.context_fingerprint)},'
+        f'"decided_by_kind":{"null" if c.decided_by_kind is None else _string(c.decided_by_kind)}}}'
     )
 
 

@@ -10,7 +10,13 @@ from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
-from dcaf_like.application.errors import ApplicationError, InvalidRequest, ModelError, UnknownTool
+from dcaf_like.application.errors import (
+    ApplicationError,
+    InvalidRequest,
+    ModelError,
+    UnknownTool,
+    scrub_exception,
+)
 from dcaf_like.application.events import Done, RunFailed, StreamEvent
 from dcaf_like.application.model import ModelCompleted, ModelRequest, ModelResponse
 from dcaf_like.application.ports import (
@@ -37,12 +43,15 @@ from dcaf_like.domain import (
     NO_CONTEXT,
     ApprovalPolicy,
     Conversation,
+    DeciderKind,
     DomainError,
     EditNotAllowed,
     PlatformContext,
     Role,
     ToolInput,
 )
+from dcaf_like.domain.context import secret_values
+from dcaf_like.domain.conversation import new_conversation_id
 
 InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
@@ -124,6 +133,7 @@ class AgentService:
             _finish_turn(turn, response)
             return response
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -149,6 +159,7 @@ class AgentService:
             _finish_turn(turn, response)
             yield Done(response)
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -157,8 +168,11 @@ class AgentService:
     def _begin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
         runs, so a call is never run twice); returns the version the turn's save expects."""
-        stored = self.repository.get(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn, emits=emits)
+        # A new conversation's id is looked up too: a store that cannot be used fails the turn here,
+        # before the model is called or a tool runs.
+        conversation_id = request.conversation_id or new_conversation_id()
+        stored = self.repository.get(conversation_id)
+        prepared = self._prepare(request, conversation_id, stored, turn, emits=emits)
         if not prepared.claim:
             return prepared, prepared.expected_version
         self.repository.save(prepared.conversation, prepared.expected_version)
@@ -252,6 +266,7 @@ class AgentService:
             _finish_turn(turn, response)
             return response
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -272,6 +287,7 @@ class AgentService:
                     _finish_turn(turn, event.response)
                 yield event
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -307,8 +323,9 @@ class AgentService:
         yield Done(response)
 
     async def _abegin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
-        stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
-        prepared = self._prepare(request, stored, turn, emits=emits)
+        conversation_id = request.conversation_id or new_conversation_id()  # looked up, as in _begin
+        stored = await self.repository.aget(conversation_id)
+        prepared = self._prepare(request, conversation_id, stored, turn, emits=emits)
         if not prepared.claim:
             return prepared, prepared.expected_version
         await self.repository.asave(prepared.conversation, prepared.expected_version)
@@ -389,19 +406,35 @@ class AgentService:
         attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
         return self.tracer.start("dcaf.tool", attributes, turn)
 
+    def _scrub(self, exc: BaseException, request: AgentRequest) -> None:
+        """Remove the runtime's secrets (its API key) and the request's credentials from the failure's
+        text, and from the exceptions it was raised from, before anyone reports or logs it."""
+        secrets = [*self.runtime.secret_values(), *secret_values(request.platform_context)]
+        if secrets:
+            scrub_exception(exc, secrets)
+
     def _model_failure(self, exc: Exception) -> ModelError:
+        secrets = self.runtime.secret_values()
+        if secrets:  # before the span records it
+            scrub_exception(exc, secrets)
         if isinstance(exc, ModelError):
             return exc
         name = self.runtime.name
         return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
 
     def _prepare(
-        self, request: AgentRequest, stored: Conversation | None, span: Span, *, emits: bool
+        self,
+        request: AgentRequest,
+        conversation_id: str,
+        stored: Conversation | None,
+        span: Span,
+        *,
+        emits: bool,
     ) -> _Prepared:
         """Everything a request changes before any tool runs. It raises before anything is saved."""
         now = self.clock()
         if stored is None:
-            conversation = Conversation.start(request.conversation_id, at=now)
+            conversation = Conversation.start(conversation_id, at=now)
             for role, text in request.history:
                 if role == Role.USER.value:
                     conversation.add_user_message(text, at=now)
@@ -424,7 +457,9 @@ class AgentService:
         if request.text:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
-                    conversation.reject_tool_call(call.id.value, EXPIRED, by="system", at=now)
+                    conversation.reject_tool_call(
+                        call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
+                    )
                     rejected.append(call.id.value)
             conversation.add_user_message(request.text, at=now)
         elif not request.decisions and not _awaits_model(conversation):
@@ -472,6 +507,7 @@ class AgentService:
             tool_name=decision.tool_name,
             tool_input=echoed,
             edited_input=edited,
+            policy=self._settings.policy,  # checked again, as the call would run
             at=now,
         )
         return True
@@ -492,6 +528,7 @@ def _run_tool(effect: RunTool, span: Span) -> ToolOutcome:
             return ToolOutcome(output=resolve_sync(tool.ainvoke(effect.arguments, effect.context)))
         return ToolOutcome(output=tool.invoke(effect.arguments, effect.context))
     except Exception as exc:
+        _scrub_tool_failure(exc, effect)
         span.fail(exc)
         return ToolOutcome(error=_describe(exc))
     finally:
@@ -502,10 +539,18 @@ async def _arun_tool(effect: RunTool, span: Span) -> ToolOutcome:
     try:
         return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
     except Exception as exc:
+        _scrub_tool_failure(exc, effect)
         span.fail(exc)
         return ToolOutcome(error=_describe(exc))
     finally:
         span.end()
+
+
+def _scrub_tool_failure(exc: Exception, effect: RunTool) -> None:
+    """A tool's error goes to the model, the response and the store: without the request's credentials."""
+    secrets = effect.context.platform_context.secret_values()
+    if secrets:
+        scrub_exception(exc, secrets)
 
 
 def _traced(span: Span, response: ModelResponse) -> ModelResponse:

@@ -62,9 +62,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         400: "The request is malformed; `error.field` names where.",
-        403: "Edited arguments for a tool that does not allow editing.",
+        403: "An edit of a tool that does not allow editing, or a call the policy denies as it would run.",
         404: "The tool call was never proposed in this conversation.",
-        409: "Already decided, not matching the proposal, or a concurrent turn won.",
+        409: "Already decided, not the proposal, in another platform context, or a concurrent turn won.",
         410: "The approval window of the call has closed.",
         413: "The body is over the server's limit.",
         422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
