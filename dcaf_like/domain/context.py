@@ -28,9 +28,10 @@ _SECRET_WORDS = frozenset(
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
-# Values that are credentials whatever their key: a URL carrying a password, an Authorization value.
+# Values that are credentials whatever their key: a URL carrying a password, an Authorization value
+# ("Bearer <token>", "Basic <base64>"; not "basic plan").
 _SECRET_VALUE = re.compile(
-    r"^\s*(?:[a-z][a-z0-9+.-]*://[^/@\s]*:[^/@\s]+@|(?:bearer|basic)\s+\S)", re.IGNORECASE
+    r"^\s*(?:[a-z][a-z0-9+.-]*://[^/@\s]*:[^/@\s]+@|(?:bearer|basic)\s+[\w.~+/=-]{8,}\s*$)", re.IGNORECASE
 )
 
 

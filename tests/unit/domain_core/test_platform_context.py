@@ -39,7 +39,12 @@ def test_a_key_that_says_where_the_agent_acts_is_not(key):
 
 @pytest.mark.parametrize(
     "value",
-    ["postgres://ops:s3cret@db.internal/ops", "redis://:pw@cache:6379/0", "Bearer abc.def", "basic dXNlcjpw"],
+    [
+        "postgres://ops:s3cret@db.internal/ops",
+        "redis://:pw@cache:6379/0",
+        "Bearer abc.def.ghi",
+        "basic dXNlcjpw",
+    ],
 )
 def test_a_credential_is_secret_by_its_form_under_any_key(value):
     context = PlatformContext({"tenant_name": "dev", "endpoint": value})
@@ -49,10 +54,16 @@ def test_a_credential_is_secret_by_its_form_under_any_key(value):
     assert secret_values(dict(context)) == [value]
 
 
+@pytest.mark.parametrize("value", ["basic plan", "Bearer", "https://example.com/a:b", "eu-west-1"])
+def test_a_plain_value_is_kept(value):
+    assert PlatformContext({"tier": value}).public() == {"tier": value}
+
+
 def test_the_stored_form_keeps_the_rest_nested_included():
     context = {
         "tenant_name": "dev",
         "Authorization": "Bearer x",
+        "X-Forwarded-Auth": "Basic dXNlcjpwYXNz",
         "cluster": {"name": "eks-1", "kubeConfig": "apiVersion: v1", "url": "https://eks"},
         "accounts": [{"id": "1", "password": "p"}],
     }
@@ -63,7 +74,7 @@ def test_the_stored_form_keeps_the_rest_nested_included():
         "accounts": [{"id": "1"}],
     }
     assert redact(context)["cluster"]["kubeConfig"] == "***"
-    assert sorted(secret_values(context)) == ["Bearer x", "apiVersion: v1", "p"]
+    assert sorted(secret_values(context)) == ["Basic dXNlcjpwYXNz", "Bearer x", "apiVersion: v1", "p"]
 
 
 def test_scrub_removes_every_secret_longest_first_and_leaves_short_values():
