@@ -62,11 +62,13 @@ from dcaf_like.domain import (
     ApprovalExpired,
     ApprovalMismatch,
     ApprovalPolicy,
+    ContextChanged,
     DomainError,
     EditNotAllowed,
     IllegalTransition,
     PendingToolCalls,
     PlatformContext,
+    PolicyDenied,
     Session,
     UnknownToolCall,
     argument_in,
@@ -74,7 +76,7 @@ from dcaf_like.domain import (
     deny,
     require_approval,
 )
-from dcaf_like.function_agent import AgentContext, FunctionAgent
+from dcaf_like.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
 from dcaf_like.serving import create_app, serve
@@ -122,6 +124,7 @@ __all__ = [
     "ConcurrencyConflict",
     "ContextPolicy",
     "ContextWindow",
+    "ContextChanged",
     "ConversationNotFound",
     "ConversationRepository",
     "DomainError",
@@ -147,6 +150,7 @@ __all__ = [
     "PendingToolCalls",
     "PlatformContext",
     "PostgresConversationRepository",
+    "PolicyDenied",
     "ReasoningDelta",
     "RedisConversationRepository",
     "RemoteAgent",
@@ -178,6 +182,7 @@ __all__ = [
     "ToolsetUnavailable",
     "UnknownTool",
     "UnknownToolCall",
+    "UnverifiedDecision",
     "Usage",
     "UserTurn",
     "__version__",

@@ -262,7 +262,10 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
     ) -> AgentResponse:
-        """Approve one pending call (optionally with edited arguments, for editable tools) and go on."""
+        """Approve one pending call (optionally with edited arguments, for editable tools) and go on.
+
+        `platform_context` must be the one the call was proposed in, its credentials aside (else
+        ContextChanged); the policy is asked again about the call as it would run (PolicyDenied)."""
         decision = ToolDecision.approved(call_id, edited_arguments=edited_arguments)
         return self.decide(conversation_id, [decision], platform_context=platform_context, user=user)
 

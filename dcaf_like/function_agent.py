@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dcaf_like.application._concurrency import resolve, resolve_sync
-from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult
+from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
 from dcaf_like.application.events import Done, RunFailed, StreamEvent
 from dcaf_like.application.model import TextDelta
 from dcaf_like.domain import PlatformContext, Session
@@ -20,13 +20,42 @@ AgentFunction = Callable[
 
 
 @dataclass(frozen=True, slots=True)
+class UnverifiedDecision:
+    """A decision on a tool call exactly as the client sent it, which nobody has checked.
+
+    A FunctionAgent keeps no record of the calls its function proposed, so the server cannot tell
+    whether `call_id` is one it ever issued, nor whether `arguments` are what was proposed. Before
+    acting on `approve`, check it against your own record of proposals, or hand it to an
+    :class:`~dcaf_like.Agent`, whose gate checks it against its store: ``agent.adecide(
+    context.conversation_id, [d.to_tool_decision() for d in context.unverified_decisions])``.
+    """
+
+    call_id: str
+    approve: bool
+    tool_name: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    edited_arguments: Mapping[str, Any] | None = None
+    reason: str = ""
+
+    def to_tool_decision(self) -> ToolDecision:
+        """The decision for an Agent, which checks it before anything runs."""
+        return ToolDecision(
+            self.call_id, self.approve, self.tool_name, self.arguments, self.edited_arguments, self.reason
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class AgentContext:
-    """What a custom agent function sees besides the messages. Changes to `session` are returned."""
+    """What a custom agent function sees besides the messages. Changes to `session` are returned.
+
+    Decisions on tool calls are not in the messages: they are `unverified_decisions`, named for what
+    they are (see :class:`UnverifiedDecision`)."""
 
     conversation_id: str
     platform_context: PlatformContext
     session: Session
     user: str = "user"
+    unverified_decisions: tuple[UnverifiedDecision, ...] = ()
 
 
 class FunctionAgent:
@@ -68,21 +97,11 @@ class FunctionAgent:
 
 
 def request_messages(request: AgentRequest) -> list[dict[str, Any]]:
-    """The request as HelpDesk message dicts, as a custom function receives them."""
+    """The request as HelpDesk message dicts, as a custom function receives them: without the client's
+    decisions (no ``execute: true`` the server never checked), which are the context's
+    `unverified_decisions`."""
     messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in request.history]
     data: dict[str, Any] = {}
-    if request.decisions:
-        data["tool_calls"] = [
-            {
-                "id": d.call_id,
-                "name": d.tool_name,
-                "input": None if d.arguments is None else dict(d.arguments),
-                "execute": d.approve,
-                **({"edited_input": dict(d.edited_arguments)} if d.edited_arguments is not None else {}),
-                **({} if d.approve else {"rejection_reason": d.reason}),
-            }
-            for d in request.decisions
-        ]
     if request.conversation_id:
         data["conversation_id"] = request.conversation_id
     if request.session is not None:
@@ -97,6 +116,10 @@ def _context(request: AgentRequest) -> AgentContext:
         platform_context=PlatformContext(request.platform_context),
         session=Session(request.session),
         user=request.user,
+        unverified_decisions=tuple(
+            UnverifiedDecision(d.call_id, d.approve, d.tool_name, d.arguments, d.edited_arguments, d.reason)
+            for d in request.decisions
+        ),
     )
 
 

@@ -151,6 +151,8 @@ def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
         tuple(c.secret_arguments),
         c.lease_owner,
         c.lease_expires_at,
+        c.context_fingerprint,
+        c.decided_by_kind,
     )
 
 
@@ -197,4 +199,6 @@ def _thaw_call(c: tuple[Any, ...]) -> ToolCall:
         frozenset(c[17]),
         c[18],
         c[19],
+        c[20],
+        c[21],
     )

@@ -13,6 +13,7 @@ from dcaf_like.application.errors import StoredConversationUnreadable
 from dcaf_like.domain import (
     ContextSummary,
     Conversation,
+    DeciderKind,
     Message,
     MessageContent,
     PlatformContext,
@@ -70,7 +71,8 @@ def _summary_to_dict(summary: ContextSummary | None) -> dict[str, Any]:
 def conversation_from_dict(data: dict[str, Any]) -> Conversation:
     if data.get("format") != FORMAT:
         raise ValueError(f"unknown conversation format {data.get('format')!r}")
-    calls = [_call_from_dict(c) for c in data["tool_calls"]]
+    context = PlatformContext(data["platform_context"])
+    calls = [_call_from_dict(c, context) for c in data["tool_calls"]]
     return Conversation(
         id=data["id"],
         messages=[
@@ -78,7 +80,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
             for m in data["messages"]
         ],
         tool_calls={c.id.value: c for c in calls},
-        platform_context=PlatformContext(data["platform_context"]),
+        platform_context=context,
         session=dict(data["session"]),
         # Absent from conversations stored before tasks existed.
         tasks={t["id"]: _task_from_dict(t) for t in data.get("tasks", ())},
@@ -111,11 +113,14 @@ def _call_to_dict(call: ToolCall) -> dict[str, Any]:
         "secret_arguments": sorted(call.secret_arguments),
         "lease_owner": call.lease_owner,
         "lease_expires_at": call.lease_expires_at,
+        "context_fingerprint": call.context_fingerprint,
+        "decided_by_kind": None if call.decided_by_kind is None else call.decided_by_kind.value,
     }
 
 
-def _call_from_dict(data: dict[str, Any]) -> ToolCall:
+def _call_from_dict(data: dict[str, Any], context: PlatformContext) -> ToolCall:
     approved = data["approved_input"]
+    decided_by, kind = data["decided_by"], data.get("decided_by_kind")
     return ToolCall(
         id=ToolCallId(data["id"]),
         name=data["name"],
@@ -127,7 +132,7 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         expires_at=data["expires_at"],
         status=_STATUSES[data["status"]],
         approved_input=None if approved is None else ToolInput(approved),
-        decided_by=data["decided_by"],
+        decided_by=decided_by,
         decided_at=data["decided_at"],
         decision_note=data["decision_note"],
         result=data["result"],
@@ -138,6 +143,22 @@ def _call_from_dict(data: dict[str, Any]) -> ToolCall:
         # Absent before leases: such an approved call is settled as interrupted when next loaded.
         lease_owner=data.get("lease_owner"),
         lease_expires_at=data.get("lease_expires_at"),
+        # Absent before approvals were bound to a context: the conversation's stored context is the one
+        # of its last turn, the turn that proposed the calls still waiting.
+        context_fingerprint=data.get("context_fingerprint", context.fingerprint),
+        decided_by_kind=_KINDS[kind] if kind is not None else _kind_of_old_record(decided_by),
+    )
+
+
+_KINDS = {kind.value: kind for kind in DeciderKind}
+
+
+def _kind_of_old_record(decided_by: str | None) -> DeciderKind | None:
+    """What decided a call stored before kinds were recorded, told by the names the server used."""
+    if decided_by is None:
+        return None
+    return {"policy": DeciderKind.POLICY, "system": DeciderKind.SYSTEM, "approver": DeciderKind.APPROVER}.get(
+        decided_by, DeciderKind.HUMAN
     )
 
 
@@ -221,7 +242,9 @@ def _encode_call(c: ToolCall) -> str:
         f'"policy_reason":{_optional_string(c.policy_reason)},'
         f'"secret_arguments":[{",".join(map(_string, sorted(c.secret_arguments)))}],'
         f'"lease_owner":{_optional_string(c.lease_owner)},'
-        f'"lease_expires_at":{_optional_number(c.lease_expires_at)}}}'
+        f'"lease_expires_at":{_optional_number(c.lease_expires_at)},'
+        f'"context_fingerprint":{_optional_string(c.context_fingerprint)},'
+        f'"decided_by_kind":{"null" if c.decided_by_kind is None else _string(c.decided_by_kind)}}}'
     )
 
 

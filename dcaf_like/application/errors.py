@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from contextlib import suppress
+
+from dcaf_like.domain.context import scrub
+
 
 class ApplicationError(Exception):
     """Base of the errors a use case reports."""
@@ -108,3 +113,20 @@ class ToolsetUnavailable(ApplicationError):
         self.toolset = toolset
         self.reason = reason
         super().__init__(f"toolset {toolset!r} is unavailable: {reason}")
+
+
+def scrub_exception(exc: BaseException, secrets: Collection[str]) -> None:
+    """Remove each of `secrets` from the text of `exc` and of the exceptions it was raised from (its
+    arguments and the message attributes adapters read), so no report, log line or traceback of it
+    shows one. The exception is changed in place: it is the one already on its way up."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(scrub(a, secrets) if isinstance(a, str) else a for a in current.args)
+        for name in ("message", "reason", "detail"):
+            value = getattr(current, name, None)
+            if isinstance(value, str):
+                with suppress(AttributeError):  # a read-only property
+                    setattr(current, name, scrub(value, secrets))
+        current = current.__cause__ or current.__context__

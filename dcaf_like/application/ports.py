@@ -62,6 +62,11 @@ class AgentRuntime(ABC):
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
         return await asyncio.to_thread(self.invoke, request)
 
+    def secret_values(self) -> tuple[str, ...]:
+        """Values this runtime holds that no error may show (its API key): the service removes them
+        from the text of every failure it reports. Override when the runtime holds one."""
+        return ()
+
     def close(self) -> None:  # noqa: B027  (optional hook: most runtimes hold nothing to release)
         """Release the SDK's connections (a server calls this at shutdown)."""
 

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from dcaf_like.application._concurrency import resolve_sync, run_sync
+from dcaf_like.application.errors import scrub_exception
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
 
@@ -48,6 +49,7 @@ async def arun_tool(
             return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
         return await _alimited(effect)
     except Exception as exc:
+        _scrub_tool_failure(exc, effect)
         span.fail(exc)
         return ToolOutcome(error=_describe(exc))
     finally:
@@ -113,6 +115,13 @@ async def _athread(effect: RunTool) -> ToolOutcome:
     return timed_out(effect, cancelled=False)
 
 
+def _scrub_tool_failure(exc: Exception, effect: RunTool) -> None:
+    """A tool's error goes to the model, the response and the store: without the request's credentials."""
+    secrets = effect.context.platform_context.secret_values()
+    if secrets:
+        scrub_exception(exc, secrets)
+
+
 def run_tool(effect: RunTool, span: Span, *, renew: Callable[[], None], every: float) -> ToolOutcome:
     """The blocking twin of :func:`arun_tool`. The tool runs in the calling thread unless it has a
     time limit and is a plain ``def`` (then in a thread of its own, which cannot be stopped)."""
@@ -131,6 +140,7 @@ def run_tool(effect: RunTool, span: Span, *, renew: Callable[[], None], every: f
                 return timed_out(effect, cancelled=True)
         return _in_thread(effect)
     except Exception as exc:
+        _scrub_tool_failure(exc, effect)
         span.fail(exc)
         return ToolOutcome(error=_describe(exc))
     finally:

@@ -20,6 +20,7 @@ from dcaf_like.application.errors import (
     ModelError,
     ModelTimeout,
     UnknownTool,
+    scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
 from dcaf_like.application.model import ModelCompleted, ModelResponse
@@ -64,7 +65,7 @@ from dcaf_like.domain import (
     NO_CONTEXT,
     ApprovalPolicy,
     Conversation,
-    Decider,
+    DeciderKind,
     DecisionRecord,
     DomainError,
     EditNotAllowed,
@@ -72,6 +73,8 @@ from dcaf_like.domain import (
     Role,
     ToolInput,
 )
+from dcaf_like.domain.context import secret_values
+from dcaf_like.domain.conversation import new_conversation_id
 
 InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
@@ -192,6 +195,7 @@ class AgentService:
             _finish_turn(turn, response)
             return response
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -218,6 +222,7 @@ class AgentService:
             _finish_turn(turn, response)
             yield Done(response)
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -226,10 +231,13 @@ class AgentService:
     def _begin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
         runs, so a call is never run twice); returns the version the turn's save expects."""
-        stored = self.repository.get(request.conversation_id) if request.conversation_id else None
+        # A new conversation's id is looked up too: a store that cannot be used fails the turn here,
+        # before the model is called or a tool runs.
+        conversation_id = request.conversation_id or new_conversation_id()
+        stored = self.repository.get(conversation_id)
         refused: list[DecisionRecord] = []
         try:
-            prepared = self._prepare(request, stored, turn, emits=emits, refused=refused)
+            prepared = self._prepare(request, conversation_id, stored, turn, emits=emits, refused=refused)
         except Exception:
             if refused:
                 self.repository.record_decisions(refused)  # the audit trail keeps refusals too
@@ -351,6 +359,7 @@ class AgentService:
             _finish_turn(turn, response)
             return response
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -371,6 +380,7 @@ class AgentService:
                     _finish_turn(turn, event.response)
                 yield event
         except Exception as exc:
+            self._scrub(exc, request)
             turn.fail(exc)
             raise
         finally:
@@ -415,10 +425,11 @@ class AgentService:
         yield Done(response)
 
     async def _abegin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
-        stored = await self.repository.aget(request.conversation_id) if request.conversation_id else None
+        conversation_id = request.conversation_id or new_conversation_id()  # looked up, as in _begin
+        stored = await self.repository.aget(conversation_id)
         refused: list[DecisionRecord] = []
         try:
-            prepared = self._prepare(request, stored, turn, emits=emits, refused=refused)
+            prepared = self._prepare(request, conversation_id, stored, turn, emits=emits, refused=refused)
         except Exception:
             if refused:
                 await self.repository.arecord_decisions(refused)  # the audit trail keeps refusals too
@@ -613,7 +624,17 @@ class AgentService:
         attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
         return self.tracer.start("dcaf.tool", attributes, turn)
 
+    def _scrub(self, exc: BaseException, request: AgentRequest) -> None:
+        """Remove the runtime's secrets (its API key) and the request's credentials from the failure's
+        text, and from the exceptions it was raised from, before anyone reports or logs it."""
+        secrets = [*self.runtime.secret_values(), *secret_values(request.platform_context)]
+        if secrets:
+            scrub_exception(exc, secrets)
+
     def _model_failure(self, exc: Exception) -> ModelError:
+        secrets = self.runtime.secret_values()
+        if secrets:  # before the span records it
+            scrub_exception(exc, secrets)
         if isinstance(exc, ModelError):
             return exc
         name = self.runtime.name
@@ -622,6 +643,7 @@ class AgentService:
     def _prepare(
         self,
         request: AgentRequest,
+        conversation_id: str,
         stored: Conversation | None,
         span: Span,
         *,
@@ -634,7 +656,7 @@ class AgentService:
         if stored is not None and not _may_use(request, stored):
             raise ConversationNotFound(stored.id)  # another owner's: as if it did not exist
         if stored is None:
-            conversation = Conversation.start(request.conversation_id, at=now, owner=request.owner)
+            conversation = Conversation.start(conversation_id, at=now, owner=request.owner)
             for role, text in request.history:
                 if role == Role.USER.value:
                     conversation.add_user_message(text, at=now)
@@ -661,7 +683,7 @@ class AgentService:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
                     conversation.reject_tool_call(
-                        call.id.value, EXPIRED, by="system", at=now, decider=Decider.SYSTEM
+                        call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
                     )
                     rejected.append(call.id.value)
             conversation.add_user_message(request.text, at=now)
@@ -726,6 +748,7 @@ class AgentService:
             tool_name=decision.tool_name,
             tool_input=echoed,
             edited_input=edited,
+            policy=self._settings.policy,  # checked again, as the call would run
             at=now,
         )
         return True

@@ -38,10 +38,11 @@ from dcaf_like.application.ports import ApprovalAnswer, ExecutableTool, PendingA
 from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
-    Decider,
+    DeciderKind,
     InvalidToolInput,
     Message,
     PlatformContext,
+    PolicyDenied,
     Role,
     Session,
     ToolCall,
@@ -323,10 +324,15 @@ class Turn:
         )
         call.policy_reason = decision.reason
         if decision.verdict is Verdict.ALLOW:
-            conversation.approve_tool_call(call.id.value, by=POLICY, at=now, decider=Decider.POLICY)
+            conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
         elif decision.verdict is Verdict.DENY:
-            reason = f"denied by policy: {decision.reason}"
-            conversation.reject_tool_call(call.id.value, reason, by=POLICY, at=now, decider=Decider.POLICY)
+            conversation.reject_tool_call(
+                call.id.value,
+                f"denied by policy: {decision.reason}",
+                by=POLICY,
+                kind=DeciderKind.POLICY,
+                at=now,
+            )
         return call
 
     def _ask_approver(self) -> Generator[Effect, Any, str | None]:
@@ -342,21 +348,29 @@ class Turn:
                 )
             )
             call_id = call.id.value
-            if not answer.approved:
-                self.conversation.reject_tool_call(
-                    call_id, answer.reason, by="approver", decider=Decider.APPROVER
-                )
+            refused = None if answer.approved else (answer.reason, "approver", DeciderKind.APPROVER)
+            if refused is None:
+                edited = None
+                if answer.edited_arguments is not None:
+                    tool = self.settings.toolbox[call.name]
+                    edited = ToolInput.of(tool.validate(call.unmasked(answer.edited_arguments)))
+                try:
+                    self.conversation.approve_tool_call(
+                        call_id,
+                        by="approver",
+                        kind=DeciderKind.APPROVER,
+                        edited_input=edited,
+                        policy=self.settings.policy,
+                    )
+                except PolicyDenied as denied:  # an edit the policy denies: the call is refused
+                    refused = (f"denied by policy: {denied.reason}", POLICY, DeciderKind.POLICY)
+            if refused is not None:
+                reason, by, kind = refused
+                self.conversation.reject_tool_call(call_id, reason, by=by, kind=kind)
                 self.rejected_now.append(call_id)
                 if self.emits:
                     yield Emit(ToolRejected(ToolCallView.of(call)))
                 continue
-            edited = None
-            if answer.edited_arguments is not None:
-                tool = self.settings.toolbox[call.name]
-                edited = ToolInput.of(tool.validate(call.unmasked(answer.edited_arguments)))
-            self.conversation.approve_tool_call(
-                call_id, by="approver", edited_input=edited, decider=Decider.APPROVER
-            )
             stopped = yield from self._execute([call_id])
             if stopped is not None:
                 return stopped
@@ -545,9 +559,9 @@ UNSETTLED = "No result yet: this call has not finished (it is running or waiting
 def _result_of(call: ToolCall) -> ToolResult:
     if call.status is ToolCallStatus.EXECUTED:
         content = call.result or ""
-        if call.edited:
+        if call.edited:  # secret arguments masked: the model never learns a value a human chose
             content = (
-                f"(A human edited the arguments before running: {call.effective_input.canonical_json})\n"
+                f"(A human edited the arguments before running: {call.shown_json(call.effective_input)})\n"
                 + content
             )
         return ToolResult(call.id.value, call.name, content)

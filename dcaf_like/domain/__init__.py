@@ -1,6 +1,6 @@
 """The pure domain: conversations, tool calls and their approval. Standard library only."""
 
-from dcaf_like.domain.audit import Decider, DecisionOutcome, DecisionRecord
+from dcaf_like.domain.audit import DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.conversation import (
     ContextSummary,
@@ -14,11 +14,13 @@ from dcaf_like.domain.conversation import (
 from dcaf_like.domain.errors import (
     ApprovalExpired,
     ApprovalMismatch,
+    ContextChanged,
     DomainError,
     DuplicateToolCall,
     EditNotAllowed,
     IllegalTransition,
     PendingToolCalls,
+    PolicyDenied,
     UnknownTask,
     UnknownToolCall,
 )
@@ -44,6 +46,7 @@ from dcaf_like.domain.policy import (
 )
 from dcaf_like.domain.session import Session
 from dcaf_like.domain.tool_call import (
+    DeciderKind,
     InvalidToolInput,
     ToolCall,
     ToolCallId,
@@ -56,9 +59,10 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalMismatch",
     "ApprovalPolicy",
+    "ContextChanged",
     "ContextSummary",
     "Conversation",
-    "Decider",
+    "DeciderKind",
     "DecisionOutcome",
     "DecisionRecord",
     "DomainError",
@@ -74,6 +78,7 @@ __all__ = [
     "NO_CONTEXT",
     "PlatformContext",
     "PolicyDecision",
+    "PolicyDenied",
     "Role",
     "Rule",
     "Session",

@@ -12,15 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-
-class Decider(StrEnum):
-    """What kind of decider made a decision, recorded apart from its name (an API key named
-    ``policy`` is still a human)."""
-
-    HUMAN = "human"
-    APPROVER = "approver"  # the agent's synchronous approver callback
-    POLICY = "policy"
-    SYSTEM = "system"  # the server itself: an approval window that closed, a task canceled
+from dcaf_like.domain.tool_call import DeciderKind
 
 
 class DecisionOutcome(StrEnum):
@@ -40,7 +32,7 @@ class DecisionRecord:
     fingerprint: str  # of the call as proposed: the approval's binding (empty if no such call)
     outcome: DecisionOutcome
     decided_by: str
-    decider: Decider
+    decider: DeciderKind
     entrance: str  # http, stream, a2a, python
     at: float
     reason: str = ""
@@ -73,7 +65,7 @@ class DecisionRecord:
             fingerprint=data["fingerprint"],
             outcome=DecisionOutcome(data["outcome"]),
             decided_by=data["decided_by"],
-            decider=Decider(data["decider"]),
+            decider=DeciderKind(data["decider"]),
             entrance=data["entrance"],
             at=data["at"],
             reason=data.get("reason", ""),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dcaf_like.domain.audit import Decider, DecisionOutcome, DecisionRecord
+from dcaf_like.domain.audit import DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.errors import (
     ApprovalMismatch,
@@ -28,7 +28,8 @@ from dcaf_like.domain.events import (
     ToolCallRejected,
     ToolCallRequested,
 )
-from dcaf_like.domain.tool_call import ToolCall, ToolCallId, ToolCallStatus, ToolInput
+from dcaf_like.domain.policy import ApprovalPolicy
+from dcaf_like.domain.tool_call import DeciderKind, ToolCall, ToolCallId, ToolCallStatus, ToolInput
 
 INTERRUPTED = (
     "interrupted: the run of this call ended before its result was recorded (the worker running it "
@@ -203,6 +204,7 @@ class Conversation:
             expires_at=None if approval_ttl is None else now + approval_ttl,
             policy_reason=policy_reason,
             secret_arguments=secret_arguments,
+            context_fingerprint=self.platform_context.fingerprint,
         )
         self.tool_calls[call_id.value] = call
         self.messages[-1].tool_call_ids.append(call_id.value)
@@ -219,14 +221,17 @@ class Conversation:
         tool_name: str | None = None,
         tool_input: ToolInput | None = None,
         edited_input: ToolInput | None = None,
+        kind: DeciderKind = DeciderKind.HUMAN,
+        policy: ApprovalPolicy | None = None,
         at: float | None = None,
-        decider: Decider = Decider.HUMAN,
     ) -> ToolCall:
-        """Approve a pending call.
+        """Approve a pending call, to run in this conversation's current platform context.
 
         `tool_name` and `tool_input`, when the approver sends them, must be exactly what was proposed:
         an approval binds to the proposal's fingerprint. Changing the arguments is a separate decision,
-        `edited_input`, which only tools marked editable accept.
+        `edited_input`, which only tools marked editable accept. The current context must be the one
+        the call was proposed in, its credentials aside (:class:`ContextChanged`), and with a `policy`
+        the call as it would run must not be denied now (:class:`PolicyDenied`).
         """
         call = self.tool_call(call_id)
         if tool_name is not None and tool_name != call.name:
@@ -236,7 +241,9 @@ class Conversation:
                 call_id, "the arguments differ from the proposal; send an explicit edit to change them"
             )
         now = _now(at)
-        call.approve(by=by, at=now, edited_input=edited_input)
+        call.approve(
+            by=by, at=now, edited_input=edited_input, kind=kind, context=self.platform_context, policy=policy
+        )
         self._record(
             ToolCallApproved(
                 self.id,
@@ -245,27 +252,45 @@ class Conversation:
                 call.name,
                 approved_by=by,
                 edited=call.edited,
-                proposed_input=call.proposed_input.canonical_json,
-                approved_input=call.effective_input.canonical_json,
+                proposed_input=call.shown_json(call.proposed_input),
+                approved_input=call.shown_json(call.effective_input),
+                approved_by_kind=kind.value,
             )
         )
-        if call.requires_approval or decider is not Decider.POLICY:  # an ungated call needs no decision
+        if call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
             outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
-            self._audit(call, outcome, by, decider, now)
+            self._audit(call, outcome, by, kind, now)
         return call
 
     def reject_tool_call(
-        self, call_id: str, reason: str, *, by: str, at: float | None = None, decider: Decider = Decider.HUMAN
+        self,
+        call_id: str,
+        reason: str,
+        *,
+        by: str,
+        kind: DeciderKind = DeciderKind.HUMAN,
+        at: float | None = None,
     ) -> ToolCall:
+        """Reject a call, under any context: a rejection runs nothing."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.reject(reason, by=by, at=now)
-        self._record(ToolCallRejected(self.id, now, call_id, call.name, rejected_by=by, reason=reason))
-        self._audit(call, DecisionOutcome.REJECTED, by, decider, now, reason)
+        call.reject(reason, by=by, at=now, kind=kind)
+        self._record(
+            ToolCallRejected(
+                self.id, now, call_id, call.name, rejected_by=by, reason=reason, rejected_by_kind=kind.value
+            )
+        )
+        self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason)
         return call
 
     def refusal(
-        self, call_id: str, reason: str, *, by: str, at: float | None = None, decider: Decider = Decider.HUMAN
+        self,
+        call_id: str,
+        reason: str,
+        *,
+        by: str,
+        at: float | None = None,
+        kind: DeciderKind = DeciderKind.HUMAN,
     ) -> DecisionRecord:
         """The record of a decision about `call_id` that was refused (it changed nothing): the caller
         writes it to the audit trail, as no save carries it."""
@@ -277,14 +302,20 @@ class Conversation:
             fingerprint=call.fingerprint if call is not None else "",
             outcome=DecisionOutcome.REFUSED,
             decided_by=by,
-            decider=decider,
+            decider=kind,
             entrance=self.entrance,
             at=_now(at),
             reason=reason,
         )
 
     def _audit(
-        self, call: ToolCall, outcome: DecisionOutcome, by: str, decider: Decider, at: float, reason: str = ""
+        self,
+        call: ToolCall,
+        outcome: DecisionOutcome,
+        by: str,
+        kind: DeciderKind,
+        at: float,
+        reason: str = "",
     ) -> None:
         self.unsaved_decisions.append(
             DecisionRecord(
@@ -294,7 +325,7 @@ class Conversation:
                 fingerprint=call.fingerprint,
                 outcome=outcome,
                 decided_by=by,
-                decider=decider,
+                decider=kind,
                 entrance=self.entrance,
                 at=at,
                 reason=reason,
@@ -338,11 +369,15 @@ class Conversation:
 
     # -- tasks ---------------------------------------------------------------------------------
 
-    def open_task(self, *, at: float | None = None) -> TaskRecord:
-        """Start a task with the next message. Its id names this conversation (``<id>~<n>``), so a
-        task is found from its id alone."""
+    def open_task(self, *, at: float | None = None, first_message: int | None = None) -> TaskRecord:
+        """Start a task with the next message (or with `first_message`, for a run recorded as a task
+        once it happened). Its id names this conversation (``<id>~<n>``), so a task is found from its
+        id alone."""
         task_id = f"{self.id}~{len(self.tasks) + 1}"
-        record = TaskRecord(task_id, len(self.messages), _now(at))
+        start = len(self.messages) if first_message is None else first_message
+        if not 0 <= start <= len(self.messages):
+            raise DomainError(f"a task cannot start at message {start} of {len(self.messages)}")
+        record = TaskRecord(task_id, start, _now(at))
         self.tasks[task_id] = record
         self.version += 1
         return record

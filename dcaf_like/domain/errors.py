@@ -60,6 +60,28 @@ class ApprovalExpired(DomainError):
         super().__init__(f"the approval window of tool call {call_id} has closed")
 
 
+class ContextChanged(DomainError):
+    """A call was approved under another platform context (tenant, namespace, account, ...) than the
+    one it was proposed in. Only the credentials in a context may change between the two."""
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        super().__init__(
+            f"tool call {call_id} was proposed under another platform context: approve it under the "
+            "context it was proposed in (only its credentials may change), or reject it"
+        )
+
+
+class PolicyDenied(DomainError):
+    """The approval policy denies a call with the arguments it would run with (an edit included), in
+    the context it would run in, at the moment it is approved."""
+
+    def __init__(self, call_id: str, reason: str) -> None:
+        self.call_id = call_id
+        self.reason = reason
+        super().__init__(f"tool call {call_id} is denied by the policy as it would run: {reason}")
+
+
 class PendingToolCalls(DomainError):
     """A new user turn arrived while tool calls still wait for a decision."""
 

@@ -31,8 +31,10 @@ class ToolCallApproved(Event):
     tool_name: str
     approved_by: str
     edited: bool
+    # Canonical JSON, secret arguments masked.
     proposed_input: str
     approved_input: str
+    approved_by_kind: str = "human"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,7 @@ class ToolCallRejected(Event):
     tool_name: str
     rejected_by: str
     reason: str
+    rejected_by_kind: str = "human"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dcaf_like.domain.context import REDACTED
-from dcaf_like.domain.errors import ApprovalExpired, DomainError, EditNotAllowed, IllegalTransition
+from dcaf_like.domain.context import REDACTED, PlatformContext
+from dcaf_like.domain.errors import (
+    ApprovalExpired,
+    ContextChanged,
+    DomainError,
+    EditNotAllowed,
+    IllegalTransition,
+    PolicyDenied,
+)
+from dcaf_like.domain.policy import ApprovalPolicy, Verdict
 
 
 class InvalidToolInput(DomainError):
@@ -164,6 +172,16 @@ def can_transition(from_status: ToolCallStatus, to_status: ToolCallStatus) -> bo
     return (from_status, to_status) in _TRANSITIONS
 
 
+class DeciderKind(StrEnum):
+    """What decided a call, recorded apart from the name it decided under: a name is whatever an API
+    key's identity says (a key may be called "policy"), so it never tells a person from the server."""
+
+    HUMAN = "human"  # a person, through a request (HTTP, A2A, ``agent.approve``)
+    APPROVER = "approver"  # the agent's synchronous approver callback, during the run
+    POLICY = "policy"  # the approval policy, when the call was proposed
+    SYSTEM = "system"  # the server itself: an approval window that closed
+
+
 @dataclass(eq=False, slots=True)
 class ToolCall:
     """One call the agent proposed. Its input is fixed at proposal; every change goes through `_move`."""
@@ -192,6 +210,11 @@ class ToolCall:
     # whose lease ran out with no result is settled as INTERRUPTED, never run again.
     lease_owner: str | None = None
     lease_expires_at: float | None = None
+    # PlatformContext.fingerprint of the context the call was proposed in (credentials left out): an
+    # approval in another one is refused. None: bound to no context (a call built by hand).
+    context_fingerprint: str | None = None
+    # What decided (a person, the policy, ...), apart from `decided_by`, the name it decided under.
+    decided_by_kind: DeciderKind | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -214,6 +237,12 @@ class ToolCall:
         for name in self.secret_arguments.intersection(arguments):
             arguments[name] = REDACTED
         return arguments
+
+    def shown_json(self, tool_input: ToolInput) -> str:
+        """:meth:`shown` as canonical JSON: what a note or a record about the arguments may say."""
+        if not self.secret_arguments:
+            return tool_input.canonical_json
+        return ToolInput.of(self.shown(tool_input)).canonical_json
 
     def unmasked(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Arguments a client echoed or edited having seen them masked: a secret it left masked is
@@ -246,20 +275,53 @@ class ToolCall:
             raise IllegalTransition(self.id.value, self.status.value, to_status.value)
         self.status = to_status
 
-    def approve(self, *, by: str, at: float, edited_input: ToolInput | None = None) -> None:
+    def approve(
+        self,
+        *,
+        by: str,
+        at: float,
+        edited_input: ToolInput | None = None,
+        kind: DeciderKind = DeciderKind.HUMAN,
+        context: PlatformContext | None = None,
+        policy: ApprovalPolicy | None = None,
+    ) -> None:
+        """Approve the call to run with `edited_input` (if given) or its proposal, in `context`.
+
+        Refused, changing nothing: an edit of a call that is not editable; a call whose window closed;
+        a `context` whose fingerprint is not the proposal's (:class:`ContextChanged`); and with a
+        `policy`, arguments and context it denies at this moment (:class:`PolicyDenied`)."""
         if edited_input is not None and edited_input != self.proposed_input and not self.editable:
             raise EditNotAllowed(self.id.value, self.name)
-        if self.status is ToolCallStatus.PENDING and self.is_expired(at):
-            raise ApprovalExpired(self.id.value)
+        if self.status is ToolCallStatus.PENDING:
+            if self.is_expired(at):
+                raise ApprovalExpired(self.id.value)
+            if context is not None:
+                self._check_context(context)
+            if policy is not None:
+                runs_with = self.proposed_input if edited_input is None else edited_input
+                self._check_policy(policy, runs_with, context or PlatformContext())
         self._move(ToolCallStatus.APPROVED)
         self.approved_input = edited_input if edited_input != self.proposed_input else None
         self.decided_by = by
+        self.decided_by_kind = kind
         self.decided_at = at
 
-    def reject(self, reason: str, *, by: str, at: float) -> None:
+    def _check_context(self, context: PlatformContext) -> None:
+        if self.context_fingerprint is not None and context.fingerprint != self.context_fingerprint:
+            raise ContextChanged(self.id.value)
+
+    def _check_policy(self, policy: ApprovalPolicy, tool_input: ToolInput, context: PlatformContext) -> None:
+        decision = policy.decide(
+            self.name, tool_input.as_dict(), tool_requires_approval=self.requires_approval, context=context
+        )
+        if decision.verdict is Verdict.DENY:
+            raise PolicyDenied(self.id.value, decision.reason)
+
+    def reject(self, reason: str, *, by: str, at: float, kind: DeciderKind = DeciderKind.HUMAN) -> None:
         self._move(ToolCallStatus.REJECTED)
         self.decision_note = reason
         self.decided_by = by
+        self.decided_by_kind = kind
         self.decided_at = at
 
     def record_result(self, result: str, *, at: float) -> None:

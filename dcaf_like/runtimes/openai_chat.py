@@ -35,6 +35,7 @@ from dcaf_like.application.model import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.context import scrub
 
 LOCAL_API_KEY = "not-needed"
 """Sent when a base URL is given without a key: local servers want none, the SDK wants one."""
@@ -108,6 +109,10 @@ class OpenAIRuntime(AgentRuntime):
         if client is None:
             client = self._async_by_loop[loop] = self._openai.AsyncOpenAI(**self._settings)
         return client
+
+    def secret_values(self) -> tuple[str, ...]:
+        key = self._settings["api_key"]
+        return (key,) if isinstance(key, str) and key != LOCAL_API_KEY else ()
 
     def close(self) -> None:
         self._client.close()
@@ -200,7 +205,7 @@ class OpenAIRuntime(AgentRuntime):
         """The SDK's error as a typed one; the provider's message, never the key."""
         o = self._openai
         status = getattr(exc, "status_code", None)
-        detail = getattr(exc, "message", None) or str(exc)
+        detail = scrub(getattr(exc, "message", None) or str(exc), self.secret_values())  # a 401 may echo it
         message = f"{self.name}: {detail}" if status is None else f"{self.name}: HTTP {status}: {detail}"
         if isinstance(exc, o.APITimeoutError):
             return ModelTimeout(message, runtime=self.name)

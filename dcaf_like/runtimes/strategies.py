@@ -105,6 +105,9 @@ class FallbackRuntime(AgentRuntime):
                 self._failed(runtime, error, failures)
         raise self._all_failed(failures)
 
+    def secret_values(self) -> tuple[str, ...]:
+        return tuple(v for runtime in self.runtimes for v in runtime.secret_values())
+
     def close(self) -> None:
         for runtime in self.runtimes:
             runtime.close()
@@ -168,6 +171,9 @@ class RoutingRuntime(AgentRuntime):
 
     def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         return self.choose(request).astream(request)
+
+    def secret_values(self) -> tuple[str, ...]:
+        return tuple(v for runtime in self.runtimes.values() for v in runtime.secret_values())
 
     def close(self) -> None:
         for runtime in self.runtimes.values():

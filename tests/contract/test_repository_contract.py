@@ -20,7 +20,7 @@ from dcaf_like import ConcurrencyConflict, ConversationRepository, InMemoryConve
 from dcaf_like.adapters.serialization import conversation_to_dict
 from dcaf_like.domain import (
     Conversation,
-    Decider,
+    DeciderKind,
     DecisionOutcome,
     DecisionRecord,
     PlatformContext,
@@ -539,7 +539,7 @@ def test_a_save_carrying_decisions_appends_their_records_and_nothing_more(make: 
         1_700_000_004.0,
     )
     assert (rejected.decider, rejected.entrance, rejected.conversation_id) == (
-        Decider.HUMAN,
+        DeciderKind.HUMAN,
         "python",
         conversation.id,
     )

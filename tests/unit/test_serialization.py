@@ -8,7 +8,7 @@ import math
 import pytest
 
 from dcaf_like.adapters.serialization import conversation_to_dict, decode, encode
-from dcaf_like.domain import Conversation, PlatformContext, ToolInput
+from dcaf_like.domain import Conversation, DeciderKind, PlatformContext, ToolInput
 from dcaf_like.domain.conversation import TaskOutcome
 
 
@@ -75,3 +75,38 @@ def test_a_value_json_cannot_write_fails_as_json_dumps_fails():
 
     with pytest.raises(TypeError, match="set is not JSON serializable"):
         encode(c)
+
+
+def test_what_decided_and_the_bound_context_survive_a_round_trip():
+    c = conversation()
+    c.reject_tool_call(list(c.tool_calls)[4], "too late", by="system", kind=DeciderKind.SYSTEM)
+
+    loaded = decode(encode(c), c.id)
+
+    kinds = [(call.decided_by, call.decided_by_kind) for call in loaded.tool_calls.values()]
+    assert kinds == [
+        ("policy", DeciderKind.HUMAN),  # a person whose name is "policy": approved with the default kind
+        ("ålice", DeciderKind.HUMAN),
+        ("bob", DeciderKind.HUMAN),
+        ("carol", DeciderKind.HUMAN),
+        ("system", DeciderKind.SYSTEM),
+    ]
+    fingerprints = {call.context_fingerprint for call in loaded.tool_calls.values()}
+    assert fingerprints == {PlatformContext(tenant="acmé", nested={"k": [1, 2.5]}).fingerprint}
+
+
+def test_a_call_stored_before_kinds_and_bound_contexts_reads_back_with_both():
+    c = conversation()
+    old = conversation_to_dict(c)
+    for call in old["tool_calls"]:
+        del call["decided_by_kind"], call["context_fingerprint"]
+    old["tool_calls"][0]["decided_by"] = "approver"
+
+    loaded = decode(json.dumps(old), c.id)
+
+    assert [call.decided_by_kind for call in loaded.tool_calls.values()] == [
+        DeciderKind.APPROVER, DeciderKind.HUMAN, DeciderKind.HUMAN, DeciderKind.HUMAN, None
+    ]  # fmt: skip
+    # Bound to the stored context, the one of the turn that proposed the calls still waiting.
+    waiting = loaded.tool_calls[list(c.tool_calls)[4]]
+    assert waiting.context_fingerprint == PlatformContext(tenant="acmé", nested={"k": [1, 2.5]}).fingerprint

@@ -20,11 +20,20 @@ from dcaf_like.adapters.http.app import ServedAgent
 from dcaf_like.adapters.http.auth import ANYONE, Caller, authorized
 from dcaf_like.adapters.http.errors import http_error
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView
-from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound
+from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound, InvalidRequest
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.model import TextDelta
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.domain import Conversation, DomainError, Role, TaskOutcome, TaskRecord, ToolCallStatus
+from dcaf_like.domain import (
+    Conversation,
+    DomainError,
+    IllegalTransition,
+    Role,
+    TaskOutcome,
+    TaskRecord,
+    ToolCallStatus,
+    UnknownToolCall,
+)
 
 logger = logging.getLogger("dcaf_like.a2a")
 
@@ -129,6 +138,15 @@ def _answered(role: Role, call_ids: Sequence[str]) -> bool:
     return role is Role.ASSISTANT and not call_ids
 
 
+def _platform_context(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The platform context a message's data part carries (``{"platform_context": {...}}``), as a
+    HelpDesk message carries it: the tools run in it, and a decision is checked against it."""
+    context = data.get("platform_context")
+    if context is not None and not isinstance(context, Mapping):
+        raise InvalidRequest("data.platform_context", "expected an object")
+    return context
+
+
 def conversation_of(task_id: str) -> str:
     conversation_id, sep, number = task_id.rpartition("~")
     if not sep or not number.isdigit() or not conversation_id:
@@ -177,8 +195,8 @@ class A2ATasks:
         decisions it carries, or start a task with it. With `wait` False the run goes on in the
         background and the task is returned as it is then (a refused decision then leaves the task
         waiting, as it was)."""
-        task_id, run, _ = await self.begin(message, caller=caller)
-        if wait:
+        task_id, run, resumes = await self.begin(message, caller=caller)
+        if wait or (resumes and not await self._stored(task_id)):  # decisions recorded once they ran
             await run
         else:
             self.in_background(run, task_id)
@@ -206,12 +224,16 @@ class A2ATasks:
         With `deltas`, the run streams and puts the model's text there as it comes."""
         # Parsed and authorized before anything is stored: a malformed or forbidden message changes nothing.
         request = AgentRequest.from_messages(
-            [{"role": "user", "content": message.text, "data": dict(message.data)}], user=caller.name
+            [{"role": "user", "content": message.text, "data": dict(message.data)}],
+            platform_context=_platform_context(message.data),
+            user=caller.name,
         )
         request = authorized(request, caller, "a2a")
         waiting = await self._waiting_task(message, caller)
         if waiting is not None:
             return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True
+        if request.decisions:
+            return await self._begin_deciding(message.context_id, request, caller, deltas)
         task_id = await self._open(message.context_id, request.text, caller)
         # The user's message is stored with the task, so the task reads as working from the start.
         run = self._run(task_id, replace(request, text=""), new_task=True, deltas=deltas)
@@ -281,6 +303,50 @@ class A2ATasks:
         current = task_view(conversation, next(reversed(conversation.tasks)))
         return current.id if current.state is TaskState.INPUT_REQUIRED else None
 
+    async def _begin_deciding(
+        self,
+        context_id: str | None,
+        request: AgentRequest,
+        caller: Caller,
+        deltas: asyncio.Queue[str] | None,
+    ) -> tuple[str, Coroutine[Any, Any, None], bool]:
+        """Decisions no task of the context waits for: on calls proposed over the HelpDesk routes, or
+        on none at all. Nothing is written before the agent has honoured them, so a refused decision
+        leaves the conversation as it was; honoured, the run is recorded as the context's next task."""
+        conversation = await self.repository.aget(context_id) if context_id else None
+        if conversation is not None and not caller.sees(conversation):
+            raise ConversationNotFound(conversation.id)  # another identity's: as if it did not exist
+        if conversation is None:
+            raise UnknownToolCall(request.decisions[0].call_id, context_id or "(a new context)")
+        for decision in request.decisions:  # the agent would refuse these too; refused here, cheaply
+            call = conversation.tool_call(decision.call_id)
+            if call.status is not ToolCallStatus.PENDING:
+                wanted = ToolCallStatus.APPROVED if decision.approve else ToolCallStatus.REJECTED
+                raise IllegalTransition(call.id.value, call.status.value, wanted.value)
+        task_id = f"{conversation.id}~{len(conversation.tasks) + 1}"
+        first = len(conversation.messages)
+        return task_id, self._run(task_id, request, new_task=False, deltas=deltas, record_from=first), True
+
+    async def _stored(self, task_id: str) -> bool:
+        conversation = await self.repository.aget(conversation_of(task_id))
+        return conversation is not None and task_id in conversation.tasks
+
+    async def _record(self, task_id: str, first_message: int) -> None:
+        """The task of a run that already happened, from its first message on."""
+        for _ in range(3):
+            conversation = await self.repository.aget(conversation_of(task_id))
+            if conversation is None or task_id in conversation.tasks:
+                return
+            expected = conversation.version
+            record = conversation.open_task(first_message=first_message)
+            if record.id != task_id:  # another task was opened in the context meanwhile
+                logger.warning("task %s was recorded as %s", task_id, record.id)
+            try:
+                await self.repository.asave(conversation, expected)
+            except ConcurrencyConflict:
+                continue
+            return
+
     async def _open(self, conversation_id: str | None, text: str, caller: Caller) -> str:
         for _ in range(3):
             stored = await self.repository.aget(conversation_id) if conversation_id else None
@@ -302,13 +368,19 @@ class A2ATasks:
         raise TaskRefused("the context kept changing; try again")
 
     async def _run(
-        self, task_id: str, request: AgentRequest, *, new_task: bool, deltas: asyncio.Queue[str] | None
+        self,
+        task_id: str,
+        request: AgentRequest,
+        *,
+        new_task: bool,
+        deltas: asyncio.Queue[str] | None,
+        record_from: int | None = None,
     ) -> None:
         """One turn of the agent on the task's conversation. A refused decision on a waiting task
-        changes nothing and is raised; any other failure also ends the task as failed."""
-        request = replace(
-            request, conversation_id=conversation_of(task_id), platform_context={}, session=None, history=()
-        )
+        changes nothing and is raised; any other failure also ends the task as failed. With
+        `record_from`, the task is not stored yet: once the turn did something (a refused decision
+        does nothing), it is recorded from that message on."""
+        request = replace(request, conversation_id=conversation_of(task_id), session=None, history=())
         try:
             if deltas is None:
                 response = await self.agent.ahandle(request)
@@ -318,11 +390,15 @@ class A2ATasks:
             error = http_error(exc)
             if error.is_client_error and not new_task:
                 raise
+            if record_from is not None:
+                await self._record(task_id, record_from)
             logger.warning("task %s failed: %s: %s", task_id, error.code, error.message)
             await self._fail(task_id, error.message)
             if error.is_client_error:
                 raise
             return
+        if record_from is not None:
+            await self._record(task_id, record_from)
         # The messages would read as still working: say how the run ended.
         if response.stop_reason == "max_iterations":
             await self._fail(task_id, "the agent stopped at its max_iterations without an answer")

@@ -65,10 +65,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         400: "The request is malformed (its body, or the framing of its body); `error.field` names where.",
-        403: "A cross-origin request, edited arguments for a tool that does not allow editing, or the API "
-        "key lacks a scope.",
+        403: "A cross-origin request, an edit of a tool that does not allow editing, a call the policy "
+        "denies as it would run, or the API key lacks a scope.",
         404: "The tool call was never proposed in this conversation, or the conversation is not yours.",
-        409: "Already decided, not matching the proposal, or a concurrent turn won.",
+        409: "Already decided, not the proposal, in another platform context, or a concurrent turn won.",
         410: "The approval window of the call has closed.",
         413: "The body is over the server's limit.",
         415: "The body is not sent as JSON (`Content-Type: application/json`).",

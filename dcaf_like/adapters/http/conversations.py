@@ -88,6 +88,7 @@ class ToolCallRecord(BaseModel):
     error: str | None
     rejection_reason: str | None
     decided_by: str | None
+    decided_by_kind: str | None
     proposed_at: float
     decided_at: float | None
     finished_at: float | None
@@ -297,6 +298,7 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "error": view.error,
                 "rejection_reason": view.rejection_reason,
                 "decided_by": call.decided_by,
+                "decided_by_kind": None if call.decided_by_kind is None else call.decided_by_kind.value,
                 "proposed_at": call.proposed_at,
                 "decided_at": call.decided_at,
                 "finished_at": call.finished_at,

@@ -25,10 +25,12 @@ from dcaf_like.application.errors import (
 from dcaf_like.domain import (
     ApprovalExpired,
     ApprovalMismatch,
+    ContextChanged,
     DomainError,
     EditNotAllowed,
     IllegalTransition,
     PendingToolCalls,
+    PolicyDenied,
     UnknownToolCall,
 )
 
@@ -77,6 +79,10 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             )
         case ApprovalMismatch():
             return HttpError(409, "approval_mismatch", message, call_id=exc.call_id, conversation_id=conv)
+        case ContextChanged():
+            return HttpError(409, "context_changed", message, call_id=exc.call_id, conversation_id=conv)
+        case PolicyDenied():
+            return HttpError(403, "policy_denied", message, call_id=exc.call_id, conversation_id=conv)
         case EditNotAllowed():
             return HttpError(403, "edit_not_allowed", message, call_id=exc.call_id, conversation_id=conv)
         case ApprovalExpired():

@@ -214,6 +214,9 @@ async def test_a_custom_function_can_delegate_to_an_agent_and_pass_its_approvals
     )
 
     async def ops(messages, context):
+        if context.unverified_decisions:  # the inner Agent's gate checks them against its store
+            decisions = [d.to_tool_decision() for d in context.unverified_decisions]
+            return await inner.adecide(context.conversation_id, decisions)
         return await inner.arun(messages, conversation_id=context.conversation_id)
 
     agent = FunctionAgent(ops)
