@@ -42,6 +42,24 @@ def test_the_walkthrough_leaves_the_pod_when_the_operator_says_no():
     assert "'web-2': 'CrashLoopBackOff'" in out
 
 
+def test_the_walkthrough_takes_the_end_of_input_as_a_no_and_says_so():
+    out = run_example(stdin="")  # no terminal: stdin is closed
+
+    assert "no answer (end of input): rejected" in out
+    assert "'web-2': 'CrashLoopBackOff'" in out
+
+
+def test_the_demo_client_takes_the_end_of_input_as_a_no(capsys):
+    import ops_demo
+
+    def closed(_prompt: str) -> str:
+        raise EOFError
+
+    assert ops_demo._confirm(closed, "  approve? [y/N] ") is False
+    assert ops_demo._confirm(lambda _prompt: "y", "  approve? [y/N] ") is True
+    assert "no answer (end of input): rejected" in capsys.readouterr().out
+
+
 def test_the_example_agent_refuses_to_touch_kube_system():
     from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 

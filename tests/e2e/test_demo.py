@@ -80,6 +80,8 @@ def test_the_demo_serves_the_agent_and_its_client_approves_a_deletion(tmp_path, 
     assert 'ran delete_pod({"name": "web-1", "namespace": "prod"}) -> pod "web-1" deleted' in printed
     assert reply["content"] == "I deleted web-1 in prod."
     banner = "".join(output)
-    assert f"at http://127.0.0.1:{port}" in banner
+    urls = [line.split()[-1] for line in banner.splitlines() if "http://" in line]
+    assert urls[0] == f"http://127.0.0.1:{port}/", "the chat page comes first"
+    assert f"http://127.0.0.1:{port}/docs" in urls
     assert "curl -s" in banner
     assert "conversations are kept in sqlite:///" in banner
