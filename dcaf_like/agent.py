@@ -248,7 +248,8 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
     ) -> AgentResponse:
-        """Approve one pending call (optionally with edited arguments, for editable tools) and go on."""
+        """Approve one pending call and go on. `edited_arguments` (editable tools only) is a patch onto
+        the proposal: an argument it leaves out keeps its proposed value, `None` removes one."""
         decision = ToolDecision.approved(call_id, edited_arguments=edited_arguments)
         return self.decide(conversation_id, [decision], platform_context=platform_context, user=user)
 

@@ -266,7 +266,7 @@ class Turn:
             edited = None
             if answer.edited_arguments is not None:
                 tool = self.settings.toolbox[call.name]
-                edited = ToolInput.of(tool.validate(call.unmasked(answer.edited_arguments)))
+                edited = ToolInput.of(tool.validate(call.patched(answer.edited_arguments)))
             self.conversation.approve_tool_call(
                 call_id, by="approver", edited_input=edited, decider=Decider.APPROVER
             )

@@ -12,6 +12,7 @@ from typing import Any
 
 from dcaf_like.domain.context import REDACTED
 from dcaf_like.domain.errors import ApprovalExpired, DomainError, EditNotAllowed, IllegalTransition
+from dcaf_like.domain.merge_patch import merge_patch
 
 
 class InvalidToolInput(DomainError):
@@ -212,6 +213,12 @@ class ToolCall:
         proposed = self.proposed_input.as_dict()
         masked = {key for key in self.secret_arguments & proposed.keys() if arguments.get(key) == REDACTED}
         return {key: proposed[key] if key in masked else value for key, value in arguments.items()}
+
+    def patched(self, edit: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments an approver's edit asks for: the edit (secrets left masked unmasked) merged
+        onto the proposal as a JSON merge patch, so an argument the edit leaves out keeps its proposed
+        value and `null` removes one. The caller validates the result against the tool's schema."""
+        return merge_patch(self.proposed_input.as_dict(), self.unmasked(edit))
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
