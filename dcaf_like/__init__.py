@@ -22,6 +22,7 @@ from dcaf_like.application.errors import (
     ModelTimeout,
     RuntimeNotConfigured,
     StoreUnavailable,
+    ToolDefinitionError,
     ToolsetUnavailable,
     UnknownTool,
 )
@@ -162,6 +163,7 @@ __all__ = [
     "ToolCallView",
     "ToolContext",
     "ToolDecision",
+    "ToolDefinitionError",
     "ToolFinished",
     "ToolRejected",
     "ToolResult",

@@ -67,6 +67,7 @@ EXPORTED = {
     "ToolCallView",
     "ToolContext",
     "ToolDecision",
+    "ToolDefinitionError",
     "ToolFinished",
     "ToolRejected",
     "ToolResult",
