@@ -23,6 +23,7 @@ from dcaf_like.application.errors import (
     ModelTimeout,
     RuntimeNotConfigured,
     StoreUnavailable,
+    ToolDefinitionError,
     ToolsetUnavailable,
     UnknownTool,
 )
@@ -172,6 +173,7 @@ __all__ = [
     "ToolCallView",
     "ToolContext",
     "ToolDecision",
+    "ToolDefinitionError",
     "ToolFinished",
     "ToolProgress",
     "ToolRejected",

@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 
 from dcaf_like import _jsonschema
-from dcaf_like.application.errors import InvalidToolArguments
+from dcaf_like.application.errors import InvalidToolArguments, ToolDefinitionError
 
 
 class ArgumentSchema:
@@ -154,16 +154,45 @@ def _from_signature(tool_name: str, func: Callable[..., Any]) -> ArgumentSchema:
     fields: dict[str, Any] = {}
     for param in visible_parameters(func):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {tool_name!r}: *args and **kwargs cannot be described to a model")
+            raise ToolDefinitionError(
+                tool_name, param.name, "*args and **kwargs cannot be described to a model"
+            )
         annotation = hints.get(param.name, Any)
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, pydantic.Field(default, description=described.get(param.name)))
-    model = pydantic.create_model(
-        f"{tool_name}_arguments",
-        __config__=pydantic.ConfigDict(extra="forbid"),
-        **fields,
-    )
-    return _model_schema(tool_name, model, None)
+    try:
+        model = pydantic.create_model(
+            f"{tool_name}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid"),
+            **fields,
+        )
+        return _model_schema(tool_name, model, None)
+    except pydantic.PydanticUserError:
+        raise _unsupported(tool_name, fields) from None
+
+
+_SUPPORTED = (
+    "str, int, float, bool, None, a Literal or Enum, a list, dict, tuple or set of these, "
+    "date/datetime, a TypedDict, dataclass or pydantic model, or an Optional/Union of them"
+)
+
+
+def _unsupported(tool_name: str, fields: Mapping[str, tuple[Any, Any]]) -> ToolDefinitionError:
+    """The error naming the first parameter whose type has no JSON schema (pydantic's own error names
+    only a type, somewhere in a model the user never wrote)."""
+    for name, (annotation, _) in fields.items():
+        try:
+            pydantic.TypeAdapter(annotation).json_schema()
+        except pydantic.PydanticUserError:
+            plain_class = isinstance(annotation, type) and not typing.get_args(annotation)
+            shown = f"{annotation.__module__}.{annotation.__qualname__}" if plain_class else repr(annotation)
+            return ToolDefinitionError(
+                tool_name,
+                name,
+                f"type {shown} cannot be described to a model as JSON. Use {_SUPPORTED}; "
+                "or give the value to the tool another way (a ToolContext, a closure)",
+            )
+    return ToolDefinitionError(tool_name, None, "its parameters cannot be described to a model as JSON")
 
 
 def visible_parameters(func: Callable[..., Any]) -> list[inspect.Parameter]:

@@ -262,7 +262,8 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
     ) -> AgentResponse:
-        """Approve one pending call (optionally with edited arguments, for editable tools) and go on.
+        """Approve one pending call and go on. `edited_arguments` (editable tools only) is a patch onto
+        the proposal: an argument it leaves out keeps its proposed value, `None` removes one.
 
         `platform_context` must be the one the call was proposed in, its credentials aside (else
         ContextChanged); the policy is asked again about the call as it would run (PolicyDenied)."""

@@ -7,6 +7,7 @@ import argparse
 import getpass
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from dcaf_like.serving import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_STORE,
     attach_store,
+    check_store,
     create_app,
     run_uvicorn,
     serve,
@@ -51,7 +53,31 @@ def load_target(spec: str, *, factory: bool = False) -> Any:
         target = target()
     if not callable(target) and not hasattr(target, "ahandle"):
         raise TargetError(f"{spec} is neither an Agent nor an agent function")
+    if not hasattr(target, "ahandle") and not _takes_two_arguments(target):
+        hint = "; if it returns the agent, did you mean --factory?" if _takes_no_arguments(target) else ""
+        raise TargetError(
+            f"{spec} is not an agent function: an agent function takes (messages, context){hint}"
+        )
     return target
+
+
+def _takes_two_arguments(func: Any) -> bool:
+    """True when `func` can be called as an agent function is, ``func(messages, context)``."""
+    try:
+        inspect.signature(func).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): let the first turn tell
+        return True
+    return True
+
+
+def _takes_no_arguments(func: Any) -> bool:
+    try:
+        inspect.signature(func).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _load_module(location: str) -> Any:
@@ -337,6 +363,7 @@ _RETENTION = "DCAF_SERVE_RETENTION_DAYS"
 def _serve_workers(args: argparse.Namespace, target: Any) -> int:
     """Check in this process what every worker will do, then let uvicorn start the workers."""
     described = attach_store(target, args.store, default=DEFAULT_STORE, retention_days=args.retention_days)
+    check_store(target)
     if isinstance(getattr(target, "repository", None), InMemoryConversationRepository):
         raise TargetError(
             f"{args.workers} workers cannot share an in-memory store: an approval would reach a worker "

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
 from dcaf_like.stores import DEFAULT_SQLITE_PATH, redact, store_from_environment
@@ -98,6 +99,7 @@ def serve(
     The chat page is at ``/`` unless `ui` is False. `allowed_hosts`, `allowed_origins`: see
     :func:`create_app`; a `host` that is a name, not an address, is an allowed host too."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE, retention_days=retention_days)
+    check_store(agent)
     app = create_app(
         agent,
         max_body_bytes=max_body_bytes,
@@ -214,6 +216,20 @@ def with_retention(url: str, days: float | None) -> str:
     head, fragment = url.split("#", 1) if "#" in url else (url, None)
     head = f"{head}{'&' if parts.query else '?'}{ttl}"
     return head if fragment is None else f"{head}#{fragment}"
+
+
+def check_store(agent: Any) -> None:
+    """Read from the agent's store once before serving, so a store that cannot be reached is a
+    StoreUnavailable at start-up rather than a 503 on every turn."""
+    repository = getattr(agent, "repository", None)
+    if isinstance(repository, ConversationRepository):
+        try:
+            repository.get("dcaf-start-up-check")
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(
+                f"the store cannot be read at start-up: {exc}. Check that it is running and reachable "
+                "and that --store (or DCAF_STORE) names it"
+            ) from exc
 
 
 def attach_store(

@@ -22,6 +22,7 @@ libraries.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -87,6 +88,7 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
             from dcaf_like.adapters.redis_store import RedisConversationRepository
         except ImportError as exc:
             raise StoreConfigError(_missing("redis", exc)) from exc
+        _check_redis_options(redis_url, store)
         try:
             return RedisConversationRepository(
                 redis_url, prefix=prefix, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
@@ -106,13 +108,20 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
         create = options.pop("create", "0").lower() in ("1", "true", "yes")
         _no_more(options, store)
         try:
-            from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
+            from botocore.exceptions import NoRegionError
 
+            from dcaf_like.adapters.dynamodb_store import DynamoDBConversationRepository
+        except ImportError as exc:
+            raise StoreConfigError(_missing("dynamodb", exc)) from exc
+        try:
             repository = DynamoDBConversationRepository(
                 table, region=region, endpoint_url=endpoint, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
             )
-        except ImportError as exc:
-            raise StoreConfigError(_missing("dynamodb", exc)) from exc
+        except NoRegionError:
+            raise StoreConfigError(
+                f"store {redact(store)!r} names no AWS region: add ?region=REGION to the URL "
+                "(dynamodb://TABLE?region=eu-west-1) or set AWS_REGION"
+            ) from None
         if create:
             repository.create_table()
         return repository
@@ -195,6 +204,28 @@ def _count(value: str, option: str, store: str) -> int:
 def _no_more(options: dict[str, str], store: str) -> None:
     if options:
         raise StoreConfigError(f"store {redact(store)!r} does not take {', '.join(sorted(options))}")
+
+
+def _check_redis_options(redis_url: str, store: str) -> None:
+    """Refuse now an option redis-py would only refuse on its first connection, mid-request.
+
+    redis-py hands every query option it does not parse to its connection class, which raises a
+    TypeError when the first connection is made; making one here (it does not connect) finds it."""
+    import redis
+
+    pool = redis.ConnectionPool.from_url(redis_url)
+    try:
+        pool.make_connection()
+    except TypeError as exc:
+        named = re.search(r"keyword argument '(\w+)'", str(exc))
+        option = repr(named.group(1)) if named else "an option"
+        raise StoreConfigError(
+            f"store {redact(store)!r}: {option} is not an option of this store or of redis-py; "
+            "this store takes namespace, ttl, audit_ttl and prefix, and redis-py its connection options "
+            "(socket_timeout, health_check_interval, ...): check the spelling"
+        ) from None
+    finally:
+        pool.disconnect()
 
 
 def _missing(extra: str, exc: ImportError) -> str:

@@ -30,6 +30,18 @@ class InvalidToolArguments(ApplicationError):
         super().__init__(f"invalid arguments for tool {tool_name!r}: {detail}")
 
 
+class ToolDefinitionError(ApplicationError, TypeError):
+    """A tool that cannot be described to a model, found when it is defined. `parameter` names the
+    argument at fault when one is (None for the tool as a whole)."""
+
+    def __init__(self, tool_name: str, parameter: str | None, problem: str) -> None:
+        self.tool_name = tool_name
+        self.parameter = parameter
+        self.problem = problem
+        where = f"tool {tool_name!r}" + (f", parameter {parameter!r}" if parameter else "")
+        super().__init__(f"{where}: {problem}")
+
+
 class UnknownTool(ApplicationError):
     def __init__(self, tool_name: str, known: list[str]) -> None:
         self.tool_name = tool_name

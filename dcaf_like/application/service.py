@@ -740,7 +740,7 @@ class AgentService:
             tool = self._settings.toolbox.get(call.name)
             if tool is None:
                 raise UnknownTool(call.name, sorted(self._settings.toolbox))
-            edited = ToolInput.of(tool.validate(call.unmasked(decision.edited_arguments)))
+            edited = ToolInput.of(tool.validate(call.patched(decision.edited_arguments)))
         echoed = None if decision.arguments is None else ToolInput.of(call.unmasked(decision.arguments))
         conversation.approve_tool_call(
             call.id.value,

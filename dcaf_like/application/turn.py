@@ -353,7 +353,7 @@ class Turn:
                 edited = None
                 if answer.edited_arguments is not None:
                     tool = self.settings.toolbox[call.name]
-                    edited = ToolInput.of(tool.validate(call.unmasked(answer.edited_arguments)))
+                    edited = ToolInput.of(tool.validate(call.patched(answer.edited_arguments)))
                 try:
                     self.conversation.approve_tool_call(
                         call_id,

@@ -19,6 +19,7 @@ from dcaf_like.domain.errors import (
     IllegalTransition,
     PolicyDenied,
 )
+from dcaf_like.domain.merge_patch import merge_patch
 from dcaf_like.domain.policy import ApprovalPolicy, Verdict
 
 
@@ -252,6 +253,12 @@ class ToolCall:
         proposed = self.proposed_input.as_dict()
         masked = {key for key in self.secret_arguments & proposed.keys() if arguments.get(key) == REDACTED}
         return {key: proposed[key] if key in masked else value for key, value in arguments.items()}
+
+    def patched(self, edit: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments an approver's edit asks for: the edit (secrets left masked unmasked) merged
+        onto the proposal as a JSON merge patch, so an argument the edit leaves out keeps its proposed
+        value and `null` removes one. The caller validates the result against the tool's schema."""
+        return merge_patch(self.proposed_input.as_dict(), self.unmasked(edit))
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at

@@ -18,6 +18,7 @@ from dcaf_like.application.errors import (
     ModelRateLimited,
     ModelRequestInvalid,
     ModelTimeout,
+    RuntimeNotConfigured,
 )
 from dcaf_like.application.model import (
     AssistantTurn,
@@ -72,7 +73,13 @@ class BedrockRuntime(AgentRuntime):
         if client is None:
             import boto3
 
-            client = boto3.client("bedrock-runtime", region_name=region, endpoint_url=endpoint_url)
+            try:
+                client = boto3.client("bedrock-runtime", region_name=region, endpoint_url=endpoint_url)
+            except botocore.exceptions.NoRegionError:
+                raise RuntimeNotConfigured(
+                    f"bedrock:{model_id}: no AWS region; pass region= "
+                    "(BedrockRuntime(..., region='us-east-1')), set AWS_REGION, or set one in the AWS profile"
+                ) from None
         self.model_id = model_id
         self.name = f"bedrock:{model_id}"
         self.client = client

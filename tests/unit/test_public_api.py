@@ -72,6 +72,7 @@ EXPORTED = {
     "ToolCallView",
     "ToolContext",
     "ToolDecision",
+    "ToolDefinitionError",
     "ToolFinished",
     "ToolProgress",
     "ToolRejected",
