@@ -19,6 +19,7 @@ from dcaf_like.adapters.http.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, Ca
 from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import RequestMiddleware, current_request_id, logger
+from dcaf_like.adapters.http.readiness import Readiness
 from dcaf_like.adapters.http.ui import PAGE_PATHS, ui_routes
 from dcaf_like.adapters.http.wire import (
     ChatRequest,
@@ -174,6 +175,13 @@ def create_app(
     async def health() -> dict[str, str]:
         """Liveness: the process serves requests."""
         return {"status": "ok", "agent": served.name, "version": __version__}
+
+    readiness = Readiness(served)
+
+    @app.get("/ready", tags=["operations"], response_model=None)
+    async def ready() -> Response:
+        """Readiness: the store answers and the model runtime is ready (503 naming the failed check)."""
+        return await readiness.response()
 
     @app.post(
         "/api/chat",
