@@ -40,6 +40,7 @@ def create_app(
     ui: bool = True,
     a2a: bool = False,
     mcp: bool = False,
+    metrics: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
@@ -54,7 +55,14 @@ def create_app(
 
     attach_store(agent, store, default=None)
     return build(
-        agent, max_body_bytes=max_body_bytes, title=title, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp
+        agent,
+        max_body_bytes=max_body_bytes,
+        title=title,
+        api_keys=api_keys,
+        ui=ui,
+        a2a=a2a,
+        mcp=mcp,
+        metrics=metrics,
     )
 
 
@@ -72,6 +80,7 @@ def serve(
     a2a: bool = False,
     mcp: bool = False,
     retention_days: float | None = DEFAULT_RETENTION_DAYS,
+    metrics: bool = False,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -81,7 +90,9 @@ def serve(
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
     The chat page is at ``/`` unless `ui` is False."""
     chosen = attach_store(agent, store, default=DEFAULT_STORE, retention_days=retention_days)
-    app = create_app(agent, max_body_bytes=max_body_bytes, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp)
+    app = create_app(
+        agent, max_body_bytes=max_body_bytes, api_keys=api_keys, ui=ui, a2a=a2a, mcp=mcp, metrics=metrics
+    )
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
     )

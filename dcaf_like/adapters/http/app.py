@@ -87,6 +87,7 @@ def create_app(
     ui: bool = True,
     a2a: bool = False,
     mcp: bool = False,
+    metrics: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
     and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}`` or
@@ -133,6 +134,23 @@ def create_app(
         open_paths = OPEN_PATHS | PAGE_PATHS if ui else OPEN_PATHS
         app.add_middleware(AuthMiddleware, keys=keys, open_paths=open_paths)
     app.add_middleware(RequestMiddleware, max_bytes=max_body_bytes)
+    if metrics:
+        from dcaf_like.adapters import prometheus
+
+        app.add_middleware(prometheus.HttpMetrics)
+        add_tracer = getattr(served, "add_tracer", None)
+        if add_tracer is not None:
+            add_tracer(prometheus.MetricsTracer)
+
+        @app.get("/metrics", tags=["operations"], response_model=None)
+        async def metrics_text(http: Request) -> Response:
+            """Prometheus metrics (``admin`` scope when API keys are on)."""
+            try:
+                caller_of(http).require("admin", "read the metrics")
+            except Exception as exc:
+                return _failure(exc, None)
+            return Response(prometheus.exposition(), media_type=prometheus.CONTENT_TYPE)
+
     app.state.agent = served
     if endpoint is not None:
         app.router.routes.append(Route("/mcp", endpoint.asgi, methods=["GET", "POST", "DELETE"]))
