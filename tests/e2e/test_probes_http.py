@@ -110,3 +110,46 @@ def test_ready_without_a_store_check_for_a_function_agent():
         answer = client.get("/ready")
     assert answer.status_code == 200
     assert answer.json() == {"status": "ready", "checks": {}}
+
+
+def test_ready_waits_for_a_runtime_that_loads_its_model_and_starts_loading_it():
+    import threading
+
+    from dcaf_like import Agent, create_app
+    from dcaf_like.testing import FakeRuntime
+
+    release = threading.Event()
+
+    class Loading(FakeRuntime):
+        loaded = False
+
+        def load(self) -> Loading:
+            release.wait(30)
+            self.loaded = True
+            return self
+
+    from _server import serving
+
+    with serving(create_app(Agent(runtime=Loading()), ui=False)) as client:
+        waiting = client.get("/ready")
+        release.set()
+        ready = _until(lambda: (answer := client.get("/ready")).status_code == 200 and answer, "never loaded")
+    assert waiting.status_code == 503
+    assert waiting.json()["checks"]["runtime"] == {
+        "ok": False,
+        "latency_ms": waiting.json()["checks"]["runtime"]["latency_ms"],
+        "error": "model loading",
+    }
+    assert waiting.json()["checks"]["store"]["ok"] is True
+    assert ready.json()["checks"]["runtime"]["ok"] is True
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///{tmp}/p.db"])
+def test_every_store_answers_a_ping(tmp_path, url):
+    from dcaf_like.stores import open_store
+
+    store = open_store(url.format(tmp=tmp_path))
+    store.ping()
+    import asyncio
+
+    asyncio.run(store.aping())
