@@ -114,6 +114,11 @@ class Agent:
         }
         self._service = self._build_service(self.repository)
 
+    def add_tracer(self, tracer: Callable[[Tracer], Tracer]) -> None:
+        """Wrap the agent's tracer (``wrap(current) -> new``): how ``serve(metrics=True)`` observes turns."""
+        self._settings["tracer"] = tracer(self._settings["tracer"])
+        self._service = self._build_service(self.repository)
+
     def use_repository(self, repository: ConversationRepository | str) -> None:
         """Keep conversations in `repository` (or the store a URL names) from now on."""
         self.repository = open_store(repository, namespace=self.name)

@@ -10,6 +10,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
     run.add_argument("--mcp", action="store_true", help="also serve the tools that need no approval over MCP")
     run.add_argument(
+        "--metrics", action="store_true", help="serve Prometheus metrics at /metrics (admin scope)"
+    )
+    run.add_argument(
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -246,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             retention_days=args.retention_days,
             allowed_hosts=args.allowed_host,
             allowed_origins=args.allowed_origin,
+            metrics=args.metrics,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -357,6 +362,7 @@ _MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
 _UI = "DCAF_SERVE_UI"
 _A2A = "DCAF_SERVE_A2A"
 _MCP = "DCAF_SERVE_MCP"
+_METRICS = "DCAF_SERVE_METRICS"
 _RETENTION = "DCAF_SERVE_RETENTION_DAYS"
 
 
@@ -386,9 +392,13 @@ def _serve_workers(args: argparse.Namespace, target: Any) -> int:
             _UI: "1" if args.ui else "",
             _A2A: "1" if args.a2a else "",
             _MCP: "1" if args.mcp else "",
+            _METRICS: "1" if args.metrics else "",
             _RETENTION: repr(args.retention_days),
         }
     )
+    if args.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Every worker writes its values there; /metrics sums them (prometheus-client multiprocess mode).
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="dcaf-metrics-")
     run_uvicorn(
         "dcaf_like.cli:worker_app",
         factory=True,
@@ -414,6 +424,7 @@ def worker_app() -> Any:
         ui=os.environ.get(_UI, "1") == "1",
         a2a=os.environ.get(_A2A) == "1",
         mcp=os.environ.get(_MCP) == "1",
+        metrics=os.environ.get(_METRICS) == "1",
     )
     settle_heap()
     return app

@@ -44,6 +44,7 @@ def create_app(
     mcp: bool = False,
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
+    metrics: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
@@ -70,6 +71,7 @@ def create_app(
         mcp=mcp,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        metrics=metrics,
     )
 
 
@@ -89,6 +91,7 @@ def serve(
     retention_days: float | None = DEFAULT_RETENTION_DAYS,
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
+    metrics: bool = False,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -109,6 +112,7 @@ def serve(
         mcp=mcp,
         allowed_hosts=with_bound_name(allowed_hosts, host),
         allowed_origins=allowed_origins,
+        metrics=metrics,
     )
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format

@@ -94,6 +94,12 @@ class InMemoryConversationRepository(ConversationRepository):
         with self._lock:
             return self._items.pop(conversation_id, None) is not None
 
+    def ping(self) -> None:
+        """Always answers: it is this process's memory."""
+
+    async def aping(self) -> None:
+        return None
+
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._lock:
             return list(reversed(self._items))[:limit]

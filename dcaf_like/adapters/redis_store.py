@@ -393,6 +393,19 @@ class RedisConversationRepository(ConversationRepository):
             raise self._unavailable(exc) from exc
         return at is not None and float(at) >= since
 
+    def ping(self) -> None:
+        """``PING``: one round trip."""
+        try:
+            self._sync.ping()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def aping(self) -> None:
+        try:
+            await self._async()[0].ping()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""
         found = self._async_by_loop.pop(asyncio.get_running_loop(), None)

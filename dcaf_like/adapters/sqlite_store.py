@@ -241,6 +241,11 @@ class SqliteConversationRepository(ConversationRepository):
             ).rowcount
         return bool(deleted)
 
+    def ping(self) -> None:
+        """``SELECT 1`` on this thread's connection: the file opens and answers."""
+        with self._reading(self._connection()) as db:
+            db.execute("SELECT 1").fetchone()
+
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._reading(self._connection()) as db:
             rows = db.execute(

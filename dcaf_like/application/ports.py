@@ -149,6 +149,15 @@ class ConversationRepository(ABC):
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
         """The audit trail, newest first: one conversation's records, or every conversation's."""
 
+    def ping(self) -> None:
+        """One cheap round trip to the store (a readiness probe); raises if it does not answer.
+        This default lists one id; stores override it with their cheapest request."""
+        self.list_ids(1)
+
+    async def aping(self) -> None:
+        """:meth:`ping` without blocking the event loop (stores with an async client override it)."""
+        await asyncio.to_thread(self.ping)
+
     # Stores whose I/O blocks override these with a native async client.
     async def aget(self, conversation_id: str) -> Conversation | None:
         return self.get(conversation_id)

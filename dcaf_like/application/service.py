@@ -615,7 +615,11 @@ class AgentService:
         return _checked_instructions(resolver(self.system(context)))
 
     def _start_turn(self, request: AgentRequest) -> Span:
-        attributes = {"dcaf.agent": self.name, "dcaf.runtime": self.runtime.name}
+        attributes = {
+            "dcaf.agent": self.name,
+            "dcaf.runtime": self.runtime.name,
+            "dcaf.entrance": request.entrance,
+        }
         if request.conversation_id:
             attributes["dcaf.conversation_id"] = request.conversation_id
         return self.tracer.start("dcaf.turn", attributes)
@@ -719,7 +723,9 @@ class AgentService:
         span = self.tracer.start("dcaf.decision", attributes, turn)
         try:
             approved = self._apply(conversation, decision, user, now)
-            span.set("dcaf.tool", conversation.tool_call(decision.call_id).name)
+            call = conversation.tool_call(decision.call_id)
+            span.set("dcaf.tool", call.name)
+            span.set("dcaf.waited_seconds", max(0.0, now - call.proposed_at))
             return approved
         except Exception as exc:
             span.fail(exc)  # refused: nothing ran; the request fails with this error

@@ -82,6 +82,11 @@ class LocalRuntime(AgentRuntime):
     def __repr__(self) -> str:
         return f"LocalRuntime({str(self.model_path or QWEN_CODER_1_5B.filename)!r})"
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (a server's ``/ready`` waits for it)."""
+        return self._llm is not None
+
     def load(self) -> LocalRuntime:
         """Fetch (the default model, once) and load the model now rather than on the first turn."""
         with self._lock:

@@ -20,6 +20,7 @@ from dcaf_like.adapters.http.conversations import conversation_routes
 from dcaf_like.adapters.http.errors import HttpError, http_error
 from dcaf_like.adapters.http.middleware import RequestMiddleware, current_request_id, logger
 from dcaf_like.adapters.http.perimeter import Perimeter
+from dcaf_like.adapters.http.readiness import Readiness
 from dcaf_like.adapters.http.runs import Runs
 from dcaf_like.adapters.http.ui import PAGE_PATHS, ui_routes
 from dcaf_like.adapters.http.wire import (
@@ -93,6 +94,7 @@ def create_app(
     mcp: bool = False,
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
+    metrics: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving `agent`: ``POST /api/chat``, ``POST /api/chat-stream``, ``GET /health``,
     and with `ui` the chat page at ``/``. With `api_keys` (``{"<key>": "<identity>"}`` or
@@ -146,6 +148,23 @@ def create_app(
         app.add_middleware(AuthMiddleware, keys=keys, open_paths=open_paths)
     perimeter = Perimeter(allowed_hosts, allowed_origins)
     app.add_middleware(RequestMiddleware, max_bytes=max_body_bytes, perimeter=perimeter)
+    if metrics:
+        from dcaf_like.adapters import prometheus
+
+        app.add_middleware(prometheus.HttpMetrics)
+        add_tracer = getattr(served, "add_tracer", None)
+        if add_tracer is not None:
+            add_tracer(prometheus.MetricsTracer)
+
+        @app.get("/metrics", tags=["operations"], response_model=None)
+        async def metrics_text(http: Request) -> Response:
+            """Prometheus metrics (``admin`` scope when API keys are on)."""
+            try:
+                caller_of(http).require("admin", "read the metrics")
+            except Exception as exc:
+                return _failure(exc, None)
+            return Response(prometheus.exposition(), media_type=prometheus.CONTENT_TYPE)
+
     app.state.agent = served
     app.state.runs = runs
     if endpoint is not None:
@@ -189,6 +208,13 @@ def create_app(
     async def health() -> dict[str, str]:
         """Liveness: the process serves requests."""
         return {"status": "ok", "agent": served.name, "version": __version__}
+
+    readiness = Readiness(served)
+
+    @app.get("/ready", tags=["operations"], response_model=None)
+    async def ready() -> Response:
+        """Readiness: the store answers and the model runtime is ready (503 naming the failed check)."""
+        return await readiness.response()
 
     @app.post(
         "/api/chat",

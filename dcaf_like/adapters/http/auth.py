@@ -166,6 +166,7 @@ class ApiKeys:
 OPEN_PATHS = frozenset(
     {
         "/health",
+        "/ready",
         "/docs",
         "/docs/oauth2-redirect",
         "/redoc",

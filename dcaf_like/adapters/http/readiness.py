@@ -1,0 +1,74 @@
+"""``GET /ready``: whether this process can take a turn now (``/health`` says only that it answers).
+
+Each check is one cheap look, bounded by :data:`CHECK_TIMEOUT`: the store answers one round trip
+(``aping``), the agent has a runtime and, for one that loads a model (``LocalRuntime``), the model is
+loaded (the first probe starts loading it in the background). The body names every check with ``ok``
+and ``latency_ms``; a failed check says only the exception's class, never its text (which may name
+a host or a path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from dcaf_like.application.ports import ConversationRepository
+
+CHECK_TIMEOUT = 2.0
+
+
+class Readiness:
+    def __init__(self, served: Any, timeout: float = CHECK_TIMEOUT) -> None:
+        self.served = served
+        self.timeout = timeout
+        self._loading: asyncio.Task[Any] | None = None
+
+    async def response(self) -> JSONResponse:
+        checks: dict[str, dict[str, Any]] = {}
+        repository = getattr(self.served, "repository", None)
+        if isinstance(repository, ConversationRepository):
+            checks["store"] = await self._timed(repository.aping())
+        if hasattr(self.served, "runtime"):
+            checks["runtime"] = self._runtime()
+        ready = all(check["ok"] for check in checks.values())
+        body = {"status": "ready" if ready else "unavailable", "checks": checks}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def _timed(self, probe: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(probe, self.timeout)
+        except TimeoutError:
+            return _failed(started, "timed out")
+        except Exception as exc:
+            return _failed(started, type(exc).__name__)
+        return {"ok": True, "latency_ms": _ms(started)}
+
+    def _runtime(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        runtime = getattr(self.served, "runtime", None)
+        if runtime is None:
+            return _failed(started, "no runtime configured")
+        if getattr(runtime, "loaded", True) is False:
+            load = getattr(runtime, "load", None)
+            if load is not None and (self._loading is None or self._loading.done()):
+                self._loading = asyncio.ensure_future(asyncio.to_thread(load))
+                self._loading.add_done_callback(_consume)
+            return _failed(started, "model loading")
+        return {"ok": True, "latency_ms": _ms(started)}
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # a failed load is retried by the next probe; the turn reports its error
+
+
+def _failed(started: float, error: str) -> dict[str, Any]:
+    return {"ok": False, "latency_ms": _ms(started), "error": error}
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,196 @@
+"""Prometheus metrics (``pip install "dcaf-like[metrics]"``): ``serve(agent, metrics=True)``.
+
+The application knows nothing of Prometheus: it reports turns, model calls, tools and decisions as
+spans to its :class:`~dcaf_like.application.tracing.Tracer` port. :class:`MetricsTracer` wraps the
+agent's tracer (OpenTelemetry keeps its spans) and counts what the spans say as they end; without
+metrics the tracer is untouched, so a turn pays nothing. :class:`HttpMetrics` counts HTTP requests by
+route template and status.
+
+Several workers (``dcaf-like serve --workers N --metrics``): the CLI sets ``PROMETHEUS_MULTIPROC_DIR``
+to a fresh temporary directory before the workers start, every worker writes its values there, and
+``/metrics`` (whichever worker answers) sums them all (prometheus-client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import multiprocess as _multiprocess
+
+from dcaf_like.application.tracing import NO_SPAN, Span, Tracer
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+TURNS = Counter("dcaf_turns", "Turns, by outcome (completed, awaiting_approval, failed).", ["outcome"])
+MODEL_CALLS = Counter(
+    "dcaf_model_calls", "Model calls, by runtime and outcome (ok, error).", ["runtime", "outcome"]
+)
+MODEL_SECONDS = Histogram("dcaf_model_call_seconds", "Time a model call took, by runtime.", ["runtime"])
+MODEL_TOKENS = Counter(
+    "dcaf_model_tokens",
+    "Tokens the model read (input) and wrote (output), by runtime.",
+    ["runtime", "direction"],
+)
+TOOLS = Counter(
+    "dcaf_tool_executions", "Tool executions, by tool and outcome (ok, error).", ["tool", "outcome"]
+)
+DECISIONS = Counter(
+    "dcaf_decisions",
+    "Decisions on tool calls, by kind (approve, reject, refused) and entrance (http, stream, a2a, ...).",
+    ["kind", "entrance"],
+)
+WAITING = Gauge(
+    "dcaf_calls_awaiting_decision",
+    "Tool calls waiting for a human's decision, as the turns this server ran left them.",
+    multiprocess_mode="livesum",
+)
+DECISION_WAIT = Histogram(
+    "dcaf_decision_wait_seconds",
+    "Time from a tool call's proposal to its decision.",
+    buckets=(1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600, float("inf")),
+)
+HTTP_REQUESTS = Counter(
+    "dcaf_http_requests", "HTTP requests, by route template and status.", ["route", "status"]
+)
+
+
+def exposition() -> bytes:
+    """The metrics in the Prometheus text format: this process's, or every worker's in multiprocess mode."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)
+
+
+class MetricsTracer:
+    """A tracer that counts what the application's spans report, and passes them to `inner`."""
+
+    def __init__(self, inner: Tracer) -> None:
+        self.inner = inner
+        self._waiting: dict[str, int] = {}  # conversation id -> calls it left waiting
+        self._lock = threading.Lock()
+
+    def start(self, name: str, attributes: dict[str, Any], parent: Span | None = None) -> Span:
+        inner_parent = parent.inner if isinstance(parent, _MetricSpan) else parent
+        inner = self.inner.start(name, attributes, inner_parent)
+        return _MetricSpan(self, name, dict(attributes), parent, inner)
+
+    def waiting(self, conversation_id: str, pending: int) -> None:
+        with self._lock:
+            before = self._waiting.pop(conversation_id, 0)
+            if pending:
+                self._waiting[conversation_id] = pending
+        if pending != before:
+            WAITING.inc(pending - before)
+
+
+class _MetricSpan:
+    __slots__ = ("attributes", "failed", "inner", "name", "parent", "started", "tracer")
+
+    def __init__(
+        self, tracer: MetricsTracer, name: str, attributes: dict[str, Any], parent: Span | None, inner: Span
+    ) -> None:
+        import time
+
+        self.tracer = tracer
+        self.name = name
+        self.attributes = attributes
+        self.parent = parent
+        self.inner = inner
+        self.failed = False
+        self.started = time.perf_counter()
+
+    def set(self, key: str, value: str | int | float | bool) -> None:
+        self.attributes[key] = value
+        if self.inner is not NO_SPAN:
+            self.inner.set(key, value)
+
+    def fail(self, error: BaseException | str) -> None:
+        self.failed = True
+        self.inner.fail(error)
+
+    def end(self) -> None:
+        import time
+
+        try:
+            _RECORD.get(self.name, _ignore)(self, time.perf_counter() - self.started)
+        finally:
+            self.inner.end()
+
+
+def _ignore(span: _MetricSpan, seconds: float) -> None:
+    return None
+
+
+def _turn(span: _MetricSpan, seconds: float) -> None:
+    a = span.attributes
+    if span.failed:
+        TURNS.labels("failed").inc()
+        return
+    pending = int(a.get("dcaf.pending_approvals", 0))
+    TURNS.labels("awaiting_approval" if pending else "completed").inc()
+    if conversation_id := a.get("dcaf.conversation_id"):
+        span.tracer.waiting(str(conversation_id), pending)
+
+
+def _model(span: _MetricSpan, seconds: float) -> None:
+    a = span.attributes
+    runtime = str(a.get("dcaf.runtime", ""))
+    MODEL_CALLS.labels(runtime, "error" if span.failed else "ok").inc()
+    MODEL_SECONDS.labels(runtime).observe(seconds)
+    for direction in ("input", "output"):
+        if tokens := int(a.get(f"dcaf.{direction}_tokens", 0) or 0):
+            MODEL_TOKENS.labels(runtime, direction).inc(tokens)
+
+
+def _tool(span: _MetricSpan, seconds: float) -> None:
+    TOOLS.labels(str(span.attributes.get("dcaf.tool", "")), "error" if span.failed else "ok").inc()
+
+
+def _decision(span: _MetricSpan, seconds: float) -> None:
+    a = span.attributes
+    parent = span.parent
+    entrance = parent.attributes.get("dcaf.entrance", "") if isinstance(parent, _MetricSpan) else ""
+    kind = "refused" if span.failed else str(a.get("dcaf.decision", ""))
+    DECISIONS.labels(kind, str(entrance)).inc()
+    if not span.failed and "dcaf.waited_seconds" in a:
+        DECISION_WAIT.observe(float(a["dcaf.waited_seconds"]))
+
+
+_RECORD: dict[str, Callable[[_MetricSpan, float], None]] = {
+    "dcaf.turn": _turn,
+    "dcaf.model": _model,
+    "dcaf.tool": _tool,
+    "dcaf.decision": _decision,
+}
+
+
+class HttpMetrics:
+    """ASGI middleware: every HTTP request counted by its route template (``/api/conversations/{id}``,
+    never the id itself) and status; a path no route serves counts as ``unmatched``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 0
+
+        async def sending(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            HTTP_REQUESTS.labels(route, str(status or 500)).inc()
