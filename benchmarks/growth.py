@@ -26,10 +26,10 @@ from dcaf_like import (
     SqliteConversationRepository,
     tool,
 )
-from dcaf_like.adapters.serialization import encode
-from dcaf_like.application.model import ModelRequest, ModelToolCall, ToolResult
+from dcaf_like.application.messages import ModelRequest, ModelToolCall, ToolResult
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain import Conversation, ToolInput
+from dcaf_like.stores._codec import encode
 
 LENGTHS = (10, 100, 1000)
 

@@ -115,7 +115,7 @@ def serve(kind: str, port: int, redis_prefix: str) -> None:
     import uvicorn
 
     from dcaf_like import create_app
-    from dcaf_like.serving import settle_heap
+    from dcaf_like.server.serving import settle_heap
 
     if kind == "bare":
         app = bare_app(json.loads(os.environ["BENCH_ANSWER"]))
@@ -166,7 +166,7 @@ def running_workers(workers: int, directory: str) -> Iterator[Server]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [
-        sys.executable, "-m", "dcaf_like.cli", "serve", f"{__file__}:answering_agent", "--factory",
+        sys.executable, "-m", "dcaf_like.cli.main", "serve", f"{__file__}:answering_agent", "--factory",
         "--workers", str(workers), "--port", str(port), "--store", f"sqlite:///{directory}/workers.sqlite3",
         "--no-ui", "--log-level", "warning",
     ]  # fmt: skip

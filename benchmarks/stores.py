@@ -26,8 +26,8 @@ from dcaf_like import (
     RedisConversationRepository,
     SqliteConversationRepository,
 )
-from dcaf_like.adapters.serialization import encode
 from dcaf_like.domain import Conversation
+from dcaf_like.stores._codec import encode
 
 
 def conversation(messages: int) -> Conversation:

@@ -6,7 +6,6 @@ when they are used.
 
 from typing import Any
 
-from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.agent import Agent
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
@@ -38,7 +37,8 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
-from dcaf_like.application.model import (
+from dcaf_like.application.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
+from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
     ModelRequest,
@@ -77,25 +77,24 @@ from dcaf_like.domain import (
     deny,
     require_approval,
 )
-from dcaf_like.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
-from dcaf_like.serving import create_app, serve
+from dcaf_like.server.serving import create_app, serve
 from dcaf_like.stores import StoreConfigError, open_store
+from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.tools import Tool, tool
 from dcaf_like.toolsets import Toolset
-
-__version__ = "0.1.0"
+from dcaf_like.version import __version__
 
 _LAZY = {
-    "SqliteConversationRepository": "dcaf_like.adapters.sqlite_store",
-    "RedisConversationRepository": "dcaf_like.adapters.redis_store",
-    "DynamoDBConversationRepository": "dcaf_like.adapters.dynamodb_store",
-    "PostgresConversationRepository": "dcaf_like.adapters.postgres_store",
-    "RemoteAgent": "dcaf_like.remote",
-    "RemoteCall": "dcaf_like.remote",
-    "RemoteResult": "dcaf_like.remote",
-    "RemoteText": "dcaf_like.remote",
+    "SqliteConversationRepository": "dcaf_like.stores.sqlite",
+    "RedisConversationRepository": "dcaf_like.stores.redis",
+    "DynamoDBConversationRepository": "dcaf_like.stores.dynamodb",
+    "PostgresConversationRepository": "dcaf_like.stores.postgres",
+    "RemoteAgent": "dcaf_like.toolsets.remote",
+    "RemoteCall": "dcaf_like.toolsets.remote",
+    "RemoteResult": "dcaf_like.toolsets.remote",
+    "RemoteText": "dcaf_like.toolsets.remote",
 }
 
 

@@ -7,8 +7,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from dcaf_like.adapters.memory import InMemoryConversationRepository
-from dcaf_like.adapters.otel import default_tracer
 from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
@@ -24,6 +22,8 @@ from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
+from dcaf_like.stores.memory import InMemoryConversationRepository
+from dcaf_like.telemetry.otel import default_tracer
 from dcaf_like.tools import Tool, as_tool
 from dcaf_like.toolsets import Toolset, combine
 

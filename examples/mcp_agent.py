@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from dcaf_like import Agent, AgentRuntime
-from dcaf_like.mcp import MCPToolset
+from dcaf_like.toolsets.mcp import MCPToolset
 
 
 def build_agent(runtime: AgentRuntime) -> Agent:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.errors import InvalidRequest
-from dcaf_like.application.model import NO_USAGE, Usage
+from dcaf_like.application.messages import NO_USAGE, Usage
 from dcaf_like.domain import ToolCall, ToolCallStatus
 from dcaf_like.domain.session import json_problem
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dcaf_like.application.dto import AgentResponse, ToolCallView
-from dcaf_like.application.model import ReasoningDelta, TextDelta
+from dcaf_like.application.messages import ReasoningDelta, TextDelta
 
 
 @dataclass(frozen=True, slots=True)

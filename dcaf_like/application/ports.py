@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from dcaf_like.application._concurrency import iterate_in_thread
+from dcaf_like.application.concurrency import iterate_in_thread
 from dcaf_like.application.context import estimate_tokens
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     ModelCompleted,
     ModelRequest,
     ModelResponse,

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from dcaf_like.application._concurrency import resolve_sync, run_sync
+from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.errors import scrub_exception
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out

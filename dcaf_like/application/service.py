@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dcaf_like.application._concurrency import resolve, resolve_sync
+from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import (
@@ -23,7 +23,7 @@ from dcaf_like.application.errors import (
     scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
-from dcaf_like.application.model import ModelCompleted, ModelResponse
+from dcaf_like.application.messages import ModelCompleted, ModelResponse
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalAnswer,

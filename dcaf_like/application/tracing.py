@@ -2,7 +2,7 @@
 
 Spans are started and ended explicitly, with an explicit parent, never made "current": a turn is a
 generator that may resume in another thread or context, where context-bound spans would detach
-wrongly. The default records nothing; ``dcaf_like.adapters.otel`` sends spans to OpenTelemetry.
+wrongly. The default records nothing; ``dcaf_like.telemetry.otel`` sends spans to OpenTelemetry.
 """
 
 from __future__ import annotations

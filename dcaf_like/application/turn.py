@@ -22,7 +22,7 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     NO_USAGE,
     AssistantTurn,
     ModelMessage,

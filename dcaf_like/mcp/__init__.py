@@ -1,12 +1,23 @@
-"""MCP (Model Context Protocol): an MCP server's tools as an agent's tools, behind the approval gate.
+"""Deprecated: MCP toolsets moved to :mod:`dcaf_like.toolsets.mcp` (``from dcaf_like import MCPToolset``).
 
->>> k8s = MCPToolset("k8s", command=["python", "k8s_server.py"], allow=["list_*"])
->>> agent = Agent(tools=[k8s], runtime=...)   # k8s starts on the first run; delete_pod needs approval
-
-Needs the MCP SDK: ``pip install "dcaf-like[mcp]"``. See docs/mcp.md.
+This alias stays for one release; importing a name from it warns with ``DeprecationWarning``.
 """
 
-from dcaf_like.mcp._connection import MCPServerUnavailable
-from dcaf_like.mcp.toolset import MCPTool, MCPToolError, MCPToolset
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
 
 __all__ = ["MCPServerUnavailable", "MCPTool", "MCPToolError", "MCPToolset"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"dcaf_like.mcp.{name} moved to dcaf_like.toolsets.mcp.{name}; the old path goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module("dcaf_like.toolsets.mcp"), name)

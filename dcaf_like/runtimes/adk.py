@@ -13,11 +13,10 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from typing import Any
 
-from dcaf_like._portal import Portal
 from dcaf_like.application.errors import (
     ModelError,
 )
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
     ModelRequest,
@@ -29,6 +28,7 @@ from dcaf_like.application.model import (
     ToolResult,
     Usage,
 )
+from dcaf_like.application.portal import Portal
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.runtimes._errors import typed_error
 

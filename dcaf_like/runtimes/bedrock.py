@@ -20,7 +20,7 @@ from dcaf_like.application.errors import (
     ModelTimeout,
     RuntimeNotConfigured,
 )
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
     ModelRequest,

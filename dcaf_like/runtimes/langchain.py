@@ -18,7 +18,7 @@ from dcaf_like.application.errors import (
     ModelError,
     RuntimeNotConfigured,
 )
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
     ModelRequest,

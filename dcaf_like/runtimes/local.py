@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.application.errors import ModelError, ModelRequestInvalid
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     ModelCompleted,
     ModelRequest,
     ModelResponse,

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     AssistantTurn,
     ModelRequest,
     ModelToolCall,

@@ -22,7 +22,7 @@ from dcaf_like.application.errors import (
     ModelRequestInvalid,
     ModelTimeout,
 )
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
     ModelRequest,

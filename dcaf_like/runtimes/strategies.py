@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
 from dcaf_like.application.errors import ModelError, RuntimeNotConfigured
-from dcaf_like.application.model import ModelRequest, ModelResponse, ModelStreamEvent
+from dcaf_like.application.messages import ModelRequest, ModelResponse, ModelStreamEvent
 from dcaf_like.application.ports import AgentRuntime
 
 logger = logging.getLogger("dcaf_like.runtimes")

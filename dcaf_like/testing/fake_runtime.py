@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.errors import ModelError
-from dcaf_like.application.model import (
+from dcaf_like.application.messages import (
     ModelCompleted,
     ModelRequest,
     ModelResponse,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dcaf_like.adapters.memory import InMemoryConversationRepository
 from dcaf_like.audit.report import AuditReport
+from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.testing.fake_runtime import FakeRuntime
 
 

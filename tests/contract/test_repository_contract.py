@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from dcaf_like import ConcurrencyConflict, ConversationRepository, InMemoryConversationRepository
-from dcaf_like.adapters.serialization import conversation_to_dict
 from dcaf_like.domain import (
     Conversation,
     DeciderKind,
@@ -27,6 +26,7 @@ from dcaf_like.domain import (
     TaskOutcome,
     ToolInput,
 )
+from dcaf_like.stores._codec import conversation_to_dict
 
 Factory = Callable[..., ConversationRepository]
 """``make(namespace="default", **options)``: a repository on the store under test."""

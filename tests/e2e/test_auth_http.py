@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from dcaf_like import Agent
-from dcaf_like.adapters.http.auth import caller_of
+from dcaf_like.server.auth import caller_of
 from dcaf_like.testing import FakeRuntime, tool_call
 
 ALICE = "alice-key-0123456789abcdef"

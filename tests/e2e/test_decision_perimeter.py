@@ -12,7 +12,7 @@ import pytest
 from _helpdesk import approve, user
 
 from dcaf_like import Agent, ApprovalPolicy, PlatformContext, argument_in, context_in, deny, tool
-from dcaf_like.adapters.serialization import encode
+from dcaf_like.stores._codec import encode
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 DEV = {"tenant_name": "dev", "k8s_namespace": "default", "duplo_token": "dev-token-0123456789"}

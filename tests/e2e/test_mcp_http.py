@@ -12,8 +12,8 @@ from _server import serving
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from dcaf_like import Agent, create_app
-from dcaf_like.mcp import MCPToolset
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+from dcaf_like.toolsets.mcp import MCPToolset
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))

@@ -92,8 +92,8 @@ def test_only_an_agent_can_be_served_over_mcp():
 
 
 def test_another_agent_uses_the_served_tools_through_an_mcp_toolset_with_an_api_key(start_server, cluster):
-    from dcaf_like.mcp import MCPServerUnavailable, MCPToolset
     from dcaf_like.testing import reply, tool_call, tool_calls
+    from dcaf_like.toolsets.mcp import MCPServerUnavailable, MCPToolset
 
     served = Agent(tools=cluster.tools(), runtime=FakeRuntime())
     base = start_server(served, mcp=True, api_keys={"ops-bot-key-0123456789": "ops-bot"}).base_url

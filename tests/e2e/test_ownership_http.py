@@ -16,7 +16,7 @@ import pytest
 from _helpdesk import approve, reject, user
 
 from dcaf_like import Agent, InMemoryConversationRepository
-from dcaf_like.application.model import ModelRequest, ModelResponse, UserTurn
+from dcaf_like.application.messages import ModelRequest, ModelResponse, UserTurn
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 ALICE = "alice-key-0123456789abcdef"

@@ -12,7 +12,7 @@ from _helpdesk import approve, user
 from _proxy import CuttableProxy
 
 from dcaf_like import Agent, ModelResponse, RedisConversationRepository
-from dcaf_like.adapters.serialization import conversation_to_dict
+from dcaf_like.stores._codec import conversation_to_dict
 from dcaf_like.testing import FakeRuntime, tool_call
 
 

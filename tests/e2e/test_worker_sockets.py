@@ -23,7 +23,7 @@ import httpx
 import pytest
 import uvicorn
 
-from dcaf_like import _workers
+from dcaf_like.server import _workers
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = str(Path(sys.executable).parent / "dcaf-like")

@@ -17,8 +17,8 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 import uvicorn
 
 from dcaf_like import Agent, RunFailed, ToolsetUnavailable, tool
-from dcaf_like.mcp import MCPServerUnavailable, MCPToolset
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+from dcaf_like.toolsets.mcp import MCPServerUnavailable, MCPToolset
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))

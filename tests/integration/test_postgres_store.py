@@ -17,9 +17,9 @@ from dcaf_like import (
     ToolDecision,
     open_store,
 )
-from dcaf_like.adapters import postgres_store
-from dcaf_like.adapters.serialization import encode
 from dcaf_like.domain import Conversation
+from dcaf_like.stores import postgres as postgres_store
+from dcaf_like.stores._codec import encode
 from dcaf_like.testing import FakeRuntime, tool_call
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")

@@ -11,9 +11,9 @@ import zlib
 import pytest
 
 from dcaf_like import SqliteConversationRepository, StoreUnavailable
-from dcaf_like.adapters.serialization import conversation_to_dict, encode
-from dcaf_like.adapters.sqlite_store import COMPRESS_FROM, TABLE
 from dcaf_like.domain import Conversation, ToolInput
+from dcaf_like.stores._codec import conversation_to_dict, encode
+from dcaf_like.stores.sqlite import COMPRESS_FROM, TABLE
 
 
 def conversation(messages: int) -> Conversation:

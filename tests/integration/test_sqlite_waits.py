@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from dcaf_like import ConcurrencyConflict, SqliteConversationRepository, StoreUnavailable
-from dcaf_like.adapters import sqlite_store
 from dcaf_like.domain import Conversation
+from dcaf_like.stores import sqlite as sqlite_store
 
 
 def conversation(conversation_id: str) -> Conversation:

@@ -13,7 +13,7 @@ sdk = pytest.importorskip(
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from dcaf_like.adapters.otel import OpenTelemetryTracer  # noqa: E402
+from dcaf_like.telemetry.otel import OpenTelemetryTracer  # noqa: E402
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_without_a_configured_sdk_the_default_tracer_builds_no_spans():
     import sys
 
     code = (
-        "from dcaf_like.adapters.otel import OpenTelemetryTracer\n"
+        "from dcaf_like.telemetry.otel import OpenTelemetryTracer\n"
         "from dcaf_like.application.tracing import NO_SPAN\n"
         "print(OpenTelemetryTracer().start('dcaf.turn', {}) is NO_SPAN)\n"
     )

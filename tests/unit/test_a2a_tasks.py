@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dcaf_like.adapters.http.a2a_tasks import TaskNotFound, TaskState, conversation_of, task_view
-from dcaf_like.adapters.serialization import conversation_from_dict, conversation_to_dict
 from dcaf_like.domain import Conversation, DomainError, TaskOutcome, ToolInput
 from dcaf_like.domain.errors import UnknownTask
+from dcaf_like.server.a2a_tasks import TaskNotFound, TaskState, conversation_of, task_view
+from dcaf_like.stores._codec import conversation_from_dict, conversation_to_dict
 
 
 def proposing(conversation: Conversation, text: str = "delete web-2") -> str:

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from dcaf_like.application._concurrency import iterate_in_thread, iterate_sync, run_sync
+from dcaf_like.application.concurrency import iterate_in_thread, iterate_sync, run_sync
 
 
 async def counting(limit: int, seen: list[int], closed: threading.Event):

@@ -42,3 +42,51 @@ def test_the_application_layer_imports_only_the_standard_library_the_domain_and_
         root = name.split(".")[0]
         inward = name.startswith(("dcaf_like.domain", "dcaf_like.application"))
         assert root in sys.stdlib_module_names or inward, f"{path.name} imports {name}"
+
+
+def import_cycles(package: str = "dcaf_like") -> list[list[str]]:
+    """Groups of the package's modules that import each other, directly or through others (Tarjan)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph(package)
+    edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while (member := stack.pop()) != module:
+                group.append(member)
+            if group:
+                cycles.append(sorted([module, *group]))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_a_cycle_is_found_where_there_is_one(tmp_path, monkeypatch):
+    package = tmp_path / "cyclic"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from cyclic import b\n")
+    (package / "b.py").write_text("from cyclic import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (package / "c.py").write_text("from cyclic import a\n")
+    assert import_cycles("cyclic") == [["cyclic.a", "cyclic.b"]]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18 item 1: the server's modules still import each other")
+def test_no_module_of_the_package_imports_itself_through_others():
+    assert import_cycles() == []

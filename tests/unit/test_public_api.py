@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import dcaf_like
 
 EXPORTED = {
@@ -136,3 +138,14 @@ def test_importing_the_package_loads_no_sdk_web_framework_or_store_client():
 
     assert roots.isdisjoint(SDKS), sorted(roots & set(SDKS))
     assert "dcaf_like" in roots
+
+
+def test_the_old_mcp_path_still_works_and_says_where_the_names_went():
+    import dcaf_like.mcp
+    from dcaf_like.toolsets import mcp
+
+    with pytest.warns(DeprecationWarning, match=r"dcaf_like\.toolsets\.mcp\.MCPToolset"):
+        moved = dcaf_like.mcp.MCPToolset
+    assert moved is mcp.MCPToolset
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        dcaf_like.mcp.Nothing  # noqa: B018

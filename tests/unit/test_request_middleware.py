@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dcaf_like.adapters.http.middleware import RequestMiddleware
-from dcaf_like.adapters.http.perimeter import Perimeter
+from dcaf_like.server.middleware import RequestMiddleware
+from dcaf_like.server.perimeter import Perimeter
 
 BODY = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from dcaf_like.adapters.serialization import conversation_to_dict, decode, encode
 from dcaf_like.domain import Conversation, DeciderKind, PlatformContext, ToolInput
 from dcaf_like.domain.conversation import TaskOutcome
+from dcaf_like.stores._codec import conversation_to_dict, decode, encode
 
 
 def reference(conversation: Conversation) -> str:

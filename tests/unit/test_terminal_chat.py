@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from dcaf_like import Agent
-from dcaf_like.adapters.terminal import LocalAgent, TerminalChat
 from dcaf_like.application.errors import ModelError
+from dcaf_like.cli.terminal import LocalAgent, TerminalChat
 from dcaf_like.testing import FakeRuntime, fail
 
 PENDING = {

@@ -1,0 +1,143 @@
+"""Custom agent functions, ``(messages, context) -> AgentResult``, served like any Agent."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dcaf_like.application.concurrency import resolve, resolve_sync
+from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
+from dcaf_like.application.events import Done, RunFailed, StreamEvent
+from dcaf_like.application.messages import TextDelta
+from dcaf_like.domain import PlatformContext, Session
+from dcaf_like.domain.conversation import new_conversation_id
+
+AgentFunction = Callable[
+    [list[dict[str, Any]], "AgentContext"], "AgentResult | AgentResponse | str | Awaitable[Any]"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class UnverifiedDecision:
+    """A decision on a tool call exactly as the client sent it, which nobody has checked.
+
+    A FunctionAgent keeps no record of the calls its function proposed, so the server cannot tell
+    whether `call_id` is one it ever issued, nor whether `arguments` are what was proposed. Before
+    acting on `approve`, check it against your own record of proposals, or hand it to an
+    :class:`~dcaf_like.Agent`, whose gate checks it against its store: ``agent.adecide(
+    context.conversation_id, [d.to_tool_decision() for d in context.unverified_decisions])``.
+    """
+
+    call_id: str
+    approve: bool
+    tool_name: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    edited_arguments: Mapping[str, Any] | None = None
+    reason: str = ""
+
+    def to_tool_decision(self) -> ToolDecision:
+        """The decision for an Agent, which checks it before anything runs."""
+        return ToolDecision(
+            self.call_id, self.approve, self.tool_name, self.arguments, self.edited_arguments, self.reason
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """What a custom agent function sees besides the messages. Changes to `session` are returned.
+
+    Decisions on tool calls are not in the messages: they are `unverified_decisions`, named for what
+    they are (see :class:`UnverifiedDecision`)."""
+
+    conversation_id: str
+    platform_context: PlatformContext
+    session: Session
+    user: str = "user"
+    unverified_decisions: tuple[UnverifiedDecision, ...] = ()
+
+
+class FunctionAgent:
+    """Wraps a function so it can stand wherever an Agent does (``serve``, the CLI, tests)."""
+
+    def __init__(
+        self, func: AgentFunction, *, name: str | None = None, description: str | None = None
+    ) -> None:
+        self.func = func
+        self.name: str = name or str(getattr(func, "__name__", "agent"))
+        self.description: str = description or (inspect.getdoc(func) or "").split("\n\n", 1)[0]
+
+    def run(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
+        return self.handle(AgentRequest.from_messages(messages, **kwargs))
+
+    async def arun(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
+        return await self.ahandle(AgentRequest.from_messages(messages, **kwargs))
+
+    def handle(self, request: AgentRequest) -> AgentResponse:
+        context = _context(request)
+        return _response(resolve_sync(self.func(request_messages(request), context)), context)
+
+    async def ahandle(self, request: AgentRequest) -> AgentResponse:
+        context = _context(request)
+        return _response(await resolve(self.func(request_messages(request), context)), context)
+
+    async def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        try:
+            response = await self.ahandle(request)
+        except Exception as exc:
+            yield RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
+            return
+        if response.text:
+            yield TextDelta(response.text)
+        yield Done(response)
+
+    def __repr__(self) -> str:
+        return f"FunctionAgent({self.name!r})"
+
+
+def request_messages(request: AgentRequest) -> list[dict[str, Any]]:
+    """The request as HelpDesk message dicts, as a custom function receives them: without the client's
+    decisions (no ``execute: true`` the server never checked), which are the context's
+    `unverified_decisions`."""
+    messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in request.history]
+    data: dict[str, Any] = {}
+    if request.conversation_id:
+        data["conversation_id"] = request.conversation_id
+    if request.session is not None:
+        data["session"] = dict(request.session)
+    messages.append({"role": "user", "content": request.text, "data": data})
+    return messages
+
+
+def _context(request: AgentRequest) -> AgentContext:
+    return AgentContext(
+        conversation_id=request.conversation_id or new_conversation_id(),
+        platform_context=PlatformContext(request.platform_context),
+        session=Session(request.session),
+        user=request.user,
+        unverified_decisions=tuple(
+            UnverifiedDecision(d.call_id, d.approve, d.tool_name, d.arguments, d.edited_arguments, d.reason)
+            for d in request.decisions
+        ),
+    )
+
+
+def _response(result: Any, context: AgentContext) -> AgentResponse:
+    if isinstance(result, AgentResponse):
+        return result
+    if isinstance(result, str):
+        return AgentResponse(context.conversation_id, result, session=context.session.to_dict())
+    if isinstance(result, AgentResult):
+        session = dict(result.session) if result.session is not None else context.session.to_dict()
+        return AgentResponse(
+            context.conversation_id,
+            result.text,
+            pending_tool_calls=result.pending_tool_calls,
+            executed_tool_calls=result.executed_tool_calls,
+            session=session,
+            stop_reason="awaiting_approval" if result.pending_tool_calls else "end_turn",
+        )
+    raise TypeError(
+        f"an agent function must return AgentResult, AgentResponse or str, not {type(result).__name__}"
+    )

@@ -1,0 +1,434 @@
+"""``dcaf-like``: the command line. ``dcaf-like serve examples/k8s_agent.py:agent --port 8000``,
+``dcaf-like chat examples/k8s_agent.py:agent`` (or ``--url http://127.0.0.1:8000``)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from dcaf_like.application.errors import ApplicationError
+from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
+from dcaf_like.server.serving import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_STORE,
+    attach_store,
+    check_store,
+    create_app,
+    run_uvicorn,
+    serve,
+    settle_heap,
+    with_bound_name,
+)
+from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
+from dcaf_like.stores.memory import InMemoryConversationRepository
+
+
+class TargetError(Exception):
+    """The command line names something that cannot be served."""
+
+
+def load_target(spec: str, *, factory: bool = False) -> Any:
+    """``path/to/file.py:name`` or ``package.module:name``; with `factory`, ``name()`` is served."""
+    location, sep, attribute = spec.rpartition(":")
+    if not sep or not location or not attribute:
+        raise TargetError(f"expected FILE.py:NAME or MODULE:NAME, got {spec!r}")
+    module = _load_module(location)
+    try:
+        target = getattr(module, attribute)
+    except AttributeError:
+        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        raise TargetError(f"{location} has no {attribute!r}; it has: {', '.join(names)}") from None
+    if factory:
+        if not callable(target):
+            raise TargetError(f"--factory: {spec} is not callable")
+        target = target()
+    if not callable(target) and not hasattr(target, "ahandle"):
+        raise TargetError(f"{spec} is neither an Agent nor an agent function")
+    if not hasattr(target, "ahandle") and not _takes_two_arguments(target):
+        hint = "; if it returns the agent, did you mean --factory?" if _takes_no_arguments(target) else ""
+        raise TargetError(
+            f"{spec} is not an agent function: an agent function takes (messages, context){hint}"
+        )
+    return target
+
+
+def _takes_two_arguments(func: Any) -> bool:
+    """True when `func` can be called as an agent function is, ``func(messages, context)``."""
+    try:
+        inspect.signature(func).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): let the first turn tell
+        return True
+    return True
+
+
+def _takes_no_arguments(func: Any) -> bool:
+    try:
+        inspect.signature(func).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _load_module(location: str) -> Any:
+    if location.endswith(".py"):
+        path = Path(location)
+        if not path.is_file():
+            raise TargetError(f"no such file: {location}")
+        name = f"_dcaf_like_target_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise TargetError(f"cannot import {location}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as exc:
+        raise TargetError(f"cannot import {location}: {exc}") from exc
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dcaf-like", description="Serve and operate dcaf_like agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="serve an agent over the HelpDesk protocol")
+    run.add_argument("target", help="FILE.py:NAME or MODULE:NAME (an Agent or an agent function)")
+    run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
+    run.add_argument("--port", type=int, default=8000)
+    run.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    run.add_argument(
+        "--store",
+        default=None,
+        help="where conversations live: sqlite:///PATH, redis://HOST:PORT/DB, postgresql://USER@HOST/DB, "
+        "dynamodb://TABLE?region=R, memory:// (default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the port; they must share a store (SQLite, Redis, PostgreSQL, "
+        "DynamoDB)",
+    )
+    run.add_argument(
+        "--retention-days",
+        type=_days,
+        default=DEFAULT_RETENTION_DAYS,
+        help="forget a conversation this long after its last save, one waiting for approval not before its "
+        f"window closes, unless the store URL sets ttl= (default: {DEFAULT_RETENTION_DAYS}; 0 keeps all)",
+    )
+    run.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    run.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST",
+        help="a Host name the server answers for, besides loopback's and its own address (repeatable; "
+        "name, name:port, *.domain, or * for any; default: $DCAF_ALLOWED_HOSTS)",
+    )
+    run.add_argument(
+        "--allowed-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="an origin (https://ops.example.com) whose pages may send changes, besides the server's own "
+        "(repeatable; default: $DCAF_ALLOWED_ORIGINS)",
+    )
+    run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
+    run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
+    run.add_argument("--mcp", action="store_true", help="also serve the tools that need no approval over MCP")
+    run.add_argument(
+        "--metrics", action="store_true", help="serve Prometheus metrics at /metrics (admin scope)"
+    )
+    run.add_argument(
+        "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
+    )
+    run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    prune = commands.add_parser(
+        "prune",
+        help="forget the conversations a store keeps past their retention (serve's ttl does it as it goes)",
+    )
+    prune.add_argument(
+        "--store",
+        default=None,
+        help="the store, as serve's --store: sqlite:///PATH, redis://HOST:PORT/DB, dynamodb://TABLE?region=R "
+        "(default: $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+    )
+    prune.add_argument(
+        "--namespace",
+        default=None,
+        help="the agent's name, its namespace in the store (default: the URL's namespace=, else 'agent', "
+        "the name of an Agent given none)",
+    )
+    prune.add_argument(
+        "--retention-days",
+        type=_days,
+        default=None,
+        help="keep conversations saved within this many days "
+        f"(default: the URL's ttl=, else {DEFAULT_RETENTION_DAYS})",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would be forgotten, forget nothing")
+    chat = commands.add_parser(
+        "chat", help="chat with an agent on the terminal, deciding each call it wants approved"
+    )
+    chat.add_argument("target", nargs="?", help="FILE.py:NAME or MODULE:NAME, run in this process")
+    chat.add_argument("--url", help="a served agent instead (http://HOST:PORT); key in $DCAF_API_KEY")
+    chat.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    chat.add_argument(
+        "--store", default=None, help="with a target: where conversations live (default: memory)"
+    )
+    _audit_parser(commands)
+    return parser
+
+
+def _audit_parser(commands: Any) -> None:
+    audit = commands.add_parser(
+        "audit",
+        help="attack a served agent's approval gate as a hostile client and report what held",
+        description="Attack the approval gate of the agent served at URL and report, per attack family, "
+        "what held (docs/audit.md). It APPROVES, once per proposal, calls the agent proposes for --propose: "
+        "point it at a staging agent or a harmless gated tool (dcaf_like.audit.canary_tool), never at "
+        "an agent whose tool you do not want run. Exit status 0: every family held; 1: one failed; "
+        "2: the audit could not run.",
+    )
+    audit.add_argument("url", help="the served agent, e.g. http://127.0.0.1:8000 (loopback only by default)")
+    audit.add_argument("--api-key", help="sent as Authorization: Bearer (default: $DCAF_API_KEY)")
+    audit.add_argument(
+        "--propose",
+        default=None,
+        help='a message that makes the agent propose a gated call (default: "Delete the pod web-2 in '
+        'namespace default.")',
+    )
+    audit.add_argument(
+        "--tool", help="the only tool whose calls the audit approves (default: the first that waits)"
+    )
+    audit.add_argument(
+        "--ledger", help="a file the served tool appends one line to per execution: exact counts"
+    )
+    audit.add_argument("--report", help="write the report there: .md for Markdown, else JSON")
+    audit.add_argument(
+        "--i-own-this-server", action="store_true", help="allow a URL that is not a loopback address"
+    )
+    audit.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    audit.add_argument("--concurrency", type=int, default=20, help="identical approvals sent at once")
+    audit.add_argument("--timeout", type=float, default=120, help="seconds for each request")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sys.path.insert(0, str(Path.cwd()))
+    if args.command == "chat":
+        return _chat(args)
+    if args.command == "prune":
+        return _prune(args)
+    if args.command == "audit":
+        return _audit(args)
+    try:
+        target = load_target(args.target, factory=args.factory)
+        if args.workers > 1:
+            return _serve_workers(args, target)
+        serve(
+            target,
+            host=args.host,
+            port=args.port,
+            store=args.store,
+            max_body_bytes=args.max_body_bytes,
+            log_level=args.log_level,
+            log_format=args.log_format,
+            ui=args.ui,
+            a2a=args.a2a,
+            mcp=args.mcp,
+            retention_days=args.retention_days,
+            allowed_hosts=args.allowed_host,
+            allowed_origins=args.allowed_origin,
+            metrics=args.metrics,
+        )
+    except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
+        print(f"dcaf-like: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of days, not {value!r}") from None
+    if days < 0 or days != days or days == float("inf"):
+        raise argparse.ArgumentTypeError(f"a number of days, 0 or more, not {value!r}")
+    return days
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """``dcaf-like prune``: what serve's retention forgets as it goes, in one pass (for a store written
+    without a ttl, or after lowering it)."""
+    url = args.store or store_from_environment() or DEFAULT_STORE
+    if args.retention_days == 0:
+        print(
+            "dcaf-like prune: --retention-days 0 keeps every conversation: nothing to prune", file=sys.stderr
+        )
+        return 2
+    namespace = args.namespace or dict(parse_qsl(urlsplit(url).query)).get("namespace") or "agent"
+    try:
+        store = open_store(url, namespace=namespace)
+    except StoreConfigError as exc:
+        print(f"dcaf-like prune: {exc}", file=sys.stderr)
+        return 2
+    ttl = getattr(store, "ttl", None)
+    days = args.retention_days or (ttl / DAY if ttl else DEFAULT_RETENTION_DAYS)
+    try:
+        count = store.prune(days * DAY, dry_run=args.dry_run)
+    except ApplicationError as exc:
+        print(f"dcaf-like prune: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    verb = "would forget" if args.dry_run else "forgot"
+    conversations = "conversation" if count == 1 else "conversations"
+    over = f"{days:g} day" if days == 1 else f"{days:g} days"
+    print(f"{verb} {count} {conversations} of {redact(url)} last saved over {over} ago")
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from dcaf_like.cli.terminal import LocalAgent, RemoteAgent, TerminalChat
+
+    if (args.target is None) == (args.url is None):
+        print("dcaf-like chat: name an agent (FILE.py:NAME) or a server (--url), not both", file=sys.stderr)
+        return 2
+    transport: LocalAgent | RemoteAgent
+    try:
+        if args.url is not None:
+            transport = RemoteAgent(args.url, api_key=os.environ.get("DCAF_API_KEY"))
+        else:
+            target = load_target(args.target, factory=args.factory)
+            attach_store(target, args.store, default=None)
+            transport = LocalAgent(target, user=getpass.getuser())
+    except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
+        print(f"dcaf-like: {exc}", file=sys.stderr)
+        return 2
+    try:
+        TerminalChat(transport, out=sys.stdout).run()
+    except KeyboardInterrupt:
+        print()
+    finally:
+        transport.close()
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from dcaf_like.audit import run_audit
+    from dcaf_like.audit.target import TargetRefused
+
+    try:
+        report = run_audit(
+            args.url,
+            api_key=args.api_key or os.environ.get("DCAF_API_KEY"),
+            propose=args.propose,
+            tool=args.tool,
+            ledger=args.ledger,
+            i_own_this_server=args.i_own_this_server,
+            max_body_bytes=args.max_body_bytes,
+            concurrency=args.concurrency,
+            timeout=args.timeout,
+        )
+    except (TargetRefused, ImportError) as exc:
+        print(f"dcaf-like audit: {exc}", file=sys.stderr)
+        return 2
+    print(report.to_markdown(), end="")
+    if args.report:
+        Path(args.report).write_text(report.render(args.report), encoding="utf-8")
+    if report.error:
+        return 2
+    return 0 if report.held else 1
+
+
+# Several workers: uvicorn starts each process afresh, so each loads the target itself, told by these.
+_TARGET = "DCAF_SERVE_TARGET"
+_FACTORY = "DCAF_SERVE_FACTORY"
+_STORE = "DCAF_SERVE_STORE"
+_MAX_BODY = "DCAF_SERVE_MAX_BODY_BYTES"
+_UI = "DCAF_SERVE_UI"
+_A2A = "DCAF_SERVE_A2A"
+_MCP = "DCAF_SERVE_MCP"
+_METRICS = "DCAF_SERVE_METRICS"
+_RETENTION = "DCAF_SERVE_RETENTION_DAYS"
+
+
+def _serve_workers(args: argparse.Namespace, target: Any) -> int:
+    """Check in this process what every worker will do, then let uvicorn start the workers."""
+    described = attach_store(target, args.store, default=DEFAULT_STORE, retention_days=args.retention_days)
+    check_store(target)
+    if isinstance(getattr(target, "repository", None), InMemoryConversationRepository):
+        raise TargetError(
+            f"{args.workers} workers cannot share an in-memory store: an approval would reach a worker "
+            "that never saw the proposal. Use --store sqlite:///PATH or redis://HOST:PORT/DB"
+        )
+    from dcaf_like.server.perimeter import HOSTS_ENV, ORIGINS_ENV
+
+    # Each worker's create_app reads the allowed hosts and origins from the environment.
+    hosts = with_bound_name(args.allowed_host, args.host)
+    if hosts is not None:
+        os.environ[HOSTS_ENV] = ",".join(hosts)
+    if args.allowed_origin is not None:
+        os.environ[ORIGINS_ENV] = ",".join(args.allowed_origin)
+    os.environ.update(
+        {
+            _TARGET: args.target,
+            _FACTORY: "1" if args.factory else "",
+            _STORE: args.store or "",
+            _MAX_BODY: str(args.max_body_bytes),
+            _UI: "1" if args.ui else "",
+            _A2A: "1" if args.a2a else "",
+            _MCP: "1" if args.mcp else "",
+            _METRICS: "1" if args.metrics else "",
+            _RETENTION: repr(args.retention_days),
+        }
+    )
+    if args.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Every worker writes its values there; /metrics sums them (prometheus-client multiprocess mode).
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="dcaf-metrics-")
+    run_uvicorn(
+        "dcaf_like.cli.main:worker_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        store_description=described,
+        workers=args.workers,
+        log_format=args.log_format,
+    )
+    return 0
+
+
+def worker_app() -> Any:
+    """The app of one worker process (uvicorn's factory), from what :func:`_serve_workers` set."""
+    sys.path.insert(0, str(Path.cwd()))
+    target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
+    retention = float(os.environ.get(_RETENTION) or DEFAULT_RETENTION_DAYS)
+    attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE, retention_days=retention)
+    app = create_app(
+        target,
+        max_body_bytes=int(os.environ[_MAX_BODY]),
+        ui=os.environ.get(_UI, "1") == "1",
+        a2a=os.environ.get(_A2A) == "1",
+        mcp=os.environ.get(_MCP) == "1",
+        metrics=os.environ.get(_METRICS) == "1",
+    )
+    settle_heap()
+    return app
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""``dcaf-like chat``: a terminal chat with an agent that streams its answer and asks, for each call
+waiting for approval, y (approve), n (reject, with a reason) or e (edit the arguments, then approve).
+
+The chat speaks the HTTP protocol's events (docs/protocol.md) whichever way it reaches the agent: in
+this process (:class:`LocalAgent`, the agent loaded from ``FILE.py:NAME``) or over HTTP
+(:class:`RemoteAgent`, ``--url``, with the standard library's client). Either way the approvals are
+checked where the agent runs, exactly as for any other client.
+
+Ctrl-C during a turn asks the agent to stop it (``agent.acancel``, or ``POST
+/api/conversations/{id}/cancel``) and shows the turn to its end, which comes at its next step; a
+second Ctrl-C leaves the chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import unicodedata
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Protocol, TextIO
+
+from dcaf_like.domain.conversation import new_conversation_id
+
+Event = dict[str, Any]
+
+# Refusals of what the user typed in an edit: nothing was applied, so the same calls are asked again.
+EDIT_REFUSALS = frozenset({"invalid_tool_arguments", "edit_not_allowed"})
+
+
+class Transport(Protocol):
+    def turn(self, message: dict[str, Any]) -> Iterator[Event]:
+        """The events of one turn (a HelpDesk user message), as ``/api/chat-stream`` sends them; a
+        refused request or a failed run is one ``error`` event. On Ctrl-C it asks the agent to stop the
+        turn, yields a ``cancelling`` event and goes on with the turn's events to its end."""
+        ...
+
+
+CANCELLING: Event = {"type": "cancelling"}
+
+
+class LocalAgent:
+    """An agent in this process, driven on one event loop for the whole chat (async store clients
+    stay bound to it)."""
+
+    def __init__(self, agent: Any, *, user: str = "user") -> None:
+        from dcaf_like.server.app import as_served
+
+        self.agent = as_served(agent)
+        self.user = user
+        self.loop = asyncio.new_event_loop()
+
+    def turn(self, message: dict[str, Any]) -> Iterator[Event]:
+        from dcaf_like.application.dto import AgentRequest
+        from dcaf_like.application.events import RunFailed
+        from dcaf_like.server.errors import http_error
+        from dcaf_like.server.wire import event_lines
+
+        conversation_id = str(message.get("data", {}).get("conversation_id") or "")
+        cancelled = False
+        try:
+            events = aiter(self.agent.ahandle_stream(AgentRequest.from_messages([message], user=self.user)))
+            while True:
+                step: asyncio.Task[Any] = self.loop.create_task(_next(events))
+                while True:
+                    try:
+                        event = self.loop.run_until_complete(step)
+                        break
+                    except StopAsyncIteration:
+                        return
+                    except KeyboardInterrupt:
+                        cancel = getattr(self.agent, "acancel", None)  # an Agent's; a function has none
+                        if cancelled or step.done() or not conversation_id or cancel is None:
+                            raise
+                        cancelled = True
+                        yield CANCELLING
+                        self.loop.run_until_complete(cancel(conversation_id))
+                if isinstance(event, RunFailed):
+                    raise event.exception or RuntimeError(event.error)
+                yield from event_lines(event, "")
+        except Exception as exc:
+            error = http_error(exc)
+            yield {"type": "error", "status": error.status, **error.body("")}
+
+    def close(self) -> None:
+        for resource in (getattr(self.agent, "repository", None), getattr(self.agent, "runtime", None)):
+            close = getattr(resource, "aclose", None)
+            if close is not None:
+                self.loop.run_until_complete(close())
+        self.loop.close()
+
+
+async def _next(events: AsyncIterator[Any]) -> Any:
+    return await anext(events)
+
+
+class RemoteAgent:
+    """A served agent at `url`; `api_key` if its server wants one."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 300) -> None:
+        self.url = url.rstrip("/") + "/api/chat-stream"
+        self.headers = {"Content-Type": "application/json", "Accept": "application/x-ndjson"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.timeout = timeout
+
+    def turn(self, message: dict[str, Any]) -> Iterator[Event]:
+        body = json.dumps({"messages": [message]}).encode()
+        request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
+        conversation_id = str(message.get("data", {}).get("conversation_id") or "")
+        cancelled = False
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                lines = iter(response)  # each line as the server flushes it
+                while True:
+                    try:
+                        line = next(lines)
+                    except StopIteration:
+                        break
+                    except KeyboardInterrupt:
+                        if cancelled or not conversation_id:
+                            raise
+                        cancelled = True
+                        yield CANCELLING
+                        self.cancel(conversation_id)
+                        continue
+                    if line.strip():
+                        yield json.loads(line)
+        except urllib.error.HTTPError as exc:
+            try:
+                refused = json.loads(exc.read())
+            except ValueError:
+                refused = {"error": {"code": "http_error", "message": exc.reason}}
+            yield {"type": "error", "status": exc.code, **refused}
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            yield {"type": "error", "error": {"code": "unreachable", "message": f"{self.url}: {reason}"}}
+
+    def cancel(self, conversation_id: str) -> None:
+        """``POST /api/conversations/{id}/cancel``: the server stops the turn at its next step."""
+        url = self.url.removesuffix("/api/chat-stream") + f"/api/conversations/{conversation_id}/cancel"
+        request = urllib.request.Request(url, data=b"", headers=self.headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout):
+            pass
+
+    def close(self) -> None:
+        pass
+
+
+class TerminalChat:
+    """The conversation loop: read a line, stream the turn, decide what waits, repeat until EOF."""
+
+    def __init__(self, transport: Transport, *, ask: Callable[[str], str] = input, out: TextIO) -> None:
+        self.transport = transport
+        self.ask = ask
+        self.out = out
+        self.conversation_id: str | None = None
+
+    def run(self) -> None:
+        while True:
+            try:
+                text = self.ask("you> ").strip()
+            except EOFError:
+                self.say("")
+                return
+            if text in ("/quit", "/exit"):
+                return
+            if text:
+                self.exchange(text)
+
+    def exchange(self, text: str) -> None:
+        """One user message, then decisions until nothing waits (or the server fails)."""
+        pending, _ = self.turn(text, [])
+        while pending:
+            try:
+                decisions = [self.decide(call) for call in pending]
+            except EOFError:
+                self.say("\n(left undecided; the calls keep waiting)")
+                return
+            waiting, refused = self.turn("", decisions)
+            # A refused edit changed nothing: the same calls wait, decide them again.
+            pending = pending if refused in EDIT_REFUSALS else waiting
+
+    def turn(self, text: str, decisions: list[dict[str, Any]]) -> tuple[list[Event], str | None]:
+        """Stream one turn; the calls left waiting, and the error code if it failed."""
+        if self.conversation_id is None:  # chosen here, so that Ctrl-C can name it in its first turn
+            self.conversation_id = new_conversation_id()
+        data: dict[str, Any] = {"tool_calls": decisions, "conversation_id": self.conversation_id}
+        at_line_start = True
+        for event in self.transport.turn({"role": "user", "content": text, "data": data}):
+            kind = event.get("type")
+            if kind == "text_delta":
+                self.out.write(("agent> " if at_line_start else "") + _printable(event["text"]))
+                self.out.flush()
+                at_line_start = event["text"].endswith("\n")
+                continue
+            if not at_line_start:
+                self.say("")
+                at_line_start = True
+            if kind == "cancelling":
+                self.say("  (stopping the run at its next step; Ctrl-C again to leave)")
+            elif kind == "tool_started":
+                self.say(f"  running {event['name']} ...")
+            elif kind == "tool_progress":
+                share = (
+                    f" ({event['fraction']:.0%})" if isinstance(event.get("fraction"), int | float) else ""
+                )
+                self.say(f"  {event['name']}: {_printable(str(event['message']))}{share}")
+            elif kind == "tool_finished":
+                call = event["tool_call"]
+                edited = " (arguments edited)" if "proposed_input" in call else ""
+                self.say(f"  {call['status']}: {call['name']} {_args(call['input'])}{edited}")
+                self.say(_indent(call["output"]))
+            elif kind == "tool_rejected":
+                call = event["tool_call"]
+                self.say(f"  rejected: {call['name']} {_args(call['input'])}: {call['reason']}")
+            elif kind == "done":
+                self.conversation_id = event["conversation_id"]
+                message = event["message"]
+                if message.get("meta", {}).get("stop_reason") == "cancelled":
+                    self.say("  (run cancelled)")
+                return list(message["data"]["tool_calls"]), None
+            elif kind == "error":
+                error = event.get("error", {})
+                request_id = f" (request {error['request_id']})" if error.get("request_id") else ""
+                code = error.get("code")
+                status = f"{event['status']} " if event.get("status") else ""
+                self.say(f"error {status}{code}: {error.get('message')}{request_id}")
+                return [], str(code)
+        return [], None
+
+    def decide(self, call: Event) -> dict[str, Any]:
+        """Ask about one waiting call until the answer is a decision."""
+        self.say(f"\nThe agent wants to run {call['name']}: {call.get('tool_description', '')}")
+        if call.get("reason"):
+            self.say(f"  why it waits: {call['reason']}")
+        self.say(f"  arguments: {_args(call['input'])}")
+        choices = "[y]es / [n]o / [e]dit" if call.get("editable") else "[y]es / [n]o"
+        while True:
+            answer = self.ask(f"approve? {choices}: ").strip().lower()
+            if answer in ("y", "yes"):
+                return {"id": call["id"], "execute": True}
+            if answer in ("n", "no"):
+                reason = self.ask("reason (told to the agent): ").strip() or "rejected on the terminal"
+                return {"id": call["id"], "execute": False, "rejection_reason": reason}
+            if answer in ("e", "edit"):
+                if not call.get("editable"):
+                    self.say(f"  {call['name']} does not allow editing its arguments")
+                    continue
+                edited = self.edit()
+                if edited is not None:
+                    return {"id": call["id"], "execute": True, "edited_input": edited}
+
+    def edit(self) -> dict[str, Any] | None:
+        raw = self.ask("arguments as JSON: ")
+        try:
+            edited = json.loads(raw)
+        except ValueError as exc:
+            self.say(f"  not JSON: {exc}")
+            return None
+        if not isinstance(edited, dict):
+            self.say("  the arguments are a JSON object")
+            return None
+        return edited
+
+    def say(self, line: str) -> None:
+        """Print a line; control characters from the model or a tool are shown, never obeyed."""
+        self.out.write(_printable(line) + "\n")
+        self.out.flush()
+
+
+def _printable(text: str) -> str:
+    return "".join(
+        c if c in "\n\t" or not unicodedata.category(c).startswith("C") else "\ufffd" for c in text
+    )
+
+
+def _args(arguments: Any) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    {line}" for line in str(text).splitlines() or [""])

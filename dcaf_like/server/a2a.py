@@ -1,0 +1,402 @@
+"""The A2A protocol for a served agent (``create_app(agent, a2a=True)``).
+
+- ``GET /.well-known/agent-card.json`` (and the older ``/.well-known/agent.json``): the agent card.
+- ``POST /a2a``: JSON-RPC as the official ``a2a-sdk`` speaks it, 1.0 names (``SendMessage``,
+  ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``ListTasks``) and 0.3 names
+  (``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``). The SDK's dispatcher parses
+  the requests; :class:`DcafRequestHandler` answers them from the conversation store.
+- ``POST /a2a/tasks/send``, ``GET /a2a/tasks/{id}``: the same tasks in plain JSON.
+
+The SDK is imported only here, when an app is built with ``a2a=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import FastAPI, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+from dcaf_like.application.errors import ConversationNotFound
+from dcaf_like.server.a2a_tasks import (
+    A2ATasks,
+    Incoming,
+    TaskNotFound,
+    TaskRefused,
+    TaskState,
+    TaskView,
+)
+from dcaf_like.server.app import ServedAgent
+from dcaf_like.server.auth import ANYONE, Caller, caller_of
+from dcaf_like.server.errors import HttpError, http_error
+from dcaf_like.server.middleware import current_request_id
+from dcaf_like.server.wire import (
+    MAX_CONVERSATION_ID,
+    TASK_ID_PATTERN,
+    ConversationId,
+    TaskId,
+    is_conversation_id,
+    is_task_id,
+)
+from dcaf_like.version import __version__
+
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+    from a2a.types.a2a_pb2 import AgentCard, Message, Task
+
+RPC_PATH = "/a2a"
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+
+_STATES = {
+    TaskState.SUBMITTED: "TASK_STATE_SUBMITTED",
+    TaskState.WORKING: "TASK_STATE_WORKING",
+    TaskState.INPUT_REQUIRED: "TASK_STATE_INPUT_REQUIRED",
+    TaskState.COMPLETED: "TASK_STATE_COMPLETED",
+    TaskState.FAILED: "TASK_STATE_FAILED",
+    TaskState.CANCELED: "TASK_STATE_CANCELED",
+}
+
+
+def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
+    try:
+        from a2a.server.routes.common import DefaultServerCallContextBuilder
+        from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+    except ImportError as exc:
+        raise ImportError(
+            f'a2a=True needs the A2A SDK ({exc.name} is missing): pip install "dcaf-like[a2a]"'
+        ) from exc
+
+    tasks = A2ATasks(served)
+
+    class WithIdentity(DefaultServerCallContextBuilder):
+        """Who is calling (the API key's identity) is who decided, as on the HelpDesk routes."""
+
+        def build(self, request: Any) -> ServerCallContext:
+            context: ServerCallContext = super().build(request)
+            context.state["identity"] = getattr(request.state, "identity", "user")
+            context.state["caller"] = caller_of(request)
+            return context
+
+    dispatcher = JsonRpcDispatcher(
+        request_handler=request_handler(tasks), context_builder=WithIdentity(), enable_v0_3_compat=True
+    )
+    app.add_route(RPC_PATH, dispatcher.handle_requests, methods=["POST"], include_in_schema=False)
+    app.state.a2a_tasks = tasks
+
+    async def card(request: Request) -> JSONResponse:
+        from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+
+        base = str(request.base_url).rstrip("/")
+        return JSONResponse(agent_card_to_dict(agent_card(served, base + RPC_PATH)))
+
+    for path in CARD_PATHS:
+        app.add_api_route(path, card, methods=["GET"], tags=["a2a"], summary="The A2A agent card")
+
+    @app.post("/a2a/tasks/send", tags=["a2a"], response_model=None)
+    async def send_task(body: SendTask, http: Request) -> JSONResponse:
+        """Send a message: start a task, or resume one waiting for input with decisions in ``data``.
+        Answers with the task (``wait: false``: as soon as it started)."""
+        incoming = Incoming(body.message, body.data or {}, body.task_id, body.context_id)
+        try:
+            view = await tasks.send(incoming, caller=caller_of(http), wait=body.wait)
+        except Exception as exc:
+            return _error(exc)
+        return JSONResponse(view.to_dict())
+
+    @app.get("/a2a/tasks/{task_id}", tags=["a2a"], response_model=None)
+    async def get_task(
+        task_id: Annotated[str, Path(max_length=MAX_CONVERSATION_ID + 10, pattern=TASK_ID_PATTERN)],
+        http: Request,
+    ) -> JSONResponse:
+        """A task's state, read from the store: any worker sharing it answers."""
+        try:
+            caller = caller_of(http)
+            caller.require("read", "read tasks")
+            view = await tasks.get(task_id, caller)
+        except Exception as exc:
+            return _error(exc)
+        return JSONResponse(view.to_dict())
+
+
+class SendTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: StrictStr = Field("", description="The text for the agent.")
+    data: dict[str, Any] | None = Field(
+        None, description="Decisions on pending calls, as the HelpDesk protocol's `data.tool_calls`."
+    )
+    task_id: TaskId | None = Field(None, description="A task's id, as the server gave it.")
+    context_id: ConversationId | None = Field(
+        None, description="The conversation: at most 128 characters of A-Z a-z 0-9 . _ : -"
+    )
+    wait: StrictBool = Field(True, description="Answer when the run ends (true) or once it started.")
+
+
+def _error(exc: Exception) -> JSONResponse:
+    match exc:
+        case TaskNotFound():
+            error = HttpError(404, "task_not_found", str(exc))
+        case TaskRefused():
+            error = HttpError(409, "task_not_waiting", str(exc))
+        case _:
+            error = http_error(exc)
+    return JSONResponse(error.body(current_request_id()), status_code=error.status)
+
+
+def agent_card(served: ServedAgent, url: str) -> AgentCard:
+    from a2a.types.a2a_pb2 import AgentCard
+    from google.protobuf.json_format import ParseDict
+
+    tools = getattr(served, "tools", [])
+    skills = [
+        {
+            "id": t.name,
+            "name": t.name,
+            "description": t.description,
+            "tags": ["requires-approval" if t.requires_approval else "runs-without-approval"],
+        }
+        for t in tools
+    ] or [{"id": "answer", "name": "answer", "description": "Answers in text.", "tags": ["chat"]}]
+    modes = ["text/plain", "application/json"]
+    card: AgentCard = ParseDict(
+        {
+            "name": served.name,
+            "description": served.description or f"{served.name}, a dcaf_like agent",
+            "version": __version__,
+            # One endpoint speaks both: 1.0 method names and 0.3 ones (which older clients send).
+            "supportedInterfaces": [
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ],
+            "capabilities": {"streaming": True},
+            "defaultInputModes": modes,
+            "defaultOutputModes": modes,
+            "skills": skills,
+        },
+        AgentCard(),
+    )
+    return card
+
+
+# -- the JSON-RPC side: the SDK's RequestHandler over A2ATasks ------------------------------------
+
+
+def request_handler(tasks: A2ATasks) -> Any:
+    """A2A's ``RequestHandler`` answering from the store (defined here so the SDK loads lazily)."""
+    from a2a.server.request_handlers.request_handler import RequestHandler
+    from a2a.types.a2a_pb2 import Artifact, Part, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+    from a2a.utils.errors import (
+        PushNotificationNotSupportedError,
+        TaskNotCancelableError,
+        UnsupportedOperationError,
+    )
+
+    async def _read(task_id: str, context: ServerCallContext) -> TaskView:
+        caller = _caller(context)
+        caller.require("read", "read tasks")
+        return await tasks.get(task_id, caller)
+
+    async def _cancel(task_id: str, context: ServerCallContext) -> TaskView:
+        caller = _caller(context)
+        caller.require("approve", "cancel tasks")
+        return await tasks.cancel(task_id, caller=caller)
+
+    class DcafRequestHandler(RequestHandler):
+        async def on_message_send(self, params: Any, context: ServerCallContext) -> Task:
+            incoming = _incoming(params.message)
+            wait = not params.configuration.return_immediately
+            view = await _a2a_errors(tasks.send(incoming, caller=_caller(context), wait=wait))
+            return task_proto(view)
+
+        async def on_message_send_stream(
+            self, params: Any, context: ServerCallContext
+        ) -> AsyncGenerator[Any]:
+            deltas: asyncio.Queue[str] = asyncio.Queue()
+            beginning = tasks.begin(_incoming(params.message), caller=_caller(context), deltas=deltas)
+            task_id, run, resumes = await _a2a_errors(beginning)
+            if resumes:
+                # Whether the decisions are honoured is known once applied: answer with the outcome.
+                await _a2a_errors(run)
+                yield task_proto(await tasks.get(task_id, _caller(context)))
+                return
+            # The run goes on if the client hangs up; the task's state says how it ended.
+            running = tasks.in_background(run, task_id)
+            yield task_proto(await tasks.get(task_id, _caller(context)))
+            answer = f"{task_id}-answer"
+            async for text in _until_done(deltas, running):
+                yield TaskArtifactUpdateEvent(
+                    task_id=task_id,
+                    context_id=task_id.rpartition("~")[0],
+                    artifact=Artifact(artifact_id=answer, name="answer", parts=[Part(text=text)]),
+                    append=True,
+                )
+            view = await tasks.get(task_id, _caller(context))
+            full = task_proto(view)
+            for artifact in full.artifacts:  # the whole answer, with the calls that ran, replaces the pieces
+                yield TaskArtifactUpdateEvent(
+                    task_id=view.id, context_id=view.context_id, artifact=artifact, last_chunk=True
+                )
+            yield TaskStatusUpdateEvent(task_id=view.id, context_id=view.context_id, status=full.status)
+
+        async def on_get_task(self, params: Any, context: ServerCallContext) -> Task:
+            view = await _a2a_errors(_read(params.id, context))
+            return task_proto(view, history_length=params.history_length or None)
+
+        async def on_cancel_task(self, params: Any, context: ServerCallContext) -> Task:
+            canceling = _cancel(params.id, context)
+            return task_proto(await _a2a_errors(canceling, refused=TaskNotCancelableError))
+
+        async def on_list_tasks(self, params: Any, context: ServerCallContext) -> Any:
+            raise UnsupportedOperationError("listing tasks is not supported; read a task by its id")
+
+        async def on_subscribe_to_task(self, params: Any, context: ServerCallContext) -> AsyncGenerator[Any]:
+            nothing: tuple[Any, ...] = ()  # an async generator, as the SDK expects, that yields nothing
+            for event in nothing:
+                yield event
+            raise UnsupportedOperationError("subscribing to a task is not supported; poll GetTask")
+
+        async def on_get_extended_agent_card(self, params: Any, context: ServerCallContext) -> Any:
+            raise UnsupportedOperationError("this agent has no extended card")
+
+        async def on_create_task_push_notification_config(self, params: Any, context: Any) -> Any:
+            raise PushNotificationNotSupportedError()
+
+        async def on_get_task_push_notification_config(self, params: Any, context: Any) -> Any:
+            raise PushNotificationNotSupportedError()
+
+        async def on_list_task_push_notification_configs(self, params: Any, context: Any) -> Any:
+            raise PushNotificationNotSupportedError()
+
+        async def on_delete_task_push_notification_config(self, params: Any, context: Any) -> Any:
+            raise PushNotificationNotSupportedError()
+
+    return DcafRequestHandler()
+
+
+async def _until_done(deltas: asyncio.Queue[str], running: asyncio.Future[None]) -> AsyncIterator[str]:
+    """The pieces of text put in `deltas` until the run is over (and then those left)."""
+    while not running.done():
+        getting: asyncio.Future[Any] = asyncio.ensure_future(deltas.get())
+        try:
+            await asyncio.wait([getting, running], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getting.done():
+                getting.cancel()
+        if getting.done() and not getting.cancelled():
+            yield getting.result()
+    while not deltas.empty():
+        yield deltas.get_nowait()
+
+
+async def _a2a_errors(awaitable: Any, *, refused: type[Exception] | None = None) -> Any:
+    """Our refusals as A2A errors: a refused decision is invalid params naming the call and why."""
+    from a2a.utils.errors import InternalError, InvalidParamsError, TaskNotFoundError
+
+    try:
+        return await awaitable
+    except (TaskNotFound, ConversationNotFound) as exc:  # another identity's task or context too
+        raise TaskNotFoundError(str(exc)) from exc
+    except TaskRefused as exc:
+        if refused is not None:
+            raise refused(str(exc)) from exc
+        raise InvalidParamsError(str(exc), data={"code": "task_not_waiting"}) from exc
+    except Exception as exc:
+        error = http_error(exc)
+        if error.is_client_error:
+            data = {"code": error.code, **({"call_id": error.call_id} if error.call_id else {})}
+            raise InvalidParamsError(error.message, data=data) from exc
+        raise InternalError(f"{error.code}: {error.message}") from exc
+
+
+def _caller(context: ServerCallContext) -> Caller:
+    caller = context.state.get("caller")
+    return caller if isinstance(caller, Caller) else ANYONE
+
+
+def _incoming(message: Message) -> Incoming:
+    """Text parts joined; data parts merged (decisions ride in ``tool_calls``)."""
+    from google.protobuf.json_format import MessageToDict
+
+    texts: list[str] = []
+    data: dict[str, Any] = {}
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "data":
+            value = MessageToDict(part)["data"]
+            if not isinstance(value, dict):
+                raise _invalid('a data part must hold an object, e.g. {"tool_calls": [...]}')
+            for key, item in value.items():
+                if key == "tool_calls" and isinstance(item, list):
+                    data.setdefault("tool_calls", []).extend(item)
+                else:
+                    data[key] = item
+        else:
+            raise _invalid(f"this agent reads text and data parts, not {kind or 'empty'} parts")
+    if not is_conversation_id(message.context_id):
+        raise _invalid("context_id: at most 128 characters of A-Z a-z 0-9 . _ : -", field="context_id")
+    if message.task_id and not is_task_id(message.task_id):
+        raise _invalid("task_id: not a task id this server gives", field="task_id")
+    return Incoming(
+        "\n".join(texts), data, task_id=message.task_id or None, context_id=message.context_id or None
+    )
+
+
+def _invalid(message: str, field: str | None = None) -> Exception:
+    from a2a.utils.errors import InvalidParamsError
+
+    return InvalidParamsError(message, data={"field": field} if field else None)
+
+
+def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
+    from a2a.types.a2a_pb2 import Task
+    from google.protobuf.json_format import ParseDict
+
+    def message(role: str, text: str, key: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [{"text": text}] if text else []
+        if data is not None:
+            parts.append({"data": data})
+        return {
+            "messageId": f"{view.id}-{key}",
+            "role": role,
+            "parts": parts or [{"text": ""}],
+            "taskId": view.id,
+            "contextId": view.context_id,
+        }
+
+    history = [
+        message("ROLE_USER" if role == "user" else "ROLE_AGENT", text, f"m{i}")
+        for i, (role, text) in enumerate(view.history)
+    ]
+    if history_length is not None:
+        history = history[-history_length:] if history_length > 0 else []
+    status_text = view.note if view.state in (TaskState.FAILED, TaskState.CANCELED) else view.text
+    body: dict[str, Any] = {
+        "id": view.id,
+        "contextId": view.context_id,
+        "status": {
+            "state": _STATES[view.state],
+            "message": message("ROLE_AGENT", status_text, "status", view.data()),
+            "timestamp": _rfc3339(time.time()),
+        },
+        "history": history,
+    }
+    if view.state is TaskState.COMPLETED:
+        body["artifacts"] = [
+            {
+                "artifactId": f"{view.id}-answer",
+                "name": "answer",
+                "parts": [{"text": view.text}, {"data": view.data()}],
+            }
+        ]
+    task: Task = ParseDict(body, Task())
+    return task
+
+
+def _rfc3339(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

@@ -1,0 +1,320 @@
+"""The conversation routes: list an agent's conversations, read one whole, delete one.
+
+They read the agent's store at request time (``agent.repository``), so a store swapped after the app
+was built is the one they see. Credentials are never stored, so never shown. With API keys, a caller
+sees only its own conversations (an ``admin`` key sees all): another's is not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from dcaf_like.application.dto import ToolCallView
+from dcaf_like.application.errors import ConversationNotFound, StoredConversationUnreadable
+from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
+from dcaf_like.domain import Conversation, Role, ToolCallStatus
+from dcaf_like.server.auth import Caller, caller_of
+from dcaf_like.server.wire import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
+
+PREVIEW_CHARS = 200
+TITLE_CHARS = 60
+# A caller who sees only its own conversations: how many of the most recent the list looks through.
+SCAN_LIMIT = 5000
+
+logger = logging.getLogger("dcaf_like.server")
+
+ConversationIdPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_CONVERSATION_ID,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="At most 128 characters of A-Z a-z 0-9 . _ : -",
+    ),
+]
+
+
+class ConversationSummary(BaseModel):
+    id: str
+    title: str  # the first user message, cut to TITLE_CHARS (the id when there is none)
+    created_at: float
+    updated_at: float
+    messages: int
+    pending_tool_calls: int
+    last_message: str
+
+
+class UnreadableConversation(BaseModel):
+    id: str
+    code: str
+    message: str
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationSummary]
+    errors: list[UnreadableConversation] = Field(
+        default_factory=list,
+        description="Stored conversations that cannot be read back (damaged records): listed here, "
+        "not in `conversations`; the log has the details.",
+    )
+
+
+class MessageOut(BaseModel):
+    role: str
+    content: str
+    at: float
+    tool_call_ids: list[str]
+
+
+class ToolCallRecord(BaseModel):
+    id: str
+    name: str
+    input: dict[str, Any]
+    status: str
+    description: str
+    requires_approval: bool
+    editable: bool
+    reason: str | None
+    edited_input: dict[str, Any] | None
+    output: str | None
+    error: str | None
+    rejection_reason: str | None
+    decided_by: str | None
+    decided_by_kind: str | None
+    proposed_at: float
+    decided_at: float | None
+    finished_at: float | None
+    expires_at: float | None
+    #: While an approved call runs: until when its worker holds it unless renewed (docs/runs.md).
+    lease_expires_at: float | None = None
+
+
+class CancelOut(BaseModel):
+    conversation_id: str
+    cancel_requested: bool
+
+
+class ConversationOut(BaseModel):
+    id: str
+    version: int
+    created_at: float
+    updated_at: float
+    messages: list[MessageOut]
+    tool_calls: list[ToolCallRecord]
+    session: dict[str, Any]
+
+
+def conversation_routes(
+    repository: Callable[[], ConversationRepository],
+    failure: Callable[[Exception, str | None], Response],
+    error_body: type[BaseModel],
+) -> APIRouter:
+    router = APIRouter(prefix="/api/conversations", tags=["conversations"])
+    errors: dict[int | str, dict[str, Any]] = {
+        404: {"model": error_body, "description": "No such conversation for this agent."},
+        503: {"model": error_body, "description": "The conversation store is unavailable."},
+    }
+
+    @router.get("", response_model=ConversationList, responses={503: errors[503]})
+    async def list_conversations(
+        http: Request,
+        limit: int = Query(50, ge=1, le=500, description="At most this many, most recent first."),
+    ) -> Any:
+        """This agent's stored conversations (the caller's own, with API keys), most recently updated
+        first. One whose stored record cannot be read is named in ``errors`` (to callers who see every
+        conversation: its owner cannot be read either) and the others are listed; a store that is down
+        is a 503."""
+        try:
+            caller = caller_of(http)
+            caller.require("read", "list conversations")
+            found, unreadable = await _visible(repository(), caller, limit)
+        except Exception as exc:
+            return failure(exc, None)
+        errors = [
+            {
+                "id": damaged.conversation_id,
+                "code": "conversation_unreadable",
+                "message": f"the stored record cannot be read ({damaged.reason.partition(':')[0]})",
+            }
+            for damaged in unreadable
+        ]
+        return {"conversations": [_summary(c) for c in found], "errors": errors if caller.sees_all else []}
+
+    @router.get(
+        "/{conversation_id}", response_model=ConversationOut, responses={404: errors[404], 503: errors[503]}
+    )
+    async def read_conversation(conversation_id: ConversationIdPath, http: Request) -> Any:
+        """One conversation whole: messages, every tool call with its decision and outcome, session."""
+        try:
+            caller = caller_of(http)
+            caller.require("read", "read conversations")
+            conversation = await repository().aget(conversation_id)
+            if conversation is None or not caller.sees(conversation):
+                raise ConversationNotFound(conversation_id)
+        except Exception as exc:
+            return failure(exc, conversation_id)
+        return _whole(conversation)
+
+    @router.post(
+        "/{conversation_id}/cancel",
+        status_code=202,
+        response_model=CancelOut,
+        responses={503: errors[503]},
+    )
+    async def cancel_run(conversation_id: str) -> Any:
+        """Stop the turn running on this conversation, on whichever worker runs it: at the model's
+        answer or before its next tool (a tool already running finishes). Its response says
+        ``stop_reason: "cancelled"``; the conversation stays usable. Nothing running: nothing changes."""
+        try:
+            await repository().arequest_cancel(conversation_id, at=time.time())
+        except Exception as exc:
+            return failure(exc, conversation_id)
+        return {"conversation_id": conversation_id, "cancel_requested": True}
+
+    @router.delete(
+        "/{conversation_id}",
+        status_code=204,
+        response_class=Response,
+        responses={404: errors[404], 503: errors[503]},
+    )
+    async def delete_conversation(conversation_id: ConversationIdPath, http: Request) -> Response:
+        """Forget a conversation. Its pending calls can no longer be approved; the audit trail keeps
+        the decisions made in it."""
+        try:
+            caller = caller_of(http)
+            caller.require("chat", "delete conversations")
+            store = repository()
+            if not caller.sees_all:
+                conversation = await store.aget(conversation_id)
+                if conversation is None or not caller.sees(conversation):
+                    raise ConversationNotFound(conversation_id)
+            if not await asyncio.to_thread(store.delete, conversation_id):
+                raise ConversationNotFound(conversation_id)
+        except Exception as exc:
+            return failure(exc, conversation_id)
+        return Response(status_code=204)
+
+    return router
+
+
+async def _visible(
+    store: ConversationRepository, caller: Caller, limit: int
+) -> tuple[list[Conversation], list[StoredConversationUnreadable]]:
+    """The `limit` most recent conversations `caller` sees, and the records that could not be read. The
+    store lists every owner's: for a caller who sees only its own, ever more of the most recent are
+    read, up to SCAN_LIMIT."""
+    asked = limit
+    read: set[str] = set()
+    found: list[Conversation] = []
+    unreadable: list[StoredConversationUnreadable] = []
+    while True:
+        ids = await asyncio.to_thread(store.list_ids, asked)
+        unread = [i for i in ids if i not in read]
+        read.update(unread)
+        for item in await _load(store, unread):
+            if isinstance(item, StoredConversationUnreadable):
+                logger.warning("%s", item)
+                unreadable.append(item)
+            elif item is not None and caller.sees(item):
+                found.append(item)
+        if len(found) >= limit or len(ids) < asked or asked >= SCAN_LIMIT:
+            return found[:limit], unreadable
+        asked = min(asked * 4, SCAN_LIMIT)
+
+
+async def _load(
+    store: ConversationRepository, ids: list[str]
+) -> list[Conversation | StoredConversationUnreadable | None]:
+    """A page in one batch read (one round trip on Redis, never a connection per id); when one record
+    in it is damaged, each is read on its own, READ_CONCURRENCY at once, so the others still list."""
+    try:
+        return list(await store.aget_many(ids))
+    except StoredConversationUnreadable:
+        pass
+    limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def one(conversation_id: str) -> Conversation | StoredConversationUnreadable | None:
+        async with limit:
+            try:
+                return await store.aget(conversation_id)
+            except StoredConversationUnreadable as damaged:
+                return damaged
+
+    return list(await asyncio.gather(*(one(i) for i in ids)))
+
+
+def _updated_at(conversation: Conversation) -> float:
+    times = [conversation.created_at, *(m.at for m in conversation.messages)]
+    for call in conversation.tool_calls.values():
+        times += [t for t in (call.proposed_at, call.decided_at, call.finished_at) if t is not None]
+    return max(times)
+
+
+def _summary(conversation: Conversation) -> dict[str, Any]:
+    last = conversation.messages[-1].text if conversation.messages else ""
+    return {
+        "id": conversation.id,
+        "title": _title(conversation),
+        "created_at": conversation.created_at,
+        "updated_at": _updated_at(conversation),
+        "messages": len(conversation.messages),
+        "pending_tool_calls": len(conversation.pending_tool_calls),
+        "last_message": last[:PREVIEW_CHARS],
+    }
+
+
+def _title(conversation: Conversation) -> str:
+    first = next((m.text for m in conversation.messages if m.role is Role.USER and m.text.strip()), "")
+    words = " ".join(first.split())
+    if not words:
+        return conversation.id
+    return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "\u2026"
+
+
+def _whole(conversation: Conversation) -> dict[str, Any]:
+    calls = []
+    for call in conversation.tool_calls.values():
+        view = ToolCallView.of(call)
+        calls.append(
+            {
+                "id": view.id,
+                "name": view.name,
+                "input": view.input,
+                "status": view.status,
+                "description": view.description,
+                "requires_approval": view.requires_approval,
+                "editable": view.editable,
+                "reason": view.reason,
+                "edited_input": view.edited_input,
+                "output": view.output,
+                "error": view.error,
+                "rejection_reason": view.rejection_reason,
+                "decided_by": call.decided_by,
+                "decided_by_kind": None if call.decided_by_kind is None else call.decided_by_kind.value,
+                "proposed_at": call.proposed_at,
+                "decided_at": call.decided_at,
+                "finished_at": call.finished_at,
+                "expires_at": call.expires_at if call.status is ToolCallStatus.PENDING else None,
+                "lease_expires_at": call.lease_expires_at if call.status is ToolCallStatus.APPROVED else None,
+            }
+        )
+    return {
+        "id": conversation.id,
+        "version": conversation.version,
+        "created_at": conversation.created_at,
+        "updated_at": _updated_at(conversation),
+        "messages": [
+            {"role": m.role.value, "content": m.text, "at": m.at, "tool_call_ids": list(m.tool_call_ids)}
+            for m in conversation.messages
+        ],
+        "tool_calls": calls,
+        "session": dict(conversation.session),
+    }

@@ -1,0 +1,115 @@
+"""How a failure becomes an HTTP status and a JSON error body.
+
+The client's mistakes are 4xx and say what was wrong; the model's failures are 502/504; anything
+unforeseen is a 500 that says only the request id (its details go to the log, never to the client).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dcaf_like.application.errors import (
+    ConcurrencyConflict,
+    ConversationNotFound,
+    InvalidRequest,
+    InvalidToolArguments,
+    ModelError,
+    ModelRateLimited,
+    ModelTimeout,
+    StoreUnavailable,
+    ToolsetUnavailable,
+    UnknownTool,
+)
+from dcaf_like.domain import (
+    ApprovalExpired,
+    ApprovalMismatch,
+    ContextChanged,
+    DomainError,
+    EditNotAllowed,
+    IllegalTransition,
+    PendingToolCalls,
+    PolicyDenied,
+    UnknownToolCall,
+)
+from dcaf_like.server.auth import MissingScope
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError:
+    status: int
+    code: str
+    message: str
+    field: str | None = None
+    call_id: str | None = None
+    conversation_id: str | None = None
+
+    @property
+    def is_client_error(self) -> bool:
+        return 400 <= self.status < 500
+
+    def body(self, request_id: str) -> dict[str, Any]:
+        detail: dict[str, Any] = {"code": self.code, "message": self.message, "request_id": request_id}
+        for key in ("field", "call_id", "conversation_id"):
+            value = getattr(self, key)
+            if value is not None:
+                detail[key] = value
+        return {"error": detail}
+
+
+def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpError:
+    """The HTTP form of an exception raised while serving a request."""
+    message = str(exc)
+    conv = conversation_id or None
+    match exc:
+        case InvalidRequest():
+            return HttpError(400, "invalid_request", exc.message, field=exc.field)
+        case MissingScope():
+            return HttpError(403, "missing_scope", message)
+        case UnknownToolCall():
+            return HttpError(404, "unknown_tool_call", message, call_id=exc.call_id, conversation_id=conv)
+        case IllegalTransition():
+            return HttpError(
+                409,
+                "tool_call_already_decided",
+                f"tool call {exc.call_id} is {exc.from_status}, not pending: "
+                "a decision is honoured once, for a call that still waits for one",
+                call_id=exc.call_id,
+                conversation_id=conv,
+            )
+        case ApprovalMismatch():
+            return HttpError(409, "approval_mismatch", message, call_id=exc.call_id, conversation_id=conv)
+        case ContextChanged():
+            return HttpError(409, "context_changed", message, call_id=exc.call_id, conversation_id=conv)
+        case PolicyDenied():
+            return HttpError(403, "policy_denied", message, call_id=exc.call_id, conversation_id=conv)
+        case EditNotAllowed():
+            return HttpError(403, "edit_not_allowed", message, call_id=exc.call_id, conversation_id=conv)
+        case ApprovalExpired():
+            return HttpError(410, "approval_expired", message, call_id=exc.call_id, conversation_id=conv)
+        case PendingToolCalls():
+            return HttpError(
+                409, "tool_calls_pending", message, call_id=exc.call_ids[0], conversation_id=conv
+            )
+        case InvalidToolArguments():
+            return HttpError(422, "invalid_tool_arguments", message, field="edited_input")
+        case UnknownTool():
+            return HttpError(422, "unknown_tool", message)
+        case ConcurrencyConflict():
+            return HttpError(409, "concurrent_update", message, conversation_id=exc.conversation_id)
+        case ConversationNotFound():
+            return HttpError(404, "conversation_not_found", message, conversation_id=exc.conversation_id)
+        case DomainError():
+            return HttpError(409, "conflict", message, conversation_id=conv)
+        case ModelTimeout():
+            return HttpError(504, "model_timeout", message, conversation_id=conv)
+        case ModelRateLimited():
+            return HttpError(503, "model_rate_limited", message, conversation_id=conv)
+        case ModelError():
+            return HttpError(502, "model_error", message, conversation_id=conv)
+        case StoreUnavailable():
+            return HttpError(503, "store_unavailable", message, conversation_id=conv)
+        case ToolsetUnavailable():
+            return HttpError(503, "toolset_unavailable", message, conversation_id=conv)
+        case _:
+            return HttpError(500, "internal_error", "the server failed; its log has the details")

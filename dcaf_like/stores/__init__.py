@@ -1,0 +1,252 @@
+"""Conversation stores, and how a store named by a URL is opened.
+
+========================================  ====================================================
+URL                                       store
+========================================  ====================================================
+``memory://``                             InMemoryConversationRepository (forgets on exit)
+``sqlite:///relative/path.db``            SqliteConversationRepository (three slashes: relative)
+``sqlite:////absolute/path.db``           (four slashes: absolute)
+``redis://[:password@]host:port/db``      RedisConversationRepository (also ``rediss://``)
+``dynamodb://table?region=eu-west-1``     DynamoDBConversationRepository
+``postgresql://user:pw@host:5432/db``     PostgresConversationRepository (also ``postgres://``)
+========================================  ====================================================
+
+Query options every store takes: ``namespace`` (defaults to the agent's name), ``ttl`` (seconds) and
+``audit_ttl`` (seconds a decision record is kept; none: for good).
+Redis also takes ``prefix``; DynamoDB ``region``, ``endpoint`` and ``create=1`` (create the table);
+PostgreSQL ``table``, ``pool_min`` and ``pool_max``, and libpq's own parameters (``sslmode``, ...).
+The SQLite, Redis, DynamoDB and PostgreSQL classes are imported from here lazily, with their client
+libraries.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.stores.memory import InMemoryConversationRepository
+
+if TYPE_CHECKING:
+    from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
+    from dcaf_like.stores.postgres import PostgresConversationRepository
+    from dcaf_like.stores.redis import RedisConversationRepository
+    from dcaf_like.stores.sqlite import SqliteConversationRepository
+
+ENV_VAR = "DCAF_STORE"
+DEFAULT_SQLITE_PATH = "dcaf_like.sqlite3"
+
+__all__ = [
+    "DEFAULT_SQLITE_PATH",
+    "ENV_VAR",
+    "DynamoDBConversationRepository",
+    "InMemoryConversationRepository",
+    "PostgresConversationRepository",
+    "RedisConversationRepository",
+    "SqliteConversationRepository",
+    "StoreConfigError",
+    "open_store",
+    "redact",
+]
+
+
+class StoreConfigError(ValueError):
+    """A store URL that names no store, or options a store does not take."""
+
+
+def open_store(store: str | ConversationRepository, *, namespace: str = "default") -> ConversationRepository:
+    """A repository as is; a URL opened as the store it names (see the module's table)."""
+    if isinstance(store, ConversationRepository):
+        return store
+    if not isinstance(store, str):
+        raise TypeError(f"a store is a ConversationRepository or a URL, not {type(store).__name__}")
+    parts = urlsplit(store)
+    options = dict(parse_qsl(parts.query))
+    namespace = options.pop("namespace", namespace)
+    ttl = _ttl(options.pop("ttl", None), store)
+    audit_ttl = _ttl(options.pop("audit_ttl", None), store)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        _no_more(options, store)
+        return InMemoryConversationRepository(audit_ttl=audit_ttl)
+    if scheme == "sqlite":
+        from dcaf_like.stores.sqlite import SqliteConversationRepository
+
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if parts.netloc or not path:
+            raise StoreConfigError(
+                f"a sqlite URL is sqlite:///relative/path or sqlite:////absolute/path, not {redact(store)!r}"
+            )
+        _no_more(options, store)
+        return SqliteConversationRepository(path, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl)
+    if scheme in ("redis", "rediss", "unix"):
+        prefix = options.pop("prefix", "dcaf:")
+        redis_url = urlunsplit(parts._replace(query=urlencode(options)))
+        try:
+            from dcaf_like.stores.redis import RedisConversationRepository
+        except ImportError as exc:
+            raise StoreConfigError(_missing("redis", exc)) from exc
+        _check_redis_options(redis_url, store)
+        try:
+            return RedisConversationRepository(
+                redis_url, prefix=prefix, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
+            )
+        except ImportError as exc:
+            raise StoreConfigError(_missing("redis", exc)) from exc
+        except (TypeError, ValueError) as exc:
+            raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
+    if scheme == "dynamodb":
+        table = parts.netloc or parts.path.strip("/")
+        if not table:
+            raise StoreConfigError(
+                f"a dynamodb URL names its table: dynamodb://TABLE?region=..., not {store!r}"
+            )
+        region = options.pop("region", None)
+        endpoint = options.pop("endpoint", None)
+        create = options.pop("create", "0").lower() in ("1", "true", "yes")
+        _no_more(options, store)
+        try:
+            from botocore.exceptions import NoRegionError
+
+            from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
+        except ImportError as exc:
+            raise StoreConfigError(_missing("dynamodb", exc)) from exc
+        try:
+            repository = DynamoDBConversationRepository(
+                table, region=region, endpoint_url=endpoint, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
+            )
+        except NoRegionError:
+            raise StoreConfigError(
+                f"store {redact(store)!r} names no AWS region: add ?region=REGION to the URL "
+                "(dynamodb://TABLE?region=eu-west-1) or set AWS_REGION"
+            ) from None
+        if create:
+            repository.create_table()
+        return repository
+    if scheme in ("postgres", "postgresql"):
+        return _postgres(store, parts, options, namespace, ttl, audit_ttl)
+    raise StoreConfigError(
+        f"no store for {redact(store)!r}: use memory://, sqlite:///PATH, redis://HOST:PORT/DB, "
+        "dynamodb://TABLE?region=REGION or postgresql://USER@HOST:PORT/DB"
+    )
+
+
+def _postgres(
+    store: str,
+    parts: SplitResult,
+    options: dict[str, str],
+    namespace: str,
+    ttl: float | None,
+    audit_ttl: float | None,
+) -> ConversationRepository:
+    """The PostgreSQL store; query options that are not ours go to libpq, which refuses unknown ones."""
+    table = options.pop("table", "dcaf_conversations")
+    pool_min = _count(options.pop("pool_min", "1"), "pool_min", store)
+    pool_max = _count(options.pop("pool_max", "10"), "pool_max", store)
+    url = urlunsplit(parts._replace(query=urlencode(options)))
+    try:
+        from dcaf_like.stores.postgres import PostgresConversationRepository
+    except ImportError as exc:
+        raise StoreConfigError(_missing("postgres", exc)) from exc
+    try:
+        return PostgresConversationRepository(
+            url,
+            table=table,
+            namespace=namespace,
+            ttl=ttl,
+            audit_ttl=audit_ttl,
+            pool_min=pool_min,
+            pool_max=pool_max,
+        )
+    except ImportError as exc:
+        raise StoreConfigError(_missing("postgres", exc)) from exc
+    except ValueError as exc:
+        raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
+
+
+def store_from_environment() -> str | None:
+    """The store URL in ``DCAF_STORE``, if set."""
+    return os.environ.get(ENV_VAR) or None
+
+
+def redact(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def _ttl(value: str | None, store: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        ttl = float(value)
+    except ValueError:
+        raise StoreConfigError(f"store {redact(store)!r}: ttl must be seconds, not {value!r}") from None
+    if ttl <= 0:
+        raise StoreConfigError(f"store {redact(store)!r}: ttl must be positive, not {value!r}")
+    return ttl
+
+
+def _count(value: str, option: str, store: str) -> int:
+    if not value.isdigit():
+        raise StoreConfigError(f"store {redact(store)!r}: {option} must be a number, not {value!r}")
+    return int(value)
+
+
+def _no_more(options: dict[str, str], store: str) -> None:
+    if options:
+        raise StoreConfigError(f"store {redact(store)!r} does not take {', '.join(sorted(options))}")
+
+
+def _check_redis_options(redis_url: str, store: str) -> None:
+    """Refuse now an option redis-py would only refuse on its first connection, mid-request.
+
+    redis-py hands every query option it does not parse to its connection class, which raises a
+    TypeError when the first connection is made; making one here (it does not connect) finds it."""
+    import redis
+
+    pool = redis.ConnectionPool.from_url(redis_url)
+    try:
+        pool.make_connection()
+    except TypeError as exc:
+        named = re.search(r"keyword argument '(\w+)'", str(exc))
+        option = repr(named.group(1)) if named else "an option"
+        raise StoreConfigError(
+            f"store {redact(store)!r}: {option} is not an option of this store or of redis-py; "
+            "this store takes namespace, ttl, audit_ttl and prefix, and redis-py its connection options "
+            "(socket_timeout, health_check_interval, ...): check the spelling"
+        ) from None
+    finally:
+        pool.disconnect()
+
+
+def _missing(extra: str, exc: ImportError) -> str:
+    return f"this store needs {exc.name or 'its client library'}: pip install 'dcaf_like[{extra}]'"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SqliteConversationRepository":
+        from dcaf_like.stores.sqlite import SqliteConversationRepository
+
+        return SqliteConversationRepository
+    if name == "RedisConversationRepository":
+        from dcaf_like.stores.redis import RedisConversationRepository
+
+        return RedisConversationRepository
+    if name == "DynamoDBConversationRepository":
+        from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
+
+        return DynamoDBConversationRepository
+    if name == "PostgresConversationRepository":
+        from dcaf_like.stores.postgres import PostgresConversationRepository
+
+        return PostgresConversationRepository
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,352 @@
+"""DynamoDBConversationRepository: conversations in a DynamoDB table, written with conditional puts.
+
+Table layout (:meth:`DynamoDBConversationRepository.create_table` makes it):
+
+==================  ====  ===========================================================
+attribute           type  meaning
+==================  ====  ===========================================================
+``pk``              S     partition key: ``<namespace>#<conversation id>``
+``ns``              S     the namespace (an agent's name); hash key of the index
+``conversation_id`` S     the conversation id
+``version``         N     compared on every write (optimistic concurrency)
+``updated_at``      N     epoch seconds of the last save; range key of the index
+``body``            B     the conversation's JSON, zlib-compressed (an item holds at most 400 KB)
+``expires_at``      N     epoch seconds after which DynamoDB's TTL may delete it (with ``ttl``)
+==================  ====  ===========================================================
+
+Global secondary index ``by_namespace`` (``ns``, ``updated_at``), keys only plus ``expires_at``, lists an
+agent's conversations, newest first. ``expires_at`` is the save plus ``ttl``, or the close of an approval
+window still open then (:mod:`dcaf_like.application.retention`).
+
+The audit trail lives in the same table, one item per decision record: ``pk`` is
+``audit#<namespace>#<conversation id>#<record id>``, ``ns`` is ``audit#<namespace>`` (so the index lists
+an agent's records newest first, apart from its conversations), ``updated_at`` the record's time,
+``record`` its JSON, and ``expires_at`` set with `audit_ttl`. A save that carries decisions writes the
+conversation and its records in one ``TransactWriteItems``; deleting a conversation leaves them.
+
+DynamoDB has no async client in boto3: the async twins run the blocking calls in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import kept_until, waiting_until
+from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.stores._codec import decode, encode
+
+INDEX = "by_namespace"
+TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
+
+
+class DynamoDBConversationRepository(ConversationRepository):
+    """Conversations in DynamoDB table `table`. Pass `client` (a boto3 ``dynamodb`` client) or let it
+    be made from `region` and `endpoint_url` with the usual AWS credential chain."""
+
+    def __init__(
+        self,
+        table: str,
+        *,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        namespace: str = "default",
+        ttl: float | None = None,
+        audit_ttl: float | None = None,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        import botocore.exceptions
+
+        if client is None:
+            import boto3
+
+            client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
+        self.table = table
+        self.namespace = namespace
+        self.ttl = ttl
+        self.audit_ttl = audit_ttl
+        self.clock = clock
+        self.client = client
+        self._client_error = botocore.exceptions.ClientError
+        self._errors: tuple[type[BaseException], ...] = (botocore.exceptions.BotoCoreError,)
+
+    # -- the port ---------------------------------------------------------------------------------
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        item = self._call(
+            "GetItem",
+            lambda: self.client.get_item(
+                TableName=self.table,
+                Key={"pk": {"S": self._pk(conversation_id)}},
+                ConsistentRead=True,
+                ProjectionExpression="body, expires_at",
+            ),
+        ).get("Item")
+        if item is None or self._expired(item):
+            return None
+        return decode(zlib.decompress(item["body"]["B"]), conversation_id)
+
+    def save(self, conversation: Conversation, expected_version: int) -> None:
+        now = self.clock()
+        item: dict[str, Any] = {
+            "pk": {"S": self._pk(conversation.id)},
+            "ns": {"S": self.namespace},
+            "conversation_id": {"S": conversation.id},
+            "version": {"N": str(conversation.version)},
+            "updated_at": {"N": _number(now)},
+            "body": {"B": zlib.compress(encode(conversation).encode("utf-8"))},
+        }
+        if self.ttl is not None:  # a call waiting for a decision keeps it until its window closes
+            item["expires_at"] = {"N": str(int(kept_until(now, self.ttl, waiting_until(conversation))))}
+        if expected_version == 0:
+            # A row DynamoDB's TTL has not yet swept away counts as absent.
+            condition = "attribute_not_exists(pk) OR expires_at < :now"
+            values = {":now": {"N": str(int(now))}}
+        else:
+            condition = "version = :expected AND (attribute_not_exists(expires_at) OR expires_at >= :now)"
+            values = {":expected": {"N": str(expected_version)}, ":now": {"N": str(int(now))}}
+        put = {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        records = conversation.unsaved_decisions
+        if records:
+            self._save_with_records(conversation, expected_version, put, records)
+            conversation.unsaved_decisions.clear()
+            return
+        try:
+            self.client.put_item(**put)
+        except self._client_error as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable("PutItem", exc) from exc
+            old = exc.response.get("Item") or {}
+            actual = int(old["version"]["N"]) if "version" in old else None
+            raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
+        except self._errors as exc:
+            raise self._unavailable("PutItem", exc) from exc
+
+    def _save_with_records(
+        self,
+        conversation: Conversation,
+        expected_version: int,
+        put: dict[str, Any],
+        records: Sequence[DecisionRecord],
+    ) -> None:
+        """The conversation and its decision records in one transaction (the records beyond what one
+        transaction holds are appended right after it)."""
+        now = self.clock()
+        riding = [{"Put": self._record_put(r, now)} for r in records[: TRANSACTION_ITEMS - 1]]
+        try:
+            self.client.transact_write_items(TransactItems=[{"Put": put}, *riding])
+        except self._client_error as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            first = reasons[0] if reasons else {}
+            if first.get("Code") != "ConditionalCheckFailed":
+                raise self._unavailable("TransactWriteItems", exc) from exc
+            old = first.get("Item") or {}
+            actual = int(old["version"]["N"]) if "version" in old else None
+            raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
+        except self._errors as exc:
+            raise self._unavailable("TransactWriteItems", exc) from exc
+        self.record_decisions(records[TRANSACTION_ITEMS - 1 :])
+
+    def _record_put(self, record: DecisionRecord, now: float) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "pk": {"S": f"{self._audit_ns}#{record.conversation_id}#{record.id}"},
+            "ns": {"S": self._audit_ns},
+            "conversation_id": {"S": record.conversation_id},
+            "updated_at": {"N": _number(record.at)},
+            "record": {"S": record.to_json()},
+        }
+        if self.audit_ttl is not None:
+            item["expires_at"] = {"N": str(int(now + self.audit_ttl))}
+        # Appended, never overwritten.
+        return {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        now = self.clock()
+        for start in range(0, len(records), TRANSACTION_ITEMS):
+            puts = [{"Put": self._record_put(r, now)} for r in records[start : start + TRANSACTION_ITEMS]]
+            self._call("TransactWriteItems", partial(self.client.transact_write_items, TransactItems=puts))
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        keys: list[str] = []
+        start: dict[str, Any] | None = None
+        while len(keys) < limit:
+            query: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": INDEX,
+                "KeyConditionExpression": "ns = :ns",
+                "ExpressionAttributeValues": {":ns": {"S": self._audit_ns}},
+                "ScanIndexForward": False,
+                "Limit": limit,
+            }
+            if conversation_id is not None:
+                query["FilterExpression"] = "begins_with(pk, :conversation)"
+                query["ExpressionAttributeValues"][":conversation"] = {
+                    "S": f"{self._audit_ns}#{conversation_id}#"
+                }
+            if start is not None:
+                query["ExclusiveStartKey"] = start
+            page = self._call("Query", partial(self.client.query, **query))
+            keys += [i["pk"]["S"] for i in page.get("Items", []) if not self._expired(i)]
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                break
+        found = {}
+        for first in range(0, len(keys), 100):
+            wanted = [{"pk": {"S": key}} for key in keys[first : first + 100]]
+            while wanted:
+                request = {
+                    self.table: {
+                        "Keys": wanted,
+                        "ProjectionExpression": "pk, #r",
+                        "ExpressionAttributeNames": {"#r": "record"},
+                    }
+                }
+                page = self._call("BatchGetItem", partial(self.client.batch_get_item, RequestItems=request))
+                for item in page.get("Responses", {}).get(self.table, []):
+                    found[item["pk"]["S"]] = DecisionRecord.from_json(item["record"]["S"])
+                wanted = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        records = [found[key] for key in keys if key in found]
+        # A conversation id holding '#' may share the key prefix of another's: keep only this one's.
+        return [r for r in records if conversation_id is None or r.conversation_id == conversation_id][:limit]
+
+    def delete(self, conversation_id: str) -> bool:
+        old = self._call(
+            "DeleteItem",
+            lambda: self.client.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": self._pk(conversation_id)}},
+                ReturnValues="ALL_OLD",
+            ),
+        ).get("Attributes")
+        return old is not None
+
+    def list_ids(self, limit: int = 100) -> list[str]:
+        found: list[str] = []
+        start: dict[str, Any] | None = None
+        prefix = len(self.namespace) + 1
+        while len(found) < limit:
+            query: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": INDEX,
+                "KeyConditionExpression": "ns = :ns",
+                "ExpressionAttributeValues": {":ns": {"S": self.namespace}},
+                "ScanIndexForward": False,
+                "Limit": min(limit, 1000),
+            }
+            if start is not None:
+                query["ExclusiveStartKey"] = start
+            page = self._call("Query", lambda q=query: self.client.query(**q))  # type: ignore[misc]
+            found += [i["pk"]["S"][prefix:] for i in page.get("Items", []) if not self._expired(i)]
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                break
+        return found[:limit]
+
+    async def aget(self, conversation_id: str) -> Conversation | None:
+        return await asyncio.to_thread(self.get, conversation_id)
+
+    async def asave(self, conversation: Conversation, expected_version: int) -> None:
+        await asyncio.to_thread(self.save, conversation, expected_version)
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        await asyncio.to_thread(self.record_decisions, records)
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
+
+    # -- the table --------------------------------------------------------------------------------
+
+    def create_table(self, *, wait: bool = True) -> None:
+        """Create the table with its index (on-demand billing) and turn on TTL on ``expires_at``.
+        An existing table is left as it is."""
+        try:
+            self.client.create_table(
+                TableName=self.table,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "ns", "AttributeType": "S"},
+                    {"AttributeName": "updated_at", "AttributeType": "N"},
+                ],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": INDEX,
+                        "KeySchema": [
+                            {"AttributeName": "ns", "KeyType": "HASH"},
+                            {"AttributeName": "updated_at", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at"]},
+                    }
+                ],
+            )
+        except self._client_error as exc:
+            if _code(exc) == "ResourceInUseException":
+                return
+            raise self._unavailable("CreateTable", exc) from exc
+        except self._errors as exc:
+            raise self._unavailable("CreateTable", exc) from exc
+        if wait:
+            self.client.get_waiter("table_exists").wait(
+                TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+            )
+        self._call(
+            "UpdateTimeToLive",
+            lambda: self.client.update_time_to_live(
+                TableName=self.table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+            ),
+        )
+
+    # -- shared -----------------------------------------------------------------------------------
+
+    @property
+    def _audit_ns(self) -> str:
+        return f"audit#{self.namespace}"
+
+    def _pk(self, conversation_id: str) -> str:
+        return f"{self.namespace}#{conversation_id}"
+
+    def _expired(self, item: dict[str, Any]) -> bool:
+        expires = item.get("expires_at")
+        return expires is not None and float(expires["N"]) < self.clock()
+
+    def _call(self, operation: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return call()
+        except (self._client_error, *self._errors) as exc:
+            raise self._unavailable(operation, exc) from exc
+
+    def _unavailable(self, operation: str, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(f"dynamodb table {self.table}: {operation} failed: {exc}")
+
+    def __repr__(self) -> str:
+        return f"DynamoDBConversationRepository({self.table!r}, namespace={self.namespace!r})"
+
+
+def _code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _number(value: float) -> str:
+    return str(Decimal(repr(value)))

@@ -1,0 +1,452 @@
+"""PostgresConversationRepository: conversations in PostgreSQL, shared by every worker and host.
+
+One row per conversation in ``<table>`` (default ``dcaf_conversations``): ``(namespace, id)`` is the
+primary key, ``version`` is compared by every write, ``body`` is the conversation's JSON as text
+(PostgreSQL compresses long values itself). ``<table>_schema_version`` holds the schema's version: the
+first use of a database creates the schema, and a database made by an earlier version is migrated
+step by step, under an advisory lock so that workers starting together migrate it once.
+
+Every statement runs in autocommit on a pooled connection (psycopg 3 and psycopg-pool, ADR 14): a
+read is one round trip, a save is one ``UPDATE ... WHERE version = %s`` (or ``INSERT ... ON CONFLICT``
+for a new conversation), so a turn costs two, an approval three (read, claim, save).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.stores._codec import decode, encode
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_TABLE = "dcaf_conversations"
+
+# Saves between two purges of expired rows (reads never return them in between).
+PURGE_EVERY = 64
+
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+
+# The schema's versions: each step brings a database from the version before it to its own. Never
+# change a step once released; add one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: the conversations and the index that lists a namespace's most recent ones.
+    (
+        "CREATE TABLE {table} ("
+        " namespace text NOT NULL, id text NOT NULL, version bigint NOT NULL,"
+        " updated_at double precision NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id))",
+        "CREATE INDEX {table}_recent ON {table} (namespace, updated_at)",
+    ),
+    # 2: expiry as a column, fixed at each save, so reads and purges compare one indexed value.
+    (
+        "ALTER TABLE {table} ADD COLUMN expires_at double precision",
+        "CREATE INDEX {table}_expiry ON {table} (namespace, expires_at) WHERE expires_at IS NOT NULL",
+    ),
+    # 3: the audit trail (one row per decision, appended in the transaction of the save that carries
+    # it, refused any UPDATE, never deleted with its conversation) and cancel requests (docs/runs.md).
+    (
+        "CREATE TABLE {table}_decisions ("
+        " seq bigserial PRIMARY KEY, namespace text NOT NULL, conversation_id text NOT NULL,"
+        " at double precision NOT NULL, record text NOT NULL)",
+        "CREATE INDEX {table}_decisions_conversation ON {table}_decisions (namespace, conversation_id, at)",
+        "CREATE INDEX {table}_decisions_recent ON {table}_decisions (namespace, at)",
+        "CREATE FUNCTION {table}_decisions_refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'decision records are append-only'; END $$",
+        "CREATE TRIGGER {table}_decisions_append_only BEFORE UPDATE ON {table}_decisions"
+        " FOR EACH ROW EXECUTE FUNCTION {table}_decisions_refuse()",
+        "CREATE TABLE {table}_cancels (namespace text NOT NULL, id text NOT NULL,"
+        " at double precision NOT NULL, PRIMARY KEY (namespace, id))",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_LIVE = "(expires_at IS NULL OR expires_at > %s)"
+
+
+class PostgresConversationRepository(ConversationRepository):
+    """Conversations in the PostgreSQL database at `url`, in `table`, under `namespace`.
+
+    With `ttl` (seconds) a conversation is forgotten that long after its last save; decision records
+    (the audit trail, table ``<table>_decisions``) only `audit_ttl` after they were made. Each process keeps
+    a pool of `pool_min` to `pool_max` connections (one pool for the sync methods, one per event loop
+    for the async ones); `timeout` bounds the wait for a connection.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        table: str = DEFAULT_TABLE,
+        namespace: str = "default",
+        ttl: float | None = None,
+        audit_ttl: float | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        if not _TABLE_NAME.fullmatch(table):
+            raise ValueError(f"table must be a lower-case SQL name of at most 40 characters, not {table!r}")
+        if not 0 <= pool_min <= pool_max or pool_max < 1:
+            raise ValueError(
+                f"pool sizes need 0 <= pool_min <= pool_max and pool_max >= 1, not {pool_min}, {pool_max}"
+            )
+        import psycopg
+        import psycopg_pool
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(str(exc)) from None
+        self.table = table
+        self.namespace = namespace
+        self.ttl = ttl
+        self.audit_ttl = audit_ttl
+        self.pool_min = pool_min
+        self.pool_max = pool_max
+        self.timeout = timeout
+        self.clock = clock
+        self.where = (
+            f"{params.get('host', 'localhost')}:{params.get('port', 5432)}/{params.get('dbname', '')}"
+        )
+        self._url = url
+        self._psycopg = psycopg
+        self._pools = psycopg_pool
+        self._errors: tuple[type[BaseException], ...] = (psycopg.Error, psycopg_pool.PoolTimeout, OSError)
+        self._lock = threading.Lock()
+        self._schema_ready = False
+        self._sync: ConnectionPool[Any] | None = None
+        self._async_by_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
+        ] = weakref.WeakKeyDictionary()
+        self._saves = 0
+        t = table
+        self._get_sql = f"SELECT body FROM {t} WHERE namespace = %s AND id = %s AND {_LIVE}"
+        self._insert_sql = (
+            f"INSERT INTO {t} AS c (namespace, id, version, updated_at, expires_at, body) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE SET "
+            "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at, "
+            "expires_at = EXCLUDED.expires_at, body = EXCLUDED.body "
+            "WHERE c.expires_at IS NOT NULL AND c.expires_at <= %s"
+        )
+        self._update_sql = (
+            f"UPDATE {t} SET version = %s, updated_at = %s, expires_at = %s, body = %s "
+            f"WHERE namespace = %s AND id = %s AND version = %s AND {_LIVE}"
+        )
+        self._version_sql = f"SELECT version FROM {t} WHERE namespace = %s AND id = %s AND {_LIVE}"
+        self._delete_sql = f"DELETE FROM {t} WHERE namespace = %s AND id = %s"
+        self._list_sql = (
+            f"SELECT id FROM {t} WHERE namespace = %s AND {_LIVE} ORDER BY updated_at DESC LIMIT %s"
+        )
+        self._purge_sql = f"DELETE FROM {t} WHERE namespace = %s AND expires_at <= %s"
+        self._append_sql = (
+            f"INSERT INTO {t}_decisions (namespace, conversation_id, at, record) VALUES (%s, %s, %s, %s)"
+        )
+        self._forget_sql = f"DELETE FROM {t}_decisions WHERE namespace = %s AND at < %s"
+        self._records_sql = (
+            f"SELECT record FROM {t}_decisions WHERE namespace = %s AND at >= %s "
+            "ORDER BY at DESC, seq DESC LIMIT %s"
+        )
+        self._conversation_records_sql = (
+            f"SELECT record FROM {t}_decisions WHERE namespace = %s AND conversation_id = %s AND at >= %s "
+            "ORDER BY at DESC, seq DESC LIMIT %s"
+        )
+        self._cancel_sql = (
+            f"INSERT INTO {t}_cancels (namespace, id, at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, id) DO UPDATE SET at = EXCLUDED.at"
+        )
+        self._cancelled_sql = f"SELECT at FROM {t}_cancels WHERE namespace = %s AND id = %s"
+
+    # -- statements ---------------------------------------------------------------------------------
+
+    def _save_statement(self, conversation: Conversation, expected_version: int) -> tuple[str, Sequence[Any]]:
+        now = self.clock()
+        expires = None if self.ttl is None else now + self.ttl
+        body = encode(conversation)
+        if expected_version == 0:
+            return self._insert_sql, (
+                self.namespace, conversation.id, conversation.version, now, expires, body, now
+            )  # fmt: skip
+        return self._update_sql, (
+            conversation.version, now, expires, body, self.namespace, conversation.id, expected_version, now
+        )  # fmt: skip
+
+    def _purge_due(self) -> bool:
+        self._saves += 1
+        return self.ttl is not None and self._saves % PURGE_EVERY == 0
+
+    # -- sync ---------------------------------------------------------------------------------------
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        row = self._one(self._get_sql, (self.namespace, conversation_id, self.clock()))
+        return None if row is None else decode(row[0], conversation_id)
+
+    def save(self, conversation: Conversation, expected_version: int) -> None:
+        sql, params = self._save_statement(conversation, expected_version)
+        records = conversation.unsaved_decisions
+        try:
+            with self._pool().connection(timeout=self.timeout) as db:
+                # Decisions ride along in one transaction: both written, or neither (a lost race).
+                with db.transaction() if records else contextlib.nullcontext():
+                    written = self._run(db, sql, params).rowcount
+                    if written != 1:
+                        row = self._run(
+                            db, self._version_sql, (self.namespace, conversation.id, self.clock())
+                        )
+                        actual = row.fetchone()
+                        raise ConcurrencyConflict(
+                            conversation.id, expected_version, None if actual is None else actual[0]
+                        )
+                    if records:
+                        self._append(db, records)
+                if self._purge_due():
+                    self._run(db, self._purge_sql, (self.namespace, self.clock()))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        records.clear()
+
+    def _append(self, db: Any, records: Sequence[DecisionRecord]) -> None:
+        if self.audit_ttl is not None:
+            self._run(db, self._forget_sql, (self.namespace, self.clock() - self.audit_ttl))
+        with db.cursor() as cursor:
+            cursor.executemany(
+                self._append_sql, [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in records]
+            )
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        if not records:
+            return
+        try:
+            with self._pool().connection(timeout=self.timeout) as db, db.transaction():
+                self._append(db, records)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        oldest = float("-inf") if self.audit_ttl is None else self.clock() - self.audit_ttl
+        params: tuple[Any, ...]
+        if conversation_id is None:
+            sql, params = self._records_sql, (self.namespace, oldest, limit)
+        else:
+            sql, params = self._conversation_records_sql, (self.namespace, conversation_id, oldest, limit)
+        try:
+            with self._pool().connection(timeout=self.timeout) as db:
+                rows = self._run(db, sql, params).fetchall()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [DecisionRecord.from_json(row[0]) for row in rows]
+
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            with self._pool().connection(timeout=self.timeout) as db:
+                self._run(db, self._cancel_sql, (self.namespace, conversation_id, at))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        row = self._one(self._cancelled_sql, (self.namespace, conversation_id))
+        return row is not None and row[0] >= since
+
+    def delete(self, conversation_id: str) -> bool:
+        try:
+            with self._pool().connection(timeout=self.timeout) as db:
+                return bool(self._run(db, self._delete_sql, (self.namespace, conversation_id)).rowcount)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def list_ids(self, limit: int = 100) -> list[str]:
+        try:
+            with self._pool().connection(timeout=self.timeout) as db:
+                rows = self._run(db, self._list_sql, (self.namespace, self.clock(), limit)).fetchall()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [row[0] for row in rows]
+
+    def _one(self, sql: str, params: Sequence[Any]) -> Any:
+        try:
+            with self._pool().connection(timeout=self.timeout) as db:
+                return self._run(db, sql, params).fetchone()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def _run(self, db: Any, sql: str, params: Sequence[Any]) -> Any:
+        """Every statement of the sync methods: one round trip."""
+        return db.execute(sql, params)
+
+    def _pool(self) -> ConnectionPool[Any]:
+        pool = self._sync
+        if pool is None:
+            self.migrate()
+            with self._lock:
+                if self._sync is None:
+                    self._sync = self._pools.ConnectionPool(
+                        self._url,
+                        min_size=self.pool_min,
+                        max_size=self.pool_max,
+                        kwargs={"autocommit": True},
+                        timeout=self.timeout,
+                        name=f"dcaf-{self.table}",
+                        open=False,
+                    )
+                    self._sync.open(wait=False)
+                pool = self._sync
+        return pool
+
+    # -- asyncio ------------------------------------------------------------------------------------
+
+    async def aget(self, conversation_id: str) -> Conversation | None:
+        try:
+            pool = await self._apool()
+            async with pool.connection(timeout=self.timeout) as db:
+                cursor = await self._arun(db, self._get_sql, (self.namespace, conversation_id, self.clock()))
+                row = await cursor.fetchone()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return None if row is None else decode(row[0], conversation_id)
+
+    async def asave(self, conversation: Conversation, expected_version: int) -> None:
+        if conversation.unsaved_decisions:  # a decision's save: rare, and one transaction in a thread
+            await asyncio.to_thread(self.save, conversation, expected_version)
+            return
+        sql, params = self._save_statement(conversation, expected_version)
+        try:
+            pool = await self._apool()
+            async with pool.connection(timeout=self.timeout) as db:
+                written = (await self._arun(db, sql, params)).rowcount
+                if written != 1:
+                    cursor = await self._arun(
+                        db, self._version_sql, (self.namespace, conversation.id, self.clock())
+                    )
+                    actual = await cursor.fetchone()
+                    raise ConcurrencyConflict(
+                        conversation.id, expected_version, None if actual is None else actual[0]
+                    )
+                if self._purge_due():
+                    await self._arun(db, self._purge_sql, (self.namespace, self.clock()))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            pool = await self._apool()
+            async with pool.connection(timeout=self.timeout) as db:
+                cursor = await self._arun(db, self._cancelled_sql, (self.namespace, conversation_id))
+                row = await cursor.fetchone()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return row is not None and row[0] >= since
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        await asyncio.to_thread(self.record_decisions, records)
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
+
+    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
+        await asyncio.to_thread(self.request_cancel, conversation_id, at=at)
+
+    async def _arun(self, db: Any, sql: str, params: Sequence[Any]) -> Any:
+        """Every statement of the async methods: one round trip."""
+        return await db.execute(sql, params)
+
+    async def _apool(self) -> AsyncConnectionPool[Any]:
+        """The pool of the running event loop (asyncio connections belong to the loop that opened them)."""
+        loop = asyncio.get_running_loop()
+        pool = self._async_by_loop.get(loop)
+        if pool is None:
+            if not self._schema_ready:
+                await asyncio.to_thread(self.migrate)
+            pool = self._pools.AsyncConnectionPool(
+                self._url,
+                min_size=self.pool_min,
+                max_size=self.pool_max,
+                kwargs={"autocommit": True},
+                timeout=self.timeout,
+                name=f"dcaf-{self.table}-async",
+                open=False,
+            )
+            self._async_by_loop[loop] = pool
+            await pool.open(wait=False)
+        return pool
+
+    async def aclose(self) -> None:
+        """Close the pool of the running event loop (a server does this at shutdown)."""
+        pool = self._async_by_loop.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
+
+    def close(self) -> None:
+        """Close the sync pool (each event loop's pool closes with :meth:`aclose`)."""
+        with self._lock:
+            pool, self._sync = self._sync, None
+        if pool is not None:
+            pool.close()
+
+    # -- schema -------------------------------------------------------------------------------------
+
+    def migrate(self) -> int:
+        """Create the schema, or bring it up to :data:`SCHEMA_VERSION`; returns the version found.
+
+        Runs once per repository, on first use, in one transaction holding an advisory lock named
+        after the table: of several processes starting at once, one migrates and the others wait."""
+        if self._schema_ready:
+            return SCHEMA_VERSION
+        versions = f"{self.table}_schema_version"
+        try:
+            with (
+                self._psycopg.connect(self._url, connect_timeout=max(1, round(self.timeout))) as db,
+                db.transaction(),
+            ):
+                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dcaf_like:{self.table}",))
+                db.execute(f"CREATE TABLE IF NOT EXISTS {versions} (version integer NOT NULL)")
+                row = db.execute(f"SELECT version FROM {versions}").fetchone()
+                found = 0 if row is None else int(row[0])
+                if row is None:
+                    db.execute(f"INSERT INTO {versions} (version) VALUES (0)")
+                if found > SCHEMA_VERSION:
+                    raise StoreUnavailable(
+                        f"postgres store at {self.where}: table {self.table} has schema version {found}, "
+                        f"newer than this dcaf_like knows ({SCHEMA_VERSION}); upgrade dcaf_like"
+                    )
+                for step in MIGRATIONS[found:]:
+                    for statement in step:
+                        db.execute(statement.format(table=self.table))
+                db.execute(f"UPDATE {versions} SET version = %s", (max(found, SCHEMA_VERSION),))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        self._schema_ready = True
+        return found
+
+    # -- shared -------------------------------------------------------------------------------------
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(f"postgres store at {self.where}: {type(exc).__name__}: {_first_line(exc)}")
+
+    def __repr__(self) -> str:
+        return (
+            f"PostgresConversationRepository({self.where!r}, table={self.table!r}, "
+            f"namespace={self.namespace!r})"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

@@ -1,0 +1,459 @@
+"""RedisConversationRepository: conversations in Redis, shared by every worker and host.
+
+Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index live in one slot):
+
+- ``<prefix>{<namespace>}:c:<id>``: a hash with ``version`` and ``body`` (the conversation's JSON);
+- ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save;
+- ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
+  namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
+  appended by the save that carries them (in its script) and never deleted with the conversation;
+- ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
+  (kept an hour: a turn that runs longer than that cannot be cancelled by then).
+
+A save is one Lua script (compare the version, write, index, expire): atomic in Redis, one round trip.
+A turn costs two round trips: the read and the save (an approval adds the save that claims it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import kept_until, waiting_until
+from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.stores._codec import decode, encode
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
+
+# KEYS: conversation hash, index. ARGV: expected version, new version, body, now (s), id, ttl (ms, 0 = none),
+# the conversation's own expiry (ms from now: the ttl, or longer while an approval window is open),
+# waiting_until (s, '' = nothing waits). Returns -1 when written, else the stored version (0: none).
+_SAVE = """
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if current ~= tonumber(ARGV[1]) then
+  return current
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'body', ARGV[3])
+if ARGV[8] == '' then
+  redis.call('HDEL', KEYS[1], 'waiting_until')
+else
+  redis.call('HSET', KEYS[1], 'waiting_until', ARGV[8])
+end
+local ttl = tonumber(ARGV[6])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[4]) - ttl / 1000))
+end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return -1
+"""
+
+# KEYS: index, then the hashes of ARGV[4..]. ARGV: oldest save kept (s), now (s), '1' for a dry run,
+# then ids. Forgets each conversation last saved before ARGV[1] whose approval window has closed (a save
+# since moved its score, so it is kept); drops index entries whose hash Redis already expired. Returns
+# how many conversations were (with a dry run, would be) forgotten.
+_PRUNE = """
+local gone = 0
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local key = KEYS[i - 2]
+  local score = tonumber(redis.call('ZSCORE', KEYS[1], id))
+  if score and score < tonumber(ARGV[1]) then
+    if redis.call('EXISTS', key) == 0 then
+      if ARGV[3] ~= '1' then redis.call('ZREM', KEYS[1], id) end
+    elseif tonumber(redis.call('HGET', key, 'waiting_until') or '0') < tonumber(ARGV[2]) then
+      gone = gone + 1
+      if ARGV[3] ~= '1' then
+        redis.call('DEL', key)
+        redis.call('ZREM', KEYS[1], id)
+      end
+    end
+  end
+end
+return gone
+"""
+
+_PRUNE_BATCH = 200
+# The save that carries decisions: the same compare-and-set, and, once written, the records appended
+# to the two audit sets. Its own arguments come last (KEYS: the namespace's and the conversation's
+# audit sets; ARGV: audit ttl in ms (0 = none), now, then score and record for each, then their count),
+# so it reads them from the end whatever the save script takes before them.
+_AUDIT = """
+local n = tonumber(ARGV[#ARGV])
+local first = #ARGV - 2 * n
+local ttl = tonumber(ARGV[first - 2])
+local now = tonumber(ARGV[first - 1])
+for _, key in ipairs({KEYS[#KEYS - 1], KEYS[#KEYS]}) do
+  for i = first, #ARGV - 1, 2 do
+    redis.call('ZADD', key, ARGV[i], ARGV[i + 1])
+  end
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (now - ttl / 1000))
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+"""
+if not _SAVE.rstrip().endswith("return -1"):  # the audited save is the save with the audit before its end
+    raise RuntimeError("redis_store: _SAVE must end with 'return -1' for _SAVE_AUDITED to extend it")
+_SAVE_AUDITED = _SAVE.rstrip()[: -len("return -1")] + _AUDIT + "return -1\n"
+_APPEND = _AUDIT + "return n\n"
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+# Seconds a cancel request is kept: long enough for any turn it may be meant for.
+CANCEL_KEPT = 3600
+
+
+class RedisConversationRepository(ConversationRepository):
+    """Conversations in Redis at `url` (or through the clients given), under `prefix` and `namespace`.
+
+    With `ttl` (seconds) Redis forgets a conversation that long after its last save; with `audit_ttl`
+    a decision record that long after it was made.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        prefix: str = "dcaf:",
+        namespace: str = "default",
+        ttl: float | None = None,
+        audit_ttl: float | None = None,
+        client: redis.Redis | None = None,
+        async_client: redis.asyncio.Redis | None = None,
+        socket_timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        import redis as redis_sync
+        import redis.asyncio as redis_async
+
+        self.prefix = prefix
+        self.namespace = namespace
+        self.ttl = ttl
+        self.audit_ttl = audit_ttl
+        self.clock = clock
+        self._url = url
+        self._socket_timeout = socket_timeout
+        self._sync = client or redis_sync.Redis.from_url(
+            url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+        )
+        self._given_async = async_client
+        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, ...]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._redis_async = redis_async
+        self._save_script = self._sync.register_script(_SAVE)
+        self._prune_script = self._sync.register_script(_PRUNE)
+        self._audited_script = self._sync.register_script(_SAVE_AUDITED)
+        self._append_script = self._sync.register_script(_APPEND)
+        self._errors: tuple[type[BaseException], ...] = (redis_sync.RedisError,)
+        self.where = _where(self._sync)
+
+    # -- keys -------------------------------------------------------------------------------------
+
+    def _key(self, conversation_id: str) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:c:{conversation_id}"
+
+    def _cancel_key(self, conversation_id: str) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:cancel:{conversation_id}"
+
+    @property
+    def _index(self) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:index"
+
+    def _audit(self, conversation_id: str | None = None) -> str:
+        if conversation_id is None:
+            return f"{self.prefix}{{{self.namespace}}}:audit"
+        return f"{self.prefix}{{{self.namespace}}}:audit:c:{conversation_id}"
+
+    def _audit_args(self, records: Sequence[DecisionRecord]) -> list[Any]:
+        args: list[Any] = [0 if self.audit_ttl is None else int(self.audit_ttl * 1000), repr(self.clock())]
+        for record in records:
+            args += [repr(record.at), record.to_json()]
+        return [*args, len(records)]
+
+    def _save_call(self, conversation: Conversation, expected_version: int) -> tuple[list[str], list[Any]]:
+        """Keys and arguments of the save script, or of the audited one when decisions ride along."""
+        keys = [self._key(conversation.id), self._index]
+        args = self._save_args(conversation, expected_version)
+        records = conversation.unsaved_decisions
+        if records:
+            keys += [self._audit(), self._audit(conversation.id)]
+            args += self._audit_args(records)
+        return keys, args
+
+    def _save_args(self, conversation: Conversation, expected_version: int) -> list[Any]:
+        now = self.clock()
+        waiting = waiting_until(conversation)
+        ttl_ms = 0 if self.ttl is None else int(self.ttl * 1000)
+        expires_ms = 0 if self.ttl is None else int((kept_until(now, self.ttl, waiting) - now) * 1000)
+        return [
+            expected_version,
+            conversation.version,
+            encode(conversation),
+            repr(now),
+            conversation.id,
+            ttl_ms,
+            max(expires_ms, 1),
+            "" if waiting is None else repr(waiting),
+        ]
+
+    # -- sync -------------------------------------------------------------------------------------
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        try:
+            body = self._sync.hget(self._key(conversation_id), "body")
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return None if body is None else decode(body, conversation_id)
+
+    def save(self, conversation: Conversation, expected_version: int) -> None:
+        keys, args = self._save_call(conversation, expected_version)
+        script = self._audited_script if len(keys) > 2 else self._save_script
+        try:
+            outcome = script(keys=keys, args=args)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        self._check(conversation, expected_version, outcome)
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        for conversation_id, some in _by_conversation(records):
+            try:
+                self._append_script(
+                    keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some)
+                )
+            except self._errors as exc:
+                raise self._unavailable(exc) from exc
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        try:
+            found: Any = self._sync.zrevrangebyscore(
+                self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
+            )
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [DecisionRecord.from_json(item) for item in found]
+
+    def delete(self, conversation_id: str) -> bool:
+        try:
+            pipe = self._sync.pipeline(transaction=True)
+            pipe.delete(self._key(conversation_id))
+            pipe.zrem(self._index, conversation_id)
+            deleted, _ = pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return bool(deleted)
+
+    def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """A page of conversations in one pipelined round trip, on one connection of the pool."""
+        try:
+            pipe = self._sync.pipeline(transaction=False)
+            for conversation_id in conversation_ids:
+                pipe.hget(self._key(conversation_id), "body")
+            bodies = pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return _decoded(conversation_ids, bodies)
+
+    def list_ids(self, limit: int = 100) -> list[str]:
+        try:
+            ids = self._sync.zrevrangebyscore(self._index, "+inf", self._oldest_kept(), start=0, num=limit)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
+    def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
+        """Forget the conversations last saved more than `retention` seconds ago whose approval window
+        has closed: each checked and deleted atomically by a script, a batch of ids per round trip."""
+        now = self.clock() if now is None else now
+        try:
+            old = self._sync.zrangebyscore(self._index, "-inf", f"({now - retention!r}")
+            gone = 0
+            for start in range(0, len(old), _PRUNE_BATCH):
+                ids = [
+                    i.decode() if isinstance(i, bytes) else str(i) for i in old[start : start + _PRUNE_BATCH]
+                ]
+                keys = [self._index, *(self._key(i) for i in ids)]
+                args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
+                gone += int(self._prune_script(keys=keys, args=args))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return gone
+
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            self._sync.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            at = self._sync.get(self._cancel_key(conversation_id))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return at is not None and float(at) >= since
+
+    # -- asyncio ----------------------------------------------------------------------------------
+
+    def _async(self) -> tuple[Any, ...]:
+        """The asyncio client of the running loop and its save script (redis.asyncio connections
+        belong to the loop that opened them)."""
+        loop = asyncio.get_running_loop()
+        found = self._async_by_loop.get(loop)
+        if found is None:
+            client = self._given_async or self._redis_async.Redis.from_url(
+                self._url, socket_timeout=self._socket_timeout, socket_connect_timeout=self._socket_timeout
+            )
+            # evalsha, loading the script first on NOSCRIPT (after a Redis restart or flush).
+            found = (
+                client,
+                client.register_script(_SAVE),
+                client.register_script(_SAVE_AUDITED),
+                client.register_script(_APPEND),
+            )
+            self._async_by_loop[loop] = found
+        return found
+
+    async def aget(self, conversation_id: str) -> Conversation | None:
+        try:
+            client = self._async()[0]
+            body = await client.hget(self._key(conversation_id), "body")
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return None if body is None else decode(body, conversation_id)
+
+    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """:meth:`get_many` with the asyncio client: one round trip, one connection."""
+        try:
+            client = self._async()[0]
+            pipe = client.pipeline(transaction=False)
+            for conversation_id in conversation_ids:
+                pipe.hget(self._key(conversation_id), "body")
+            bodies = await pipe.execute()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return _decoded(conversation_ids, bodies)
+
+    async def asave(self, conversation: Conversation, expected_version: int) -> None:
+        keys, args = self._save_call(conversation, expected_version)
+        _, plain, audited, _ = self._async()
+        try:
+            outcome = await (audited if len(keys) > 2 else plain)(keys=keys, args=args)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        self._check(conversation, expected_version, outcome)
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        append = self._async()[3]
+        for conversation_id, some in _by_conversation(records):
+            try:
+                await append(keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some))
+            except self._errors as exc:
+                raise self._unavailable(exc) from exc
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        client = self._async()[0]
+        try:
+            found = await client.zrevrangebyscore(
+                self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
+            )
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return [DecisionRecord.from_json(item) for item in found]
+
+    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
+        try:
+            client = self._async()[0]
+            await client.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            client = self._async()[0]
+            at = await client.get(self._cancel_key(conversation_id))
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+        return at is not None and float(at) >= since
+
+    def ping(self) -> None:
+        """``PING``: one round trip."""
+        try:
+            self._sync.ping()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def aping(self) -> None:
+        try:
+            await self._async()[0].ping()
+        except self._errors as exc:
+            raise self._unavailable(exc) from exc
+
+    async def aclose(self) -> None:
+        """Close the asyncio client of the running loop (a server does this at shutdown)."""
+        found = self._async_by_loop.pop(asyncio.get_running_loop(), None)
+        if found is not None and self._given_async is None:
+            await found[0].aclose()
+
+    def close(self) -> None:
+        self._sync.close()
+
+    # -- shared -----------------------------------------------------------------------------------
+
+    def _oldest_kept(self) -> float | str:
+        return "-inf" if self.ttl is None else self.clock() - self.ttl
+
+    def _oldest_record(self) -> float | str:
+        return "-inf" if self.audit_ttl is None else self.clock() - self.audit_ttl
+
+    def _check(self, conversation: Conversation, expected_version: int, outcome: Any) -> None:
+        stored = int(outcome)
+        if stored != -1:
+            raise ConcurrencyConflict(conversation.id, expected_version, stored or None)
+        conversation.unsaved_decisions.clear()
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(f"redis store at {self.where}: {type(exc).__name__}: {exc}")
+
+    def __repr__(self) -> str:
+        return (
+            f"RedisConversationRepository({self.where!r}, prefix={self.prefix!r}, "
+            f"namespace={self.namespace!r})"
+        )
+
+
+def _by_conversation(records: Sequence[DecisionRecord]) -> list[tuple[str, list[DecisionRecord]]]:
+    grouped: dict[str, list[DecisionRecord]] = {}
+    for record in records:
+        grouped.setdefault(record.conversation_id, []).append(record)
+    return list(grouped.items())
+
+
+def _where(client: Any) -> str:
+    """host:port/db of a client, never its credentials."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix:{kwargs['path']}"
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _decoded(conversation_ids: Sequence[str], bodies: list[Any]) -> list[Conversation | None]:
+    pairs = zip(conversation_ids, bodies, strict=True)
+    return [None if body is None else decode(body, i) for i, body in pairs]

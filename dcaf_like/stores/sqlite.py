@@ -1,0 +1,488 @@
+"""SqliteConversationRepository: conversations in one SQLite file, with nothing else to run.
+
+The embedded default of ``serve()``. Several processes may share the file (WAL mode, a busy timeout):
+every write is a compare-and-set on the version inside an ``IMMEDIATE`` transaction, so of two workers
+saving the same conversation exactly one wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.retention import waiting_until
+from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.stores._codec import decode, encode
+
+logger = logging.getLogger("dcaf_like.stores")
+
+TABLE = "dcaf_conversations"
+# The audit trail: one row per decision, appended in the transaction of the save that carries it,
+# never updated, and never deleted with its conversation (only by `audit_ttl`).
+AUDIT_TABLE = "dcaf_decisions"
+CANCELS = "dcaf_cancels"
+_CANCELS = (
+    f"CREATE TABLE IF NOT EXISTS {CANCELS} "
+    "(namespace TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (namespace, id))"
+)
+
+# A conversation's JSON this long or longer is stored zlib-compressed, as a BLOB (shorter ones stay
+# text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
+# ~1,000 bytes of a row on a 4 KiB page: a body just over that spilled into an overflow page of its
+# own, mostly empty (a file 4.5 times the JSON it held). Compressed (level 1: ~10 us per KiB), such a
+# body fits its cell: 0.82 times the JSON at 30,000 conversations of 1.1 KiB. A long conversation's JSON
+# shrinks about twelvefold, so a save writes a twelfth of the pages (issue 26; measured by
+# tests/integration/test_sqlite_bodies.py).
+COMPRESS_FROM = 512
+
+# Checkpoints of the write-ahead log, kept off the event loop where they can be. A checkpoint copies
+# the log's pages into the database file and syncs it: run inline by a commit on the loop every 1,000
+# pages (SQLite's default), it took the p99 of an answer over HTTP from ~5 to ~20 ms. So every
+# CHECKPOINT_EVERY saves on the loop, a worker thread runs a PASSIVE checkpoint, which waits for no one;
+# the log starts over at the first write after one that caught up (a quiet moment). Under writes that
+# never pause none does, and the loop's connection checkpoints by itself once the log holds LOG_LIMIT
+# pages, with most of them already copied: the log never grows without bound, and a checkpoint on the
+# loop is rarer and shorter (p99 ~8 ms under steady load, `benchmarks/http_load.py`).
+CHECKPOINT_EVERY = 64
+LOG_LIMIT = 4000
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    namespace  TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
+    version    INTEGER NOT NULL,
+    updated_at REAL    NOT NULL,
+    body       TEXT    NOT NULL,
+    PRIMARY KEY (namespace, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS {TABLE}_recent ON {TABLE} (namespace, updated_at);
+CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
+    seq             INTEGER PRIMARY KEY,
+    namespace       TEXT    NOT NULL,
+    conversation_id TEXT    NOT NULL,
+    at              REAL    NOT NULL,
+    record          TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {AUDIT_TABLE}_conversation ON {AUDIT_TABLE} (namespace, conversation_id, at);
+CREATE INDEX IF NOT EXISTS {AUDIT_TABLE}_recent ON {AUDIT_TABLE} (namespace, at);
+CREATE TRIGGER IF NOT EXISTS {AUDIT_TABLE}_append_only BEFORE UPDATE ON {AUDIT_TABLE}
+BEGIN SELECT RAISE(ABORT, 'decision records are append-only'); END;
+"""
+
+# Columns added since the table was first released: added to a file that lacks them when it is opened
+# (a row an earlier version wrote has NULL there). waiting_until: when the approval window of the
+# conversation's last pending call closes (see dcaf_like.application.retention).
+_ADDED_COLUMNS = {"waiting_until": "REAL"}
+
+
+class SqliteConversationRepository(ConversationRepository):
+    """Conversations in the SQLite file at `path` (created with its directory if missing).
+
+    `namespace` keeps agents sharing one file apart (``serve`` uses the agent's name). With `ttl`
+    (seconds), a conversation untouched for longer reads as absent and is purged on later writes,
+    unless it waits for a decision whose approval window is still open. Decision records (the audit
+    trail) live in their own table; with `audit_ttl` they are purged that long after they were made.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        namespace: str = "default",
+        ttl: float | None = None,
+        audit_ttl: float | None = None,
+        busy_timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if str(path) in ("", ":memory:") or str(path).startswith("file::memory:"):
+            raise ValueError(
+                "SqliteConversationRepository needs a file; use InMemoryConversationRepository "
+                "for conversations that may be forgotten"
+            )
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
+        if audit_ttl is not None and audit_ttl <= 0:
+            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        self.path = Path(path).expanduser()
+        self.namespace = namespace
+        self.ttl = ttl
+        self.audit_ttl = audit_ttl
+        self.busy_timeout = busy_timeout
+        self.clock = clock
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._loop_saves = 0
+        self._checkpointing = False
+        self._checkpoint_run: asyncio.Future[None] | None = None  # held so the running one is not collected
+        self._lock = threading.Lock()
+        # Threads of this process take turns to write: waiting on SQLite's own lock means its busy
+        # handler's sleeps (up to 100 ms each); other processes still wait on the file lock.
+        self._write_turn = threading.Lock()
+
+    # -- the port ---------------------------------------------------------------------------------
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        return self._get(conversation_id, self._connection())
+
+    def save(self, conversation: Conversation, expected_version: int) -> None:
+        self._save(conversation, expected_version, _body(conversation), self._connection(), self._write_turn)
+
+    def _get(self, conversation_id: str, connection: sqlite3.Connection) -> Conversation | None:
+        with self._reading(connection) as db:
+            row = db.execute(
+                f"SELECT body FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT}",
+                (self.namespace, conversation_id, *self._kept()),
+            ).fetchone()
+        return None if row is None else _conversation(row[0], conversation_id)
+
+    def _save(
+        self,
+        conversation: Conversation,
+        expected_version: int,
+        body: str | bytes,
+        connection: sqlite3.Connection,
+        turn: AbstractContextManager[Any],
+    ) -> None:
+        now = self.clock()
+        waiting = waiting_until(conversation)
+        with self._writing(connection, turn) as db:
+            if self.ttl is not None:
+                db.execute(
+                    f"DELETE FROM {TABLE} WHERE namespace = ? AND {_GONE}",
+                    (self.namespace, *self._kept()),
+                )
+            if expected_version == 0:
+                written = db.execute(
+                    f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body, waiting_until) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO NOTHING",
+                    (self.namespace, conversation.id, conversation.version, now, body, waiting),
+                ).rowcount
+            else:
+                written = db.execute(
+                    f"UPDATE {TABLE} SET version = ?, updated_at = ?, body = ?, waiting_until = ? "
+                    "WHERE namespace = ? AND id = ? AND version = ?",
+                    (
+                        conversation.version,
+                        now,
+                        body,
+                        waiting,
+                        self.namespace,
+                        conversation.id,
+                        expected_version,
+                    ),
+                ).rowcount
+            if written != 1:
+                row = db.execute(
+                    f"SELECT version FROM {TABLE} WHERE namespace = ? AND id = ?",
+                    (self.namespace, conversation.id),
+                ).fetchone()
+                raise ConcurrencyConflict(conversation.id, expected_version, None if row is None else row[0])
+            if conversation.unsaved_decisions:
+                self._append(db, conversation.unsaved_decisions)
+        conversation.unsaved_decisions.clear()
+
+    def _append(self, db: sqlite3.Connection, records: Sequence[DecisionRecord]) -> None:
+        """Inside a write transaction."""
+        if self.audit_ttl is not None:
+            db.execute(
+                f"DELETE FROM {AUDIT_TABLE} WHERE namespace = ? AND at < ?",
+                (self.namespace, self.clock() - self.audit_ttl),
+            )
+        db.executemany(
+            f"INSERT INTO {AUDIT_TABLE} (namespace, conversation_id, at, record) VALUES (?, ?, ?, ?)",
+            [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in records],
+        )
+
+    def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        if records:
+            with self._writing(self._connection(), self._write_turn) as db:
+                self._append(db, records)
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        oldest = float("-inf") if self.audit_ttl is None else self.clock() - self.audit_ttl
+        with self._reading(self._connection()) as db:
+            if conversation_id is None:
+                rows = db.execute(
+                    f"SELECT record FROM {AUDIT_TABLE} WHERE namespace = ? AND at >= ? "
+                    "ORDER BY at DESC, seq DESC LIMIT ?",
+                    (self.namespace, oldest, limit),
+                ).fetchall()
+            else:
+                rows = db.execute(
+                    f"SELECT record FROM {AUDIT_TABLE} WHERE namespace = ? AND conversation_id = ? "
+                    "AND at >= ? ORDER BY at DESC, seq DESC LIMIT ?",
+                    (self.namespace, conversation_id, oldest, limit),
+                ).fetchall()
+        return [DecisionRecord.from_json(row[0]) for row in rows]
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        if records:
+            await asyncio.to_thread(self.record_decisions, records)
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
+
+    def delete(self, conversation_id: str) -> bool:
+        with self._writing(self._connection(), self._write_turn) as db:
+            deleted = db.execute(
+                f"DELETE FROM {TABLE} WHERE namespace = ? AND id = ?", (self.namespace, conversation_id)
+            ).rowcount
+        return bool(deleted)
+
+    def ping(self) -> None:
+        """``SELECT 1`` on this thread's connection: the file opens and answers."""
+        with self._reading(self._connection()) as db:
+            db.execute("SELECT 1").fetchone()
+
+    def list_ids(self, limit: int = 100) -> list[str]:
+        with self._reading(self._connection()) as db:
+            rows = db.execute(
+                f"SELECT id FROM {TABLE} WHERE namespace = ? AND {_KEPT} ORDER BY updated_at DESC LIMIT ?",
+                (self.namespace, *self._kept(), min(limit, _MAX_LIMIT)),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
+        """Delete, in one statement, the conversations last saved more than `retention` seconds ago
+        whose approval window has closed. The file keeps its size (SQLite reuses the freed pages);
+        ``VACUUM`` gives the space back to the disk."""
+        now = self.clock() if now is None else now
+        gone = f"FROM {TABLE} WHERE namespace = ? AND {_GONE}", (self.namespace, now - retention, now)
+        if dry_run:
+            with self._reading(self._connection()) as db:
+                (count,) = db.execute(f"SELECT count(*) {gone[0]}", gone[1]).fetchone()
+            return int(count)
+        with self._writing(self._connection(), self._write_turn) as db:
+            return int(db.execute(f"DELETE {gone[0]}", gone[1]).rowcount)
+
+    # Cancel requests, in a table of their own made when the first is asked for.
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        with self._writing(self._connection(), self._write_turn) as db:
+            db.execute(_CANCELS)
+            db.execute(
+                f"INSERT INTO {CANCELS} (namespace, id, at) VALUES (?, ?, ?) "
+                "ON CONFLICT (namespace, id) DO UPDATE SET at = excluded.at",
+                (self.namespace, conversation_id, at),
+            )
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        return self._cancel_requested(conversation_id, since, self._connection())
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        try:
+            return self._cancel_requested(conversation_id, since, self._loop_connection())
+        except _WouldWait:
+            return await asyncio.to_thread(self.cancel_requested, conversation_id, since=since)
+
+    def _cancel_requested(self, conversation_id: str, since: float, connection: sqlite3.Connection) -> bool:
+        try:
+            with self._reading(connection) as db:
+                row = db.execute(
+                    f"SELECT at FROM {CANCELS} WHERE namespace = ? AND id = ?",
+                    (self.namespace, conversation_id),
+                ).fetchone()
+        except StoreUnavailable as exc:
+            if "no such table" in str(exc):  # no cancel was ever asked for in this file
+                return False
+            raise
+        return row is not None and row[0] >= since
+
+    # The async twins run on the event loop when SQLite can answer at once (a read in WAL mode, a
+    # write when no one else holds the lock: tens of microseconds, a third of a thread hand-off), and
+    # in a worker thread, waiting up to the busy timeout, only when it cannot.
+    async def aget(self, conversation_id: str) -> Conversation | None:
+        try:
+            return self._get(conversation_id, self._loop_connection())
+        except _WouldWait:
+            return await asyncio.to_thread(self.get, conversation_id)
+
+    async def asave(self, conversation: Conversation, expected_version: int) -> None:
+        body = _body(conversation)
+        try:
+            self._save(
+                conversation, expected_version, body, self._loop_connection(), _NoWait(self._write_turn)
+            )
+        except _WouldWait:
+            await asyncio.to_thread(
+                self._save, conversation, expected_version, body, self._connection(), self._write_turn
+            )
+            return
+        self._loop_saves += 1
+        if self._loop_saves % CHECKPOINT_EVERY == 0 and not self._checkpointing:
+            self._checkpointing = True
+            self._checkpoint_run = asyncio.get_running_loop().run_in_executor(None, self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        """In a worker thread: copy the log into the database file (see CHECKPOINT_EVERY)."""
+        try:
+            db = self._connection()
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except Exception as exc:  # nothing is lost: the log keeps every write for the next checkpoint
+            logger.warning("SQLite checkpoint of %s failed: %s", self.path, exc)
+        finally:
+            self._checkpointing = False
+
+    def close(self) -> None:
+        """Close every connection this repository opened (in any thread)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"SqliteConversationRepository({str(self.path)!r}, namespace={self.namespace!r})"
+
+    # -- connections ------------------------------------------------------------------------------
+
+    def _kept(self) -> tuple[float, float]:
+        """The parameters of :data:`_KEPT`: the oldest save kept, and now."""
+        now = self.clock()
+        return (float("-inf") if self.ttl is None else now - self.ttl), now
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection, which waits up to the busy timeout for another writer."""
+        return self._thread_connection("connection", self.busy_timeout)
+
+    def _loop_connection(self) -> sqlite3.Connection:
+        """The event loop's connection, which never waits (a busy database is :class:`_WouldWait`)
+        and leaves checkpoints to a worker thread (see CHECKPOINT_EVERY)."""
+        return self._thread_connection("loop_connection", 0.0, checkpoints=False)
+
+    def _thread_connection(
+        self, slot: str, timeout: float, *, checkpoints: bool = True
+    ) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, slot, None)
+        if connection is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                connection = sqlite3.connect(
+                    self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+                )
+            except (sqlite3.Error, OSError) as exc:
+                raise self._unavailable(exc) from exc
+            try:
+                connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                connection.execute("PRAGMA journal_mode = WAL")
+                connection.execute("PRAGMA synchronous = NORMAL")
+                if not checkpoints:
+                    connection.execute(f"PRAGMA wal_autocheckpoint = {int(LOG_LIMIT)}")
+                connection.executescript(_SCHEMA)
+                _add_columns(connection)
+                connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            except (sqlite3.Error, OSError) as exc:
+                connection.close()
+                raise self._unavailable(exc) from exc
+            setattr(self._local, slot, connection)
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def _reading(self, connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        try:
+            yield connection
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc, connection) from exc
+
+    @contextmanager
+    def _writing(
+        self, connection: sqlite3.Connection, turn: AbstractContextManager[Any]
+    ) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: the write lock is taken before the version is compared."""
+        with turn, self._transaction(connection) as db:
+            yield db
+
+    @contextmanager
+    def _transaction(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc, db) from exc
+        try:
+            yield db
+        except BaseException as exc:
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._unavailable(exc, db) from exc
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise self._unavailable(exc, db) from exc
+
+    def _unavailable(self, exc: Exception, db: sqlite3.Connection | None = None) -> StoreUnavailable:
+        busy = getattr(exc, "sqlite_errorcode", None) in _BUSY
+        if busy and db is not None and db is getattr(self._local, "loop_connection", None):
+            return _WouldWait(str(exc))
+        return StoreUnavailable(f"sqlite store {self.path}: {type(exc).__name__}: {exc}")
+
+
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+# A row still kept, given the oldest save kept and now: saved since, or waiting for a decision whose
+# window is still open (dcaf_like.application.retention). NULL: nothing waits. _GONE is its negation,
+# written so that the index on (namespace, updated_at) finds the rows.
+_KEPT = "(updated_at >= ? OR ifnull(waiting_until, 0) >= ?)"
+_GONE = "updated_at < ? AND ifnull(waiting_until, 0) < ?"
+
+_MAX_LIMIT = 2**63 - 1  # SQLite's LIMIT is a signed 64-bit integer
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Add the columns of :data:`_ADDED_COLUMNS` a file written by an earlier version lacks."""
+    present = {row[1] for row in db.execute(f"PRAGMA table_info({TABLE})")}
+    for name, kind in _ADDED_COLUMNS.items():
+        if name not in present:
+            try:
+                db.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
+
+
+class _WouldWait(StoreUnavailable):
+    """SQLite is busy and the event loop's connection does not wait: try again in a worker thread."""
+
+
+class _NoWait:
+    """The write turn of this process, taken only if it is free (the event loop never waits for it)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise _WouldWait("another thread of this process is writing")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def _body(conversation: Conversation) -> str | bytes:
+    text = encode(conversation)
+    return text if len(text) < COMPRESS_FROM else zlib.compress(text.encode(), 1)
+
+
+def _conversation(body: str | bytes, conversation_id: str) -> Conversation:
+    if isinstance(body, bytes):
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise StoredConversationUnreadable(conversation_id, f"zlib: {exc}") from exc
+    return decode(body, conversation_id)

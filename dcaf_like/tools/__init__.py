@@ -1,0 +1,239 @@
+"""Tools: plain typed functions an agent may call, each with its schema and its approval flag."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import json
+import typing
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
+
+from dcaf_like.application.messages import ToolSpec
+from dcaf_like.application.ports import ToolContext
+from dcaf_like.tools._injected import injected_kind
+
+if TYPE_CHECKING:
+    from dcaf_like.tools.schema import ArgumentSchema
+
+_NO_SECRETS: frozenset[str] = frozenset()
+
+
+class Tool:
+    """A function the agent can call.
+
+    ``requires_approval`` defaults to True: a tool runs without a human only when its author says so.
+    ``editable`` lets the approver change the arguments before approving (validated against the schema).
+    ``secret`` names arguments whose values responses, logs and approvers see masked as ``***``; the
+    tool still gets them as the model proposed them (an approver can replace one, never read it).
+    ``schema`` is a JSON schema dict or a pydantic model; without it the signature is the schema.
+    Parameters annotated ``Session``, ``PlatformContext`` or ``ToolContext`` are filled in by the framework
+    and hidden from the model. ``companions`` are tools an agent given this one gets too (a remote
+    agent's tool comes with the approval-gated tool that forwards decisions to it).
+    ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
+    an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
+    left to finish and its late result is logged, never used.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: bool = True,
+        editable: bool = False,
+        schema: Mapping[str, Any] | type | None = None,
+        secret: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> None:
+        from dcaf_like.tools import schema as _schema
+
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise ValueError(f"tool {name or func.__name__!r}: timeout must be a positive number of seconds")
+        self.timeout: float | None = timeout
+        self.func = func
+        self.name = name or func.__name__
+        self.requires_approval = requires_approval
+        self.editable = editable
+        self.companions: tuple[Tool, ...] = ()
+        if not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"tool name {self.name!r} may hold only letters, digits, '_' and '-'")
+        facts = _facts(func)
+        self.description = description or facts.summary or self.name.replace("_", " ")
+        self.is_async = facts.is_async
+        self._arguments: ArgumentSchema
+        if schema is None:
+            self._arguments = _schema.from_signature(self.name, func)
+        elif isinstance(schema, Mapping):
+            self._arguments = _schema.from_dict(self.name, schema)
+        elif isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+            self._arguments = _schema.from_model(self.name, schema, func)
+        else:
+            raise TypeError(f"tool {self.name!r}: schema must be a dict or a pydantic model, not {schema!r}")
+        self._injected = facts.injected
+        self.secret_arguments: frozenset[str] = _NO_SECRETS
+        if secret:
+            self.secret_arguments = frozenset([secret] if isinstance(secret, str) else secret)
+            unknown = self.secret_arguments.difference(self._arguments.json_schema.get("properties", ()))
+            if unknown:
+                listed = ", ".join(sorted(unknown))
+                raise ValueError(f"tool {self.name!r}: no argument {listed} to mark secret")
+        self.__doc__ = func.__doc__
+        self.__name__ = self.name
+        self.__wrapped__ = func
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self._arguments.json_schema
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return self._arguments.validate(arguments)
+
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+        if self.is_async:
+            from dcaf_like.application.concurrency import run_sync
+
+            return run_sync(self.ainvoke(arguments, context))
+        return render(self.func(**self._kwargs(arguments, context)))
+
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+        kwargs = self._kwargs(arguments, context)
+        if self.is_async:
+            return render(await self.func(**kwargs))
+        return render(await asyncio.to_thread(self.func, **kwargs))
+
+    def _kwargs(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        kwargs = self._arguments.bind(arguments)
+        if not self._injected:
+            return kwargs
+        values = {
+            "session": context.session,
+            "platform_context": context.platform_context,
+            "context": context,
+        }
+        for param, kind in self._injected.items():
+            kwargs[param] = values[kind]
+        return kwargs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself, as if it were not a tool (handy in tests)."""
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        approval = "requires approval" if self.requires_approval else "runs without approval"
+        return f"<Tool {self.name}: {approval}>"
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = True,
+    editable: bool = False,
+    schema: Mapping[str, Any] | type | None = None,
+    secret: Iterable[str] = (),
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = True,
+    editable: bool = False,
+    schema: Mapping[str, Any] | type | None = None,
+    secret: Iterable[str] = (),
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            requires_approval=requires_approval,
+            editable=editable,
+            schema=schema,
+            secret=secret,
+            timeout=timeout,
+        )
+
+    return wrap(func) if func is not None else wrap
+
+
+def as_tool(value: Tool | Callable[..., Any]) -> Tool:
+    """A Tool as is; a plain function becomes a tool that requires approval."""
+    return value if isinstance(value, Tool) else Tool(value)
+
+
+def render(value: Any) -> str:
+    """A tool's return value as the text the model reads."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    dump = getattr(value, "model_dump_json", None)
+    if callable(dump):
+        return str(dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a tool reads off its function: the same every time, so read once per function."""
+
+    summary: str
+    is_async: bool
+    injected: dict[str, str]
+
+
+_FACTS: weakref.WeakKeyDictionary[Callable[..., Any], _Facts] = weakref.WeakKeyDictionary()
+
+
+def _facts(func: Callable[..., Any]) -> _Facts:
+    try:
+        return _FACTS[func]
+    except (KeyError, TypeError):
+        pass
+    hints = typing.get_type_hints(func)
+    facts = _Facts(
+        summary=_first_paragraph(func),
+        is_async=inspect.iscoroutinefunction(func),
+        injected={
+            p.name: kind
+            for p in inspect.signature(func).parameters.values()
+            if (kind := injected_kind(hints.get(p.name))) is not None
+        },
+    )
+    with contextlib.suppress(TypeError):  # not weakly referenceable: read it each time
+        _FACTS[func] = facts
+    return facts
+
+
+def _first_paragraph(func: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(func) or ""
+    return doc.split("\n\n", 1)[0].strip().replace("\n", " ")
