@@ -25,19 +25,12 @@ from dcaf_like.application.messages import (
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.runtimes.local_model import QWEN_CODER_1_5B, Progress, ensure_model
 from dcaf_like.runtimes.local_probe import ensure_model_runs
-from dcaf_like.runtimes.local_prompts import (
-    REPEATED_CALL_NUDGE,
-    chat_messages,
-    read_tool_calls,
-    repeated_call,
-)
+from dcaf_like.runtimes.local_prompts import REPEATED_CALL_NUDGE, chat_messages, repeated_call
+from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls
 
 # What a chat template adds around each message's text (ChatML: <|im_start|>, the role, a newline,
 # <|im_end|>, a newline).
 TEMPLATE_TOKENS_PER_MESSAGE = 5
-
-# A buffered answer that starts like this may be a tool call: it is not streamed as text.
-_CALL_STARTS = ("{", "[", "`", "<")
 
 
 class LocalRuntime(AgentRuntime):
@@ -185,7 +178,7 @@ class LocalRuntime(AgentRuntime):
                     yield TextDelta(piece)
                     continue
                 head = "".join(parts).lstrip()
-                if head and not head.startswith(_CALL_STARTS):
+                if head and not head.startswith(CALL_STARTS):
                     streaming = True
                     yield TextDelta(head)
         except ValueError as exc:  # llama.cpp: the prompt does not fit the context window

@@ -7,6 +7,7 @@ Install with ``pip install 'dcaf_like[openai]'``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import uuid
@@ -36,6 +37,7 @@ from dcaf_like.application.messages import (
 )
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain.context import scrub
+from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls
 
 LOCAL_API_KEY = "not-needed"
 """Sent when a base URL is given without a key: local servers want none, the SDK wants one."""
@@ -53,6 +55,11 @@ class OpenAIRuntime(AgentRuntime):
 
     `api_key` defaults to ``OPENAI_API_KEY``, `base_url` to ``OPENAI_BASE_URL``. Extra request fields
     (``temperature``, ``max_tokens``, ...) go in `options`.
+
+    ``tool_calls_in_text=True`` also reads tool calls a model writes as JSON in its answer (small models
+    behind Ollama, llama.cpp's server or LM Studio often do), as :class:`LocalRuntime` does: a call is
+    taken only when every call in the answer names a tool offered in the request; otherwise the answer
+    stays text. Such an answer is not streamed as text while it may still be a call.
     """
 
     def __init__(
@@ -67,8 +74,10 @@ class OpenAIRuntime(AgentRuntime):
         client: Any = None,
         async_client: Any = None,
         context_window: int | None = None,
+        tool_calls_in_text: bool = False,
     ) -> None:
         self.context_window = context_window
+        self.tool_calls_in_text = tool_calls_in_text
         try:
             import openai
         except ImportError as exc:
@@ -132,27 +141,30 @@ class OpenAIRuntime(AgentRuntime):
             completion = self._client.chat.completions.create(**self._body(request))
         except self._openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        return self._response(completion)
+        return self._with_text_calls(request, self._response(completion))
 
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
         try:
             completion = await self._async_client().chat.completions.create(**self._body(request))
         except self._openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        return self._response(completion)
+        return self._with_text_calls(request, self._response(completion))
 
     def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
-        state = _StreamState()
+        state = _StreamState(hold_calls=self._reads_text_calls(request))
         try:
             chunks = self._client.chat.completions.create(**self._body(request, stream=True))
             for chunk in chunks:
                 yield from state.add(chunk)
         except self._openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        yield ModelCompleted(state.response(self.model))
+        response = self._with_text_calls(request, state.response(self.model))
+        if state.held and not response.tool_calls:
+            yield TextDelta(response.text)
+        yield ModelCompleted(response)
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
-        state = _StreamState()
+        state = _StreamState(hold_calls=self._reads_text_calls(request))
         try:
             chunks = await self._async_client().chat.completions.create(**self._body(request, stream=True))
             async for chunk in chunks:
@@ -160,7 +172,10 @@ class OpenAIRuntime(AgentRuntime):
                     yield event
         except self._openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        yield ModelCompleted(state.response(self.model))
+        response = self._with_text_calls(request, state.response(self.model))
+        if state.held and not response.tool_calls:
+            yield TextDelta(response.text)
+        yield ModelCompleted(response)
 
     # -- the wire format --------------------------------------------------------------------------
 
@@ -200,6 +215,19 @@ class OpenAIRuntime(AgentRuntime):
             reasoning=getattr(message, "reasoning_content", None) or "",
             model=completion.model or self.model,
         )
+
+    def _reads_text_calls(self, request: ModelRequest) -> bool:
+        return self.tool_calls_in_text and bool(request.tools)
+
+    def _with_text_calls(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        """The response with the calls written in its text, when asked for and every one is a real tool."""
+        if not self._reads_text_calls(request) or response.tool_calls:
+            return response
+        prose, calls = read_tool_calls(response.text)
+        offered = {spec.name for spec in request.tools}
+        if not calls or any(call.name not in offered for call in calls):
+            return response
+        return dataclasses.replace(response, text=prose, tool_calls=calls, stop_reason="tool_use")
 
     def _error(self, exc: Exception) -> ModelError:
         """The SDK's error as a typed one; the provider's message, never the key."""
@@ -267,8 +295,11 @@ def _tool_call(call_id: str | None, name: str, arguments: str | None) -> ModelTo
 
 @dataclass
 class _StreamState:
-    """Assembles a streamed completion: text and reasoning as they come, tool calls by index."""
+    """Assembles a streamed completion: text and reasoning as they come, tool calls by index.
+    With `hold_calls`, text that starts like a written tool call is held back (:attr:`held`)."""
 
+    hold_calls: bool = False
+    held: bool = False
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -290,7 +321,7 @@ class _StreamState:
                 yield ReasoningDelta(reasoning)
             if delta.content:
                 self.text.append(delta.content)
-                yield TextDelta(delta.content)
+                yield from self._text(delta.content)
             for call in delta.tool_calls or ():
                 slot = self.calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
                 if call.id:
@@ -298,6 +329,19 @@ class _StreamState:
                 if call.function is not None:
                     slot["name"] += call.function.name or ""
                     slot["arguments"] += call.function.arguments or ""
+
+    def _text(self, piece: str) -> Iterator[TextDelta]:
+        if not self.hold_calls:
+            yield TextDelta(piece)
+            return
+        head = "".join(self.text).lstrip()
+        if not head:
+            return
+        if head.startswith(CALL_STARTS):
+            self.held = True
+            return
+        self.hold_calls = False  # prose: everything so far goes out now, the rest as it comes
+        yield TextDelta(head)
 
     def response(self, model: str) -> ModelResponse:
         calls = tuple(_tool_call(c["id"], c["name"], c["arguments"]) for _, c in sorted(self.calls.items()))

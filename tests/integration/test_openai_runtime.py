@@ -13,6 +13,7 @@ from dcaf_like import (
     ModelError,
     ModelRequest,
     ModelRequestInvalid,
+    ToolSpec,
     UserTurn,
     resolve_runtime,
 )
@@ -140,3 +141,70 @@ def test_a_runtime_named_by_a_string_takes_its_base_url_from_the_environment(ser
     assert runtime.invoke(ask("hi")).text == "from the string"
     assert server.requests[-1]["model"] == "qwen2.5-coder"
     runtime.close()
+
+
+# -- tool calls written in the text (small models behind Ollama, llama.cpp's server, LM Studio) --------
+
+OFFERED = (ToolSpec("delete_pod", "Delete a pod.", {"type": "object"}),)
+WRITTEN_CALL = '```json\n{"name": "delete_pod", "arguments": {"name": "web-1", "namespace": "prod"}}\n```'
+
+
+@pytest.fixture
+def lenient(server: OpenAICompatibleServer) -> Iterator[OpenAIRuntime]:
+    runtime = OpenAIRuntime("test-model", base_url=server.base_url, max_retries=0, tool_calls_in_text=True)
+    yield runtime
+    runtime.close()
+
+
+def test_a_call_written_in_the_text_waits_for_approval_like_a_real_one(server, lenient, cluster):
+    agent = Agent(tools=cluster.tools(), runtime=lenient)
+    server.reply(WRITTEN_CALL)
+
+    response = agent.run("delete web-1 in prod")
+
+    [pending] = response.pending_tool_calls
+    assert (pending.name, dict(pending.input)) == ("delete_pod", {"name": "web-1", "namespace": "prod"})
+    assert cluster.deleted == []
+    assert "delete_pod" not in response.text
+
+
+def test_without_the_option_a_written_call_stays_text(server, runtime, cluster):
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    server.reply(WRITTEN_CALL)
+
+    response = agent.run("delete web-1 in prod")
+
+    assert response.pending_tool_calls == ()
+    assert '"delete_pod"' in response.text
+
+
+def test_json_naming_no_offered_tool_stays_text(server, lenient, cluster):
+    agent = Agent(tools=cluster.tools(), runtime=lenient)
+    answer = '{"name": "api", "replicas": 3}'
+    server.reply(answer)
+
+    response = agent.run("show the deployment as JSON")
+
+    assert response.pending_tool_calls == ()
+    assert response.text == answer
+
+
+def test_a_streamed_written_call_is_never_shown_as_text(server, lenient):
+    request = ModelRequest("", (UserTurn("delete web-1"),), OFFERED)
+    server.reply(WRITTEN_CALL, chunks=[WRITTEN_CALL[:9], WRITTEN_CALL[9:40], WRITTEN_CALL[40:]])
+
+    events = list(lenient.stream(request))
+
+    assert [e for e in events if not isinstance(e, ModelCompleted)] == []
+    [call] = events[-1].response.tool_calls
+    assert call.name == "delete_pod"
+
+
+def test_streamed_prose_still_streams_as_it_comes(server, lenient):
+    request = ModelRequest("", (UserTurn("status?"),), OFFERED)
+    server.reply("All pods are healthy.", chunks=["All pods ", "are healthy."])
+
+    events = list(lenient.stream(request))
+
+    assert [e.text for e in events if not isinstance(e, ModelCompleted)] == ["All pods ", "are healthy."]
+    assert events[-1].response.text == "All pods are healthy."

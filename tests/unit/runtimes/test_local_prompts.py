@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dcaf_like import AssistantTurn, ModelRequest, ModelToolCall, ToolResult, ToolSpec, UserTurn
-from dcaf_like.runtimes.local_prompts import (
-    chat_messages,
-    read_tool_calls,
-    repeated_call,
-    system_prompt,
-)
+from dcaf_like.runtimes.local_prompts import chat_messages, repeated_call, system_prompt
+from dcaf_like.runtimes.text_calls import read_tool_calls
 
 DELETE = ToolSpec(
     "delete_pod",
