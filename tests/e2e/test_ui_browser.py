@@ -222,15 +222,20 @@ def test_edited_arguments_the_server_refuses_show_its_error_and_a_valid_edit_run
     arguments.fill('{"name": 5}')
     card.get_by_role("button", name="Approve edited", exact=True).click()
 
-    expect(page.get_by_role("alert")).to_contain_text("422 invalid_tool_arguments")
+    expect(card.get_by_role("alert")).to_contain_text("422 invalid_tool_arguments")  # on the card it concerns
+    expect(page.locator("#error")).to_be_hidden()
     screenshot(page, "6-invalid-edit")
     assert cluster.deleted == []
 
     arguments.fill("{not json")
     card.get_by_role("button", name="Approve edited", exact=True).click()
-    expect(page.get_by_role("alert")).to_contain_text("Not JSON")
+    expect(card.get_by_role("alert")).to_contain_text("Not JSON")
 
     arguments.fill('{"name": "web-1"}')
+    changes = card.get_by_label("What the edit changes")
+    expect(changes.locator("li")).to_have_text(
+        ['name: "web-2" -> "web-1"', 'namespace: "default" (unchanged)']
+    )
     card.get_by_role("button", name="Approve edited", exact=True).click()
 
     ran = page.locator(".card.executed")
@@ -432,3 +437,88 @@ def test_a_running_tools_progress_shows_on_its_card(page, start_server):
     expect(card.locator(".progress")).to_have_text("3/10 pods restarted (30%)")
     go.set()
     expect(page.locator(".card.executed .output")).to_have_text("10 pods restarted")
+
+
+def test_a_partial_edit_shows_what_stays_and_what_changes_before_it_runs(page, start_server):
+    ran: list[dict[str, Any]] = []
+
+    @tool(editable=True)
+    def scale(deployment: str, replicas: int, namespace: str = "default") -> str:
+        """Scale a deployment."""
+        ran.append({"deployment": deployment, "replicas": replicas, "namespace": namespace})
+        return f"{deployment} scaled to {replicas}"
+
+    proposal = tool_call("scale", deployment="api", replicas=5, namespace="prod")
+    client = start_server(Agent(tools=[scale], runtime=FakeRuntime([proposal, reply("Scaled.")])))
+    page.goto(str(client.base_url))
+    send(page, "scale api")
+    card = page.locator(".card.pending")
+    card.get_by_role("button", name="Edit", exact=True).click()
+
+    card.get_by_label("Edited arguments").fill('{"replicas": 3}')
+
+    expect(card.get_by_label("What the edit changes").locator("li")).to_have_text(
+        ['deployment: "api" (unchanged)', "replicas: 5 -> 3", 'namespace: "prod" (unchanged)']
+    )
+    screenshot(page, "7-edit-diff")
+    card.get_by_role("button", name="Approve edited", exact=True).click()
+    done = page.locator(".card.executed")
+    expect(done.locator(".diff li.changed")).to_have_text(["replicas: 5 -> 3"])
+    assert ran == [{"deployment": "api", "replicas": 3, "namespace": "prod"}]
+
+
+def test_approve_all_decides_every_waiting_call_of_the_turn_each_by_its_id(page, start_server, cluster):
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("delete_pod", name="web-1"), tool_call("delete_pod", name="web-2")),
+            reply("Both deleted."),
+        ]
+    )
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "delete both")
+    expect(page.locator(".card.pending")).to_have_count(2)
+
+    page.get_by_role("button", name="Approve all 2", exact=True).click()
+
+    expect(page.locator(".card.executed")).to_have_count(2)
+    expect(page.locator(".message.assistant").last).to_have_text("Both deleted.")
+    expect(page.get_by_role("button", name="Approve all 2")).to_have_count(0)
+    assert sorted(cluster.deleted) == [("default", "web-1"), ("default", "web-2")]
+
+
+def test_on_a_phone_the_chat_fills_the_screen_and_send_can_be_pressed(browser, start_server, cluster):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), reply("Deleted.")])
+        client = start_server(Agent(tools=cluster.tools(), runtime=runtime, name="ops"))
+        page.goto(str(client.base_url))
+
+        chat = page.locator("#chat").bounding_box()
+        assert chat["width"] >= 370, f"the chat column is {chat['width']} px wide on a 390 px screen"
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing sticks out sideways
+        send_button = page.get_by_role("button", name="Send", exact=True)
+        box = send_button.bounding_box()
+        assert box["x"] + box["width"] <= 390
+        on_top = page.evaluate(
+            "([x, y]) => document.elementFromPoint(x, y).id", [box["x"] + box["width"] / 2, box["y"] + 5]
+        )
+        assert on_top == "send", f"{on_top!r} covers the Send button"
+
+        send(page, "delete web-2")
+        card = page.locator(".card.pending")
+        assert card.bounding_box()["width"] <= 390
+        screenshot(page, "8-phone-approval")
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
+
+        page.get_by_role("button", name="Conversations").click()
+        expect(page.locator("#conversations li")).to_have_count(1)
+        screenshot(page, "9-phone-conversations")
+        page.locator("#conversations button").click()
+        expect(page.locator("#sidebar")).to_be_hidden()
+        assert cluster.deleted == [("default", "web-2")]
+    finally:
+        context.close()

@@ -90,7 +90,10 @@ function handle(event) {
     case "tool_progress": showProgress(event); break;
     case "tool_finished": place(executedCard(event.tool_call)); break;
     case "tool_rejected": place(rejectedCard(event.tool_call)); break;
-    case "tool_calls": event.tool_calls.forEach((call) => place(pendingCard(call))); break;
+    case "tool_calls":
+      event.tool_calls.forEach((call) => place(pendingCard(call)));
+      offerApproveAll(event.tool_calls);
+      break;
     case "done": finished(event); break;
     case "error": showError(new ApiError(event.status, event)); break;
     // tool_call_proposed, approval_required, executed_tool_calls and the command events repeat what
@@ -142,8 +145,9 @@ function callCard(id, name, status, ...body) {
 }
 
 function executedCard(call) {
-  const edited = call.proposed_input ? el("p", { class: "why" }, "Arguments edited before approval; proposed: ",
-    el("code", {}, JSON.stringify(call.proposed_input))) : null;
+  const edited = call.proposed_input ? el("div", { class: "why" },
+    el("p", {}, "Arguments edited before approval; proposed: ", el("code", {}, JSON.stringify(call.proposed_input))),
+    el("ul", { class: "diff" }, ...diffLines(call.proposed_input, call.input, false))) : null;
   return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
     el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
 }
@@ -174,7 +178,7 @@ function pendingCard(call) {
   const decide = async (decision, label) => {
     const buttons = card.querySelectorAll("button");
     buttons.forEach((button) => { button.disabled = true; });
-    if (await run(() => turn("", [{ id: call.id, ...decision }]))) {
+    if (await run(() => turn("", [{ id: call.id, ...decision }]), card)) {
       card.querySelector(".status").textContent = label;
       card.classList.replace("pending", "decided");
       card.querySelectorAll(".actions, form").forEach((part) => part.remove());
@@ -190,48 +194,126 @@ function pendingCard(call) {
   } }, reason, el("button", { type: "submit" }, "Send rejection"));
 
   const edited = el("textarea", { name: "arguments", "aria-label": "Edited arguments" }, pretty(call.input));
+  const changes = el("ul", { class: "diff", "aria-label": "What the edit changes" });
+  const showChanges = () => {
+    let patch;
+    try { patch = JSON.parse(edited.value); } catch (_) { return; } // shown once it parses again
+    changes.replaceChildren(...diffLines(call.input, patch));
+  };
+  edited.addEventListener("input", showChanges);
   const editForm = el("form", { class: "edit-form", hidden: true, onsubmit: (event) => {
     event.preventDefault();
     let input;
     try {
       input = JSON.parse(edited.value);
     } catch (error) {
-      showError(new Error(`Not JSON: ${error.message}`));
+      showCardError(card, new Error(`Not JSON: ${error.message}`));
       return;
     }
     decide({ execute: true, edited_input: input }, "approved (edited)");
-  } }, edited, el("button", { type: "submit" }, "Approve edited"));
+  } }, el("div", { class: "edit-area" }, edited, changes), el("button", { type: "submit" }, "Approve edited"));
 
   const actions = el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
     el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
       "Reject"),
-    call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; } }, "Edit")
-      : null);
+    call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; showChanges(); } },
+      "Edit") : null);
   card.append(actions, rejectForm, editForm);
   return card;
 }
 
+// An edit is a JSON merge patch onto the proposal (RFC 7396), as the server applies it: a key left out
+// keeps its proposed value, null removes it. `asPatch` false compares two whole argument objects.
+function mergePatch(target, patch) {
+  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
+  const result = target !== null && typeof target === "object" && !Array.isArray(target) ? { ...target } : {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete result[key];
+    else result[key] = mergePatch(result[key], value);
+  }
+  return result;
+}
+
+// One line per argument: unchanged, changed (old -> new), added or removed.
+function diffLines(proposed, edit, asPatch = true) {
+  const after = asPatch ? mergePatch(proposed, edit) : edit;
+  if (after === null || typeof after !== "object" || Array.isArray(after)) {
+    return [el("li", { class: "changed" }, `arguments -> ${JSON.stringify(after)} (not an object: refused)`)];
+  }
+  const keys = [...new Set([...Object.keys(proposed || {}), ...Object.keys(after)])];
+  return keys.map((key) => {
+    const [was, now] = [JSON.stringify((proposed || {})[key]), JSON.stringify(after[key])];
+    if (!(key in after)) return el("li", { class: "removed" }, `${key}: ${was} (removed)`);
+    if (!(key in (proposed || {}))) return el("li", { class: "added" }, `${key}: ${now} (added)`);
+    if (was === now) return el("li", { class: "same" }, `${key}: ${now} (unchanged)`);
+    return el("li", { class: "changed" }, `${key}: ${was} -> ${now}`);
+  });
+}
+
+// Several calls of one turn waiting: one button approves them all, in one request naming each call.
+function offerApproveAll(calls) {
+  if (calls.length < 2) return;
+  const ids = calls.map((call) => call.id);
+  const bar = el("div", { class: "approve-all" });
+  const button = el("button", { type: "button", class: "approve", onclick: async () => {
+    const cards = ids.map((id) => document.querySelector(`.card[data-call-id="${CSS.escape(id)}"]`)).filter(Boolean);
+    const waiting = cards.filter((card) => card.classList.contains("pending"));
+    if (!waiting.length) { bar.remove(); return; }
+    button.disabled = true;
+    const decisions = waiting.map((card) => ({ id: card.dataset.callId, execute: true }));
+    if (await run(() => turn("", decisions))) {
+      waiting.forEach((card) => {
+        card.querySelector(".status").textContent = "approved";
+        card.classList.replace("pending", "decided");
+        card.querySelectorAll(".actions, form").forEach((part) => part.remove());
+      });
+      bar.remove();
+    } else {
+      button.disabled = false;
+    }
+  } }, `Approve all ${ids.length}`);
+  bar.append(button);
+  addToLog(bar);
+}
+
 // -- errors, session, conversations ---------------------------------------------------------------
+
+function errorText(error) {
+  const where = error.requestId ? ` (request ${error.requestId})` : "";
+  return error.status ? `${error.status} ${error.code}: ${error.message}${where}` : error.message;
+}
 
 function showError(error) {
   const box = $("error");
-  const where = error.requestId ? ` (request ${error.requestId})` : "";
-  box.textContent = error.status ? `${error.status} ${error.code}: ${error.message}${where}` : error.message;
+  box.textContent = errorText(error);
   box.hidden = false;
 }
 
-// Runs one exchange with the server; shows its error, if any. True when it went well.
-async function run(exchange) {
+// A refused decision is shown on the card it concerns, which stays usable.
+function showCardError(card, error) {
+  clearCardError(card);
+  card.querySelector(".actions").before(el("p", { class: "card-error", role: "alert" }, errorText(error)));
+}
+
+function clearCardError(card) {
+  card.querySelectorAll(".card-error").forEach((node) => node.remove());
+}
+
+// Runs one exchange with the server; shows its error, if any: on `card` when the exchange was a
+// decision about it, above the composer otherwise. True when it went well.
+async function run(exchange, card = null) {
   if (state.busy) return false; // one exchange at a time: a conversation takes one turn at a time
   $("error").hidden = true;
+  if (card) clearCardError(card);
   state.busy = true;
   $("send").disabled = true;
   try {
     await exchange();
     return true;
   } catch (error) {
-    showError(error);
+    if (card && card.isConnected) showCardError(card, error);
+    else showError(error);
     return false;
   } finally {
     state.busy = false;
@@ -263,7 +345,7 @@ async function loadConversations() {
     listed = await (await request("api/conversations?limit=50")).json();
   } catch (error) {
     // An agent function keeps no conversations: no list to show.
-    if (error.status === 404) { $("sidebar").hidden = true; return; }
+    if (error.status === 404) { $("sidebar").hidden = true; $("show-conversations").hidden = true; return; }
     showError(error);
     return;
   }
@@ -330,7 +412,22 @@ $("composer").addEventListener("submit", (event) => {
 $("message").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
 });
-$("new-chat").addEventListener("click", () => { newChat(); loadConversations(); });
+$("new-chat").addEventListener("click", () => { newChat(); loadConversations(); closePanels(); });
+$("show-conversations").addEventListener("click", () => togglePanel("sidebar"));
+$("show-session").addEventListener("click", () => togglePanel("state"));
+$("conversations").addEventListener("click", closePanels);
+
+// Below 700 px wide the list and the session are panels over the chat, opened from the header.
+function togglePanel(id) {
+  const open = !$(id).classList.contains("open");
+  closePanels();
+  $(id).classList.toggle("open", open);
+}
+
+function closePanels() {
+  $("sidebar").classList.remove("open");
+  $("state").classList.remove("open");
+}
 $("stop").addEventListener("click", stop);
 $("key-form").addEventListener("submit", (event) => {
   event.preventDefault();
