@@ -8,7 +8,8 @@ checked where the agent runs, exactly as for any other client.
 
 Ctrl-C during a turn asks the agent to stop it (``agent.acancel``, or ``POST
 /api/conversations/{id}/cancel``) and shows the turn to its end, which comes at its next step; a
-second Ctrl-C leaves the chat.
+second Ctrl-C leaves the chat. Calls left undecided (Ctrl-D at the approval prompt) are asked about
+again before the next message is sent, since the agent takes no message while calls wait.
 """
 
 from __future__ import annotations
@@ -22,11 +23,21 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TextIO
 
 from dcaf_like.domain.conversation import new_conversation_id
+from dcaf_like.domain.merge_patch import merge_patch
 
 Event = dict[str, Any]
 
 # Refusals of what the user typed in an edit: nothing was applied, so the same calls are asked again.
 EDIT_REFUSALS = frozenset({"invalid_tool_arguments", "edit_not_allowed"})
+
+HELP = """commands:
+  /pending         decide the calls still waiting for approval
+  /reject REASON   reject every waiting call, telling the agent REASON
+  /help            this list
+  /quit, Ctrl-D    leave (undecided calls keep waiting in the store)
+  Ctrl-C           stop the running turn at its next step; twice leaves
+at an approval prompt: y approves, n asks for a reason, "/reject REASON" rejects with it, e edits
+(editable tools: the proposal is pre-filled; what you leave out keeps its proposed value)"""
 
 
 class Transport(Protocol):
@@ -156,6 +167,7 @@ class TerminalChat:
         self.ask = ask
         self.out = out
         self.conversation_id: str | None = None
+        self.pending: list[Event] = []  # calls waiting for a decision after the last turn
 
     def run(self) -> None:
         while True:
@@ -166,21 +178,54 @@ class TerminalChat:
                 return
             if text in ("/quit", "/exit"):
                 return
-            if text:
+            if text == "/help":
+                self.say(HELP)
+            elif text == "/pending":
+                if not self.pending:
+                    self.say("  nothing waits for a decision")
+                self.settle()
+            elif text == "/reject" or text.startswith("/reject "):
+                self.reject_all(text.removeprefix("/reject").strip())
+            elif text.startswith("/"):
+                self.say(f"  unknown command {text.split()[0]}; /help lists them")
+            elif text and self.pending:
+                # The agent takes no message while calls wait (it would answer 409): decide them first.
+                self.say(
+                    f"  {len(self.pending)} call(s) still wait for your decision; your message was not sent"
+                )
+                self.settle()
+            elif text:
                 self.exchange(text)
 
     def exchange(self, text: str) -> None:
         """One user message, then decisions until nothing waits (or the server fails)."""
-        pending, _ = self.turn(text, [])
-        while pending:
+        self.pending, _ = self.turn(text, [])
+        self.settle()
+
+    def settle(self) -> None:
+        """Ask about every waiting call, send the decisions, repeat while calls wait. Ctrl-D leaves them
+        waiting: the chat goes on and asks again before the next message."""
+        while self.pending:
             try:
-                decisions = [self.decide(call) for call in pending]
+                decisions = [self.decide(call) for call in self.pending]
             except EOFError:
-                self.say("\n(left undecided; the calls keep waiting)")
+                self.say("\n(left undecided: the calls keep waiting; /pending decides them, /quit leaves)")
                 return
-            waiting, refused = self.turn("", decisions)
-            # A refused edit changed nothing: the same calls wait, decide them again.
-            pending = pending if refused in EDIT_REFUSALS else waiting
+            self.send_decisions(decisions)
+
+    def reject_all(self, reason: str) -> None:
+        if not self.pending:
+            self.say("  nothing waits for a decision")
+            return
+        reason = reason or "rejected on the terminal"
+        self.send_decisions([_rejection(call, reason) for call in self.pending])
+        self.settle()
+
+    def send_decisions(self, decisions: list[dict[str, Any]]) -> None:
+        waiting, refused = self.turn("", decisions)
+        # A refused edit changed nothing: the same calls wait, decide them again.
+        if refused not in EDIT_REFUSALS:
+            self.pending = waiting
 
     def turn(self, text: str, decisions: list[dict[str, Any]]) -> tuple[list[Event], str | None]:
         """Stream one turn; the calls left waiting, and the error code if it failed."""
@@ -243,17 +288,22 @@ class TerminalChat:
                 return {"id": call["id"], "execute": True}
             if answer in ("n", "no"):
                 reason = self.ask("reason (told to the agent): ").strip() or "rejected on the terminal"
-                return {"id": call["id"], "execute": False, "rejection_reason": reason}
-            if answer in ("e", "edit"):
+                return _rejection(call, reason)
+            if answer == "/reject" or answer.startswith("/reject "):
+                return _rejection(call, answer.removeprefix("/reject").strip() or "rejected on the terminal")
+            if answer == "/help":
+                self.say(HELP)
+            elif answer in ("e", "edit"):
                 if not call.get("editable"):
                     self.say(f"  {call['name']} does not allow editing its arguments")
                     continue
-                edited = self.edit()
+                edited = self.edit(call["input"])
                 if edited is not None:
                     return {"id": call["id"], "execute": True, "edited_input": edited}
 
-    def edit(self) -> dict[str, Any] | None:
-        raw = self.ask("arguments as JSON: ")
+    def edit(self, proposed: dict[str, Any]) -> dict[str, Any] | None:
+        """The approver's patch onto the proposal, once they have seen what it changes; None to ask again."""
+        raw = self.ask_prefilled("arguments as JSON: ", _args(proposed))
         try:
             edited = json.loads(raw)
         except ValueError as exc:
@@ -262,12 +312,59 @@ class TerminalChat:
         if not isinstance(edited, dict):
             self.say("  the arguments are a JSON object")
             return None
+        self.say("  with this edit the call runs with:")
+        for line in diff_lines(proposed, merge_patch(proposed, edited)):
+            self.say(f"    {line}")
+        if self.ask("run it like this? [y]es / [n]o: ").strip().lower() not in ("y", "yes"):
+            return None
         return edited
+
+    def ask_prefilled(self, prompt: str, text: str) -> str:
+        """Ask with `text` already typed, to be changed in place (readline, on a real terminal)."""
+        readline = _readline() if self.ask is input else None
+        if readline is None:
+            return self.ask(prompt)
+        readline.set_startup_hook(lambda: readline.insert_text(text))
+        try:
+            return self.ask(prompt)
+        finally:
+            readline.set_startup_hook(None)
 
     def say(self, line: str) -> None:
         """Print a line; control characters from the model or a tool are shown, never obeyed."""
         self.out.write(_printable(line) + "\n")
         self.out.flush()
+
+
+def diff_lines(proposed: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """One line per argument: unchanged, changed (old -> new), added or removed."""
+    lines = []
+    for key in dict.fromkeys([*proposed, *after]):
+        if key not in after:
+            lines.append(f"{key}: {_args(proposed[key])} (removed)")
+        elif key not in proposed:
+            lines.append(f"{key}: {_args(after[key])} (added)")
+        elif proposed[key] == after[key]:
+            lines.append(f"{key}: {_args(after[key])} (unchanged)")
+        else:
+            lines.append(f"{key}: {_args(proposed[key])} -> {_args(after[key])}")
+    return lines
+
+
+def _rejection(call: Event, reason: str) -> dict[str, Any]:
+    return {"id": call["id"], "execute": False, "rejection_reason": reason}
+
+
+def _readline() -> Any:
+    import sys
+
+    if not sys.stdin.isatty():
+        return None
+    try:
+        import readline
+    except ImportError:  # Windows without pyreadline: no pre-filled line, the proposal is printed above
+        return None
+    return readline
 
 
 def _printable(text: str) -> str:

@@ -17,6 +17,7 @@ from dcaf_like.testing import FakeRuntime, reply, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = str(Path(sys.executable).parent / "dcaf-like")
+CLEAR_LINE = "\x15"  # Ctrl-U: readline deletes the pre-filled text before the cursor
 
 AGENT = '''
 import os
@@ -169,6 +170,31 @@ def test_over_http_a_rejection_sends_the_typed_reason_to_the_model(terminals, st
     assert chat.close() == 0
 
 
+def test_ctrl_d_at_an_approval_prompt_leaves_the_call_waiting_and_the_chat_usable(
+    terminals, start_server, cluster
+):
+    runtime = FakeRuntime([tool_call("restart_pod", name="web-1"), reply("Restarted.")])
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+    chat = terminals("--url", str(client.base_url))
+    chat.expect("you> ")
+    chat.type("restart web-1")
+    chat.expect("approve? [y]es / [n]o: ")
+
+    os.write(chat.fd, b"\x04")  # Ctrl-D
+
+    chat.expect("(left undecided: the calls keep waiting")
+    chat.expect("you> ")
+    chat.type("anything new?")
+    chat.expect("1 call(s) still wait for your decision; your message was not sent")  # not a 409
+    chat.expect("approve? [y]es / [n]o: ")
+    chat.type("y")
+    chat.expect("agent> Restarted.")
+    chat.expect("you> ")
+    chat.type("/quit")
+    assert chat.close() == 0
+    assert "409" not in chat.output
+
+
 def test_an_edit_the_server_refuses_is_shown_and_asked_again_then_the_edited_call_runs(
     terminals, start_server, cluster
 ):
@@ -181,18 +207,25 @@ def test_an_edit_the_server_refuses_is_shown_and_asked_again_then_the_edited_cal
     chat.expect("approve? [y]es / [n]o / [e]dit: ")
     chat.type("e")
     chat.expect("arguments as JSON: ")
-    chat.type("{oops")
+    chat.expect('{"name": "web-2", "namespace": "default"}')  # the proposal, pre-filled to be changed
+    chat.type(CLEAR_LINE + "{oops")
     chat.expect("not JSON")
     chat.expect("approve? [y]es / [n]o / [e]dit: ")
     chat.type("e")
     chat.expect("arguments as JSON: ")
-    chat.type('{"name": 5}')
+    chat.type(CLEAR_LINE + '{"name": 5}')
+    chat.expect('name: "web-2" -> 5')
+    chat.expect("run it like this? [y]es / [n]o: ")
+    chat.type("y")
     chat.expect("error 422 invalid_tool_arguments")
     chat.expect("approve? [y]es / [n]o / [e]dit: ")
     assert cluster.deleted == []
     chat.type("e")
     chat.expect("arguments as JSON: ")
-    chat.type('{"name": "web-1"}')
+    chat.type(CLEAR_LINE + '{"name": "web-1"}')
+    chat.expect('namespace: "default" (unchanged)')
+    chat.expect("run it like this? [y]es / [n]o: ")
+    chat.type("y")
 
     chat.expect('executed: delete_pod {"name": "web-1", "namespace": "default"} (arguments edited)')
     chat.expect("agent> Done.")

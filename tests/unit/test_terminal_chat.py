@@ -36,15 +36,16 @@ class ScriptedTransport:
         yield from self.turns.pop(0)
 
 
-def chat(transport: Any, *typed: str) -> str:
+def chat(transport: Any, *typed: str | type[EOFError]) -> str:
+    """Run the chat, typing `typed` at its prompts; `EOFError` in it is Ctrl-D, as is the end of it."""
     answers = iter(typed)
 
     def ask(prompt: str) -> str:
         out.write(prompt)
-        try:
-            return next(answers)
-        except StopIteration:
-            raise EOFError from None
+        answer = next(answers, EOFError)
+        if answer is EOFError:
+            raise EOFError
+        return answer
 
     out = io.StringIO()
     TerminalChat(transport, ask=ask, out=out).run()
@@ -162,3 +163,59 @@ def test_a_tools_progress_is_shown_as_it_comes():
 
     assert "  restart_pods: 3/10 restarted (30%)\n" in shown
     assert "  restart_pods: \ufffd[2Jstill going\n" in shown
+
+
+def test_ctrl_d_at_an_approval_prompt_keeps_the_chat_and_asks_again_before_the_next_message():
+    transport = ScriptedTransport([done(PENDING)], [done()], [{"type": "text_delta", "text": "ok\n"}, done()])
+
+    shown = chat(transport, "delete web-2", EOFError, "and then?", "y", "and then?")
+
+    assert "(left undecided: the calls keep waiting" in shown
+    assert "1 call(s) still wait for your decision; your message was not sent" in shown
+    # the held-back message was never sent; the decision was, then the next message
+    assert [m["content"] for m in transport.sent] == ["delete web-2", "", "and then?"]
+    assert transport.sent[1]["data"]["tool_calls"] == [{"id": "tc_1", "execute": True}]
+
+
+def test_reject_with_its_reason_in_one_line_at_the_approval_prompt():
+    second = {**PENDING, "id": "tc_2", "input": {"name": "web-3"}}
+    transport = ScriptedTransport([done(PENDING, second)], [done()])
+
+    chat(transport, "delete both", "/reject not today", "/reject not now either")
+
+    assert transport.sent[1]["data"]["tool_calls"] == [
+        {"id": "tc_1", "execute": False, "rejection_reason": "not today"},
+        {"id": "tc_2", "execute": False, "rejection_reason": "not now either"},
+    ]
+
+
+def test_help_pending_and_reject_at_the_chat_prompt():
+    second = {**PENDING, "id": "tc_2", "input": {"name": "web-3"}}
+    transport = ScriptedTransport([done(PENDING, second)], [done()])
+
+    shown = chat(transport, "/pending", "delete both", EOFError, "/help", "/reject maintenance window")
+
+    assert "nothing waits for a decision" in shown  # /pending before anything was proposed
+    assert "/reject REASON   reject every waiting call" in shown  # /help
+    assert transport.sent[1]["data"]["tool_calls"] == [
+        {"id": "tc_1", "execute": False, "rejection_reason": "maintenance window"},
+        {"id": "tc_2", "execute": False, "rejection_reason": "maintenance window"},
+    ]
+
+
+def test_an_edit_is_a_patch_shown_as_a_diff_and_runs_only_once_confirmed():
+    proposed = {"deployment": "api", "replicas": 5, "namespace": "prod"}
+    transport = ScriptedTransport([done({**PENDING, "editable": True, "input": proposed})], [done()])
+
+    shown = chat(
+        transport, "scale api", "e", '{"replicas": 3}', "n", "e", '{"replicas": 3, "namespace": null}', "y"
+    )
+
+    assert 'deployment: "api" (unchanged)' in shown
+    assert "replicas: 5 -> 3" in shown
+    assert 'namespace: "prod" (unchanged)' in shown
+    assert 'namespace: "prod" (removed)' in shown
+    assert transport.sent[1]["data"]["tool_calls"] == [
+        {"id": "tc_1", "execute": True, "edited_input": {"replicas": 3, "namespace": None}}
+    ]
+    assert len(transport.sent) == 2  # the first, unconfirmed edit sent nothing
