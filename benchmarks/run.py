@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import growth as agent_growth
 import http_load
+import peer_servers
 import peers
 import stores
 
@@ -59,6 +60,13 @@ def local_model(quick: bool) -> str:
     return header + "\n" + "\n".join(rows)
 
 
+def servers(quick: bool) -> str:
+    """The peers' own HTTP servers against ours (benchmarks/peer_servers.py runs it alone, quick too)."""
+    if quick:
+        return "Servers: skipped by --quick (`benchmarks/peer_servers.py --quick` checks they run)."
+    return peer_servers.markdown(peer_servers.report(quick=False))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -71,6 +79,7 @@ def main() -> None:
         growth(5 if args.quick else 200),
         agent_growth.markdown(agent_growth.report(args.quick)),
         http_load.markdown(http_load.report(args.quick)),
+        servers(args.quick),
         local_model(args.quick),
         stores.postgres_markdown(5 if args.quick else 200),
     ]

@@ -45,6 +45,26 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
     assert "written to" not in out  # the quick mode leaves the docs alone
 
 
+def test_the_peers_servers_answer_the_same_turn_and_are_measured_beside_ours():
+    for package in ("agno.os", "google.adk.cli.fast_api"):
+        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/peer_servers.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and "`" in line]
+    assert len(rows) == 3, result.stdout
+    for row in rows:  # each server answered "web-1 is running." after running the tool, then took the load
+        assert "not measured" not in row, row
+        assert float(row.split("|")[2]) > 0
+
+
 def test_a_short_soak_runs_both_servers_and_every_approval_ran_exactly_once(redis_url):
     result = subprocess.run(
         [sys.executable, "benchmarks/soak.py", "--seconds", "3"],
