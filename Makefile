@@ -32,8 +32,9 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/run.py
 
 # A bounded soak on loopback (about 5 minutes): 16 clients mixing turns, approvals, rejections, streams,
-# abandoned proposals and duplicate approvals, on 1 worker with SQLite then 2 with Redis; requests/s,
-# p50/p99 per window, RSS slope and the exactly-once check of every approval (docs/benchmarks.md, "Soak").
+# abandoned proposals and duplicate approvals, on 1 worker with SQLite, then 2 with Redis, then 2 with
+# PostgreSQL; requests/s, p50/p99 per window, RSS slope and the exactly-once check of every approval
+# (docs/benchmarks.md, "Soak").
 soak: $(BIN)/python
 	$(BIN)/python benchmarks/soak.py
 

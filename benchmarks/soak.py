@@ -37,6 +37,7 @@ import httpx
 CLIENTS = 16
 WINDOWS = 6
 REDIS_URL = os.environ.get("DCAF_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get("DCAF_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 _DELETE = re.compile(r"delete pod (?P<name>[\w.-]+)")
 
 
@@ -375,7 +376,26 @@ def run(seconds: float) -> list[dict[str, Any]]:
             for key in client.scan_iter(f"{prefix}*", count=1000):
                 client.delete(key)
             client.close()
+        results.append(soak_postgres(seconds, warmup, Path(directory) / "postgres.ledger"))
     return results
+
+
+def soak_postgres(seconds: float, warmup: float, ledger: Path) -> dict[str, Any]:
+    """2 workers sharing one PostgreSQL table of their own, dropped afterwards."""
+    import psycopg
+
+    table = f"soak_{uuid.uuid4().hex[:8]}"
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        with serving(f"{POSTGRES_URL}{separator}table={table}", 2, ledger) as served:
+            return report(
+                "2 workers, PostgreSQL", seconds, asyncio.run(soak(served, seconds, warmup)), ledger
+            )
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
+            tables = [f"{table}{suffix}" for suffix in ("", "_schema_version", "_decisions", "_cancels")]
+            db.execute(f"DROP TABLE IF EXISTS {', '.join(tables)}")
+            db.execute(f"DROP FUNCTION IF EXISTS {table}_decisions_refuse()")
 
 
 def main() -> None:

@@ -65,7 +65,7 @@ def test_the_peers_servers_answer_the_same_turn_and_are_measured_beside_ours():
         assert float(row.split("|")[2]) > 0
 
 
-def test_a_short_soak_runs_both_servers_and_every_approval_ran_exactly_once(redis_url):
+def test_a_short_soak_runs_every_server_and_every_approval_ran_exactly_once(redis_url, postgres_url):
     result = subprocess.run(
         [sys.executable, "benchmarks/soak.py", "--seconds", "3"],
         cwd=ROOT,
@@ -73,9 +73,13 @@ def test_a_short_soak_runs_both_servers_and_every_approval_ran_exactly_once(redi
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url},
+        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url, "DCAF_BENCH_POSTGRES_URL": postgres_url},
     )
 
     assert result.returncode == 0, result.stdout + result.stderr  # it fails on a 5xx or a broken check
     rows = [line for line in result.stdout.splitlines() if line.endswith("| exact |")]
-    assert [row.split("|")[1].strip() for row in rows] == ["1 worker, SQLite", "2 workers, Redis"]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "1 worker, SQLite",
+        "2 workers, Redis",
+        "2 workers, PostgreSQL",
+    ]
