@@ -1,0 +1,44 @@
+"""Telling approvers that calls wait for them: the port, and what a notice carries.
+
+A notifier is told once per call that starts waiting, after the turn that proposed it was saved. It
+must not block the turn: deliveries happen elsewhere (a queue and a thread of the notifier's own), and a
+delivery that fails is the notifier's to retry and report, never the turn's.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingCall:
+    """A call waiting for a decision, as an approver is told of it (secret arguments masked)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    reason: str | None
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalNotice:
+    """Calls of one conversation that started waiting in one turn."""
+
+    agent: str
+    conversation_id: str
+    calls: tuple[WaitingCall, ...]
+    user: str | None = None
+
+
+class ApprovalNotifier(ABC):
+    """Told when calls start waiting for a decision."""
+
+    @abstractmethod
+    def approval_required(self, notice: ApprovalNotice) -> None:
+        """Accept `notice` for delivery and return at once."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Deliver what is queued (within the notifier's own limits) and stop."""
