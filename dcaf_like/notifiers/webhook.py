@@ -155,7 +155,7 @@ class ApprovalWebhook(ApprovalNotifier):
         }
         if self.page_url is not None:
             document["link"] = f"{self.page_url}/#conversation={quote(notice.conversation_id, safe='')}"
-        return json.dumps(document, ensure_ascii=False, sort_keys=True).encode()
+        return json.dumps(document, ensure_ascii=False).encode()
 
     def _start(self) -> None:
         with self._lock:

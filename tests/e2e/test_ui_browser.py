@@ -522,3 +522,18 @@ def test_on_a_phone_the_chat_fills_the_screen_and_send_can_be_pressed(browser, s
         assert cluster.deleted == [("default", "web-2")]
     finally:
         context.close()
+
+
+def test_a_link_to_a_conversation_opens_it_with_its_waiting_call(page, start_server, cluster):
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), reply("Deleted.")])
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    client = start_server(agent)
+    proposal = agent.run("delete web-2")
+
+    page.goto(f"{client.base_url}/#conversation={proposal.conversation_id}")
+
+    card = page.locator(".card.pending")
+    expect(card.locator(".tool")).to_have_text("delete_pod")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
+    assert cluster.deleted == [("default", "web-2")]

@@ -196,3 +196,34 @@ def test_from_the_environment():
         {"DCAF_APPROVAL_WEBHOOK_URL": "https://example.com/hook", "DCAF_APPROVAL_WEBHOOK_SECRET": "s"}
     )
     assert repr(webhook) == "ApprovalWebhook('https://example.com')"
+
+
+def test_the_example_receiver_posts_each_notice_to_the_chat_once_and_refuses_forgeries(receiver):
+    import sys
+    from http.server import ThreadingHTTPServer
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import approval_webhook_receiver as example
+
+    chat = receiver  # stands in for the chat's incoming webhook
+    posted_to_chat = example.post_to_chat(chat.url)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), example.make_handler(SECRET, posted_to_chat))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        webhook = ApprovalWebhook(url, secret=SECRET, page_url="https://ops.example")
+        webhook.approval_required(notice())
+        webhook.close()
+        forged = ApprovalWebhook(url, secret="not-the-secret", attempts=1)
+        forged.approval_required(notice("conv_forged"))
+        forged.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    [message] = [json.loads(r["body"])["text"] for r in chat.received]
+    assert "*ops* waits for approval (conversation `conv_1`)" in message
+    assert '`rotate_key` {"user": "alice", "new_key": "***"} (rotate_key requires approval)' in message
+    assert "Decide: https://ops.example/#conversation=conv_1" in message
+    assert (webhook.delivered, forged.failed) == (1, 1)

@@ -443,3 +443,11 @@ fetch("health").then((r) => r.json()).then((health) => {
   document.title = `${health.agent} · dcaf_like`;
 }).catch(() => {});
 loadConversations();
+
+// A link to one conversation (an approval webhook's `link`): #conversation=<id> opens it.
+function openLinked() {
+  const linked = new URLSearchParams(location.hash.slice(1)).get("conversation");
+  if (linked && linked !== state.conversationId) run(() => openConversation(linked));
+}
+window.addEventListener("hashchange", openLinked);
+openLinked();
