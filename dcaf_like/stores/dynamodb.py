@@ -24,12 +24,12 @@ an agent's records newest first, apart from its conversations), ``updated_at`` t
 ``record`` its JSON, and ``expires_at`` set with `audit_ttl`. A save that carries decisions writes the
 conversation and its records in one ``TransactWriteItems``; deleting a conversation leaves them.
 
-DynamoDB has no async client in boto3: the async twins run the blocking calls in worker threads.
+DynamoDB has no async client in boto3: the async twins run the blocking calls in worker threads
+(:class:`~dcaf_like.stores._shared.BlockingRepository`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -38,16 +38,16 @@ from functools import partial
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._shared import BlockingRepository, check_retention
 
 INDEX = "by_namespace"
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
 
 
-class DynamoDBConversationRepository(ConversationRepository):
+class DynamoDBConversationRepository(BlockingRepository):
     """Conversations in DynamoDB table `table`. Pass `client` (a boto3 ``dynamodb`` client) or let it
     be made from `region` and `endpoint_url` with the usual AWS credential chain."""
 
@@ -63,10 +63,7 @@ class DynamoDBConversationRepository(ConversationRepository):
         client: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and ttl <= 0:
-            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(ttl, audit_ttl)
         import botocore.exceptions
 
         if client is None:
@@ -259,20 +256,6 @@ class DynamoDBConversationRepository(ConversationRepository):
             if start is None:
                 break
         return found[:limit]
-
-    async def aget(self, conversation_id: str) -> Conversation | None:
-        return await asyncio.to_thread(self.get, conversation_id)
-
-    async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        await asyncio.to_thread(self.save, conversation, expected_version)
-
-    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
-        await asyncio.to_thread(self.record_decisions, records)
-
-    async def adecision_records(
-        self, conversation_id: str | None = None, limit: int = 100
-    ) -> list[DecisionRecord]:
-        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
 
     # -- the table --------------------------------------------------------------------------------
 

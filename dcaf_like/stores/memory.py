@@ -12,6 +12,7 @@ from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext
 from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps
+from dcaf_like.stores._shared import check_retention
 
 
 class InMemoryConversationRepository(ConversationRepository):
@@ -27,8 +28,7 @@ class InMemoryConversationRepository(ConversationRepository):
     (None: as long as the process lives)."""
 
     def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(None, audit_ttl)
         self._items: dict[str, tuple[Any, ...]] = {}
         self._audit: list[DecisionRecord] = []
         self._lock = threading.Lock()
