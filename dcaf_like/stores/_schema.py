@@ -8,21 +8,24 @@ list come the five functions of :class:`RecordForms`:
   field existed: :data:`ADDED`);
 - ``write``: the same dict's JSON text, exactly as ``json.dumps(..., ensure_ascii=False,
   separators=(",", ":"))`` writes it, without building the dict (what every persistent store writes);
-- ``to_tuple`` / ``from_tuple``: a tuple of plain values, what the in-memory store keeps.
+- ``to_tuple`` / ``from_tuple`` (``from_tuples``): a tuple of plain values, what the in-memory store
+  keeps.
 
-The functions are generated (like ``dataclasses`` generates ``__init__``): written out, they are the
-code one would write by hand for each record, and cost what it costs; ``RecordForms.source`` shows
-them. A new field of a record needs no edit here if its type is one of :data:`_KINDS`, and an entry in
-:data:`ADDED` saying what older records read as; a field that is not stored is ``init=False``.
+The functions are generated on first use (as ``dataclasses`` generates ``__init__``): written out,
+they are the code one would write by hand for each record, and cost what it costs;
+``RecordForms.source`` shows them. A new field of a record needs no edit here if its type is one of
+:data:`_KINDS`, and an entry in :data:`ADDED` saying what older records read as; a field that is not
+stored is ``init=False``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import linecache
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -169,24 +172,41 @@ KEYS: dict[type, dict[str, str]] = {Message: {"content": "text"}}
 # -- the generated forms --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class RecordForms(Generic[R]):
-    """The stored forms of one record type (see the module's docstring)."""
+    """The stored forms of one record type (see the module's docstring), generated when one is first
+    used: importing the package builds nothing."""
 
     to_dict: Callable[[R], dict[str, Any]]
     from_dict: Callable[[dict[str, Any], PlatformContext], R]
     write: Callable[[R], str]
     to_tuple: Callable[[R], tuple[Any, ...]]
     from_tuple: Callable[[tuple[Any, ...]], R]
-    keys: tuple[str, ...]
-    source: str
+    from_tuples: Callable[[Sequence[tuple[Any, ...]]], list[R]]  # many, without a call each
+    keys: tuple[str, ...]  # the stored names of the fields, in their order
+    source: str  # the generated functions
+
+    def __init__(self, record: type[R]) -> None:
+        self.record = record
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for a form not generated yet: generate them all (two threads may both do it, alike)."""
+        if name == "record" or name.startswith("__"):
+            raise AttributeError(name)
+        vars(self).update(_generate(self.record))
+        try:
+            return vars(self)[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
-def forms(record: type[R]) -> RecordForms[R]:
-    """Generate the stored forms of `record`, a dataclass, from its fields."""
+def _generate(record: type[Any]) -> dict[str, Any]:
+    """The stored forms of `record`, a dataclass, from its fields."""
     hints = typing.get_type_hints(record)
-    fields = [f for f in dataclasses.fields(record) if f.init]  # type: ignore[arg-type]
+    fields = [f for f in dataclasses.fields(record) if f.init]
     renamed, added = KEYS.get(record, {}), ADDED.get(record, {})
+    unknown = (set(renamed) | set(added)) - {f.name for f in fields}
+    if unknown:
+        raise TypeError(f"{record.__name__} has no stored field {', '.join(sorted(unknown))}")
     namespace: dict[str, Any] = {
         "string": string,
         "number": number,
@@ -199,10 +219,12 @@ def forms(record: type[R]) -> RecordForms[R]:
         kind = _kind(hints[f.name])
         namespace.update(kind.names)
         key = renamed.get(f.name, f.name)
+        if not key.isidentifier():  # so that it needs no escaping in the generated code
+            raise TypeError(f"a stored name is an identifier, not {key!r}")
         keys.append(key)
         v = f"r.{f.name}"
         to_dict.append(f"{key!r}: {kind.to_dict.format(v=v)}")
-        write.append(("{{" if i == 0 else ",") + json.dumps(key).replace("{", "{{").replace("}", "}}") + ":")
+        write.append(("{{" if i == 0 else ",") + f'"{key}":')
         write.append("{" + kind.write.format(v=v) + "}")
         to_tuple.append((kind.to_tuple or kind.to_dict).format(v=v))
         from_tuple.append(kind.read.format(x=f"t[{i}]"))
@@ -223,18 +245,19 @@ def forms(record: type[R]) -> RecordForms[R]:
             f"def write(r):\n    return f'{''.join(write)}}}}}'",
             f"def to_tuple(r):\n    return ({', '.join(to_tuple)},)",
             f"def from_tuple(t):\n    return {name}({', '.join(from_tuple)})",
+            f"def from_tuples(ts):\n    return [{name}({', '.join(from_tuple)}) for t in ts]",
         ]
     )
-    exec(compile(source, f"<stored forms of {name}>", "exec"), namespace)
-    return RecordForms(
-        namespace["to_dict"],
-        namespace["from_dict"],
-        namespace["write"],
-        namespace["to_tuple"],
-        namespace["from_tuple"],
-        tuple(keys),
-        source,
-    )
+    filename = f"<stored forms of {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # tracebacks
+    exec(compile(source, filename, "exec"), namespace)
+    functions = ("to_dict", "from_dict", "write", "to_tuple", "from_tuple", "from_tuples")
+    return {**{f: namespace[f] for f in functions}, "keys": tuple(keys), "source": source}
+
+
+def forms(record: type[R]) -> RecordForms[R]:
+    """The stored forms of `record`, a dataclass whose fields are of the types :data:`_KINDS` knows."""
+    return RecordForms(record)
 
 
 CALL = forms(ToolCall)

@@ -117,8 +117,8 @@ def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
     version, created_at, context, session, messages, calls, tasks, owner, summary = record
     return Conversation(
         id=conversation_id,
-        messages=list(map(MESSAGE.from_tuple, messages)),
-        tool_calls={call[0]: CALL.from_tuple(call) for call in calls},
+        messages=MESSAGE.from_tuples(messages),
+        tool_calls={call.id.value: call for call in CALL.from_tuples(calls)},
         platform_context=PlatformContext(json.loads(context) if context else None),
         session=json.loads(session) if session else {},
         tasks={task[0]: TASK.from_tuple(task) for task in tasks},
