@@ -182,29 +182,8 @@ class DynamoDBConversationRepository(BlockingRepository):
             self._call("TransactWriteItems", partial(self.client.transact_write_items, TransactItems=puts))
 
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
-        keys: list[str] = []
-        start: dict[str, Any] | None = None
-        while len(keys) < limit:
-            query: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": INDEX,
-                "KeyConditionExpression": "ns = :ns",
-                "ExpressionAttributeValues": {":ns": {"S": self._audit_ns}},
-                "ScanIndexForward": False,
-                "Limit": limit,
-            }
-            if conversation_id is not None:
-                query["FilterExpression"] = "begins_with(pk, :conversation)"
-                query["ExpressionAttributeValues"][":conversation"] = {
-                    "S": f"{self._audit_ns}#{conversation_id}#"
-                }
-            if start is not None:
-                query["ExclusiveStartKey"] = start
-            page = self._call("Query", partial(self.client.query, **query))
-            keys += [i["pk"]["S"] for i in page.get("Items", []) if not self._expired(i)]
-            start = page.get("LastEvaluatedKey")
-            if start is None:
-                break
+        of_one = None if conversation_id is None else f"{self._audit_ns}#{conversation_id}#"
+        keys = [item["pk"]["S"] for item in self._newest(self._audit_ns, limit, limit, key_prefix=of_one)]
         found = {}
         for first in range(0, len(keys), 100):
             wanted = [{"pk": {"S": key}} for key in keys[first : first + 100]]
@@ -236,26 +215,34 @@ class DynamoDBConversationRepository(BlockingRepository):
         return old is not None
 
     def list_ids(self, limit: int = 100) -> list[str]:
-        found: list[str] = []
-        start: dict[str, Any] | None = None
         prefix = len(self.namespace) + 1
+        found = self._newest(self.namespace, limit, min(limit, 1000))
+        return [item["pk"]["S"][prefix:] for item in found[:limit]]
+
+    def _newest(
+        self, ns: str, limit: int, page_size: int, key_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The unexpired items of `ns` on the index (those whose key starts with `key_prefix`), newest
+        first, read a page of `page_size` at a time until there are at least `limit` (or no more)."""
+        found: list[dict[str, Any]] = []
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "ns = :ns",
+            "ExpressionAttributeValues": {":ns": {"S": ns}},
+            "ScanIndexForward": False,
+            "Limit": page_size,
+        }
+        if key_prefix is not None:
+            query["FilterExpression"] = "begins_with(pk, :prefix)"
+            query["ExpressionAttributeValues"][":prefix"] = {"S": key_prefix}
         while len(found) < limit:
-            query: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": INDEX,
-                "KeyConditionExpression": "ns = :ns",
-                "ExpressionAttributeValues": {":ns": {"S": self.namespace}},
-                "ScanIndexForward": False,
-                "Limit": min(limit, 1000),
-            }
-            if start is not None:
-                query["ExclusiveStartKey"] = start
-            page = self._call("Query", lambda q=query: self.client.query(**q))  # type: ignore[misc]
-            found += [i["pk"]["S"][prefix:] for i in page.get("Items", []) if not self._expired(i)]
-            start = page.get("LastEvaluatedKey")
-            if start is None:
+            page = self._call("Query", partial(self.client.query, **query))
+            found += [item for item in page.get("Items", []) if not self._expired(item)]
+            if "LastEvaluatedKey" not in page:
                 break
-        return found[:limit]
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found
 
     # -- the table --------------------------------------------------------------------------------
 
