@@ -21,8 +21,11 @@ libraries.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -64,106 +67,145 @@ def open_store(store: str | ConversationRepository, *, namespace: str = "default
         raise TypeError(f"a store is a ConversationRepository or a URL, not {type(store).__name__}")
     parts = urlsplit(store)
     options = dict(parse_qsl(parts.query))
-    namespace = options.pop("namespace", namespace)
-    ttl = _ttl(options.pop("ttl", None), store)
-    audit_ttl = _ttl(options.pop("audit_ttl", None), store)
-    scheme = parts.scheme.lower()
-    if scheme == "memory":
-        _no_more(options, store)
-        return InMemoryConversationRepository(audit_ttl=audit_ttl)
-    if scheme == "sqlite":
-        from dcaf_like.stores.sqlite import SqliteConversationRepository
+    url = _StoreUrl(
+        store,
+        parts,
+        options,
+        namespace=options.pop("namespace", namespace),
+        ttl=_ttl(options.pop("ttl", None), store),
+        audit_ttl=_ttl(options.pop("audit_ttl", None), store),
+    )
+    found = _SCHEMES.get(parts.scheme.lower())
+    if found is None:
+        raise StoreConfigError(
+            f"no store for {redact(store)!r}: use memory://, sqlite:///PATH, redis://HOST:PORT/DB, "
+            "dynamodb://TABLE?region=REGION or postgresql://USER@HOST:PORT/DB"
+        )
+    extra, opener = found
+    try:
+        return opener(url)
+    except StoreConfigError:
+        raise
+    except ImportError as exc:
+        raise StoreConfigError(_missing(extra, exc)) from exc
+    except (TypeError, ValueError) as exc:  # what the store's constructor refused
+        raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
 
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        if parts.netloc or not path:
-            raise StoreConfigError(
-                f"a sqlite URL is sqlite:///relative/path or sqlite:////absolute/path, not {redact(store)!r}"
-            )
-        _no_more(options, store)
-        return SqliteConversationRepository(path, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl)
-    if scheme in ("redis", "rediss", "unix"):
-        prefix = options.pop("prefix", "dcaf:")
-        redis_url = urlunsplit(parts._replace(query=urlencode(options)))
-        try:
-            from dcaf_like.stores.redis import RedisConversationRepository
-        except ImportError as exc:
-            raise StoreConfigError(_missing("redis", exc)) from exc
-        _check_redis_options(redis_url, store)
-        try:
-            return RedisConversationRepository(
-                redis_url, prefix=prefix, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
-            )
-        except ImportError as exc:
-            raise StoreConfigError(_missing("redis", exc)) from exc
-        except (TypeError, ValueError) as exc:
-            raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
-    if scheme == "dynamodb":
-        table = parts.netloc or parts.path.strip("/")
-        if not table:
-            raise StoreConfigError(
-                f"a dynamodb URL names its table: dynamodb://TABLE?region=..., not {store!r}"
-            )
-        region = options.pop("region", None)
-        endpoint = options.pop("endpoint", None)
-        create = options.pop("create", "0").lower() in ("1", "true", "yes")
-        _no_more(options, store)
-        try:
-            from botocore.exceptions import NoRegionError
 
-            from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
-        except ImportError as exc:
-            raise StoreConfigError(_missing("dynamodb", exc)) from exc
-        try:
-            repository = DynamoDBConversationRepository(
-                table, region=region, endpoint_url=endpoint, namespace=namespace, ttl=ttl, audit_ttl=audit_ttl
-            )
-        except NoRegionError:
+@dataclass
+class _StoreUrl:
+    """A store URL taken apart: the options every store takes, and those left for the store's own."""
+
+    text: str
+    parts: SplitResult
+    options: dict[str, str]
+    namespace: str
+    ttl: float | None
+    audit_ttl: float | None
+
+    def no_more(self) -> None:
+        """Refuse the options left: the store takes none of them."""
+        if self.options:
             raise StoreConfigError(
-                f"store {redact(store)!r} names no AWS region: add ?region=REGION to the URL "
-                "(dynamodb://TABLE?region=eu-west-1) or set AWS_REGION"
-            ) from None
-        if create:
-            repository.create_table()
-        return repository
-    if scheme in ("postgres", "postgresql"):
-        return _postgres(store, parts, options, namespace, ttl, audit_ttl)
-    raise StoreConfigError(
-        f"no store for {redact(store)!r}: use memory://, sqlite:///PATH, redis://HOST:PORT/DB, "
-        "dynamodb://TABLE?region=REGION or postgresql://USER@HOST:PORT/DB"
+                f"store {redact(self.text)!r} does not take {', '.join(sorted(self.options))}"
+            )
+
+    def without_options(self) -> str:
+        """The URL with only the options left, for a client library that reads its own from it."""
+        return urlunsplit(self.parts._replace(query=urlencode(self.options)))
+
+
+def _memory(url: _StoreUrl) -> ConversationRepository:
+    url.no_more()
+    return InMemoryConversationRepository(audit_ttl=url.audit_ttl)
+
+
+def _sqlite(url: _StoreUrl) -> ConversationRepository:
+    from dcaf_like.stores.sqlite import SqliteConversationRepository
+
+    path = url.parts.path[1:] if url.parts.path.startswith("/") else url.parts.path
+    if url.parts.netloc or not path:
+        raise StoreConfigError(
+            f"a sqlite URL is sqlite:///relative/path or sqlite:////absolute/path, not {redact(url.text)!r}"
+        )
+    url.no_more()
+    return SqliteConversationRepository(path, namespace=url.namespace, ttl=url.ttl, audit_ttl=url.audit_ttl)
+
+
+def _redis(url: _StoreUrl) -> ConversationRepository:
+    """The Redis store; query options that are not ours go to redis-py."""
+    prefix = url.options.pop("prefix", "dcaf:")
+    from dcaf_like.stores.redis import RedisConversationRepository
+
+    redis_url = url.without_options()
+    _check_redis_options(redis_url, url.text)
+    return RedisConversationRepository(
+        redis_url, prefix=prefix, namespace=url.namespace, ttl=url.ttl, audit_ttl=url.audit_ttl
     )
 
 
-def _postgres(
-    store: str,
-    parts: SplitResult,
-    options: dict[str, str],
-    namespace: str,
-    ttl: float | None,
-    audit_ttl: float | None,
-) -> ConversationRepository:
-    """The PostgreSQL store; query options that are not ours go to libpq, which refuses unknown ones."""
-    table = options.pop("table", "dcaf_conversations")
-    pool_min = _count(options.pop("pool_min", "1"), "pool_min", store)
-    pool_max = _count(options.pop("pool_max", "10"), "pool_max", store)
-    url = urlunsplit(parts._replace(query=urlencode(options)))
-    try:
-        from dcaf_like.stores.postgres import PostgresConversationRepository
-    except ImportError as exc:
-        raise StoreConfigError(_missing("postgres", exc)) from exc
-    try:
-        return PostgresConversationRepository(
-            url,
-            table=table,
-            namespace=namespace,
-            ttl=ttl,
-            audit_ttl=audit_ttl,
-            pool_min=pool_min,
-            pool_max=pool_max,
+def _dynamodb(url: _StoreUrl) -> ConversationRepository:
+    table = url.parts.netloc or url.parts.path.strip("/")
+    if not table:
+        raise StoreConfigError(
+            f"a dynamodb URL names its table: dynamodb://TABLE?region=..., not {url.text!r}"
         )
-    except ImportError as exc:
-        raise StoreConfigError(_missing("postgres", exc)) from exc
-    except ValueError as exc:
-        raise StoreConfigError(f"store {redact(store)!r}: {exc}") from exc
+    region = url.options.pop("region", None)
+    endpoint = url.options.pop("endpoint", None)
+    create = url.options.pop("create", "0").lower() in ("1", "true", "yes")
+    url.no_more()
+    from botocore.exceptions import NoRegionError
+
+    from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
+
+    try:
+        repository = DynamoDBConversationRepository(
+            table,
+            region=region,
+            endpoint_url=endpoint,
+            namespace=url.namespace,
+            ttl=url.ttl,
+            audit_ttl=url.audit_ttl,
+        )
+    except NoRegionError:
+        raise StoreConfigError(
+            f"store {redact(url.text)!r} names no AWS region: add ?region=REGION to the URL "
+            "(dynamodb://TABLE?region=eu-west-1) or set AWS_REGION"
+        ) from None
+    if create:
+        repository.create_table()
+    return repository
+
+
+def _postgres(url: _StoreUrl) -> ConversationRepository:
+    """The PostgreSQL store; query options that are not ours go to libpq, which refuses unknown ones."""
+    table = url.options.pop("table", "dcaf_conversations")
+    pool_min = _count(url.options.pop("pool_min", "1"), "pool_min", url.text)
+    pool_max = _count(url.options.pop("pool_max", "10"), "pool_max", url.text)
+    from dcaf_like.stores.postgres import PostgresConversationRepository
+
+    return PostgresConversationRepository(
+        url.without_options(),
+        table=table,
+        namespace=url.namespace,
+        ttl=url.ttl,
+        audit_ttl=url.audit_ttl,
+        pool_min=pool_min,
+        pool_max=pool_max,
+    )
+
+
+# URL scheme: the extra to install for its client library (named when it is missing), and its opener.
+_SCHEMES: dict[str, tuple[str, Callable[[_StoreUrl], ConversationRepository]]] = {
+    "memory": ("", _memory),
+    "sqlite": ("", _sqlite),
+    "redis": ("redis", _redis),
+    "rediss": ("redis", _redis),
+    "unix": ("redis", _redis),
+    "dynamodb": ("dynamodb", _dynamodb),
+    "postgres": ("postgres", _postgres),
+    "postgresql": ("postgres", _postgres),
+}
 
 
 def store_from_environment() -> str | None:
@@ -201,11 +243,6 @@ def _count(value: str, option: str, store: str) -> int:
     return int(value)
 
 
-def _no_more(options: dict[str, str], store: str) -> None:
-    if options:
-        raise StoreConfigError(f"store {redact(store)!r} does not take {', '.join(sorted(options))}")
-
-
 def _check_redis_options(redis_url: str, store: str) -> None:
     """Refuse now an option redis-py would only refuse on its first connection, mid-request.
 
@@ -232,21 +269,16 @@ def _missing(extra: str, exc: ImportError) -> str:
     return f"this store needs {exc.name or 'its client library'}: pip install 'dcaf_like[{extra}]'"
 
 
+# The classes of the stores with a client library, imported when first named.
+_LAZY = {
+    "SqliteConversationRepository": "dcaf_like.stores.sqlite",
+    "RedisConversationRepository": "dcaf_like.stores.redis",
+    "DynamoDBConversationRepository": "dcaf_like.stores.dynamodb",
+    "PostgresConversationRepository": "dcaf_like.stores.postgres",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name == "SqliteConversationRepository":
-        from dcaf_like.stores.sqlite import SqliteConversationRepository
-
-        return SqliteConversationRepository
-    if name == "RedisConversationRepository":
-        from dcaf_like.stores.redis import RedisConversationRepository
-
-        return RedisConversationRepository
-    if name == "DynamoDBConversationRepository":
-        from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
-
-        return DynamoDBConversationRepository
-    if name == "PostgresConversationRepository":
-        from dcaf_like.stores.postgres import PostgresConversationRepository
-
-        return PostgresConversationRepository
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

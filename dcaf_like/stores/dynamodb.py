@@ -24,12 +24,12 @@ an agent's records newest first, apart from its conversations), ``updated_at`` t
 ``record`` its JSON, and ``expires_at`` set with `audit_ttl`. A save that carries decisions writes the
 conversation and its records in one ``TransactWriteItems``; deleting a conversation leaves them.
 
-DynamoDB has no async client in boto3: the async twins run the blocking calls in worker threads.
+DynamoDB has no async client in boto3: the async twins run the blocking calls in worker threads
+(:class:`~dcaf_like.stores._shared.BlockingRepository`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -38,16 +38,16 @@ from functools import partial
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._shared import BlockingRepository, check_retention
 
 INDEX = "by_namespace"
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
 
 
-class DynamoDBConversationRepository(ConversationRepository):
+class DynamoDBConversationRepository(BlockingRepository):
     """Conversations in DynamoDB table `table`. Pass `client` (a boto3 ``dynamodb`` client) or let it
     be made from `region` and `endpoint_url` with the usual AWS credential chain."""
 
@@ -63,10 +63,7 @@ class DynamoDBConversationRepository(ConversationRepository):
         client: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and ttl <= 0:
-            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(ttl, audit_ttl)
         import botocore.exceptions
 
         if client is None:
@@ -185,29 +182,8 @@ class DynamoDBConversationRepository(ConversationRepository):
             self._call("TransactWriteItems", partial(self.client.transact_write_items, TransactItems=puts))
 
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
-        keys: list[str] = []
-        start: dict[str, Any] | None = None
-        while len(keys) < limit:
-            query: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": INDEX,
-                "KeyConditionExpression": "ns = :ns",
-                "ExpressionAttributeValues": {":ns": {"S": self._audit_ns}},
-                "ScanIndexForward": False,
-                "Limit": limit,
-            }
-            if conversation_id is not None:
-                query["FilterExpression"] = "begins_with(pk, :conversation)"
-                query["ExpressionAttributeValues"][":conversation"] = {
-                    "S": f"{self._audit_ns}#{conversation_id}#"
-                }
-            if start is not None:
-                query["ExclusiveStartKey"] = start
-            page = self._call("Query", partial(self.client.query, **query))
-            keys += [i["pk"]["S"] for i in page.get("Items", []) if not self._expired(i)]
-            start = page.get("LastEvaluatedKey")
-            if start is None:
-                break
+        of_one = None if conversation_id is None else f"{self._audit_ns}#{conversation_id}#"
+        keys = [item["pk"]["S"] for item in self._newest(self._audit_ns, limit, limit, key_prefix=of_one)]
         found = {}
         for first in range(0, len(keys), 100):
             wanted = [{"pk": {"S": key}} for key in keys[first : first + 100]]
@@ -239,40 +215,34 @@ class DynamoDBConversationRepository(ConversationRepository):
         return old is not None
 
     def list_ids(self, limit: int = 100) -> list[str]:
-        found: list[str] = []
-        start: dict[str, Any] | None = None
         prefix = len(self.namespace) + 1
+        found = self._newest(self.namespace, limit, min(limit, 1000))
+        return [item["pk"]["S"][prefix:] for item in found[:limit]]
+
+    def _newest(
+        self, ns: str, limit: int, page_size: int, key_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The unexpired items of `ns` on the index (those whose key starts with `key_prefix`), newest
+        first, read a page of `page_size` at a time until there are at least `limit` (or no more)."""
+        found: list[dict[str, Any]] = []
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "ns = :ns",
+            "ExpressionAttributeValues": {":ns": {"S": ns}},
+            "ScanIndexForward": False,
+            "Limit": page_size,
+        }
+        if key_prefix is not None:
+            query["FilterExpression"] = "begins_with(pk, :prefix)"
+            query["ExpressionAttributeValues"][":prefix"] = {"S": key_prefix}
         while len(found) < limit:
-            query: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": INDEX,
-                "KeyConditionExpression": "ns = :ns",
-                "ExpressionAttributeValues": {":ns": {"S": self.namespace}},
-                "ScanIndexForward": False,
-                "Limit": min(limit, 1000),
-            }
-            if start is not None:
-                query["ExclusiveStartKey"] = start
-            page = self._call("Query", lambda q=query: self.client.query(**q))  # type: ignore[misc]
-            found += [i["pk"]["S"][prefix:] for i in page.get("Items", []) if not self._expired(i)]
-            start = page.get("LastEvaluatedKey")
-            if start is None:
+            page = self._call("Query", partial(self.client.query, **query))
+            found += [item for item in page.get("Items", []) if not self._expired(item)]
+            if "LastEvaluatedKey" not in page:
                 break
-        return found[:limit]
-
-    async def aget(self, conversation_id: str) -> Conversation | None:
-        return await asyncio.to_thread(self.get, conversation_id)
-
-    async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        await asyncio.to_thread(self.save, conversation, expected_version)
-
-    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
-        await asyncio.to_thread(self.record_decisions, records)
-
-    async def adecision_records(
-        self, conversation_id: str | None = None, limit: int = 100
-    ) -> list[DecisionRecord]:
-        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found
 
     # -- the table --------------------------------------------------------------------------------
 

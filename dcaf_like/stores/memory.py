@@ -10,21 +10,9 @@ from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.domain import (
-    ContextSummary,
-    Conversation,
-    DecisionRecord,
-    Message,
-    MessageContent,
-    PlatformContext,
-    Role,
-    TaskOutcome,
-    TaskRecord,
-    ToolCall,
-    ToolCallId,
-    ToolCallStatus,
-    ToolInput,
-)
+from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext
+from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps
+from dcaf_like.stores._shared import check_retention
 
 
 class InMemoryConversationRepository(ConversationRepository):
@@ -40,8 +28,7 @@ class InMemoryConversationRepository(ConversationRepository):
     (None: as long as the process lives)."""
 
     def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(None, audit_ttl)
         self._items: dict[str, tuple[Any, ...]] = {}
         self._audit: list[DecisionRecord] = []
         self._lock = threading.Lock()
@@ -108,57 +95,21 @@ class InMemoryConversationRepository(ConversationRepository):
         return len(self._items)
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_ROLES = {role.value: role for role in Role}
-_STATUSES = {status.value: status for status in ToolCallStatus}
-_OUTCOMES = {outcome.value: outcome for outcome in TaskOutcome}
-
-
 def _freeze(c: Conversation) -> tuple[Any, ...]:
-    """The conversation as nested tuples of str, int, float, bool and None. A session value that is not
-    JSON fails here (TypeError), as it would in a persistent store."""
+    """The conversation as nested tuples of str, int, float, bool and None (each record in the form
+    :mod:`dcaf_like.stores._schema` derives). A session value that is not JSON fails here (TypeError),
+    as it would in a persistent store."""
     context = c.platform_context.public() if c.platform_context else None
     return (
         c.version,
         c.created_at,
-        _dumps(context) if context else "",
-        _dumps(c.session) if c.session else "",
-        tuple((m.role._value_, m.text, m.at, tuple(m.tool_call_ids)) for m in c.messages),
-        tuple(map(_freeze_call, c.tool_calls.values())),
-        tuple(
-            (t.id, t.first_message, t.opened_at, None if t.outcome is None else t.outcome._value_, t.note)
-            for t in c.tasks.values()
-        ),
+        dumps(context) if context else "",
+        dumps(c.session) if c.session else "",
+        tuple(map(MESSAGE.to_tuple, c.messages)),
+        tuple(map(CALL.to_tuple, c.tool_calls.values())),
+        tuple(map(TASK.to_tuple, c.tasks.values())),
         c.owner,
-        None if c.summary is None else (c.summary.text, c.summary.through),
-    )
-
-
-def _freeze_call(c: ToolCall) -> tuple[Any, ...]:
-    approved = c.approved_input
-    return (
-        c.id.value,
-        c.name,
-        c.proposed_input.canonical_json,
-        c.requires_approval,
-        c.editable,
-        c.description,
-        c.proposed_at,
-        c.expires_at,
-        c.status._value_,
-        None if approved is None else approved.canonical_json,
-        c.decided_by,
-        c.decided_at,
-        c.decision_note,
-        c.result,
-        c.error,
-        c.finished_at,
-        c.policy_reason,
-        tuple(c.secret_arguments),
-        c.lease_owner,
-        c.lease_expires_at,
-        c.context_fingerprint,
-        c.decided_by_kind,
+        None if c.summary is None else SUMMARY.to_tuple(c.summary),
     )
 
 
@@ -166,45 +117,13 @@ def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
     version, created_at, context, session, messages, calls, tasks, owner, summary = record
     return Conversation(
         id=conversation_id,
-        messages=[
-            Message(_ROLES[role], MessageContent(text), at, list(ids)) for role, text, at, ids in messages
-        ],
-        tool_calls={call[0]: _thaw_call(call) for call in calls},
+        messages=MESSAGE.from_tuples(messages),
+        tool_calls={call.id.value: call for call in CALL.from_tuples(calls)},
         platform_context=PlatformContext(json.loads(context) if context else None),
         session=json.loads(session) if session else {},
-        tasks={
-            t[0]: TaskRecord(t[0], t[1], t[2], None if t[3] is None else _OUTCOMES[t[3]], t[4]) for t in tasks
-        },
-        summary=None if summary is None else ContextSummary(*summary),
+        tasks={task[0]: TASK.from_tuple(task) for task in tasks},
+        summary=None if summary is None else SUMMARY.from_tuple(summary),
         version=version,
         created_at=created_at,
         owner=owner,
-    )
-
-
-def _thaw_call(c: tuple[Any, ...]) -> ToolCall:
-    approved = c[9]
-    return ToolCall(
-        ToolCallId(c[0]),
-        c[1],
-        ToolInput(c[2]),
-        c[3],
-        c[4],
-        c[5],
-        c[6],
-        c[7],
-        _STATUSES[c[8]],
-        None if approved is None else ToolInput(approved),
-        c[10],
-        c[11],
-        c[12],
-        c[13],
-        c[14],
-        c[15],
-        c[16],
-        frozenset(c[17]),
-        c[18],
-        c[19],
-        c[20],
-        c[21],
     )

@@ -19,13 +19,13 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._shared import BlockingRepository, ClientErrors, check_retention
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -74,7 +74,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _LIVE = "(expires_at IS NULL OR expires_at > %s)"
 
 
-class PostgresConversationRepository(ConversationRepository):
+class PostgresConversationRepository(BlockingRepository):
     """Conversations in the PostgreSQL database at `url`, in `table`, under `namespace`.
 
     With `ttl` (seconds) a conversation is forgotten that long after its last save; decision records
@@ -96,10 +96,7 @@ class PostgresConversationRepository(ConversationRepository):
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and ttl <= 0:
-            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(ttl, audit_ttl)
         if not _TABLE_NAME.fullmatch(table):
             raise ValueError(f"table must be a lower-case SQL name of at most 40 characters, not {table!r}")
         if not 0 <= pool_min <= pool_max or pool_max < 1:
@@ -128,7 +125,9 @@ class PostgresConversationRepository(ConversationRepository):
         self._url = url
         self._psycopg = psycopg
         self._pools = psycopg_pool
-        self._errors: tuple[type[BaseException], ...] = (psycopg.Error, psycopg_pool.PoolTimeout, OSError)
+        self._failures = ClientErrors(
+            (psycopg.Error, psycopg_pool.PoolTimeout, OSError), f"postgres store at {self.where}"
+        )
         self._lock = threading.Lock()
         self._schema_ready = False
         self._sync: ConnectionPool[Any] | None = None
@@ -200,25 +199,20 @@ class PostgresConversationRepository(ConversationRepository):
     def save(self, conversation: Conversation, expected_version: int) -> None:
         sql, params = self._save_statement(conversation, expected_version)
         records = conversation.unsaved_decisions
-        try:
-            with self._pool().connection(timeout=self.timeout) as db:
-                # Decisions ride along in one transaction: both written, or neither (a lost race).
-                with db.transaction() if records else contextlib.nullcontext():
-                    written = self._run(db, sql, params).rowcount
-                    if written != 1:
-                        row = self._run(
-                            db, self._version_sql, (self.namespace, conversation.id, self.clock())
-                        )
-                        actual = row.fetchone()
-                        raise ConcurrencyConflict(
-                            conversation.id, expected_version, None if actual is None else actual[0]
-                        )
-                    if records:
-                        self._append(db, records)
-                if self._purge_due():
-                    self._run(db, self._purge_sql, (self.namespace, self.clock()))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db:
+            # Decisions ride along in one transaction: both written, or neither (a lost race).
+            with db.transaction() if records else contextlib.nullcontext():
+                written = self._run(db, sql, params).rowcount
+                if written != 1:
+                    row = self._run(db, self._version_sql, (self.namespace, conversation.id, self.clock()))
+                    actual = row.fetchone()
+                    raise ConcurrencyConflict(
+                        conversation.id, expected_version, None if actual is None else actual[0]
+                    )
+                if records:
+                    self._append(db, records)
+            if self._purge_due():
+                self._run(db, self._purge_sql, (self.namespace, self.clock()))
         records.clear()
 
     def _append(self, db: Any, records: Sequence[DecisionRecord]) -> None:
@@ -232,11 +226,8 @@ class PostgresConversationRepository(ConversationRepository):
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         if not records:
             return
-        try:
-            with self._pool().connection(timeout=self.timeout) as db, db.transaction():
-                self._append(db, records)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db, db.transaction():
+            self._append(db, records)
 
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
         oldest = float("-inf") if self.audit_ttl is None else self.clock() - self.audit_ttl
@@ -245,45 +236,37 @@ class PostgresConversationRepository(ConversationRepository):
             sql, params = self._records_sql, (self.namespace, oldest, limit)
         else:
             sql, params = self._conversation_records_sql, (self.namespace, conversation_id, oldest, limit)
-        try:
-            with self._pool().connection(timeout=self.timeout) as db:
-                rows = self._run(db, sql, params).fetchall()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db:
+            rows = self._run(db, sql, params).fetchall()
         return [DecisionRecord.from_json(row[0]) for row in rows]
 
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
-        try:
-            with self._pool().connection(timeout=self.timeout) as db:
-                self._run(db, self._cancel_sql, (self.namespace, conversation_id, at))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db:
+            self._run(db, self._cancel_sql, (self.namespace, conversation_id, at))
 
     def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
         row = self._one(self._cancelled_sql, (self.namespace, conversation_id))
         return row is not None and row[0] >= since
 
     def delete(self, conversation_id: str) -> bool:
-        try:
-            with self._pool().connection(timeout=self.timeout) as db:
-                return bool(self._run(db, self._delete_sql, (self.namespace, conversation_id)).rowcount)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db:
+            return bool(self._run(db, self._delete_sql, (self.namespace, conversation_id)).rowcount)
 
     def list_ids(self, limit: int = 100) -> list[str]:
-        try:
-            with self._pool().connection(timeout=self.timeout) as db:
-                rows = self._run(db, self._list_sql, (self.namespace, self.clock(), limit)).fetchall()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db:
+            rows = self._run(db, self._list_sql, (self.namespace, self.clock(), limit)).fetchall()
         return [row[0] for row in rows]
 
     def _one(self, sql: str, params: Sequence[Any]) -> Any:
-        try:
-            with self._pool().connection(timeout=self.timeout) as db:
-                return self._run(db, sql, params).fetchone()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with self._connection() as db:
+            return self._run(db, sql, params).fetchone()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A connection of the sync pool; a failure of the server or the pool, in the pool or in the
+        block, is a StoreUnavailable."""
+        with self._failures, self._pool().connection(timeout=self.timeout) as db:
+            yield db
 
     def _run(self, db: Any, sql: str, params: Sequence[Any]) -> Any:
         """Every statement of the sync methods: one round trip."""
@@ -296,28 +279,29 @@ class PostgresConversationRepository(ConversationRepository):
             with self._lock:
                 if self._sync is None:
                     self._sync = self._pools.ConnectionPool(
-                        self._url,
-                        min_size=self.pool_min,
-                        max_size=self.pool_max,
-                        kwargs={"autocommit": True},
-                        timeout=self.timeout,
-                        name=f"dcaf-{self.table}",
-                        open=False,
+                        self._url, **self._pool_options(f"dcaf-{self.table}")
                     )
                     self._sync.open(wait=False)
                 pool = self._sync
         return pool
 
+    def _pool_options(self, name: str) -> dict[str, Any]:
+        """Of both pools: autocommit connections, opened when the pool is first used."""
+        return {
+            "min_size": self.pool_min,
+            "max_size": self.pool_max,
+            "kwargs": {"autocommit": True},
+            "timeout": self.timeout,
+            "name": name,
+            "open": False,
+        }
+
     # -- asyncio ------------------------------------------------------------------------------------
 
     async def aget(self, conversation_id: str) -> Conversation | None:
-        try:
-            pool = await self._apool()
-            async with pool.connection(timeout=self.timeout) as db:
-                cursor = await self._arun(db, self._get_sql, (self.namespace, conversation_id, self.clock()))
-                row = await cursor.fetchone()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        async with self._aconnection() as db:
+            cursor = await self._arun(db, self._get_sql, (self.namespace, conversation_id, self.clock()))
+            row = await cursor.fetchone()
         return None if row is None else decode(row[0], conversation_id)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
@@ -325,43 +309,32 @@ class PostgresConversationRepository(ConversationRepository):
             await asyncio.to_thread(self.save, conversation, expected_version)
             return
         sql, params = self._save_statement(conversation, expected_version)
-        try:
-            pool = await self._apool()
-            async with pool.connection(timeout=self.timeout) as db:
-                written = (await self._arun(db, sql, params)).rowcount
-                if written != 1:
-                    cursor = await self._arun(
-                        db, self._version_sql, (self.namespace, conversation.id, self.clock())
-                    )
-                    actual = await cursor.fetchone()
-                    raise ConcurrencyConflict(
-                        conversation.id, expected_version, None if actual is None else actual[0]
-                    )
-                if self._purge_due():
-                    await self._arun(db, self._purge_sql, (self.namespace, self.clock()))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        async with self._aconnection() as db:
+            written = (await self._arun(db, sql, params)).rowcount
+            if written != 1:
+                cursor = await self._arun(
+                    db, self._version_sql, (self.namespace, conversation.id, self.clock())
+                )
+                actual = await cursor.fetchone()
+                raise ConcurrencyConflict(
+                    conversation.id, expected_version, None if actual is None else actual[0]
+                )
+            if self._purge_due():
+                await self._arun(db, self._purge_sql, (self.namespace, self.clock()))
 
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
-        try:
-            pool = await self._apool()
-            async with pool.connection(timeout=self.timeout) as db:
-                cursor = await self._arun(db, self._cancelled_sql, (self.namespace, conversation_id))
-                row = await cursor.fetchone()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        async with self._aconnection() as db:
+            cursor = await self._arun(db, self._cancelled_sql, (self.namespace, conversation_id))
+            row = await cursor.fetchone()
         return row is not None and row[0] >= since
 
-    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
-        await asyncio.to_thread(self.record_decisions, records)
-
-    async def adecision_records(
-        self, conversation_id: str | None = None, limit: int = 100
-    ) -> list[DecisionRecord]:
-        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
-
-    async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
-        await asyncio.to_thread(self.request_cancel, conversation_id, at=at)
+    @contextlib.asynccontextmanager
+    async def _aconnection(self) -> AsyncIterator[Any]:
+        """:meth:`_connection` from the pool of the running event loop."""
+        with self._failures:
+            pool = await self._apool()
+            async with pool.connection(timeout=self.timeout) as db:
+                yield db
 
     async def _arun(self, db: Any, sql: str, params: Sequence[Any]) -> Any:
         """Every statement of the async methods: one round trip."""
@@ -375,13 +348,7 @@ class PostgresConversationRepository(ConversationRepository):
             if not self._schema_ready:
                 await asyncio.to_thread(self.migrate)
             pool = self._pools.AsyncConnectionPool(
-                self._url,
-                min_size=self.pool_min,
-                max_size=self.pool_max,
-                kwargs={"autocommit": True},
-                timeout=self.timeout,
-                name=f"dcaf-{self.table}-async",
-                open=False,
+                self._url, **self._pool_options(f"dcaf-{self.table}-async")
             )
             self._async_by_loop[loop] = pool
             await pool.open(wait=False)
@@ -410,43 +377,33 @@ class PostgresConversationRepository(ConversationRepository):
         if self._schema_ready:
             return SCHEMA_VERSION
         versions = f"{self.table}_schema_version"
-        try:
-            with (
-                self._psycopg.connect(self._url, connect_timeout=max(1, round(self.timeout))) as db,
-                db.transaction(),
-            ):
-                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dcaf_like:{self.table}",))
-                db.execute(f"CREATE TABLE IF NOT EXISTS {versions} (version integer NOT NULL)")
-                row = db.execute(f"SELECT version FROM {versions}").fetchone()
-                found = 0 if row is None else int(row[0])
-                if row is None:
-                    db.execute(f"INSERT INTO {versions} (version) VALUES (0)")
-                if found > SCHEMA_VERSION:
-                    raise StoreUnavailable(
-                        f"postgres store at {self.where}: table {self.table} has schema version {found}, "
-                        f"newer than this dcaf_like knows ({SCHEMA_VERSION}); upgrade dcaf_like"
-                    )
-                for step in MIGRATIONS[found:]:
-                    for statement in step:
-                        db.execute(statement.format(table=self.table))
-                db.execute(f"UPDATE {versions} SET version = %s", (max(found, SCHEMA_VERSION),))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
+        with (
+            self._failures,
+            self._psycopg.connect(self._url, connect_timeout=max(1, round(self.timeout))) as db,
+            db.transaction(),
+        ):
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dcaf_like:{self.table}",))
+            db.execute(f"CREATE TABLE IF NOT EXISTS {versions} (version integer NOT NULL)")
+            row = db.execute(f"SELECT version FROM {versions}").fetchone()
+            found = 0 if row is None else int(row[0])
+            if row is None:
+                db.execute(f"INSERT INTO {versions} (version) VALUES (0)")
+            if found > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"postgres store at {self.where}: table {self.table} has schema version {found}, "
+                    f"newer than this dcaf_like knows ({SCHEMA_VERSION}); upgrade dcaf_like"
+                )
+            for step in MIGRATIONS[found:]:
+                for statement in step:
+                    db.execute(statement.format(table=self.table))
+            db.execute(f"UPDATE {versions} SET version = %s", (max(found, SCHEMA_VERSION),))
         self._schema_ready = True
         return found
 
     # -- shared -------------------------------------------------------------------------------------
-
-    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
-        return StoreUnavailable(f"postgres store at {self.where}: {type(exc).__name__}: {_first_line(exc)}")
 
     def __repr__(self) -> str:
         return (
             f"PostgresConversationRepository({self.where!r}, table={self.table!r}, "
             f"namespace={self.namespace!r})"
         )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""

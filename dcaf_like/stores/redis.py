@@ -22,11 +22,12 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._shared import ClientErrors, check_retention
 
 if TYPE_CHECKING:
     import redis
@@ -135,10 +136,7 @@ class RedisConversationRepository(ConversationRepository):
         socket_timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl is not None and ttl <= 0:
-            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(ttl, audit_ttl)
         import redis as redis_sync
         import redis.asyncio as redis_async
 
@@ -161,8 +159,8 @@ class RedisConversationRepository(ConversationRepository):
         self._prune_script = self._sync.register_script(_PRUNE)
         self._audited_script = self._sync.register_script(_SAVE_AUDITED)
         self._append_script = self._sync.register_script(_APPEND)
-        self._errors: tuple[type[BaseException], ...] = (redis_sync.RedisError,)
         self.where = _where(self._sync)
+        self._failures = ClientErrors((redis_sync.RedisError,), f"redis store at {self.where}")
 
     # -- keys -------------------------------------------------------------------------------------
 
@@ -216,72 +214,58 @@ class RedisConversationRepository(ConversationRepository):
     # -- sync -------------------------------------------------------------------------------------
 
     def get(self, conversation_id: str) -> Conversation | None:
-        try:
+        with self._failures:
             body = self._sync.hget(self._key(conversation_id), "body")
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return None if body is None else decode(body, conversation_id)
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
         keys, args = self._save_call(conversation, expected_version)
         script = self._audited_script if len(keys) > 2 else self._save_script
-        try:
+        with self._failures:
             outcome = script(keys=keys, args=args)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         self._check(conversation, expected_version, outcome)
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         for conversation_id, some in _by_conversation(records):
-            try:
+            with self._failures:
                 self._append_script(
                     keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some)
                 )
-            except self._errors as exc:
-                raise self._unavailable(exc) from exc
 
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
-        try:
+        with self._failures:
             found: Any = self._sync.zrevrangebyscore(
                 self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
             )
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return [DecisionRecord.from_json(item) for item in found]
 
     def delete(self, conversation_id: str) -> bool:
-        try:
+        with self._failures:
             pipe = self._sync.pipeline(transaction=True)
             pipe.delete(self._key(conversation_id))
             pipe.zrem(self._index, conversation_id)
             deleted, _ = pipe.execute()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return bool(deleted)
 
     def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """A page of conversations in one pipelined round trip, on one connection of the pool."""
-        try:
+        with self._failures:
             pipe = self._sync.pipeline(transaction=False)
             for conversation_id in conversation_ids:
                 pipe.hget(self._key(conversation_id), "body")
             bodies = pipe.execute()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return _decoded(conversation_ids, bodies)
 
     def list_ids(self, limit: int = 100) -> list[str]:
-        try:
+        with self._failures:
             ids = self._sync.zrevrangebyscore(self._index, "+inf", self._oldest_kept(), start=0, num=limit)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
     def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
         """Forget the conversations last saved more than `retention` seconds ago whose approval window
         has closed: each checked and deleted atomically by a script, a batch of ids per round trip."""
         now = self.clock() if now is None else now
-        try:
+        with self._failures:
             old = self._sync.zrangebyscore(self._index, "-inf", f"({now - retention!r}")
             gone = 0
             for start in range(0, len(old), _PRUNE_BATCH):
@@ -291,21 +275,15 @@ class RedisConversationRepository(ConversationRepository):
                 keys = [self._index, *(self._key(i) for i in ids)]
                 args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
                 gone += int(self._prune_script(keys=keys, args=args))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return gone
 
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
-        try:
+        with self._failures:
             self._sync.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
 
     def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
-        try:
+        with self._failures:
             at = self._sync.get(self._cancel_key(conversation_id))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return at is not None and float(at) >= since
 
     # -- asyncio ----------------------------------------------------------------------------------
@@ -330,81 +308,63 @@ class RedisConversationRepository(ConversationRepository):
         return found
 
     async def aget(self, conversation_id: str) -> Conversation | None:
-        try:
+        with self._failures:
             client = self._async()[0]
             body = await client.hget(self._key(conversation_id), "body")
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return None if body is None else decode(body, conversation_id)
 
     async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """:meth:`get_many` with the asyncio client: one round trip, one connection."""
-        try:
+        with self._failures:
             client = self._async()[0]
             pipe = client.pipeline(transaction=False)
             for conversation_id in conversation_ids:
                 pipe.hget(self._key(conversation_id), "body")
             bodies = await pipe.execute()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return _decoded(conversation_ids, bodies)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         keys, args = self._save_call(conversation, expected_version)
         _, plain, audited, _ = self._async()
-        try:
+        with self._failures:
             outcome = await (audited if len(keys) > 2 else plain)(keys=keys, args=args)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         self._check(conversation, expected_version, outcome)
 
     async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
         append = self._async()[3]
         for conversation_id, some in _by_conversation(records):
-            try:
+            with self._failures:
                 await append(keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some))
-            except self._errors as exc:
-                raise self._unavailable(exc) from exc
 
     async def adecision_records(
         self, conversation_id: str | None = None, limit: int = 100
     ) -> list[DecisionRecord]:
         client = self._async()[0]
-        try:
+        with self._failures:
             found = await client.zrevrangebyscore(
                 self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
             )
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return [DecisionRecord.from_json(item) for item in found]
 
     async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
-        try:
+        with self._failures:
             client = self._async()[0]
             await client.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
 
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
-        try:
+        with self._failures:
             client = self._async()[0]
             at = await client.get(self._cancel_key(conversation_id))
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
         return at is not None and float(at) >= since
 
     def ping(self) -> None:
         """``PING``: one round trip."""
-        try:
+        with self._failures:
             self._sync.ping()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
 
     async def aping(self) -> None:
-        try:
+        with self._failures:
             await self._async()[0].ping()
-        except self._errors as exc:
-            raise self._unavailable(exc) from exc
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""
@@ -428,9 +388,6 @@ class RedisConversationRepository(ConversationRepository):
         if stored != -1:
             raise ConcurrencyConflict(conversation.id, expected_version, stored or None)
         conversation.unsaved_decisions.clear()
-
-    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
-        return StoreUnavailable(f"redis store at {self.where}: {type(exc).__name__}: {exc}")
 
     def __repr__(self) -> str:
         return (

@@ -23,6 +23,7 @@ from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._shared import check_retention
 
 logger = logging.getLogger("dcaf_like.stores")
 
@@ -109,10 +110,7 @@ class SqliteConversationRepository(ConversationRepository):
                 "SqliteConversationRepository needs a file; use InMemoryConversationRepository "
                 "for conversations that may be forgotten"
             )
-        if ttl is not None and ttl <= 0:
-            raise ValueError("ttl must be a positive number of seconds, or None to keep conversations")
-        if audit_ttl is not None and audit_ttl <= 0:
-            raise ValueError("audit_ttl must be a positive number of seconds, or None to keep records")
+        check_retention(ttl, audit_ttl)
         self.path = Path(path).expanduser()
         self.namespace = namespace
         self.ttl = ttl

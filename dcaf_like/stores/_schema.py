@@ -1,0 +1,266 @@
+"""The stored schema of a conversation's records, declared once; every form a store keeps derives from it.
+
+A record (a tool call, a message, a task, a summary) is stored field by field, in the order of its
+dataclass (``dataclasses.fields``), each field in the way its type says (:data:`_KINDS`). From that one
+list come the five functions of :class:`RecordForms`:
+
+- ``to_dict`` / ``from_dict``: the JSON-ready dict (``from_dict`` also reads records written before a
+  field existed: :data:`ADDED`);
+- ``write``: the same dict's JSON text, exactly as ``json.dumps(..., ensure_ascii=False,
+  separators=(",", ":"))`` writes it, without building the dict (what every persistent store writes);
+- ``to_tuple`` / ``from_tuple`` (``from_tuples``): a tuple of plain values, what the in-memory store
+  keeps.
+
+The functions are generated on first use (as ``dataclasses`` generates ``__init__``): written out,
+they are the code one would write by hand for each record, and cost what it costs;
+``RecordForms.source`` shows them. A new field of a record needs no edit here if its type is one of
+:data:`_KINDS`, and an entry in :data:`ADDED` saying what older records read as; a field that is not
+stored is ``init=False``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import linecache
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from dcaf_like.domain import (
+    ContextSummary,
+    DeciderKind,
+    Message,
+    MessageContent,
+    PlatformContext,
+    TaskRecord,
+    ToolCall,
+    ToolCallId,
+    ToolInput,
+)
+
+R = TypeVar("R")
+
+# What json.dumps(ensure_ascii=False, separators=(",", ":")) does, for the writers' unusual values.
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# The escaping json.dumps(ensure_ascii=False) uses; a StrEnum member is a str, written as its value.
+string = json.encoder.encode_basestring
+
+
+def number(value: float) -> str:
+    # json.dumps writes a finite float or an int as its repr; anything else goes the generic way.
+    if (type(value) is float and value - value == 0) or type(value) is int:
+        return repr(value)
+    return dumps(value)
+
+
+def integer(value: int) -> str:
+    return repr(value) if type(value) is int else dumps(value)
+
+
+def boolean(value: bool) -> str:
+    return "true" if value is True else "false" if value is False else dumps(value)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one type of field is stored. Each is an expression: ``{v}`` the attribute's value, ``{x}``
+    the stored one (templates use double quotes only: they end up in single-quoted f-strings)."""
+
+    to_dict: str = "{v}"
+    write: str = "{v}"
+    read: str = "{x}"
+    to_tuple: str | None = None  # None: as to_dict (a tuple must hold no list: the GC tracks those)
+    names: tuple[tuple[str, Any], ...] = ()  # what the expressions name, besides the helpers above
+
+    def optional(self) -> Kind:
+        """The same type or None."""
+
+        def either(template: str, none: str, value: str) -> str:
+            return template if template == value else f"({none} if {value} is None else {template})"
+
+        return Kind(
+            to_dict=either(self.to_dict, "None", "{v}"),
+            write=either(self.write, '"null"', "{v}"),
+            read=either(self.read, "None", "{x}"),
+            to_tuple=None if self.to_tuple is None else either(self.to_tuple, "None", "{v}"),
+            names=self.names,
+        )
+
+
+def _enum(kind: type[StrEnum]) -> Kind:
+    """A member stored as its value; an unknown value is a KeyError (an unreadable record)."""
+    table = f"_{kind.__name__}"
+    return Kind("{v}._value_", "string({v})", f"{table}[{{x}}]", names=((table, {m.value: m for m in kind}),))
+
+
+_TEXT = Kind(write="string({v})")
+_KINDS: dict[Any, Kind] = {
+    str: _TEXT,
+    float: Kind(write="number({v})"),
+    int: Kind(write="integer({v})"),
+    bool: Kind(write="boolean({v})"),
+    ToolCallId: Kind(
+        "{v}.value", "string({v}.value)", "ToolCallId({x})", names=(("ToolCallId", ToolCallId),)
+    ),
+    ToolInput: Kind(
+        "{v}.canonical_json",
+        "string({v}.canonical_json)",
+        "ToolInput({x})",
+        names=(("ToolInput", ToolInput),),
+    ),
+    MessageContent: Kind(
+        "{v}.text", "string({v}.text)", "MessageContent({x})", names=(("MessageContent", MessageContent),)
+    ),
+    list[str]: Kind("list({v})", '"[" + ",".join(map(string, {v})) + "]"', "list({x})", "tuple({v})"),
+    frozenset[str]: Kind(
+        "sorted({v})", '"[" + ",".join(map(string, sorted({v}))) + "]"', "frozenset({x})", "tuple({v})"
+    ),
+}
+
+
+def _kind(hint: Any) -> Kind:
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        others = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(others) == 1 and len(typing.get_args(hint)) == 2:
+            return _kind(others[0]).optional()
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return _enum(hint)
+    if hint in _KINDS:
+        return _KINDS[hint]
+    raise TypeError(f"no stored form for a field of type {hint!r}: add one to _KINDS in {__name__}")
+
+
+# -- fields added since format 1 was first written ---------------------------------------------------
+# What a record stored before the field existed reads as: a stored value, or a function of the stored
+# record and the conversation's platform context that gives the field's value.
+
+
+def _bound_context(data: dict[str, Any], context: PlatformContext) -> str:
+    """A call stored before approvals were bound to a context: the conversation's stored context is the
+    one of its last turn, the turn that proposed the calls still waiting."""
+    return context.fingerprint
+
+
+def _kind_of_old_record(data: dict[str, Any], context: PlatformContext) -> DeciderKind | None:
+    """What decided a call stored before kinds were recorded, told by the names the server used."""
+    decided_by = data["decided_by"]
+    if decided_by is None:
+        return None
+    known = {"policy": DeciderKind.POLICY, "system": DeciderKind.SYSTEM, "approver": DeciderKind.APPROVER}
+    return known.get(decided_by, DeciderKind.HUMAN)
+
+
+ADDED: dict[type, dict[str, Any]] = {
+    ToolCall: {
+        "secret_arguments": (),  # absent before secrets were marked
+        # Absent before leases: such an approved call is settled as interrupted when next loaded.
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "context_fingerprint": _bound_context,
+        "decided_by_kind": _kind_of_old_record,
+    },
+}
+
+# Stored under another name than the attribute's.
+KEYS: dict[type, dict[str, str]] = {Message: {"content": "text"}}
+
+
+# -- the generated forms --------------------------------------------------------------------------------
+
+
+class RecordForms(Generic[R]):
+    """The stored forms of one record type (see the module's docstring), generated when one is first
+    used: importing the package builds nothing."""
+
+    to_dict: Callable[[R], dict[str, Any]]
+    from_dict: Callable[[dict[str, Any], PlatformContext], R]
+    write: Callable[[R], str]
+    to_tuple: Callable[[R], tuple[Any, ...]]
+    from_tuple: Callable[[tuple[Any, ...]], R]
+    from_tuples: Callable[[Sequence[tuple[Any, ...]]], list[R]]  # many, without a call each
+    keys: tuple[str, ...]  # the stored names of the fields, in their order
+    source: str  # the generated functions
+
+    def __init__(self, record: type[R]) -> None:
+        self.record = record
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for a form not generated yet: generate them all (two threads may both do it, alike)."""
+        if name == "record" or name.startswith("__"):
+            raise AttributeError(name)
+        vars(self).update(_generate(self.record))
+        try:
+            return vars(self)[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _generate(record: type[Any]) -> dict[str, Any]:
+    """The stored forms of `record`, a dataclass, from its fields."""
+    hints = typing.get_type_hints(record)
+    fields = [f for f in dataclasses.fields(record) if f.init]
+    renamed, added = KEYS.get(record, {}), ADDED.get(record, {})
+    unknown = (set(renamed) | set(added)) - {f.name for f in fields}
+    if unknown:
+        raise TypeError(f"{record.__name__} has no stored field {', '.join(sorted(unknown))}")
+    namespace: dict[str, Any] = {
+        "string": string,
+        "number": number,
+        "integer": integer,
+        "boolean": boolean,
+        record.__name__: record,
+    }
+    to_dict, write, reads, to_tuple, from_tuple, keys = [], [], [], [], [], []
+    for i, f in enumerate(fields):
+        kind = _kind(hints[f.name])
+        namespace.update(kind.names)
+        key = renamed.get(f.name, f.name)
+        if not key.isidentifier():  # so that it needs no escaping in the generated code
+            raise TypeError(f"a stored name is an identifier, not {key!r}")
+        keys.append(key)
+        v = f"r.{f.name}"
+        to_dict.append(f"{key!r}: {kind.to_dict.format(v=v)}")
+        write.append(("{{" if i == 0 else ",") + f'"{key}":')
+        write.append("{" + kind.write.format(v=v) + "}")
+        to_tuple.append((kind.to_tuple or kind.to_dict).format(v=v))
+        from_tuple.append(kind.read.format(x=f"t[{i}]"))
+        if f.name not in added:
+            reads.append(kind.read.format(x=f"data[{key!r}]"))
+        elif callable(added[f.name]):
+            namespace[f"_absent_{f.name}"] = added[f.name]
+            read = kind.read.format(x=f"data[{key!r}]")
+            reads.append(f"({read} if {key!r} in data else _absent_{f.name}(data, context))")
+        else:
+            namespace[f"_absent_{f.name}"] = added[f.name]
+            reads.append(kind.read.format(x=f"data.get({key!r}, _absent_{f.name})"))
+    name = record.__name__
+    source = "\n".join(
+        [
+            f"def to_dict(r):\n    return {{{', '.join(to_dict)}}}",
+            f"def from_dict(data, context):\n    return {name}({', '.join(reads)})",
+            f"def write(r):\n    return f'{''.join(write)}}}}}'",
+            f"def to_tuple(r):\n    return ({', '.join(to_tuple)},)",
+            f"def from_tuple(t):\n    return {name}({', '.join(from_tuple)})",
+            f"def from_tuples(ts):\n    return [{name}({', '.join(from_tuple)}) for t in ts]",
+        ]
+    )
+    filename = f"<stored forms of {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # tracebacks
+    exec(compile(source, filename, "exec"), namespace)
+    functions = ("to_dict", "from_dict", "write", "to_tuple", "from_tuple", "from_tuples")
+    return {**{f: namespace[f] for f in functions}, "keys": tuple(keys), "source": source}
+
+
+def forms(record: type[R]) -> RecordForms[R]:
+    """The stored forms of `record`, a dataclass whose fields are of the types :data:`_KINDS` knows."""
+    return RecordForms(record)
+
+
+CALL = forms(ToolCall)
+MESSAGE = forms(Message)
+TASK = forms(TaskRecord)
+SUMMARY = forms(ContextSummary)

@@ -1,0 +1,213 @@
+"""One declared schema, every stored form derived from it: the dict, the JSON text, the in-memory tuples."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dcaf_like import InMemoryConversationRepository
+from dcaf_like.domain import (
+    ContextSummary,
+    Conversation,
+    DeciderKind,
+    Message,
+    MessageContent,
+    PlatformContext,
+    Role,
+    TaskRecord,
+    ToolCall,
+    ToolCallId,
+    ToolCallStatus,
+    ToolInput,
+)
+from dcaf_like.domain.conversation import TaskOutcome
+from dcaf_like.stores._codec import NOT_STORED, conversation_to_dict, decode, encode
+from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, forms
+
+# Written by the JSON writer of main before the schema was declared (the conversation of
+# test_serialization.py, with an owner, a summary and a lease).
+MAIN_SAMPLE = Path(__file__).parent / "stored" / "conversation_v1_main.json"
+
+
+def plain_json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def fields_of(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.init}
+
+
+# -- stored data written before --------------------------------------------------------------------------
+
+
+def test_a_conversation_stored_by_the_previous_writer_reads_and_is_written_back_byte_for_byte():
+    stored = MAIN_SAMPLE.read_text(encoding="utf-8").rstrip("\n")
+
+    loaded = decode(stored, "conv")
+
+    assert encode(loaded) == stored
+    assert loaded.owner == "key:ops"
+    assert loaded.summary == ContextSummary("they asked about pods", 1)
+    leased = list(loaded.tool_calls.values())[1]
+    assert (leased.lease_owner, leased.lease_expires_at) == ("worker-1", 1_700_000_100.5)
+    assert {c.status for c in loaded.tool_calls.values()} == {
+        ToolCallStatus.EXECUTED, ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.FAILED,
+        ToolCallStatus.PENDING,
+    }  # fmt: skip
+
+
+def test_a_conversation_stored_before_the_fields_added_since_reads_with_what_they_meant_then():
+    data = json.loads(MAIN_SAMPLE.read_text(encoding="utf-8"))
+    for added in ("tasks", "owner", "summary"):
+        del data[added]
+    for call in data["tool_calls"]:
+        for added in ("secret_arguments", "lease_owner", "lease_expires_at", "context_fingerprint"):
+            del call[added]
+        del call["decided_by_kind"]
+    data["tool_calls"][0]["decided_by"] = "policy"
+
+    loaded = decode(json.dumps(data), "conv")
+
+    assert (loaded.tasks, loaded.owner, loaded.summary) == ({}, None, None)
+    calls = list(loaded.tool_calls.values())
+    assert [c.secret_arguments for c in calls] == [frozenset()] * 5
+    assert [(c.lease_owner, c.lease_expires_at) for c in calls] == [(None, None)] * 5
+    assert {c.context_fingerprint for c in calls} == {loaded.platform_context.fingerprint}
+    assert [c.decided_by_kind for c in calls] == [
+        DeciderKind.POLICY, DeciderKind.HUMAN, DeciderKind.HUMAN, DeciderKind.HUMAN, None
+    ]  # fmt: skip
+
+
+def test_a_record_missing_a_field_it_always_had_is_unreadable_not_half_read():
+    data = json.loads(MAIN_SAMPLE.read_text(encoding="utf-8"))
+    del data["tool_calls"][0]["status"]
+
+    with pytest.raises(Exception, match="KeyError: 'status'"):
+        decode(json.dumps(data), "conv")
+
+
+# -- every form from one schema -----------------------------------------------------------------------
+
+texts = st.text(max_size=12)
+times = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-(10**12), 10**12))
+tool_inputs = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3).map(
+    ToolInput.of
+)
+calls = st.builds(
+    ToolCall,
+    id=st.text(alphabet="abcdef0123456789", min_size=1, max_size=24).map(ToolCallId),
+    name=texts,
+    proposed_input=tool_inputs,
+    requires_approval=st.booleans(),
+    editable=st.booleans(),
+    description=texts,
+    proposed_at=times,
+    expires_at=st.none() | times,
+    status=st.sampled_from(ToolCallStatus),
+    approved_input=st.none() | tool_inputs,
+    decided_by=st.none() | texts,
+    decided_at=st.none() | times,
+    decision_note=st.none() | texts,
+    result=st.none() | texts,
+    error=st.none() | texts,
+    finished_at=st.none() | times,
+    policy_reason=st.none() | texts,
+    secret_arguments=st.frozensets(texts, max_size=3),
+    lease_owner=st.none() | texts,
+    lease_expires_at=st.none() | times,
+    context_fingerprint=st.none() | texts,
+    decided_by_kind=st.none() | st.sampled_from(DeciderKind),
+)
+messages = st.builds(
+    Message, st.sampled_from(Role), texts.map(MessageContent), times, st.lists(texts, max_size=3)
+)
+tasks = st.builds(
+    TaskRecord, texts, st.integers(0, 10**6), times, st.none() | st.sampled_from(TaskOutcome), texts
+)
+summaries = st.builds(ContextSummary, texts, st.integers(0, 10**6))
+
+
+@pytest.mark.parametrize(
+    ("record_forms", "records"), [(CALL, calls), (MESSAGE, messages), (TASK, tasks), (SUMMARY, summaries)]
+)
+def test_every_form_of_a_generated_record_holds_every_field_and_the_json_is_what_json_dumps_writes(
+    record_forms, records
+):
+    @given(records)
+    def check(record):
+        as_dict = record_forms.to_dict(record)
+
+        assert record_forms.write(record) == plain_json(as_dict)
+        for copy in (
+            record_forms.from_dict(json.loads(plain_json(as_dict)), PlatformContext()),
+            record_forms.from_tuple(record_forms.to_tuple(record)),
+            *record_forms.from_tuples([record_forms.to_tuple(record)]),
+        ):
+            assert fields_of(copy) == fields_of(record)
+        assert all(type(value) is not list for value in record_forms.to_tuple(record))
+
+    check()
+
+
+def test_every_field_of_a_conversation_is_stored_or_named_as_not_stored():
+    stored = set(conversation_to_dict(Conversation.start("c", at=0.0))) | {"owner", "summary"}
+    fields = {f.name for f in dataclasses.fields(Conversation)}
+
+    assert fields - NOT_STORED == stored - {"format"}
+
+
+def test_the_in_memory_store_keeps_what_the_json_keeps():
+    stored = decode(MAIN_SAMPLE.read_text(encoding="utf-8"), "conv")
+    store = InMemoryConversationRepository()
+
+    store.save(stored, 0)
+    loaded = store.get(stored.id)
+
+    assert loaded is not None
+    assert encode(loaded) == encode(stored)
+    for original, copy in zip(stored.tool_calls.values(), loaded.tool_calls.values(), strict=True):
+        assert fields_of(copy) == fields_of(original)
+
+
+# -- a new field ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Later:
+    """A record as a new field would leave it."""
+
+    name: str
+    at: float
+    note: str | None = None
+    tags: frozenset[str] = frozenset()
+    kind: DeciderKind | None = None
+    cache: int = dataclasses.field(default=0, init=False)
+
+
+def test_a_new_field_of_a_known_type_is_in_every_form_without_an_edit():
+    later = forms(Later)
+    record = Later("a", 1.5, "n", frozenset({"y", "x"}), DeciderKind.SYSTEM)
+
+    assert later.to_dict(record) == {
+        "name": "a", "at": 1.5, "note": "n", "tags": ["x", "y"], "kind": "system"
+    }  # fmt: skip
+    assert later.write(record) == plain_json(later.to_dict(record))
+    assert later.from_tuple(later.to_tuple(record)) == record
+    assert later.keys == ("name", "at", "note", "tags", "kind")  # init=False: derived, not stored
+
+
+def test_a_field_of_a_type_with_no_stored_form_is_refused_when_its_forms_are_first_used():
+    @dataclasses.dataclass
+    class Odd:
+        ids: set[int]
+
+    odd = forms(Odd)  # importing builds nothing: the forms are made on first use
+
+    with pytest.raises(TypeError, match="no stored form for a field of type set"):
+        odd.to_dict(Odd({1}))
