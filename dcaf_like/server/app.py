@@ -32,7 +32,6 @@ from dcaf_like.server.readiness import probe_routes
 from dcaf_like.server.runs import Runs
 from dcaf_like.server.store_choice import Store, attach_store
 from dcaf_like.server.ui import PAGE_PATHS, ui_routes
-from dcaf_like.server.wire import ErrorBody
 from dcaf_like.version import __version__
 
 
@@ -122,8 +121,8 @@ def create_app(
                 raise RuntimeError(f"{served.name} no longer keeps conversations")
             return current
 
-        app.include_router(conversation_routes(repository, failure, ErrorBody))
-        app.include_router(audit_routes(repository, failure, ErrorBody))
+        app.include_router(conversation_routes(repository))
+        app.include_router(audit_routes(repository))
     if ui:
         app.include_router(ui_routes())
     if a2a:

@@ -7,7 +7,7 @@ agent takes. The answer is written by ``dcaf_like.helpdesk.protocol``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -215,7 +215,7 @@ def document_chat_body(app: FastAPI) -> None:
 
 
 async def _stream_lines(
-    first: StreamEvent | None, events: AsyncIterator[StreamEvent], conversation_id: str | None
+    first: StreamEvent | None, events: AsyncGenerator[StreamEvent], conversation_id: str | None
 ) -> AsyncIterator[bytes]:
     request_id = current_request_id()
     try:
@@ -235,9 +235,7 @@ async def _stream_lines(
         log_failure(error, exc)
         yield ndjson({"type": "error", "status": error.status, **error.body(request_id)})
     finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        await events.aclose()
 
 
 def _error_event(failed: RunFailed, request_id: str) -> dict[str, Any]:
