@@ -22,7 +22,7 @@ from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.audit import audit_routes
 from dcaf_like.server.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, caller_of
-from dcaf_like.server.chat import TURN_PATHS, chat_routes, document_chat_body
+from dcaf_like.server.chat import add_chat_routes, document_chat_body, turn_routes_first
 from dcaf_like.server.conversations import conversation_routes
 from dcaf_like.server.errors import HttpError
 from dcaf_like.server.failures import error_response, failure
@@ -130,11 +130,8 @@ def create_app(
 
         closing.append(add_a2a_routes(app, served).aclose)
     app.include_router(probe_routes(served))
-    app.include_router(chat_routes(served, runs))
-
-    # Starlette tries routes in order and FastAPI registered its docs first: the routes every turn
-    # hits go to the front (about a tenth of the framework's cost of a turn, measured with callgrind).
-    app.router.routes.sort(key=lambda route: getattr(route, "path", None) not in TURN_PATHS)
+    add_chat_routes(app, served, runs)
+    turn_routes_first(app)
     document_chat_body(app)
     return app
 

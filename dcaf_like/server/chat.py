@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
@@ -67,12 +67,14 @@ _CHAT_BODY = {
 }
 
 
-def chat_routes(served: ServedAgent, runs: Runs) -> APIRouter:
-    """The turn routes of `served`; each turn runs in `runs`, apart from its request."""
-    router = APIRouter(tags=["helpdesk"])
+def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
+    """The turn routes of `served`, on `app` itself (not through a router, whose routes FastAPI nests:
+    every turn would first be matched against the routes before them); each turn runs in `runs`,
+    apart from its request. They go first among the app's routes: see :func:`turn_routes_first`."""
 
-    @router.post(
+    @app.post(
         "/api/chat",
+        tags=["helpdesk"],
         response_model=None,
         responses={200: {"model": ChatResponse}, **ERRORS},
         openapi_extra=_CHAT_BODY,
@@ -93,8 +95,9 @@ def chat_routes(served: ServedAgent, runs: Runs) -> APIRouter:
         http.state.conversation_id = response.conversation_id
         return JSONResponse(assistant_message(response, request_id=current_request_id()))
 
-    @router.post(
+    @app.post(
         "/api/chat-stream",
+        tags=["helpdesk"],
         response_model=None,
         responses={
             200: {
@@ -131,7 +134,12 @@ def chat_routes(served: ServedAgent, runs: Runs) -> APIRouter:
         lines = _stream_lines(first, events, request.conversation_id)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
 
-    return router
+
+def turn_routes_first(app: FastAPI) -> None:
+    """Put the turn routes first among `app`'s routes. Starlette tries routes in order and FastAPI
+    registered its docs first: the routes every turn hits go to the front (about a tenth of the
+    framework's cost of a turn, measured with callgrind)."""
+    app.router.routes.sort(key=lambda route: getattr(route, "path", None) not in TURN_PATHS)
 
 
 async def chat_body(http: Request) -> ChatRequest:
