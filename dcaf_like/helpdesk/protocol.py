@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView, ToolDecision
 from dcaf_like.application.errors import InvalidRequest
@@ -108,9 +108,10 @@ def read_messages(
         raise InvalidRequest("messages", "expected a non-empty list of messages")
     parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
     last_path = f"messages[{len(parsed) - 1}]"
-    role, text, data, last_context = parsed[-1]
-    if role != "user":
+    last = parsed[-1]
+    if last.role != "user":
         raise users_turn_expected(last_path)
+    data = last.data
     decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
     check_commands(data.get("cmds"), f"{last_path}.data.cmds")
     request_session = session
@@ -122,15 +123,15 @@ def read_messages(
         if problem := json_problem(request_session, f"{last_path}.data.session"):
             raise InvalidRequest(f"{last_path}.data.session", f"the session is saved as JSON: {problem}")
     context = dict(platform_context or {})
-    if not context and last_context is not None:
-        context = dict(last_context)
+    if not context and last.platform_context is not None:
+        context = dict(last.platform_context)
     return AgentRequest(
-        text=text,
-        conversation_id=conversation_id or conversation_id_in(m[2] for m in parsed),
+        text=last.content,
+        conversation_id=conversation_id or conversation_id_in(m.data for m in parsed),
         decisions=decisions,
         platform_context=context,
         session=request_session,
-        history=tuple((m[0], m[1]) for m in parsed[:-1] if m[1]),
+        history=tuple((m.role, m.content) for m in parsed[:-1] if m.content),
         user=user,
     )
 
@@ -151,13 +152,17 @@ def check_commands(commands: Any, path: str) -> None:
             raise command_refused(f"{path}[{i}]")
 
 
-_Message = tuple[str, str, Mapping[str, Any], Mapping[str, Any] | None]
+class _Message(NamedTuple):
+    role: str
+    content: str
+    data: Mapping[str, Any]
+    platform_context: Mapping[str, Any] | None
 
 
 def _message(raw: Mapping[str, Any] | str, path: str) -> _Message:
-    """(role, content, data, platform context) of one message, each checked."""
+    """One message, each of its fields checked."""
     if isinstance(raw, str):
-        return "user", raw, {}, None
+        return _Message("user", raw, {}, None)
     if not isinstance(raw, Mapping):
         raise InvalidRequest(path, f"expected an object or a string, got {type(raw).__name__}")
     role = raw.get("role", "user")
@@ -174,7 +179,7 @@ def _message(raw: Mapping[str, Any] | str, path: str) -> _Message:
     context = raw.get("platform_context")
     if context is not None and not isinstance(context, Mapping):
         raise InvalidRequest(f"{path}.platform_context", "expected an object")
-    return role, content, data, context
+    return _Message(role, content, data, context)
 
 
 def _list(value: Any, path: str) -> list[Any]:
