@@ -14,7 +14,7 @@ from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
 from dcaf_like.application.events import Done, RunFailed, StreamEvent
 from dcaf_like.application.messages import TextDelta
-from dcaf_like.application.ports import ServedAgent
+from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import PlatformContext, Session
 from dcaf_like.domain.conversation import new_conversation_id
@@ -103,7 +103,7 @@ class FunctionAgent:
             yield TextDelta(response.text)
         yield Done(response)
 
-    def use_repository(self, repository: Any) -> None:
+    def use_repository(self, repository: ConversationRepository | str) -> None:
         raise TypeError(
             f"{type(self).__name__} keeps no conversations, so it takes no store; only an Agent does"
         )
