@@ -37,7 +37,6 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
-from dcaf_like.application.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
@@ -77,9 +76,10 @@ from dcaf_like.domain import (
     deny,
     require_approval,
 )
+from dcaf_like.helpdesk.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
-from dcaf_like.server.serving import create_app, serve
+from dcaf_like.server.serving import serve
 from dcaf_like.stores import StoreConfigError, open_store
 from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.tools import Tool, tool
@@ -87,6 +87,8 @@ from dcaf_like.toolsets import Toolset
 from dcaf_like.version import __version__
 
 _LAZY = {
+    # The FastAPI app: FastAPI is imported when create_app is first named.
+    "create_app": "dcaf_like.server.app",
     "SqliteConversationRepository": "dcaf_like.stores.sqlite",
     "RedisConversationRepository": "dcaf_like.stores.redis",
     "DynamoDBConversationRepository": "dcaf_like.stores.dynamodb",
@@ -99,7 +101,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Store classes and RemoteAgent load their module (and its client library) only when first named."""
+    """create_app, the store classes and RemoteAgent load their module (and its library: FastAPI, a
+    store's client, the A2A SDK) only when first named."""
     if name in _LAZY:
         import importlib
 

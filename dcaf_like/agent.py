@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from dcaf_like.application.context import ContextPolicy
@@ -20,15 +20,13 @@ from dcaf_like.application.ports import (
 from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
+from dcaf_like.helpdesk.protocol import Messages, read_messages
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
 from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.telemetry.otel import default_tracer
 from dcaf_like.tools import Tool, as_tool
 from dcaf_like.toolsets import Toolset, combine
-
-Messages = str | Sequence[Mapping[str, Any] | str]
-"""A user's text, or HelpDesk-style message dicts (the last one is the user's turn)."""
 
 
 class Agent:
@@ -161,6 +159,11 @@ class Agent:
             toolset.close()
 
     async def aclose(self) -> None:
+        """Release what the agent holds on the running event loop (a server does this at shutdown):
+        its store's and runtime's asyncio clients (they reopen when used again), its toolsets'
+        connections."""
+        await self.repository.aclose()
+        await self.runtime.aclose()
         for toolset in self.toolsets:
             await toolset.aclose()
 
@@ -385,7 +388,7 @@ def _request(
     session: Mapping[str, Any] | None,
     user: str,
 ) -> AgentRequest:
-    return AgentRequest.from_messages(
+    return read_messages(
         messages,
         conversation_id=conversation_id,
         platform_context=platform_context,

@@ -16,6 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from dcaf_like.application.concurrency import iterate_in_thread
 from dcaf_like.application.context import estimate_tokens
+from dcaf_like.application.dto import AgentRequest, AgentResponse
+from dcaf_like.application.events import StreamEvent
 from dcaf_like.application.messages import (
     ModelCompleted,
     ModelRequest,
@@ -26,7 +28,8 @@ from dcaf_like.application.messages import (
     ToolSpec,
 )
 from dcaf_like.application.retention import expired
-from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext, Session
+from dcaf_like.application.tracing import Tracer
+from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, PlatformContext, Session
 
 
 class AgentRuntime(ABC):
@@ -206,6 +209,9 @@ class ConversationRepository(ABC):
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
         return self.cancel_requested(conversation_id, since=since)
 
+    async def aclose(self) -> None:  # noqa: B027  (optional hook: a store with an asyncio client closes it)
+        """Close the asyncio client of the running event loop (a server does this at shutdown)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
@@ -280,3 +286,75 @@ class ApprovalCallback(Protocol):
     May be a plain function or a coroutine function."""
 
     def __call__(self, pending: PendingApproval) -> Any: ...
+
+
+# -- what the inbound adapters need of an agent ---------------------------------------------------
+
+
+@runtime_checkable
+class ServedAgent(Protocol):
+    """An agent as the inbound adapters (the HTTP server, A2A, the terminal chat) use it: turns in,
+    typed results out, and what serving it needs besides. :class:`~dcaf_like.Agent` and
+    :class:`~dcaf_like.FunctionAgent` are both one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def repository(self) -> ConversationRepository | None:
+        """Where its conversations live; None for an agent that keeps none (an agent function): it
+        has no conversation routes, no A2A tasks, and takes no store."""
+
+    @property
+    def repository_chosen(self) -> bool:
+        """Whether its store was chosen (in code, or by :meth:`use_repository`); False: it keeps the
+        in-memory store it got by default, and whoever serves it may choose one."""
+
+    @property
+    def runtime(self) -> AgentRuntime | None:
+        """Its model runtime (a readiness probe looks at it); None for an agent function."""
+
+    def use_repository(self, repository: ConversationRepository | str) -> None:
+        """Keep conversations in `repository` (or the store a URL names) from now on; TypeError for
+        an agent that keeps none."""
+
+    def add_tracer(self, wrap: Callable[[Tracer], Tracer]) -> None:
+        """Wrap the tracer of its turns (``wrap(current) -> new``): how a server's metrics observe them."""
+
+    async def ahandle(self, request: AgentRequest) -> AgentResponse: ...
+
+    def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        """The turn's events; the last is ``Done`` (with the response) or ``RunFailed``."""
+
+    async def acancel(self, conversation_id: str) -> None:
+        """Ask the turn running on the conversation to stop (nothing for an agent that keeps none)."""
+
+    async def aclose(self) -> None:
+        """Release what it holds on the running event loop (a server calls this at shutdown): its
+        toolsets' sessions, its store's and runtime's asyncio clients (they reopen when used again)."""
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """An agent whose tools another protocol may offer (MCP, an A2A card's skills), each call still
+    judged by the agent's approval policy. An :class:`~dcaf_like.Agent` is one; an agent function,
+    which has no tools of its own, is not."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy: ...
+
+    @property
+    def tools(self) -> Sequence[ExecutableTool]:
+        """The tools it was given (its toolsets' tools are known only once loaded: :meth:`atools`)."""
+
+    async def atools(self) -> list[ExecutableTool]:
+        """Every tool the model is offered, by the name it is offered under (toolsets loaded first)."""

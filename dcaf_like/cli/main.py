@@ -17,18 +17,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from dcaf_like.application.errors import ApplicationError
+from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
-from dcaf_like.server.serving import (
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_STORE,
-    attach_store,
-    check_store,
-    create_app,
-    run_uvicorn,
-    serve,
-    settle_heap,
-    with_bound_name,
-)
+from dcaf_like.helpdesk.function_agent import as_served
+from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
+from dcaf_like.server.serving import run_uvicorn, serve, settle_heap, with_bound_name
+from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, check_store
 from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
 from dcaf_like.stores.memory import InMemoryConversationRepository
 
@@ -37,7 +31,7 @@ class TargetError(Exception):
     """The command line names something that cannot be served."""
 
 
-def load_target(spec: str, *, factory: bool = False) -> Any:
+def load_target(spec: str, *, factory: bool = False) -> ServedAgent:
     """``path/to/file.py:name`` or ``package.module:name``; with `factory`, ``name()`` is served."""
     location, sep, attribute = spec.rpartition(":")
     if not sep or not location or not attribute:
@@ -59,7 +53,7 @@ def load_target(spec: str, *, factory: bool = False) -> Any:
         raise TargetError(
             f"{spec} is not an agent function: an agent function takes (messages, context){hint}"
         )
-    return target
+    return as_served(target)
 
 
 def _takes_two_arguments(func: Any) -> bool:
@@ -366,11 +360,11 @@ _METRICS = "DCAF_SERVE_METRICS"
 _RETENTION = "DCAF_SERVE_RETENTION_DAYS"
 
 
-def _serve_workers(args: argparse.Namespace, target: Any) -> int:
+def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
     """Check in this process what every worker will do, then let uvicorn start the workers."""
     described = attach_store(target, args.store, default=DEFAULT_STORE, retention_days=args.retention_days)
     check_store(target)
-    if isinstance(getattr(target, "repository", None), InMemoryConversationRepository):
+    if isinstance(target.repository, InMemoryConversationRepository):
         raise TargetError(
             f"{args.workers} workers cannot share an in-memory store: an approval would reach a worker "
             "that never saw the proposal. Use --store sqlite:///PATH or redis://HOST:PORT/DB"
@@ -418,6 +412,8 @@ def worker_app() -> Any:
     target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
     retention = float(os.environ.get(_RETENTION) or DEFAULT_RETENTION_DAYS)
     attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE, retention_days=retention)
+    from dcaf_like.server.app import create_app
+
     app = create_app(
         target,
         max_body_bytes=int(os.environ[_MAX_BODY]),

@@ -56,22 +56,21 @@ class LocalAgent:
     stay bound to it)."""
 
     def __init__(self, agent: Any, *, user: str = "user") -> None:
-        from dcaf_like.server.app import as_served
+        from dcaf_like.helpdesk.function_agent import as_served
 
         self.agent = as_served(agent)
         self.user = user
         self.loop = asyncio.new_event_loop()
 
     def turn(self, message: dict[str, Any]) -> Iterator[Event]:
-        from dcaf_like.application.dto import AgentRequest
         from dcaf_like.application.events import RunFailed
+        from dcaf_like.helpdesk.protocol import event_lines, read_messages
         from dcaf_like.server.errors import http_error
-        from dcaf_like.server.wire import event_lines
 
         conversation_id = str(message.get("data", {}).get("conversation_id") or "")
         cancelled = False
         try:
-            events = aiter(self.agent.ahandle_stream(AgentRequest.from_messages([message], user=self.user)))
+            events = aiter(self.agent.ahandle_stream(read_messages([message], user=self.user)))
             while True:
                 step: asyncio.Task[Any] = self.loop.create_task(_next(events))
                 while True:
@@ -81,12 +80,12 @@ class LocalAgent:
                     except StopAsyncIteration:
                         return
                     except KeyboardInterrupt:
-                        cancel = getattr(self.agent, "acancel", None)  # an Agent's; a function has none
-                        if cancelled or step.done() or not conversation_id or cancel is None:
+                        # An agent function keeps no conversation: its turn is one call, nothing to stop.
+                        if cancelled or step.done() or not conversation_id or self.agent.repository is None:
                             raise
                         cancelled = True
                         yield CANCELLING
-                        self.loop.run_until_complete(cancel(conversation_id))
+                        self.loop.run_until_complete(self.agent.acancel(conversation_id))
                 if isinstance(event, RunFailed):
                     raise event.exception or RuntimeError(event.error)
                 yield from event_lines(event, "")
@@ -95,10 +94,7 @@ class LocalAgent:
             yield {"type": "error", "status": error.status, **error.body("")}
 
     def close(self) -> None:
-        for resource in (getattr(self.agent, "repository", None), getattr(self.agent, "runtime", None)):
-            close = getattr(resource, "aclose", None)
-            if close is not None:
-                self.loop.run_until_complete(close())
+        self.loop.run_until_complete(self.agent.aclose())  # the clients bound to this loop
         self.loop.close()
 
 

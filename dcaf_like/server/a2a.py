@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from dcaf_like.application.errors import ConversationNotFound
+from dcaf_like.application.ports import ServedAgent, ToolProvider
 from dcaf_like.server.a2a_tasks import (
     A2ATasks,
     Incoming,
@@ -30,7 +31,6 @@ from dcaf_like.server.a2a_tasks import (
     TaskState,
     TaskView,
 )
-from dcaf_like.server.app import ServedAgent
 from dcaf_like.server.auth import ANYONE, Caller, caller_of
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.middleware import current_request_id
@@ -61,7 +61,8 @@ _STATES = {
 }
 
 
-def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
+def add_a2a_routes(app: FastAPI, served: ServedAgent) -> A2ATasks:
+    """The A2A routes of `served` on `app`; the tasks they start, for the server to wait for at shutdown."""
     try:
         from a2a.server.routes.common import DefaultServerCallContextBuilder
         from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
@@ -85,7 +86,6 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
         request_handler=request_handler(tasks), context_builder=WithIdentity(), enable_v0_3_compat=True
     )
     app.add_route(RPC_PATH, dispatcher.handle_requests, methods=["POST"], include_in_schema=False)
-    app.state.a2a_tasks = tasks
 
     async def card(request: Request) -> JSONResponse:
         from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -121,6 +121,8 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent) -> None:
             return _error(exc)
         return JSONResponse(view.to_dict())
 
+    return tasks
+
 
 class SendTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -151,7 +153,7 @@ def agent_card(served: ServedAgent, url: str) -> AgentCard:
     from a2a.types.a2a_pb2 import AgentCard
     from google.protobuf.json_format import ParseDict
 
-    tools = getattr(served, "tools", [])
+    tools = served.tools if isinstance(served, ToolProvider) else ()
     skills = [
         {
             "id": t.name,

@@ -20,7 +20,7 @@ from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView
 from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound, InvalidRequest
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.domain import (
     Conversation,
     DomainError,
@@ -31,7 +31,7 @@ from dcaf_like.domain import (
     ToolCallStatus,
     UnknownToolCall,
 )
-from dcaf_like.server.app import ServedAgent
+from dcaf_like.helpdesk.protocol import calls_data, check_commands, read_decisions
 from dcaf_like.server.auth import ANYONE, Caller, authorized
 from dcaf_like.server.errors import http_error
 
@@ -83,11 +83,7 @@ class TaskView:
 
     def data(self) -> dict[str, Any]:
         """The calls of the task in the HelpDesk protocol's form (``data`` of a message)."""
-        return {
-            "tool_calls": [c.to_pending_dict() for c in self.pending],
-            "executed_tool_calls": [c.to_executed_dict() for c in self.executed],
-            "rejected_tool_calls": [c.to_rejected_dict() for c in self.rejected],
-        }
+        return calls_data(self.pending, self.executed, self.rejected)
 
     def to_dict(self) -> dict[str, Any]:
         """The task as the simple endpoints (``/a2a/tasks/...``) answer it."""
@@ -138,13 +134,27 @@ def _answered(role: Role, call_ids: Sequence[str]) -> bool:
     return role is Role.ASSISTANT and not call_ids
 
 
-def _platform_context(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _platform_context(data: Mapping[str, Any]) -> Mapping[str, Any]:
     """The platform context a message's data part carries (``{"platform_context": {...}}``), as a
     HelpDesk message carries it: the tools run in it, and a decision is checked against it."""
     context = data.get("platform_context")
     if context is not None and not isinstance(context, Mapping):
         raise InvalidRequest("data.platform_context", "expected an object")
-    return context
+    return context or {}
+
+
+def agent_request(message: Incoming, caller: Caller) -> AgentRequest:
+    """The turn a message asks for: its text, and the decisions its data carries in the HelpDesk
+    protocol's form (``{"tool_calls": [{"id": ..., "execute": true}]}``), as `caller` may ask it."""
+    decisions = read_decisions(message.data.get("tool_calls"), "data.tool_calls")
+    check_commands(message.data.get("cmds"), "data.cmds")
+    request = AgentRequest(
+        text=message.text,
+        decisions=decisions,
+        platform_context=dict(_platform_context(message.data)),
+        user=caller.name,
+    )
+    return authorized(request, caller, "a2a")
 
 
 def conversation_of(task_id: str) -> str:
@@ -169,8 +179,7 @@ class A2ATasks:
     here until they finish."""
 
     def __init__(self, agent: ServedAgent) -> None:
-        repository = getattr(agent, "repository", None)
-        if not isinstance(repository, ConversationRepository):
+        if agent.repository is None:
             raise TypeError(
                 "a2a=True needs an Agent that keeps conversations (A2A tasks live in its store); "
                 f"{type(agent).__name__} keeps none"
@@ -180,7 +189,10 @@ class A2ATasks:
 
     @property
     def repository(self) -> ConversationRepository:
-        repository: ConversationRepository = self.agent.repository  # type: ignore[attr-defined]
+        """The agent's store at the time of asking (one swapped after the app was built is the one seen)."""
+        repository = self.agent.repository
+        if repository is None:
+            raise TypeError(f"{self.agent.name} no longer keeps conversations")
         return repository
 
     async def get(self, task_id: str, caller: Caller = ANYONE) -> TaskView:
@@ -222,13 +234,8 @@ class A2ATasks:
         """The task `message` goes to (opened if it starts one), its run, not yet started, and
         whether the message resumes a waiting task (its decisions are refused or not by the run).
         With `deltas`, the run streams and puts the model's text there as it comes."""
-        # Parsed and authorized before anything is stored: a malformed or forbidden message changes nothing.
-        request = AgentRequest.from_messages(
-            [{"role": "user", "content": message.text, "data": dict(message.data)}],
-            platform_context=_platform_context(message.data),
-            user=caller.name,
-        )
-        request = authorized(request, caller, "a2a")
+        # Read and authorized before anything is stored: a malformed or forbidden message changes nothing.
+        request = agent_request(message, caller)
         waiting = await self._waiting_task(message, caller)
         if waiting is not None:
             return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True

@@ -11,11 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
 from pydantic import BaseModel
 
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.server.auth import caller_of
+from dcaf_like.server.failures import failure
+from dcaf_like.server.wire import ErrorBody
 
 
 class DecisionRecordOut(BaseModel):
@@ -38,8 +39,6 @@ class AuditTrail(BaseModel):
 
 def audit_routes(
     repository: Callable[[], ConversationRepository],
-    failure: Callable[[Exception, str | None], Response],
-    error_body: type[BaseModel],
 ) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
@@ -47,8 +46,8 @@ def audit_routes(
         "/api/audit",
         response_model=AuditTrail,
         responses={
-            403: {"model": error_body, "description": "The API key lacks the `admin` scope."},
-            503: {"model": error_body, "description": "The conversation store is unavailable."},
+            403: {"model": ErrorBody, "description": "The API key lacks the `admin` scope."},
+            503: {"model": ErrorBody, "description": "The conversation store is unavailable."},
         },
     )
     async def audit(

@@ -25,6 +25,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dcaf_like.application.dto import AgentRequest
 from dcaf_like.domain import Conversation
+from dcaf_like.server.errors import MissingScope
+from dcaf_like.server.middleware import current_request_id
 
 ENV_VAR = "DCAF_API_KEYS"
 
@@ -37,14 +39,6 @@ _IDENTITY = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 # Names the records use for deciders that are not a key: a key named so would make a human's
 # decision read as automatic.
 RESERVED_IDENTITIES = frozenset({"user", "policy", "approver", "system"})
-
-
-class MissingScope(Exception):
-    """The request's key lacks a scope the request needs (403)."""
-
-    def __init__(self, scope: str, doing: str) -> None:
-        super().__init__(f"this API key may not {doing}: it needs the {scope!r} scope")
-        self.scope = scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +199,6 @@ class AuthMiddleware:
             await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
             return
         if caller is None:
-            from dcaf_like.server.middleware import current_request_id
-
             body = {
                 "error": {
                     "code": "unauthorized",

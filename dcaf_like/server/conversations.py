@@ -22,7 +22,8 @@ from dcaf_like.application.errors import ConversationNotFound, StoredConversatio
 from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 from dcaf_like.server.auth import Caller, caller_of
-from dcaf_like.server.wire import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID
+from dcaf_like.server.failures import failure
+from dcaf_like.server.wire import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID, ErrorBody
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 60
@@ -114,13 +115,11 @@ class ConversationOut(BaseModel):
 
 def conversation_routes(
     repository: Callable[[], ConversationRepository],
-    failure: Callable[[Exception, str | None], Response],
-    error_body: type[BaseModel],
 ) -> APIRouter:
     router = APIRouter(prefix="/api/conversations", tags=["conversations"])
     errors: dict[int | str, dict[str, Any]] = {
-        404: {"model": error_body, "description": "No such conversation for this agent."},
-        503: {"model": error_body, "description": "The conversation store is unavailable."},
+        404: {"model": ErrorBody, "description": "No such conversation for this agent."},
+        503: {"model": ErrorBody, "description": "The conversation store is unavailable."},
     }
 
     @router.get("", response_model=ConversationList, responses={503: errors[503]})

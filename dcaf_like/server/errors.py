@@ -32,7 +32,14 @@ from dcaf_like.domain import (
     PolicyDenied,
     UnknownToolCall,
 )
-from dcaf_like.server.auth import MissingScope
+
+
+class MissingScope(Exception):
+    """The request's API key lacks a scope the request needs (403); see ``auth.py``."""
+
+    def __init__(self, scope: str, doing: str) -> None:
+        super().__init__(f"this API key may not {doing}: it needs the {scope!r} scope")
+        self.scope = scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from dcaf_like.agent import Agent
 from dcaf_like.application.errors import InvalidToolArguments
-from dcaf_like.application.ports import ExecutableTool, ToolContext
+from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolProvider
 from dcaf_like.domain import PlatformContext, Session, Verdict
 
 logger = logging.getLogger("dcaf_like.toolsets.mcp")
@@ -41,9 +40,9 @@ class MCPEndpoint:
             raise ImportError(
                 'serving MCP needs the MCP SDK: pip install "dcaf-like[mcp]"', name=exc.name
             ) from exc
-        if not isinstance(agent, Agent):
+        if not isinstance(agent, ToolProvider):
             raise TypeError(f"only an Agent's tools can be served over MCP, not a {type(agent).__name__}'s")
-        self.agent = agent
+        self.agent: ToolProvider = agent
         server = Server(
             agent.name,
             description=agent.description or None,

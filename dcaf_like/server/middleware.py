@@ -23,6 +23,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 logger = logging.getLogger("dcaf_like.server")
 
+#: The largest request body a server takes, unless told otherwise (``max_body_bytes``).
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
 request_id_var: ContextVar[str] = ContextVar("dcaf_like_request_id", default="-")
 
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")

@@ -1,4 +1,4 @@
-"""``GET /ready``: whether this process can take a turn now (``/health`` says only that it answers).
+"""The probes: ``GET /health`` (the process answers) and ``GET /ready`` (it can take a turn now).
 
 Each check is one cheap look, bounded by :data:`CHECK_TIMEOUT`: the store answers one round trip
 (``aping``), the agent has a runtime and, for one that loads a model (``LocalRuntime``), the model is
@@ -13,26 +13,47 @@ import asyncio
 import time
 from typing import Any
 
+from fastapi import APIRouter
+from fastapi.responses import Response
 from starlette.responses import JSONResponse
 
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import AgentRuntime, ServedAgent
+from dcaf_like.version import __version__
 
 CHECK_TIMEOUT = 2.0
 
 
+def probe_routes(served: ServedAgent) -> APIRouter:
+    router = APIRouter(tags=["operations"])
+    readiness = Readiness(served)
+
+    @router.get("/health")
+    async def health() -> dict[str, str]:
+        """Liveness: the process serves requests."""
+        return {"status": "ok", "agent": served.name, "version": __version__}
+
+    @router.get("/ready", response_model=None)
+    async def ready() -> Response:
+        """Readiness: the store answers and the model runtime is ready (503 naming the failed check)."""
+        return await readiness.response()
+
+    return router
+
+
 class Readiness:
-    def __init__(self, served: Any, timeout: float = CHECK_TIMEOUT) -> None:
+    def __init__(self, served: ServedAgent, timeout: float = CHECK_TIMEOUT) -> None:
         self.served = served
         self.timeout = timeout
         self._loading: asyncio.Task[Any] | None = None
 
     async def response(self) -> JSONResponse:
         checks: dict[str, dict[str, Any]] = {}
-        repository = getattr(self.served, "repository", None)
-        if isinstance(repository, ConversationRepository):
+        repository = self.served.repository
+        if repository is not None:
             checks["store"] = await self._timed(repository.aping())
-        if hasattr(self.served, "runtime"):
-            checks["runtime"] = self._runtime()
+        runtime = self.served.runtime
+        if runtime is not None:
+            checks["runtime"] = self._runtime(runtime)
         ready = all(check["ok"] for check in checks.values())
         body = {"status": "ready" if ready else "unavailable", "checks": checks}
         return JSONResponse(body, status_code=200 if ready else 503)
@@ -47,11 +68,9 @@ class Readiness:
             return _failed(started, type(exc).__name__)
         return {"ok": True, "latency_ms": _ms(started)}
 
-    def _runtime(self) -> dict[str, Any]:
+    def _runtime(self, runtime: AgentRuntime) -> dict[str, Any]:
+        """Ready, unless it is a runtime that loads its model (``LocalRuntime``) and has not yet."""
         started = time.perf_counter()
-        runtime = getattr(self.served, "runtime", None)
-        if runtime is None:
-            return _failed(started, "no runtime configured")
         if getattr(runtime, "loaded", True) is False:
             load = getattr(runtime, "load", None)
             if load is not None and (self._loading is None or self._loading.done()):

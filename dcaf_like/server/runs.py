@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 from dcaf_like.application.events import StreamEvent
@@ -50,7 +50,7 @@ class Runs:
                 self._unwatched.add(task)
             raise
 
-    def stream(self, events: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    def stream(self, events: AsyncIterator[StreamEvent]) -> AsyncGenerator[StreamEvent]:
         """`events`, produced by a run of their own: the reader may stop reading (or be cancelled)
         and the run still goes to its end, saving what it did."""
         queue: asyncio.Queue[StreamEvent | BaseException | None] = asyncio.Queue()
@@ -95,7 +95,7 @@ class Runs:
 
 async def _read(
     queue: asyncio.Queue[StreamEvent | BaseException | None], task: asyncio.Task[None], runs: Runs
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncGenerator[StreamEvent]:
     finished = False
     try:
         while True:

@@ -1,78 +1,19 @@
-"""``serve(agent)`` and ``create_app(agent)``. FastAPI and uvicorn are imported only when called.
-
-Which store an Agent's conversations live in, first match wins:
-
-1. ``store=`` given to ``serve``/``create_app`` (a repository or a URL);
-2. ``Agent(repository=...)``, chosen in code;
-3. the ``DCAF_STORE`` environment variable (a URL);
-4. for ``serve()`` and ``dcaf-like serve``, the embedded SQLite file ``./dcaf_like.sqlite3``;
-   ``create_app`` leaves the agent's in-memory store as it is.
+"""``serve(agent)``: the agent's app (:func:`~dcaf_like.server.app.create_app`) under uvicorn. FastAPI
+and uvicorn are imported only when it is called. Which store the conversations go to:
+``store_choice.py``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any
 
-from dcaf_like.application.errors import StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
-from dcaf_like.stores import DEFAULT_SQLITE_PATH, redact, store_from_environment
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
-
-    from dcaf_like.server.app import ServedAgent
-
-DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-DEFAULT_STORE = f"sqlite:///{DEFAULT_SQLITE_PATH}"
-
-Store = ConversationRepository | str
-
-
-def create_app(
-    agent: ServedAgent | Callable[..., Any],
-    *,
-    store: Store | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    title: str | None = None,
-    api_keys: Mapping[str, str] | None = None,
-    ui: bool = True,
-    a2a: bool = False,
-    mcp: bool = False,
-    allowed_hosts: Iterable[str] | None = None,
-    allowed_origins: Iterable[str] | None = None,
-    metrics: bool = False,
-) -> FastAPI:
-    """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
-    who mount it in their own app or run it under their own server (``uvicorn --factory``, workers).
-    Several workers must share a store: pass `store` or set ``DCAF_STORE``. With `api_keys`
-    (``{"<key>": "<identity>"}``, or ``"<identity>:<scope>+<scope>"``) or ``DCAF_API_KEYS`` every route
-    but health, docs and the page needs a key, and each key sees only its identity's conversations.
-    `ui` serves the chat page at ``/`` (``ui=False``: the protocol's routes only). With `a2a`, the
-    agent also speaks the A2A protocol (needs ``pip install "dcaf-like[a2a]"``). With `mcp`, the
-    agent's tools that run without approval are an MCP server at ``/mcp`` too (streamable HTTP; see
-    docs/mcp.md). The server answers only for the `Host` names loopback, the connection's own address
-    and `allowed_hosts` (else ``DCAF_ALLOWED_HOSTS``); a state-changing request from a browser must
-    come from its own page or one of `allowed_origins` (else ``DCAF_ALLOWED_ORIGINS``); see the
-    threat model in docs/operations.md."""
-    from dcaf_like.server.app import create_app as build
-
-    attach_store(agent, store, default=None)
-    return build(
-        agent,
-        max_body_bytes=max_body_bytes,
-        title=title,
-        api_keys=api_keys,
-        ui=ui,
-        a2a=a2a,
-        mcp=mcp,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        metrics=metrics,
-    )
+from dcaf_like.application.ports import ServedAgent
+from dcaf_like.application.retention import DEFAULT_RETENTION_DAYS
+from dcaf_like.helpdesk.function_agent import as_served
+from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
+from dcaf_like.server.store_choice import DEFAULT_STORE, Store, attach_store, check_store
 
 
 def serve(
@@ -100,11 +41,14 @@ def serve(
     unless the URL has its own ``ttl``; None keeps them all. For several worker processes, see
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
     The chat page is at ``/`` unless `ui` is False. `allowed_hosts`, `allowed_origins`: see
-    :func:`create_app`; a `host` that is a name, not an address, is an allowed host too."""
-    chosen = attach_store(agent, store, default=DEFAULT_STORE, retention_days=retention_days)
-    check_store(agent)
+    :func:`~dcaf_like.create_app`; a `host` that is a name, not an address, is an allowed host too."""
+    from dcaf_like.server.app import create_app
+
+    served = as_served(agent)
+    chosen = attach_store(served, store, default=DEFAULT_STORE, retention_days=retention_days)
+    check_store(served)
     app = create_app(
-        agent,
+        served,
         max_body_bytes=max_body_bytes,
         api_keys=api_keys,
         ui=ui,
@@ -207,55 +151,3 @@ def settle_heap() -> None:
 
     gc.collect()
     gc.freeze()
-
-
-def with_retention(url: str, days: float | None) -> str:
-    """`url` with ``ttl`` set to `days` when it sets none (a URL's own ``ttl`` wins; the in-memory
-    store forgets on exit anyway; None or 0 days keep every conversation)."""
-    parts = urlsplit(url)
-    if not days or parts.scheme.lower() == "memory" or "ttl" in dict(parse_qsl(parts.query)):
-        return url
-    seconds = days * DAY
-    ttl = f"ttl={int(seconds)}" if seconds == int(seconds) else f"ttl={seconds!r}"
-    head, fragment = url.split("#", 1) if "#" in url else (url, None)
-    head = f"{head}{'&' if parts.query else '?'}{ttl}"
-    return head if fragment is None else f"{head}#{fragment}"
-
-
-def check_store(agent: Any) -> None:
-    """Read from the agent's store once before serving, so a store that cannot be reached is a
-    StoreUnavailable at start-up rather than a 503 on every turn."""
-    repository = getattr(agent, "repository", None)
-    if isinstance(repository, ConversationRepository):
-        try:
-            repository.get("dcaf-start-up-check")
-        except StoreUnavailable as exc:
-            raise StoreUnavailable(
-                f"the store cannot be read at start-up: {exc}. Check that it is running and reachable "
-                "and that --store (or DCAF_STORE) names it"
-            ) from exc
-
-
-def attach_store(
-    agent: Any, store: Store | None, *, default: str | None, retention_days: float | None = None
-) -> str | None:
-    """Give an Agent the store chosen by the rules of this module; return a description of it
-    (without credentials), or None when the agent keeps the one it has. A store named by URL keeps
-    conversations `retention_days` unless the URL says otherwise (see :func:`with_retention`)."""
-    use = getattr(agent, "use_repository", None)
-    if use is None:
-        if store is not None:
-            raise TypeError(
-                f"{type(agent).__name__} keeps no conversations, so it takes no store; only an Agent does"
-            )
-        return None
-    if store is None:
-        if getattr(agent, "repository_chosen", False):
-            return repr(agent.repository)
-        store = store_from_environment() or default
-        if store is None:
-            return None
-    if isinstance(store, str):
-        store = with_retention(store, retention_days)
-    use(store)
-    return redact(store) if isinstance(store, str) else repr(store)

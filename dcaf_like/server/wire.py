@@ -1,32 +1,17 @@
-"""The HelpDesk wire format: request bodies as FastAPI validates and documents them, and stream events
-as NDJSON lines.
+"""The HTTP bodies as pydantic validates and FastAPI documents them: the HelpDesk protocol's request
+and response, the error body every route answers with, and the rule of conversation and task ids.
 
 The models are strict: ``"execute": "yes"`` is a type error, not an approval. They validate shape
-only; what the shape means (which call, which decision) is the application's job
-(:meth:`AgentRequest.from_messages`).
+only; what the shape means (the last message is the user's, which call, which decision) is the
+protocol's rules, applied to the validated body by ``chat.agent_request``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-
-from dcaf_like.application.dto import AgentResponse
-from dcaf_like.application.events import (
-    ApprovalRequired,
-    Done,
-    RunFailed,
-    StreamEvent,
-    ToolCallProposed,
-    ToolFinished,
-    ToolProgress,
-    ToolRejected,
-    ToolStarted,
-)
-from dcaf_like.application.messages import ReasoningDelta, TextDelta
 
 _OPEN = ConfigDict(strict=True, extra="allow")
 
@@ -164,64 +149,3 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
-
-
-def request_payload(body: ChatRequest) -> dict[str, Any]:
-    """The validated body as plain data for the application's parser."""
-    return body.model_dump(mode="json", exclude_none=True)
-
-
-# -- stream events ------------------------------------------------------------------------------
-
-
-def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
-    """The NDJSON objects one event becomes. Seed events (``text_delta``, ``tool_calls``,
-    ``executed_tool_calls``, ``commands``, ``done``, ``error``) come with typed lifecycle events."""
-    if isinstance(event, TextDelta):
-        return [{"type": "text_delta", "text": event.text}]
-    if isinstance(event, ReasoningDelta):
-        return [{"type": "reasoning_delta", "text": event.text}]
-    if isinstance(event, ToolCallProposed):
-        return [{"type": "tool_call_proposed", "tool_call": _call(event.call.to_pending_dict(), event)}]
-    if isinstance(event, ApprovalRequired):
-        return [
-            {"type": "approval_required", "call_ids": [c.id for c in event.calls]},
-            {"type": "tool_calls", "tool_calls": [c.to_pending_dict() for c in event.calls]},
-        ]
-    if isinstance(event, ToolStarted):
-        return [{"type": "tool_started", "id": event.call_id, "name": event.name}]
-    if isinstance(event, ToolProgress):
-        progress = {
-            "type": "tool_progress",
-            "id": event.call_id,
-            "name": event.name,
-            "message": event.message,
-        }
-        return [{**progress, "fraction": event.fraction}]
-    if isinstance(event, ToolFinished):
-        executed = event.call.to_executed_dict()
-        return [
-            {"type": "tool_finished", "tool_call": executed},
-            {"type": "executed_tool_calls", "executed_tool_calls": [executed]},
-        ]
-    if isinstance(event, ToolRejected):
-        return [{"type": "tool_rejected", "tool_call": event.call.to_rejected_dict()}]
-    if isinstance(event, Done):
-        return [_done(event.response, request_id)]
-    if isinstance(event, RunFailed):
-        raise TypeError("a failed run is written by the server, which knows its HTTP status")
-    raise TypeError(f"unknown stream event {type(event).__name__}")
-
-
-def _call(pending: dict[str, Any], event: ToolCallProposed) -> dict[str, Any]:
-    return {**pending, "status": event.call.status}
-
-
-def _done(response: AgentResponse, request_id: str) -> dict[str, Any]:
-    message = response.to_helpdesk_message()
-    message["meta"]["request_id"] = request_id
-    return {"type": "done", "conversation_id": response.conversation_id, "message": message}
-
-
-def ndjson(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"

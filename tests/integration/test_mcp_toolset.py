@@ -17,6 +17,7 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 import uvicorn
 
 from dcaf_like import Agent, RunFailed, ToolsetUnavailable, tool
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 from dcaf_like.toolsets.mcp import MCPServerUnavailable, MCPToolset
 
@@ -107,7 +108,7 @@ def test_arguments_marked_secret_are_masked_for_people_and_reach_the_server_inta
 
     assert pending.input == {"name": "***", "namespace": "default"}
     assert recorded(calls) == [{"tool": "delete_pod", "arguments": {"name": "web-2", "namespace": "default"}}]
-    assert done.to_helpdesk_message()["data"]["executed_tool_calls"][0]["input"]["name"] == "***"
+    assert assistant_message(done)["data"]["executed_tool_calls"][0]["input"]["name"] == "***"
 
 
 def test_every_mcp_tool_needs_approval_unless_allowed_by_name_or_pattern(connect, tmp_path):

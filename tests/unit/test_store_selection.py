@@ -19,7 +19,7 @@ from dcaf_like import (
     open_store,
 )
 from dcaf_like.domain import Conversation
-from dcaf_like.server.serving import DEFAULT_STORE, attach_store
+from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store
 from dcaf_like.stores import redact
 from dcaf_like.testing import FakeRuntime
 
@@ -286,7 +286,7 @@ def test_a_repository_chosen_in_code_keeps_its_own_retention(tmp_path):
 
 
 def test_retention_is_added_to_a_url_without_changing_the_rest_of_it():
-    from dcaf_like.server.serving import with_retention
+    from dcaf_like.server.store_choice import with_retention
 
     assert with_retention("sqlite:////var/lib/c.db", 30) == "sqlite:////var/lib/c.db?ttl=2592000"
     assert with_retention("sqlite:///c.db?namespace=ops", 0.5) == "sqlite:///c.db?namespace=ops&ttl=43200"

@@ -25,6 +25,7 @@ from dcaf_like import (
     deny,
     tool,
 )
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, fail, reply, tool_call, tool_calls
 
 
@@ -106,7 +107,7 @@ def test_an_edited_approval_runs_the_edited_arguments_and_records_both(cluster):
     [executed] = second.executed_tool_calls
     assert executed.input == {"name": "web-1", "namespace": "default"}
     assert executed.edited_input == {"name": "web-2", "namespace": "default"}
-    helpdesk = second.to_helpdesk_message()["data"]["executed_tool_calls"][0]
+    helpdesk = assistant_message(second)["data"]["executed_tool_calls"][0]
     assert helpdesk["proposed_input"] == {"name": "web-1", "namespace": "default"}
     assert helpdesk["input"] == {"name": "web-2", "namespace": "default"}
     assert "edited the arguments" in results_seen_by_model(runtime)[0].content
@@ -299,11 +300,11 @@ def test_decisions_ride_along_with_a_new_message_in_the_helpdesk_style(cluster):
         cluster, tool_calls(tool_call("delete_pod", name="web-1")), reply("Deleted, and noted.")
     )
     first = agent.run("delete web-1")
-    history = [{"role": "user", "content": "delete web-1"}, first.to_helpdesk_message()]
+    history = [{"role": "user", "content": "delete web-1"}, assistant_message(first)]
     approval = {
         "role": "user",
         "content": "go ahead",
-        "data": {"tool_calls": [{**first.to_helpdesk_message()["data"]["tool_calls"][0], "execute": True}]},
+        "data": {"tool_calls": [{**assistant_message(first)["data"]["tool_calls"][0], "execute": True}]},
     }
 
     second = agent.run([*history, approval])

@@ -21,6 +21,7 @@ from dcaf_like import (
     Session,
     tool,
 )
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -53,7 +54,7 @@ def test_a_tool_keeps_typed_state_in_the_session_across_turns():
 
     assert first.session == {"cart": {"items": ["disk"]}}
     assert second.session == {"cart": {"items": ["disk", "cpu"]}}
-    assert second.to_helpdesk_message()["data"]["session"] == {"cart": {"items": ["disk", "cpu"]}}
+    assert assistant_message(second)["data"]["session"] == {"cart": {"items": ["disk", "cpu"]}}
     assert "session" not in add_to_cart.input_schema["properties"]
 
 
@@ -92,7 +93,7 @@ def test_tools_receive_the_platform_context_but_its_credentials_are_never_stored
     assert stored.platform_context == PlatformContext({"tenant_name": "prod"})
     assert "s3cr3t" not in repr(PlatformContext(context))
     assert "AKIA" not in repr(PlatformContext(context))
-    assert "s3cr3t" not in str(response.to_helpdesk_message())
+    assert "s3cr3t" not in str(assistant_message(response))
     assert "platform_context" not in whoami.input_schema["properties"]
 
 

@@ -19,6 +19,7 @@ from dcaf_like import (
 )
 from dcaf_like.application.turn import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -89,7 +90,7 @@ def test_a_call_whose_lease_ran_out_is_settled_as_interrupted_and_never_run_agai
     [settled] = response.executed_tool_calls
     assert (settled.id, settled.status) == (call_id, "interrupted")
     assert "may or may not have run" in settled.error
-    helpdesk = response.to_helpdesk_message()["data"]["executed_tool_calls"][0]
+    helpdesk = assistant_message(response)["data"]["executed_tool_calls"][0]
     assert helpdesk["status"] == "interrupted"
     assert "may or may not have run" in helpdesk["error"]
     [result] = results_seen_by_model(runtime)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dcaf_like import Agent, ApprovalMismatch, ToolDecision, tool
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 PASSWORD = "hunter2-the-real-one"
@@ -38,7 +39,7 @@ def test_a_secret_argument_is_masked_everywhere_a_person_looks_and_reaches_the_t
 
     assert pending.input == {"user": "bob", "new_password": "***"}
     assert received == [("bob", PASSWORD)]
-    for shown in (first.to_helpdesk_message(), second.to_helpdesk_message()):
+    for shown in (assistant_message(first), assistant_message(second)):
         assert PASSWORD not in json.dumps(shown)
 
 

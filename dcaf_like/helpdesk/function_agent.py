@@ -1,4 +1,7 @@
-"""Custom agent functions, ``(messages, context) -> AgentResult``, served like any Agent."""
+"""Custom agent functions, ``(messages, context) -> AgentResult``, served like any Agent.
+
+The function receives the HelpDesk protocol's messages (:func:`~dcaf_like.helpdesk.protocol.
+function_messages`), so a FunctionAgent lives with the protocol, not in the application."""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
 from dcaf_like.application.events import Done, RunFailed, StreamEvent
 from dcaf_like.application.messages import TextDelta
+from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import PlatformContext, Session
 from dcaf_like.domain.conversation import new_conversation_id
+from dcaf_like.helpdesk.protocol import function_messages, read_messages
 
 AgentFunction = Callable[
     [list[dict[str, Any]], "AgentContext"], "AgentResult | AgentResponse | str | Awaitable[Any]"
@@ -59,7 +65,12 @@ class AgentContext:
 
 
 class FunctionAgent:
-    """Wraps a function so it can stand wherever an Agent does (``serve``, the CLI, tests)."""
+    """Wraps a function so it can stand wherever an Agent does (``serve``, the CLI, tests). It keeps
+    no conversations: no store, no runtime, nothing to cancel or close."""
+
+    repository: None = None
+    repository_chosen = False
+    runtime: None = None
 
     def __init__(
         self, func: AgentFunction, *, name: str | None = None, description: str | None = None
@@ -69,18 +80,18 @@ class FunctionAgent:
         self.description: str = description or (inspect.getdoc(func) or "").split("\n\n", 1)[0]
 
     def run(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
-        return self.handle(AgentRequest.from_messages(messages, **kwargs))
+        return self.handle(read_messages(messages, **kwargs))
 
     async def arun(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
-        return await self.ahandle(AgentRequest.from_messages(messages, **kwargs))
+        return await self.ahandle(read_messages(messages, **kwargs))
 
     def handle(self, request: AgentRequest) -> AgentResponse:
         context = _context(request)
-        return _response(resolve_sync(self.func(request_messages(request), context)), context)
+        return _response(resolve_sync(self.func(function_messages(request), context)), context)
 
     async def ahandle(self, request: AgentRequest) -> AgentResponse:
         context = _context(request)
-        return _response(await resolve(self.func(request_messages(request), context)), context)
+        return _response(await resolve(self.func(function_messages(request), context)), context)
 
     async def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         try:
@@ -92,22 +103,31 @@ class FunctionAgent:
             yield TextDelta(response.text)
         yield Done(response)
 
+    def use_repository(self, repository: ConversationRepository | str) -> None:
+        raise TypeError(
+            f"{type(self).__name__} keeps no conversations, so it takes no store; only an Agent does"
+        )
+
+    def add_tracer(self, wrap: Callable[[Tracer], Tracer]) -> None:
+        """Nothing to trace: a function's turn is one call of it."""
+
+    async def acancel(self, conversation_id: str) -> None:
+        """Nothing to stop between steps: a function's turn is one call of it."""
+
+    async def aclose(self) -> None:
+        """Nothing held."""
+
     def __repr__(self) -> str:
         return f"FunctionAgent({self.name!r})"
 
 
-def request_messages(request: AgentRequest) -> list[dict[str, Any]]:
-    """The request as HelpDesk message dicts, as a custom function receives them: without the client's
-    decisions (no ``execute: true`` the server never checked), which are the context's
-    `unverified_decisions`."""
-    messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in request.history]
-    data: dict[str, Any] = {}
-    if request.conversation_id:
-        data["conversation_id"] = request.conversation_id
-    if request.session is not None:
-        data["session"] = dict(request.session)
-    messages.append({"role": "user", "content": request.text, "data": data})
-    return messages
+def as_served(target: ServedAgent | Callable[..., Any]) -> ServedAgent:
+    """An Agent as is; a plain ``(messages, context)`` function wrapped in a FunctionAgent."""
+    if isinstance(target, ServedAgent):
+        return target
+    if callable(target):
+        return FunctionAgent(target)
+    raise TypeError(f"serve an Agent or an agent function (messages, context), not {type(target).__name__}")
 
 
 def _context(request: AgentRequest) -> AgentContext:

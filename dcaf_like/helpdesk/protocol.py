@@ -1,0 +1,357 @@
+"""The HelpDesk protocol: its messages read into an AgentRequest, and written back.
+
+Reading checks what it reads once and refuses with :class:`~dcaf_like.InvalidRequest` naming the
+field (``messages[1].data.tool_calls[0].execute``). Plain data (``Agent.run(messages)``, an A2A data
+part) goes through :func:`read_messages` / :func:`read_decisions`; an HTTP body pydantic already
+validated goes through the server's reader (``server/chat.py``), which applies the same rules with the
+helpers below (:func:`decision`, :func:`users_turn_expected`, :func:`command_refused`).
+
+Writing turns the application's results into the protocol's dicts: :func:`assistant_message`, the
+three forms of a call, the messages a custom agent function receives (:func:`function_messages`) and
+the NDJSON lines of a streamed turn (:func:`event_lines`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView, ToolDecision
+from dcaf_like.application.errors import InvalidRequest
+from dcaf_like.application.events import (
+    ApprovalRequired,
+    Done,
+    RunFailed,
+    StreamEvent,
+    ToolCallProposed,
+    ToolFinished,
+    ToolProgress,
+    ToolRejected,
+    ToolStarted,
+)
+from dcaf_like.application.messages import ReasoningDelta, TextDelta
+from dcaf_like.domain.session import json_problem
+
+Messages = str | Sequence[Mapping[str, Any] | str]
+"""A user's text, or HelpDesk message dicts (the last one is the user's turn)."""
+
+ROLES = frozenset({"user", "assistant"})
+
+# -- reading: the rules every reader applies --------------------------------------------------------
+
+
+def decision(
+    call_id: str,
+    *,
+    execute: bool,
+    name: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    edited: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+    rejected: bool = False,
+) -> ToolDecision | None:
+    """What a call echoed back decides: ``execute: true`` approves; ``execute: false`` with a rejection
+    reason (or ``rejected: true``) rejects; a call echoed back undecided is no decision (None)."""
+    if execute:
+        return ToolDecision(call_id, True, name, arguments, edited)
+    if reason is not None or rejected:
+        return ToolDecision(call_id, False, name, arguments, reason=reason or "")
+    return None
+
+
+def users_turn_expected(path: str) -> InvalidRequest:
+    """The refusal of a request whose last message (at `path`) is not the user's."""
+    return InvalidRequest(f"{path}.role", "the last message must be the user's turn")
+
+
+def command_refused(path: str) -> InvalidRequest:
+    """The refusal of a client's ``cmds[].execute: true``: this agent runs only what a tool proposed."""
+    return InvalidRequest(
+        path, "this agent proposed no terminal command; a command is only run when a tool proposed it"
+    )
+
+
+def conversation_id_in(data: Iterable[Mapping[str, Any]]) -> str | None:
+    """The conversation the messages' ``data`` names, the latest first (``thread_id`` is the seed's)."""
+    for values in reversed(list(data)):
+        value = values.get("conversation_id") or values.get("thread_id")
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+# -- reading plain data -----------------------------------------------------------------------------
+
+
+def read_messages(
+    messages: Messages,
+    *,
+    conversation_id: str | None = None,
+    platform_context: Mapping[str, Any] | None = None,
+    session: Mapping[str, Any] | None = None,
+    user: str = "user",
+) -> AgentRequest:
+    """HelpDesk messages as one turn: the last one is the user's (its text, and its decisions in
+    ``data.tool_calls``), earlier ones are history. A string is the user's text alone."""
+    if session is not None and (problem := json_problem(dict(session), "session")):
+        raise InvalidRequest("session", f"the session is saved as JSON: {problem}")
+    if isinstance(messages, str):
+        return AgentRequest(
+            text=messages,
+            conversation_id=conversation_id,
+            platform_context=dict(platform_context or {}),
+            session=session,
+            user=user,
+        )
+    if not isinstance(messages, Sequence) or not messages:
+        raise InvalidRequest("messages", "expected a non-empty list of messages")
+    parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    last_path = f"messages[{len(parsed) - 1}]"
+    last = parsed[-1]
+    if last.role != "user":
+        raise users_turn_expected(last_path)
+    data = last.data
+    decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
+    check_commands(data.get("cmds"), f"{last_path}.data.cmds")
+    request_session = session
+    if request_session is None and "session" in data:
+        raw_session = data["session"]
+        if not isinstance(raw_session, Mapping):
+            raise InvalidRequest(f"{last_path}.data.session", "expected an object")
+        request_session = dict(raw_session)
+        if problem := json_problem(request_session, f"{last_path}.data.session"):
+            raise InvalidRequest(f"{last_path}.data.session", f"the session is saved as JSON: {problem}")
+    context = dict(platform_context or {})
+    if not context and last.platform_context is not None:
+        context = dict(last.platform_context)
+    return AgentRequest(
+        text=last.content,
+        conversation_id=conversation_id or conversation_id_in(m.data for m in parsed),
+        decisions=decisions,
+        platform_context=context,
+        session=request_session,
+        history=tuple((m.role, m.content) for m in parsed[:-1] if m.content),
+        user=user,
+    )
+
+
+def read_decisions(calls: Any, path: str) -> tuple[ToolDecision, ...]:
+    """The decisions of a ``tool_calls`` list (None: none) at `path`."""
+    return tuple(
+        found
+        for i, raw in enumerate(_list(calls, path))
+        if (found := _decision(raw, f"{path}[{i}]")) is not None
+    )
+
+
+def check_commands(commands: Any, path: str) -> None:
+    """Refuse a ``cmds`` list (None: none) at `path` that asks to run a command."""
+    for i, command in enumerate(_list(commands, path)):
+        if isinstance(command, Mapping) and command.get("execute") is True:
+            raise command_refused(f"{path}[{i}]")
+
+
+class _Message(NamedTuple):
+    role: str
+    content: str
+    data: Mapping[str, Any]
+    platform_context: Mapping[str, Any] | None
+
+
+def _message(raw: Mapping[str, Any] | str, path: str) -> _Message:
+    """One message, each of its fields checked."""
+    if isinstance(raw, str):
+        return _Message("user", raw, {}, None)
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(path, f"expected an object or a string, got {type(raw).__name__}")
+    role = raw.get("role", "user")
+    if role not in ROLES:
+        raise InvalidRequest(f"{path}.role", f"unknown role {role!r}; expected 'user' or 'assistant'")
+    content = raw.get("content")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise InvalidRequest(f"{path}.content", f"expected a string, got {type(content).__name__}")
+    data = raw.get("data") or {}
+    if not isinstance(data, Mapping):
+        raise InvalidRequest(f"{path}.data", f"expected an object, got {type(data).__name__}")
+    context = raw.get("platform_context")
+    if context is not None and not isinstance(context, Mapping):
+        raise InvalidRequest(f"{path}.platform_context", "expected an object")
+    return _Message(role, content, data, context)
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidRequest(path, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _decision(raw: Any, path: str) -> ToolDecision | None:
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(path, "expected an object")
+    call_id = raw.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidRequest(f"{path}.id", "expected the id of the proposed tool call")
+    execute = raw.get("execute", False)
+    if not isinstance(execute, bool):
+        raise InvalidRequest(f"{path}.execute", "expected true or false")
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InvalidRequest(f"{path}.name", "expected a string")
+    arguments = raw.get("input")
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise InvalidRequest(f"{path}.input", "expected an object")
+    edited = raw.get("edited_input")
+    if edited is not None and not isinstance(edited, Mapping):
+        raise InvalidRequest(f"{path}.edited_input", "expected an object")
+    reason = raw.get("rejection_reason")
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidRequest(f"{path}.rejection_reason", "expected a string")
+    return decision(
+        call_id,
+        execute=execute,
+        name=name,
+        arguments=arguments,
+        edited=edited,
+        reason=reason,
+        rejected=raw.get("rejected") is True,
+    )
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+
+def pending_call(call: ToolCallView) -> dict[str, Any]:
+    """A call waiting for a decision, as ``data.tool_calls`` lists it (a client echoes it back)."""
+    return {
+        "id": call.id,
+        "name": call.name,
+        "input": call.input,
+        "execute": False,
+        "tool_description": call.description,
+        "editable": call.editable,
+        "reason": call.reason,
+    }
+
+
+def executed_call(call: ToolCallView) -> dict[str, Any]:
+    """A call that ran (or failed, or was interrupted), as ``data.executed_tool_calls`` lists it."""
+    result: dict[str, Any] = {
+        "id": call.id,
+        "name": call.name,
+        "input": call.edited_input if call.edited_input is not None else call.input,
+        "output": call.output if call.output is not None else f"Error: {call.error}",
+        "status": call.status,
+    }
+    if call.edited_input is not None:
+        result["proposed_input"] = call.input
+    if call.error is not None:
+        result["error"] = call.error
+    return result
+
+
+def rejected_call(call: ToolCallView) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "input": call.input, "reason": call.rejection_reason}
+
+
+def calls_data(
+    pending: Iterable[ToolCallView], executed: Iterable[ToolCallView], rejected: Iterable[ToolCallView]
+) -> dict[str, Any]:
+    """The calls of a turn in the form of a message's ``data``."""
+    return {
+        "tool_calls": [pending_call(c) for c in pending],
+        "executed_tool_calls": [executed_call(c) for c in executed],
+        "rejected_tool_calls": [rejected_call(c) for c in rejected],
+    }
+
+
+def assistant_message(response: AgentResponse, *, request_id: str | None = None) -> dict[str, Any]:
+    """The assistant message of the protocol, ``data`` always complete; `request_id` in ``meta``."""
+    meta: dict[str, Any] = {
+        "stop_reason": response.stop_reason,
+        "runtime": response.runtime,
+        "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+        "timings_ms": {k: round(v * 1000, 3) for k, v in response.timings.items()},
+    }
+    if request_id is not None:
+        meta["request_id"] = request_id
+    return {
+        "role": "assistant",
+        "content": response.text,
+        "data": {
+            "conversation_id": response.conversation_id,
+            **calls_data(
+                response.pending_tool_calls, response.executed_tool_calls, response.rejected_tool_calls
+            ),
+            "cmds": [],
+            "executed_cmds": [],
+            "session": dict(response.session),
+        },
+        "meta": meta,
+    }
+
+
+def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
+    """The request as the messages a custom agent function receives: without the client's decisions
+    (no ``execute: true`` the server never checked), which the function's context holds as
+    `unverified_decisions`."""
+    messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in request.history]
+    data: dict[str, Any] = {}
+    if request.conversation_id:
+        data["conversation_id"] = request.conversation_id
+    if request.session is not None:
+        data["session"] = dict(request.session)
+    messages.append({"role": "user", "content": request.text, "data": data})
+    return messages
+
+
+# -- a streamed turn --------------------------------------------------------------------------------
+
+
+def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
+    """The NDJSON objects one event becomes. Seed events (``text_delta``, ``tool_calls``,
+    ``executed_tool_calls``, ``commands``, ``done``, ``error``) come with typed lifecycle events."""
+    if isinstance(event, TextDelta):
+        return [{"type": "text_delta", "text": event.text}]
+    if isinstance(event, ReasoningDelta):
+        return [{"type": "reasoning_delta", "text": event.text}]
+    if isinstance(event, ToolCallProposed):
+        proposed = {**pending_call(event.call), "status": event.call.status}
+        return [{"type": "tool_call_proposed", "tool_call": proposed}]
+    if isinstance(event, ApprovalRequired):
+        return [
+            {"type": "approval_required", "call_ids": [c.id for c in event.calls]},
+            {"type": "tool_calls", "tool_calls": [pending_call(c) for c in event.calls]},
+        ]
+    if isinstance(event, ToolStarted):
+        return [{"type": "tool_started", "id": event.call_id, "name": event.name}]
+    if isinstance(event, ToolProgress):
+        progress = {
+            "type": "tool_progress",
+            "id": event.call_id,
+            "name": event.name,
+            "message": event.message,
+        }
+        return [{**progress, "fraction": event.fraction}]
+    if isinstance(event, ToolFinished):
+        executed = executed_call(event.call)
+        return [
+            {"type": "tool_finished", "tool_call": executed},
+            {"type": "executed_tool_calls", "executed_tool_calls": [executed]},
+        ]
+    if isinstance(event, ToolRejected):
+        return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
+    if isinstance(event, Done):
+        message = assistant_message(event.response, request_id=request_id)
+        return [{"type": "done", "conversation_id": event.response.conversation_id, "message": message}]
+    if isinstance(event, RunFailed):
+        raise TypeError("a failed run is written by the server, which knows its HTTP status")
+    raise TypeError(f"unknown stream event {type(event).__name__}")
+
+
+def ndjson(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"

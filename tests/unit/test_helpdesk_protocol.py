@@ -1,0 +1,187 @@
+"""The HelpDesk protocol outside the application: one set of rules, read from plain data or from the
+HTTP body pydantic validated, and the old methods kept for a release."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from dcaf_like import AgentRequest, AgentResponse, InvalidRequest, ToolCallView, ToolDecision
+from dcaf_like.helpdesk import protocol
+from dcaf_like.server.a2a_tasks import Incoming
+from dcaf_like.server.a2a_tasks import agent_request as a2a_request
+from dcaf_like.server.auth import ANYONE, authorized
+from dcaf_like.server.chat import agent_request
+from dcaf_like.server.wire import ChatRequest
+
+ids = st.text("abc_1", min_size=1, max_size=6)
+texts = st.none() | st.text("ab ", max_size=4)
+objects = st.dictionaries(
+    st.sampled_from(["a", "b"]), st.integers(0, 3) | st.text("xy", max_size=2), max_size=2
+)
+
+tool_calls = st.fixed_dictionaries(
+    {"id": ids},
+    optional={
+        "execute": st.booleans(),
+        "name": st.none() | st.sampled_from(["delete_pod", "list_pods"]),
+        "input": st.none() | objects,
+        "edited_input": st.none() | objects,
+        "rejection_reason": st.none() | st.text("no ", max_size=3),
+        "rejected": st.booleans(),
+        "tool_description": st.text("d", max_size=2),
+    },
+)
+data = st.fixed_dictionaries(
+    {},
+    optional={
+        "tool_calls": st.none() | st.lists(tool_calls, max_size=3),
+        "cmds": st.none()
+        | st.lists(st.fixed_dictionaries({"command": st.just("ls"), "execute": st.booleans()})),
+        "session": st.none() | objects,
+        "conversation_id": st.none() | st.sampled_from(["", "conv_1", "conv_2"]),
+        "thread_id": st.none() | st.sampled_from(["", "thread_1"]),
+    },
+)
+messages = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "user", "assistant"])},
+    optional={"content": texts, "data": st.none() | data, "platform_context": st.none() | objects},
+)
+bodies = st.fixed_dictionaries(
+    {"messages": st.lists(messages, min_size=1, max_size=4)},
+    optional={
+        "conversation_id": st.none() | st.sampled_from(["conv_9"]),
+        "platform_context": st.none() | objects,
+    },
+)
+
+
+def outcome(read: Any) -> AgentRequest | tuple[str, str]:
+    try:
+        return read()
+    except InvalidRequest as exc:
+        return ("refused", exc.field)
+
+
+def as_before(body: dict[str, Any]) -> AgentRequest:
+    """What the server did before the protocol left the application: the validated body dumped back
+    to plain data and read again."""
+    payload = ChatRequest.model_validate(body).model_dump(mode="json", exclude_none=True)
+    request = protocol.read_messages(
+        payload["messages"],
+        conversation_id=payload.get("conversation_id"),
+        platform_context=payload.get("platform_context"),
+        user=ANYONE.name,
+    )
+    return authorized(request, ANYONE, "http")
+
+
+def last(data: dict[str, Any], **message: Any) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": "hi", "data": {"conversation_id": "conv_1"}},
+            {**message, "data": data},
+        ]
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(bodies)
+@example(last({"tool_calls": [{"id": "tc_1", "rejected": True}]}, role="user"))
+@example(last({"tool_calls": [{"id": "tc_1", "rejection_reason": "no", "input": {"a": 1}}]}, role="user"))
+@example(
+    last(
+        {"tool_calls": [{"id": "tc_1", "execute": True, "edited_input": {"a": 2}, "name": "x"}]}, role="user"
+    )
+)
+@example(last({"tool_calls": [{"id": "tc_1", "execute": False}]}, role="user", content="go"))
+@example(
+    last({"cmds": [{"command": "ls", "execute": False}, {"command": "ls", "execute": True}]}, role="user")
+)
+@example(last({"session": {"a": 1}, "thread_id": "thread_1"}, role="user", platform_context={"b": 2}))
+@example({**last({"session": {}}, role="user", platform_context={"b": 2}), "platform_context": {}})
+@example(last({}, role="assistant", content="yes"))
+def test_the_validated_body_reads_as_the_same_turn_as_its_plain_data(body):
+    typed = outcome(lambda: agent_request(ChatRequest.model_validate(body), ANYONE, "http"))
+
+    assert typed == outcome(lambda: as_before(body))
+
+
+def test_a_decision_is_read_from_execute_or_a_rejection_and_an_echo_is_none():
+    assert protocol.decision("tc_1", execute=True) == ToolDecision("tc_1", True)
+    assert protocol.decision("tc_1", execute=False, reason="no") == ToolDecision.rejected("tc_1", "no")
+    assert protocol.decision("tc_1", execute=False, rejected=True) == ToolDecision.rejected("tc_1")
+    assert protocol.decision("tc_1", execute=False) is None
+
+
+def test_the_last_message_must_be_the_users_and_a_refusal_names_the_field():
+    with pytest.raises(InvalidRequest) as refused:
+        protocol.read_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}])
+    assert refused.value.field == "messages[1].role"
+
+    body = ChatRequest.model_validate({"messages": [{"role": "assistant", "content": "yes"}]})
+    with pytest.raises(InvalidRequest) as refused:
+        agent_request(body, ANYONE, "http")
+    assert refused.value.field == "messages[0].role"
+
+
+def test_an_a2a_data_part_carries_decisions_and_a_refusal_names_its_own_field():
+    incoming = Incoming(
+        "go", {"tool_calls": [{"id": "tc_1", "execute": True}], "platform_context": {"env": "dev"}}
+    )
+
+    request = a2a_request(incoming, ANYONE)
+
+    assert request.decisions == (ToolDecision("tc_1", True),)
+    assert (request.text, dict(request.platform_context), request.entrance) == ("go", {"env": "dev"}, "a2a")
+    with pytest.raises(InvalidRequest) as refused:
+        a2a_request(Incoming("", {"tool_calls": [{"id": "tc_1", "execute": "yes"}]}), ANYONE)
+    assert refused.value.field == "data.tool_calls[0].execute"
+    with pytest.raises(InvalidRequest) as refused:
+        a2a_request(Incoming("", {"cmds": [{"command": "rm -rf /", "execute": True}]}), ANYONE)
+    assert refused.value.field == "data.cmds[0]"
+
+
+def test_a_custom_function_gets_the_turn_as_messages_without_the_clients_decisions():
+    request = AgentRequest(
+        text="and now?",
+        conversation_id="conv_1",
+        decisions=(ToolDecision("tc_1", True),),
+        session={"k": 1},
+        history=(("user", "hi"), ("assistant", "hello")),
+    )
+
+    assert protocol.function_messages(request) == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "and now?", "data": {"conversation_id": "conv_1", "session": {"k": 1}}},
+    ]
+
+
+def view() -> ToolCallView:
+    return ToolCallView("tc_1", "delete_pod", {"name": "web-1"}, "pending", description="Delete a pod.")
+
+
+def test_the_old_methods_warn_and_answer_as_the_protocol_does():
+    response = AgentResponse("conv_1", "Approve?", pending_tool_calls=(view(),))
+    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.assistant_message"):
+        assert response.to_helpdesk_message() == protocol.assistant_message(response)
+    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.pending_call"):
+        assert view().to_pending_dict() == protocol.pending_call(view())
+    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.executed_call"):
+        assert view().to_executed_dict() == protocol.executed_call(view())
+    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.rejected_call"):
+        assert view().to_rejected_dict() == protocol.rejected_call(view())
+    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.read_messages"):
+        old = AgentRequest.from_messages([{"role": "user", "content": "hi"}], conversation_id="conv_1")
+    assert old == protocol.read_messages([{"role": "user", "content": "hi"}], conversation_id="conv_1")
+
+
+def test_the_request_id_goes_last_in_meta_when_given():
+    response = AgentResponse("conv_1", "Done.")
+
+    assert "request_id" not in protocol.assistant_message(response)["meta"]
+    assert list(protocol.assistant_message(response, request_id="r1")["meta"])[-1] == "request_id"
