@@ -62,6 +62,9 @@ class AuditReport:
     proposals: int = 0
     approvals_sent: int = 0
     duration_s: float = 0.0
+    agent_turns: int = 0  # requests the server answered by running the agent (a model turn or more)
+    model_seconds: float = 0.0  # the model time those answers reported, where the server says
+    budget_s: float | None = None  # the time budget: families not started by then are not reached
 
     @property
     def held(self) -> bool:
@@ -91,6 +94,9 @@ class AuditReport:
             "proposals": self.proposals,
             "approvals_sent": self.approvals_sent,
             "duration_s": round(self.duration_s, 3),
+            "budget_s": self.budget_s,
+            "agent_turns": self.agent_turns,
+            "model_seconds": round(self.model_seconds, 3),
             "families": [
                 {
                     "key": f.key,
@@ -116,7 +122,10 @@ class AuditReport:
             f"- tool approved by the audit: `{self.tool or '-'}`",
             f"- executions counted from: {self.counting}",
             f"- proposals asked for: {self.proposals}, approvals sent: {self.approvals_sent}",
-            f"- duration: {self.duration_s:.1f} s",
+            f"- duration: {self.duration_s:.1f} s"
+            + (f" (budget {self.budget_s:g} s)" if self.budget_s is not None else ""),
+            f"- agent turns the audit caused: {self.agent_turns} (each asks the model at least once;"
+            f" model time the server reported: {self.model_seconds:.1f} s)",
         ]
         if self.error:
             lines += ["", f"**The audit could not run:** {self.error}"]

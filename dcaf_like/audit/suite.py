@@ -10,7 +10,7 @@ import httpx
 
 from dcaf_like.audit.families import FAMILIES
 from dcaf_like.audit.report import AuditReport, FamilyResult
-from dcaf_like.audit.runner import DEFAULT_PROPOSE, Audit, AuditAborted
+from dcaf_like.audit.runner import DEFAULT_BUDGET, DEFAULT_PROPOSE, Audit, AuditAborted
 
 
 def run_audit(
@@ -25,6 +25,7 @@ def run_audit(
     concurrency: int = 20,
     timeout: float = 120,
     transport: Any = None,
+    budget: float | None = DEFAULT_BUDGET,
 ) -> AuditReport:
     started = time.monotonic()
     audit = Audit(
@@ -38,6 +39,7 @@ def run_audit(
         concurrency=concurrency,
         timeout=timeout,
         transport=transport,
+        budget=budget,
     )
     report = audit.report
     try:
@@ -50,6 +52,7 @@ def run_audit(
                 )
                 continue
             try:
+                audit.check_budget(f"the family {family.__name__}")
                 report.families.append(family(audit))
             except (AuditAborted, httpx.ConnectError) as exc:
                 report.error = str(exc) if isinstance(exc, AuditAborted) else f"cannot reach {url}: {exc}"
@@ -67,4 +70,6 @@ def run_audit(
         finally:
             audit.client.close()
             report.duration_s = time.monotonic() - started
+            report.agent_turns = audit.client.turns
+            report.model_seconds = audit.client.model_seconds
     return report
