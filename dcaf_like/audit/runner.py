@@ -4,6 +4,7 @@ and the judgement of each try."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -119,6 +120,7 @@ class Audit:
         self.spare: Proposal | None = None  # a call proposed in another conversation, still waiting
         self.reads_conversations = False
         self.cancels = False  # the server stops a conversation's turn on request (dcaf_like does)
+        self._lock = threading.Lock()
         self.a2a_path: str | None = None
         self.honoured = 0  # approvals the server honoured: with a ledger, its lines must match
 
@@ -134,9 +136,10 @@ class Audit:
         costs an agent turn, so each is asked only within the time budget."""
         for _ in range(PROPOSE_TRIES):
             self.check_budget("asking the agent for another proposal")
-            if len(self.proposals) >= self.max_proposals:
-                raise AuditAborted(f"the audit asked for {self.max_proposals} proposals, its limit")
-            self.report.proposals += 1
+            with self._lock:  # the spares are asked for at once
+                if len(self.proposals) >= self.max_proposals:
+                    raise AuditAborted(f"the audit asked for {self.max_proposals} proposals, its limit")
+                self.report.proposals += 1
             sent = {"messages": [{"role": "user", "content": self.propose_message}]}
             outcome = self.client.post_json("/api/chat", sent)
             if outcome.timed_out:
@@ -151,12 +154,13 @@ class Audit:
             conversation = data.get("conversation_id")
             chosen = next((c for c in pending if self.tool is None or c.get("name") == self.tool), None)
             if chosen is not None and isinstance(conversation, str):
-                self.tool = self.report.tool = self.client.tool = str(chosen["name"])
                 proposal = Proposal(conversation, chosen)
-                self.proposals.append(proposal)
-                for other in pending:  # only the audited tool is ever approved; the rest wait
-                    if other is not chosen:
-                        self.proposals.append(Proposal(conversation, other))
+                with self._lock:
+                    self.tool = self.report.tool = self.client.tool = str(chosen["name"])
+                    self.proposals.append(proposal)
+                    for other in pending:  # only the audited tool is ever approved; the rest wait
+                        if other is not chosen:
+                            self.proposals.append(Proposal(conversation, other))
                 return proposal
             if isinstance(conversation, str) and pending:
                 self.reject_all(conversation, pending)
@@ -317,7 +321,9 @@ class Audit:
         card = self.client.get("/.well-known/agent-card.json")
         if card.status == 200 and isinstance(card.body, dict):
             self.a2a_path = _rpc_path(card.body, self.url)
-        self.spares = [self.propose() for _ in range(SPARES)]
+        # At once: a server whose model answers several conversations together answers sooner.
+        with ThreadPoolExecutor(max_workers=SPARES) as pool:
+            self.spares = list(pool.map(lambda _: self.propose(), range(SPARES)))
 
     def a2a(self, conversation_id: str, *calls: dict[str, Any]) -> Outcome:
         """Decisions as an A2A message on the conversation's task (JSON-RPC ``message/send``)."""

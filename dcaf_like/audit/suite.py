@@ -10,7 +10,7 @@ import httpx
 
 from dcaf_like.audit.families import FAMILIES
 from dcaf_like.audit.report import AuditReport, FamilyResult
-from dcaf_like.audit.runner import DEFAULT_BUDGET, DEFAULT_PROPOSE, Audit, AuditAborted
+from dcaf_like.audit.runner import DEFAULT_BUDGET, DEFAULT_PROPOSE, Audit, AuditAborted, BudgetSpent
 
 
 def run_audit(
@@ -43,25 +43,24 @@ def run_audit(
     )
     report = audit.report
     try:
-        audit.discover()
+        try:
+            audit.discover()
+        except (AuditAborted, httpx.ConnectError) as exc:
+            _stop(report, url, exc)
         for family in FAMILIES:
-            if report.error:
-                name = family.__name__
-                report.families.append(
-                    FamilyResult(name, name.replace("_", " "), skipped=f"not run: {report.error}")
-                )
-                continue
-            try:
-                audit.check_budget(f"the family {family.__name__}")
-                report.families.append(family(audit))
-            except (AuditAborted, httpx.ConnectError) as exc:
-                report.error = str(exc) if isinstance(exc, AuditAborted) else f"cannot reach {url}: {exc}"
-                name = family.__name__
-                report.families.append(FamilyResult(name, name.replace("_", " "), skipped=f"not run: {exc}"))
-    except AuditAborted as exc:
-        report.error = str(exc)
-    except httpx.ConnectError as exc:
-        report.error = f"cannot reach {url}: {exc}"
+            name = family.__name__
+            if not report.error:
+                try:
+                    audit.check_budget(f"the family {name}")
+                    report.families.append(family(audit))
+                    continue
+                except (AuditAborted, httpx.ConnectError) as exc:
+                    _stop(report, url, exc)
+            why = "not reached" if report.budget_spent else "not run"
+            skipped = FamilyResult(name, name.replace("_", " "), skipped=f"{why}: {report.error}")
+            report.families.append(skipped)
+            if report.budget_spent:
+                report.unreached.append(name)
     finally:
         try:
             audit.clean_up()
@@ -73,3 +72,13 @@ def run_audit(
             report.agent_turns = audit.client.turns
             report.model_seconds = audit.client.model_seconds
     return report
+
+
+def _stop(report: AuditReport, url: str, exc: Exception) -> None:
+    """Why the families from here on are not run (not reached, when the time budget ran out)."""
+    if isinstance(exc, AuditAborted):
+        report.error = str(exc)
+        if isinstance(exc, BudgetSpent):
+            report.budget_spent = True
+    else:
+        report.error = f"cannot reach {url}: {exc}"
