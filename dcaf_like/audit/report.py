@@ -128,8 +128,8 @@ class AuditReport:
             f"- proposals asked for: {self.proposals}, approvals sent: {self.approvals_sent}",
             f"- duration: {self.duration_s:.1f} s"
             + (f" (budget {self.budget_s:g} s)" if self.budget_s is not None else ""),
-            f"- agent turns the audit caused: {self.agent_turns} (each asks the model at least once;"
-            f" model time the server reported: {self.model_seconds:.1f} s)",
+            f"- agent turns the audit caused: {self.agent_turns} (answers in which the agent ran, each"
+            f" a model turn or more; model time the server reported: {self.model_seconds:.1f} s)",
         ]
         if self.error:
             if self.budget_spent:
