@@ -120,6 +120,8 @@ class AuditReport:
 
     def to_markdown(self) -> str:
         outcome = "every family held" if self.held else "FAILED"
+        if self.budget_spent and not self.failed:
+            outcome = "OUT OF TIME"
         lines = [
             f"# Approval-gate audit of {self.url}: {outcome}",
             "",

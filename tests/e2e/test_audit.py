@@ -187,4 +187,5 @@ def test_out_of_time_the_report_says_which_families_were_not_reached(control):
     assert report.unreached == [f.key for f in report.families] != []
     assert all(f.skipped.startswith("not reached: ") for f in report.families)
     assert report.proposals == report.agent_turns == 0
+    assert report.to_markdown().startswith(f"# Approval-gate audit of {url}: OUT OF TIME")
     assert "**Out of time:**" in report.to_markdown()
