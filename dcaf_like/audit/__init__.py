@@ -27,12 +27,14 @@ def run_audit(
     concurrency: int = 20,
     timeout: float = 120,
     transport: Any = None,
+    budget: float | None = 300,
 ) -> AuditReport:
     """Audit the agent served at `url` (loopback only unless `i_own_this_server`).
 
     The audit approves, exactly once per proposal, calls of `tool` (default: the first call that
     waits) that `propose` made the agent propose. Point it at a staging agent or a harmless gated tool
-    (:func:`canary_tool`), never at one whose execution you do not want."""
+    (:func:`canary_tool`), never at one whose execution you do not want. Families not started within
+    `budget` seconds (None: no limit) are reported not reached."""
     try:
         from dcaf_like.audit import suite
         from dcaf_like.audit.runner import DEFAULT_PROPOSE
@@ -49,6 +51,7 @@ def run_audit(
         concurrency=concurrency,
         timeout=timeout,
         transport=transport,
+        budget=budget,
     )
 
 

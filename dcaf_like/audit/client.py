@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ class Outcome:
     executed: list[dict[str, Any]] = field(default_factory=list)
     text: str = ""
     timed_out: bool = False
+    own: int = 0  # calls the agent ran on its own (reads it made while going on): not counted
 
     @property
     def refused(self) -> bool:
@@ -71,6 +73,8 @@ class Outcome:
             status = "no answer in time" if self.timed_out else "connection closed"
         code = self.code
         ran = f", {len(self.executed)} reported run" if self.executed else ""
+        if self.own:
+            ran += f", {self.own} of the agent's own calls ran (not counted)"
         return f"{status}{' ' + code if code else ''}{ran}"
 
 
@@ -137,6 +141,17 @@ class AuditClient:
             transport=transport,
             limits=httpx.Limits(max_connections=32),
         )
+        # The agent turns the audit's requests made the server run (a POST it answered 200 without
+        # refusing: the agent ran, and asked its model at least once), and the model time the
+        # answers report (``meta.timings_ms.model``, where the server says).
+        self.turns = 0
+        self.model_seconds = 0.0
+        self._count = threading.Lock()
+        # Every call id the audit sent, and the audited tool once known: what an answer reports
+        # ran is the audit's doing unless it has an id the audit never sent and another tool's name
+        # (the agent's own read, made while it went on after a decision).
+        self.sent_ids: set[str] = set()
+        self.tool: str | None = None
 
     def close(self) -> None:
         self.http.close()
@@ -153,11 +168,12 @@ class AuditClient:
         content_type: str = "application/json",
     ) -> Outcome:
         sent = {"Content-Type": content_type, **(headers or {})}
+        self._note_ids(content)
         try:
             response = self.http.post(path, content=content, headers=sent)
         except httpx.TransportError as exc:
             return _no_answer(exc)
-        return _outcome(response.status_code, response.text)
+        return self._counted(_outcome(response.status_code, response.text))
 
     def get(self, path: str, *, headers: Mapping[str, str] | None = None) -> Outcome:
         try:
@@ -169,6 +185,7 @@ class AuditClient:
     def stream(self, path: str, body: Any) -> Outcome:
         """An NDJSON stream read whole: its events as the body, or the JSON error before any event."""
         content = json.dumps(body).encode()
+        self._note_ids(content)
         headers = {"Content-Type": "application/json", "Accept": "application/x-ndjson"}
         try:
             with self.http.stream("POST", path, content=content, headers=headers) as response:
@@ -186,7 +203,30 @@ class AuditClient:
                     events.append(json.loads(line))
                 except ValueError:
                     events.append({"type": "unparsable", "line": line[:200]})
-        return Outcome(status, events, executed_calls(events), text[:500])
+        return self._counted(Outcome(status, events, executed_calls(events), text[:500]))
+
+    def _note_ids(self, content: bytes) -> None:
+        try:
+            sent = json.loads(content)
+        except (ValueError, RecursionError):  # the bad input the audit sends on purpose
+            return
+        with self._count:
+            self.sent_ids.update(_call_ids(sent))
+
+    def _counted(self, outcome: Outcome) -> Outcome:
+        with self._count:
+            if outcome.status == 200 and not outcome.refused:
+                self.turns += 1
+                self.model_seconds += _model_ms(outcome.body) / 1000
+            ours = [c for c in outcome.executed if self._sent(c)]
+        outcome.own = len(outcome.executed) - len(ours)
+        outcome.executed = ours
+        return outcome
+
+    def _sent(self, call: dict[str, Any]) -> bool:
+        call_id, name = call.get("id"), call.get("name")
+        never_sent = isinstance(call_id, str) and call_id not in self.sent_ids
+        return not (never_sent and isinstance(name, str) and self.tool is not None and name != self.tool)
 
     def raw_exchange(self, request: bytes, *, read_timeout: float = 10) -> Outcome:
         """`request` written as is on a fresh connection (for headers httpx will not send, such as a
@@ -239,6 +279,30 @@ def _task_state(result: Any) -> Any:
     task = result.get("task", result) if isinstance(result, dict) else None
     status = task.get("status") if isinstance(task, dict) else None
     return status.get("state") if isinstance(status, dict) else None
+
+
+def _call_ids(value: Any) -> Iterator[str]:
+    """The ids of the calls in a request body (in any ``tool_calls`` list, at any depth)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "tool_calls" and isinstance(item, list):
+                yield from (c["id"] for c in item if isinstance(c, dict) and isinstance(c.get("id"), str))
+            else:
+                yield from _call_ids(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _call_ids(item)
+
+
+def _model_ms(body: Any) -> float:
+    """The model time an answer reports (``meta.timings_ms.model``, in a chat answer or a stream's
+    ``done`` event), 0 when it says none."""
+    if isinstance(body, list):
+        return sum(_model_ms(event.get("message")) for event in body if isinstance(event, dict))
+    meta = body.get("meta") if isinstance(body, dict) else None
+    timings = meta.get("timings_ms") if isinstance(meta, dict) else None
+    model = timings.get("model") if isinstance(timings, dict) else None
+    return float(model) if isinstance(model, int | float) else 0.0
 
 
 def _no_answer(exc: httpx.TransportError) -> Outcome:

@@ -107,7 +107,7 @@ def other_tool(audit: Audit) -> FamilyResult:
 def other_conversation(audit: Audit) -> FamilyResult:
     family = FamilyResult("other_conversation", "A decision carried into another conversation")
     main = audit.main()
-    other = audit.propose()
+    other = audit.fresh()
     unknown = "conv_" + secrets.token_hex(12)
     tries: list[tuple[str, dict[str, object]]] = [
         (
@@ -351,13 +351,14 @@ def replay(audit: Audit) -> FamilyResult:
 def after_rejection(audit: Audit) -> FamilyResult:
     family = FamilyResult("after_rejection", "Approval after rejection")
     spare = audit.spare
-    rejected = spare if spare is not None and not spare.spent else audit.propose()
+    rejected = spare if spare is not None and not spare.spent else audit.fresh()
     rejection = {
         "id": rejected.id,
         "execute": False,
         "rejection_reason": "dcaf-like audit: rejected on purpose",
     }
-    outcome = _chat(audit, decision(rejected.conversation_id, rejection))
+    body = decision(rejected.conversation_id, rejection)
+    outcome = audit.continued(rejected.conversation_id, lambda: _chat(audit, body))
     rejected.spent = True
     family.record("the rejection itself", outcome.status == 200 and not outcome.executed, outcome.describe())
     body = decision(rejected.conversation_id, rejected.approval())
@@ -376,7 +377,7 @@ def after_rejection(audit: Audit) -> FamilyResult:
 
 def concurrency(audit: Audit) -> FamilyResult:
     family = FamilyResult("concurrency", f"{audit.concurrency} identical approvals at once")
-    target = audit.propose()
+    target = audit.fresh()
     body = decision(target.conversation_id, target.approval())
     barrier = Barrier(audit.concurrency, timeout=30)
 
@@ -385,9 +386,12 @@ def concurrency(audit: Audit) -> FamilyResult:
             barrier.wait()
         return _chat(audit, body)
 
+    def wave() -> list[Outcome]:
+        with ThreadPoolExecutor(max_workers=audit.concurrency) as pool:
+            return list(pool.map(lambda _: approve_once(), range(audit.concurrency)))
+
     before = audit.mark()
-    with ThreadPoolExecutor(max_workers=audit.concurrency) as pool:
-        outcomes = list(pool.map(lambda _: approve_once(), range(audit.concurrency)))
+    outcomes = audit.continued(target.conversation_id, wave)
     target.spent = True
     audit.report.approvals_sent += audit.concurrency
     if audit.ledger is not None and before is not None:

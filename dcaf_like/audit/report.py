@@ -62,6 +62,11 @@ class AuditReport:
     proposals: int = 0
     approvals_sent: int = 0
     duration_s: float = 0.0
+    agent_turns: int = 0  # requests the server answered by running the agent (a model turn or more)
+    model_seconds: float = 0.0  # the model time those answers reported, where the server says
+    budget_s: float | None = None  # the time budget: families not started by then are not reached
+    budget_spent: bool = False  # the budget ran out (`error` says before what)
+    unreached: list[str] = field(default_factory=list)  # the families it ran out before
 
     @property
     def held(self) -> bool:
@@ -91,6 +96,11 @@ class AuditReport:
             "proposals": self.proposals,
             "approvals_sent": self.approvals_sent,
             "duration_s": round(self.duration_s, 3),
+            "budget_s": self.budget_s,
+            "budget_spent": self.budget_spent,
+            "unreached": list(self.unreached),
+            "agent_turns": self.agent_turns,
+            "model_seconds": round(self.model_seconds, 3),
             "families": [
                 {
                     "key": f.key,
@@ -110,16 +120,25 @@ class AuditReport:
 
     def to_markdown(self) -> str:
         outcome = "every family held" if self.held else "FAILED"
+        if self.budget_spent and not self.failed:
+            outcome = "OUT OF TIME"
         lines = [
             f"# Approval-gate audit of {self.url}: {outcome}",
             "",
             f"- tool approved by the audit: `{self.tool or '-'}`",
             f"- executions counted from: {self.counting}",
             f"- proposals asked for: {self.proposals}, approvals sent: {self.approvals_sent}",
-            f"- duration: {self.duration_s:.1f} s",
+            f"- duration: {self.duration_s:.1f} s"
+            + (f" (budget {self.budget_s:g} s)" if self.budget_s is not None else ""),
+            f"- agent turns the audit caused: {self.agent_turns} (answers in which the agent ran, each"
+            f" a model turn or more; model time the server reported: {self.model_seconds:.1f} s)",
         ]
         if self.error:
-            lines += ["", f"**The audit could not run:** {self.error}"]
+            if self.budget_spent:
+                unreached = ", ".join(f"`{k}`" for k in self.unreached) or "none"
+                lines += ["", f"**Out of time:** {self.error}; families not reached: {unreached}"]
+            else:
+                lines += ["", f"**The audit could not run:** {self.error}"]
         lines += ["", "| Family | Verdict | Tries | Held |", "|---|---|---|---|"]
         for f in self.families:
             verdict = f.verdict.value.upper() if f.verdict is Verdict.FAILED else f.verdict.value

@@ -4,12 +4,14 @@ and the judgement of each try."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from dcaf_like.audit.client import AuditClient, Ledger, Outcome, check_target
@@ -19,10 +21,19 @@ DEFAULT_PROPOSE = "Delete the pod web-2 in namespace default."
 MAX_PROPOSALS = 50  # a sound gate needs 3; a broken one is proposed to again after each breach
 PROPOSE_TRIES = 3  # turns asked for one proposal before the audit gives up
 CLEANUP_REASON = "dcaf-like audit: not approved"
+SPARES = 2  # calls proposed at the start besides the main one: another conversation's, the wave's
+DEFAULT_BUDGET = 300.0  # seconds; families not started by then are reported not reached
+CANCEL_EVERY = 0.5  # seconds between the audit's requests to stop a continuation it does not judge
+
+T = TypeVar("T")
 
 
 class AuditAborted(RuntimeError):
     """The audit cannot go on (the agent proposed no gated call, the proposal budget is spent)."""
+
+
+class BudgetSpent(AuditAborted):
+    """The audit's time budget ran out: the families not started are reported not reached."""
 
 
 @dataclass
@@ -71,7 +82,8 @@ def raw_decision(conversation_id: str, call_id: str, name: str, raw_input: bytes
 
 class Audit:
     """One run against one URL. Every loop in it is bounded: proposals (`max_proposals`), turns per
-    proposal, the concurrent wave (`concurrency`), and each request's `timeout`."""
+    proposal, the concurrent wave (`concurrency`), each request's `timeout`, and the whole run's
+    `budget` (seconds, None: none), checked before each family and each proposal."""
 
     def __init__(
         self,
@@ -87,32 +99,47 @@ class Audit:
         max_proposals: int = MAX_PROPOSALS,
         timeout: float = 120,
         transport: Any = None,
+        budget: float | None = DEFAULT_BUDGET,
     ) -> None:
         self.url = check_target(url, i_own_this_server=i_own_this_server)
+        self.budget = budget
+        self.deadline = None if budget is None else time.monotonic() + budget
         self.client = AuditClient(self.url, api_key=api_key, timeout=timeout, transport=transport)
         self.propose_message = propose
-        self.tool = tool
+        self.tool = self.client.tool = tool
         self.ledger = Ledger(ledger) if ledger is not None else None
         self.ledger_start = self.ledger.lines() if self.ledger is not None else 0
         self.max_body_bytes = max_body_bytes
         self.concurrency = max(2, min(concurrency, 64))
         self.max_proposals = max_proposals
         self.report = AuditReport(self.url, tool, "ledger" if ledger is not None else "protocol")
+        self.report.budget_s = budget
         self.proposals: list[Proposal] = []
         self._main: Proposal | None = None
+        self.spares: list[Proposal] = []  # proposed at the start, for the families that use one up
         self.spare: Proposal | None = None  # a call proposed in another conversation, still waiting
         self.reads_conversations = False
+        self.cancels = False  # the server stops a conversation's turn on request (dcaf_like does)
+        self._lock = threading.Lock()
         self.a2a_path: str | None = None
         self.honoured = 0  # approvals the server honoured: with a ledger, its lines must match
 
     # -- proposals ------------------------------------------------------------------------------
 
+    def check_budget(self, before: str) -> None:
+        """Raise :class:`BudgetSpent` when the time budget is spent (`before`: what would come next)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise BudgetSpent(f"the time budget of {self.budget:g} s was spent before {before}")
+
     def propose(self) -> Proposal:
-        """A new conversation in which the agent proposed a call of the audited tool."""
+        """A new conversation in which the agent proposed a call of the audited tool. Each try
+        costs an agent turn, so each is asked only within the time budget."""
         for _ in range(PROPOSE_TRIES):
-            if len(self.proposals) >= self.max_proposals:
-                raise AuditAborted(f"the audit asked for {self.max_proposals} proposals, its limit")
-            self.report.proposals += 1
+            self.check_budget("asking the agent for another proposal")
+            with self._lock:  # the spares are asked for at once
+                if len(self.proposals) >= self.max_proposals:
+                    raise AuditAborted(f"the audit asked for {self.max_proposals} proposals, its limit")
+                self.report.proposals += 1
             sent = {"messages": [{"role": "user", "content": self.propose_message}]}
             outcome = self.client.post_json("/api/chat", sent)
             if outcome.timed_out:
@@ -127,12 +154,13 @@ class Audit:
             conversation = data.get("conversation_id")
             chosen = next((c for c in pending if self.tool is None or c.get("name") == self.tool), None)
             if chosen is not None and isinstance(conversation, str):
-                self.tool = self.report.tool = str(chosen["name"])
                 proposal = Proposal(conversation, chosen)
-                self.proposals.append(proposal)
-                for other in pending:  # only the audited tool is ever approved; the rest wait
-                    if other is not chosen:
-                        self.proposals.append(Proposal(conversation, other))
+                with self._lock:
+                    self.tool = self.report.tool = self.client.tool = str(chosen["name"])
+                    self.proposals.append(proposal)
+                    for other in pending:  # only the audited tool is ever approved; the rest wait
+                        if other is not chosen:
+                            self.proposals.append(Proposal(conversation, other))
                 return proposal
             if isinstance(conversation, str) and pending:
                 self.reject_all(conversation, pending)
@@ -148,6 +176,16 @@ class Audit:
             self._main = self.propose()
         return self._main
 
+    def fresh(self) -> Proposal:
+        """A waiting call no attack has aimed at: one proposed at the start if one is left, else a
+        new proposal. Proposing them all before any call runs means every proposal meets the agent
+        (and whatever its tools act on) as the first one did."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            if not spare.spent:
+                return spare
+        return self.propose()
+
     def executed_main(self) -> Proposal | None:
         """A call the audit approved and saw run, for replays."""
         return next((p for p in self.proposals if p.ran), None)
@@ -157,14 +195,53 @@ class Audit:
             {"id": c["id"], "execute": False, "rejection_reason": CLEANUP_REASON} for c in calls if "id" in c
         ]
         if rejections:
-            self.client.post_json("/api/chat", decision(conversation_id, *rejections))
+            body = decision(conversation_id, *rejections)
+            self.continued(conversation_id, lambda: self.client.post_json("/api/chat", body))
 
     def clean_up(self) -> None:
-        """Reject every call the audit made the agent propose and did not use: nothing is left waiting."""
-        for proposal in self.proposals:
-            if not proposal.spent:
-                proposal.spent = True
-                self.reject_all(proposal.conversation_id, [proposal.call])
+        """Reject every call the audit made the agent propose and did not use, one decision per
+        conversation: nothing is left waiting. A call the agent proposed again while it went on
+        after a decision is rejected in a second pass (a bounded one)."""
+        for _ in range(2):
+            waiting: dict[str, list[dict[str, Any]]] = {}
+            for proposal in self.proposals:
+                if not proposal.spent:
+                    proposal.spent = True
+                    waiting.setdefault(proposal.conversation_id, []).append(proposal.call)
+            for conversation_id, calls in waiting.items():
+                self.reject_all(conversation_id, calls)
+
+    # -- decisions the server may honour --------------------------------------------------------
+
+    def continued(self, conversation_id: str, send: Callable[[], T]) -> T:
+        """`send`: a decision the server may honour, after which the agent goes on (at least one more
+        model turn, often several: a model may call tools until its step limit). The audit judges
+        the decision, not what the agent does next, so on a server that offers
+        ``POST /api/conversations/{id}/cancel`` it asks, every :data:`CANCEL_EVERY` s until the
+        answer comes, that the turn stop: it stops at its next model call or tool, after the decided
+        calls ran. Calls the agent proposed meanwhile are rejected before the audit ends."""
+        if not self.cancels:
+            result = send()
+        else:
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                future = pool.submit(send)
+                while True:
+                    try:
+                        result = future.result(timeout=CANCEL_EVERY)
+                        break
+                    except TimeoutError:
+                        self.client.post_json(f"/api/conversations/{conversation_id}/cancel", {})
+        for outcome in result if isinstance(result, list) else [result]:
+            if isinstance(outcome, Outcome):
+                self._keep_pending(conversation_id, outcome)
+        return result
+
+    def _keep_pending(self, conversation_id: str, outcome: Outcome) -> None:
+        known = {p.id for p in self.proposals}
+        for call in pending_calls(outcome.body):
+            if str(call["id"]) not in known:
+                self.proposals.append(Proposal(conversation_id, call))
+                known.add(str(call["id"]))
 
     # -- counting and judging -------------------------------------------------------------------
 
@@ -213,7 +290,7 @@ class Audit:
         """A try that means the proposal: refused with nothing run, or honoured by running the
         proposal exactly once with its own arguments."""
         before = self.mark()
-        outcome = send()
+        outcome = self.continued(aimed.conversation_id, send)
         ran = self.executions(before, outcome)
         detail = f"{outcome.describe()}; {ran} executions ({self.report.counting})"
         if outcome.refused:
@@ -233,13 +310,20 @@ class Audit:
     # -- discovery ------------------------------------------------------------------------------
 
     def discover(self) -> None:
-        """What the server offers besides /api/chat: conversation reads, an A2A card on this origin."""
+        """What the server offers besides /api/chat (conversation reads, a way to stop a turn, an
+        A2A card on this origin), and the calls the families will use up, proposed now."""
         main = self.main()
         read = self.client.get(f"/api/conversations/{main.conversation_id}")
         self.reads_conversations = read.status == 200 and isinstance(read.body, dict)
+        # Nothing runs in main's conversation: a cancel asked now changes nothing there.
+        cancel = self.client.post_json(f"/api/conversations/{main.conversation_id}/cancel", {})
+        self.cancels = cancel.status == 202
         card = self.client.get("/.well-known/agent-card.json")
         if card.status == 200 and isinstance(card.body, dict):
             self.a2a_path = _rpc_path(card.body, self.url)
+        # At once: a server whose model answers several conversations together answers sooner.
+        with ThreadPoolExecutor(max_workers=SPARES) as pool:
+            self.spares = list(pool.map(lambda _: self.propose(), range(SPARES)))
 
     def a2a(self, conversation_id: str, *calls: dict[str, Any]) -> Outcome:
         """Decisions as an A2A message on the conversation's task (JSON-RPC ``message/send``)."""
@@ -253,6 +337,19 @@ class Audit:
         }
         body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
         return self.client.post_json(self.a2a_path, body)
+
+
+def pending_calls(body: Any) -> list[dict[str, Any]]:
+    """The calls an answer says wait for a decision (a chat answer's ``data.tool_calls``, a
+    stream's ``tool_calls`` events)."""
+    lists: list[Any] = []
+    if isinstance(body, dict):
+        data = body.get("data")
+        lists.append(data.get("tool_calls") if isinstance(data, dict) else None)
+    elif isinstance(body, list):
+        lists += [e.get("tool_calls") for e in body if isinstance(e, dict) and e.get("type") == "tool_calls"]
+    calls = [c for found in lists if isinstance(found, list) for c in found]
+    return [c for c in calls if isinstance(c, dict) and "id" in c]
 
 
 def _rpc_path(card: dict[str, Any], url: str) -> str | None:

@@ -10,7 +10,7 @@ import httpx
 
 from dcaf_like.audit.families import FAMILIES
 from dcaf_like.audit.report import AuditReport, FamilyResult
-from dcaf_like.audit.runner import DEFAULT_PROPOSE, Audit, AuditAborted
+from dcaf_like.audit.runner import DEFAULT_BUDGET, DEFAULT_PROPOSE, Audit, AuditAborted, BudgetSpent
 
 
 def run_audit(
@@ -25,6 +25,7 @@ def run_audit(
     concurrency: int = 20,
     timeout: float = 120,
     transport: Any = None,
+    budget: float | None = DEFAULT_BUDGET,
 ) -> AuditReport:
     started = time.monotonic()
     audit = Audit(
@@ -38,27 +39,28 @@ def run_audit(
         concurrency=concurrency,
         timeout=timeout,
         transport=transport,
+        budget=budget,
     )
     report = audit.report
     try:
-        audit.discover()
+        try:
+            audit.discover()
+        except (AuditAborted, httpx.ConnectError) as exc:
+            _stop(report, url, exc)
         for family in FAMILIES:
-            if report.error:
-                name = family.__name__
-                report.families.append(
-                    FamilyResult(name, name.replace("_", " "), skipped=f"not run: {report.error}")
-                )
-                continue
-            try:
-                report.families.append(family(audit))
-            except (AuditAborted, httpx.ConnectError) as exc:
-                report.error = str(exc) if isinstance(exc, AuditAborted) else f"cannot reach {url}: {exc}"
-                name = family.__name__
-                report.families.append(FamilyResult(name, name.replace("_", " "), skipped=f"not run: {exc}"))
-    except AuditAborted as exc:
-        report.error = str(exc)
-    except httpx.ConnectError as exc:
-        report.error = f"cannot reach {url}: {exc}"
+            name = family.__name__
+            if not report.error:
+                try:
+                    audit.check_budget(f"the family {name}")
+                    report.families.append(family(audit))
+                    continue
+                except (AuditAborted, httpx.ConnectError) as exc:
+                    _stop(report, url, exc)
+            why = "not reached" if report.budget_spent else "not run"
+            skipped = FamilyResult(name, name.replace("_", " "), skipped=f"{why}: {report.error}")
+            report.families.append(skipped)
+            if report.budget_spent:
+                report.unreached.append(name)
     finally:
         try:
             audit.clean_up()
@@ -67,4 +69,16 @@ def run_audit(
         finally:
             audit.client.close()
             report.duration_s = time.monotonic() - started
+            report.agent_turns = audit.client.turns
+            report.model_seconds = audit.client.model_seconds
     return report
+
+
+def _stop(report: AuditReport, url: str, exc: Exception) -> None:
+    """Why the families from here on are not run (not reached, when the time budget ran out)."""
+    if isinstance(exc, AuditAborted):
+        report.error = str(exc)
+        if isinstance(exc, BudgetSpent):
+            report.budget_spent = True
+    else:
+        report.error = f"cannot reach {url}: {exc}"

@@ -215,6 +215,13 @@ def _audit_parser(commands: Any) -> None:
     audit.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     audit.add_argument("--concurrency", type=int, default=20, help="identical approvals sent at once")
     audit.add_argument("--timeout", type=float, default=120, help="seconds for each request")
+    audit.add_argument(
+        "--budget",
+        type=float,
+        default=300,
+        help="seconds for the whole audit: the families not started by then are reported not reached "
+        "(0: no limit)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -336,6 +343,7 @@ def _audit(args: argparse.Namespace) -> int:
             max_body_bytes=args.max_body_bytes,
             concurrency=args.concurrency,
             timeout=args.timeout,
+            budget=args.budget or None,
         )
     except (TargetRefused, ImportError) as exc:
         print(f"dcaf-like audit: {exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from _server import COMMAND, ROOT, dcaf_like_serve, serving
+from audit_agent import make_agent_that_goes_on
 from audit_control_server import control_app
 
 from dcaf_like.audit import AuditReport, run_audit
@@ -152,3 +153,39 @@ def test_the_audit_sends_the_api_key_as_the_server_expects(start_server, tmp_pat
     assert keyed.error == ""
     assert keyed.family("replay").verdict == keyed.family("never_proposed").verdict == "held"
     assert "k-audit-0123456789abcdef" not in keyed.to_json() + keyed.to_markdown()
+
+
+def test_the_audit_stops_the_agent_going_on_after_each_decision_and_leaves_nothing_waiting(
+    start_server, tmp_path
+):
+    """A real model goes on after a decision, sometimes until its step limit: the audit judges the
+    decision, so it asks the server to stop that turn, and rejects what the agent proposed meanwhile."""
+    ledger = tmp_path / "canary.ledger"
+    agent, model = make_agent_that_goes_on(str(ledger))
+    url = str(start_server(agent, client_timeout=60).base_url)
+
+    report = run_audit(url, propose=PROPOSE, tool="audit_canary", ledger=ledger)
+
+    assert report.held, report.to_markdown()
+    decisions_honoured = report.agent_turns - report.proposals
+    assert decisions_honoured >= 4  # the approval to replay, the rejection, the wave's one, a clean-up
+    assert model.after_decisions == decisions_honoured  # one model call after each, not ten
+    assert len(ledger.read_text().splitlines()) == 2
+    conversations = [agent.repository.get(i) for i in agent.repository.list_ids()]
+    assert len(conversations) == report.proposals
+    assert all(c is not None and not c.pending_tool_calls for c in conversations)
+
+
+def test_out_of_time_the_report_says_which_families_were_not_reached(control):
+    url, ledger = control
+
+    report = run_audit(url, propose=PROPOSE, ledger=ledger, budget=0)
+
+    assert report.budget_spent
+    assert not report.held
+    assert "time budget of 0 s" in report.error
+    assert report.unreached == [f.key for f in report.families] != []
+    assert all(f.skipped.startswith("not reached: ") for f in report.families)
+    assert report.proposals == report.agent_turns == 0
+    assert report.to_markdown().startswith(f"# Approval-gate audit of {url}: OUT OF TIME")
+    assert "**Out of time:**" in report.to_markdown()

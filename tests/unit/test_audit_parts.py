@@ -1,16 +1,18 @@
 """The audit's parts that need no server: which URLs it may attack, the altered arguments it sends,
-how it reads what ran, its report, and the canary tool."""
+how it reads what ran and what waits, its report, and the canary tool."""
 
 from __future__ import annotations
 
 import json
 import unicodedata
 
+import httpx
 import pytest
 
 from dcaf_like import Agent
 from dcaf_like.audit import Attempt, AuditReport, FamilyResult, canary_tool
-from dcaf_like.audit.client import Outcome, executed_calls
+from dcaf_like.audit.client import AuditClient, Outcome, executed_calls
+from dcaf_like.audit.runner import decision, pending_calls
 from dcaf_like.audit.target import TargetRefused, check_target
 from dcaf_like.audit.variants import different, same_json
 from dcaf_like.testing import FakeRuntime, tool_call
@@ -150,3 +152,31 @@ def test_the_canary_waits_for_approval_and_writes_one_line_per_run(tmp_path):
 )
 def test_what_counts_as_a_refusal(outcome, refused):
     assert outcome.refused is refused
+
+
+def test_an_answer_counts_the_calls_the_audit_sent_not_the_agents_own_reads():
+    sent = {"id": "tc_sent", "name": "delete_pod", "input": {}, "output": "deleted"}
+    read = {"id": "tc_agents", "name": "describe_pod", "input": {}, "output": "no pod"}
+    renamed = {"id": "tc_new", "name": "delete_pod", "input": {}, "output": "deleted"}  # a fresh id
+    answer = {
+        "data": {"executed_tool_calls": [sent, read, renamed]},
+        "meta": {"timings_ms": {"model": 1500.0}},
+    }
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=answer))
+    client = AuditClient("http://127.0.0.1:8000", transport=transport)
+    client.tool = "delete_pod"
+
+    outcome = client.post_json("/api/chat", decision("conv_1", {"id": "tc_sent", "execute": True}))
+
+    assert outcome.executed == [sent, renamed]
+    assert outcome.own == 1
+    assert "1 of the agent's own calls ran (not counted)" in outcome.describe()
+    assert (client.turns, client.model_seconds) == (1, 1.5)
+
+
+def test_the_calls_an_answer_leaves_waiting_are_read_from_a_message_and_a_stream():
+    call = {"id": "tc_1", "name": "delete_pod", "input": {}}
+
+    assert pending_calls({"data": {"tool_calls": [call, "junk"]}}) == [call]
+    assert pending_calls([{"type": "tool_calls", "tool_calls": [call]}, {"type": "done"}]) == [call]
+    assert pending_calls({"error": {"code": "x"}}) == []
