@@ -56,3 +56,18 @@ def test_serve_says_which_runtime_is_missing_instead_of_a_traceback():
     assert result.returncode == 2
     assert "no model runtime" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_python_dash_m_runs_the_same_command():
+    as_module = subprocess.run(
+        [sys.executable, "-m", "dcaf_like.cli", "serve", "examples/triage_function.py:nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    as_command = run("serve", "examples/triage_function.py:nope")
+
+    assert as_module.returncode == as_command.returncode != 0
+    assert as_module.stderr == as_command.stderr
