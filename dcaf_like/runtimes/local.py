@@ -7,11 +7,14 @@ any GGUF file. Install with ``pip install 'dcaf_like[local]'`` (builds llama-cpp
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from dcaf_like.application.concurrency import iterate_in_thread
 from dcaf_like.application.errors import ModelError, ModelRequestInvalid
 from dcaf_like.application.messages import (
     ModelCompleted,
@@ -71,6 +74,9 @@ class LocalRuntime(AgentRuntime):
         self.probe = probe
         self._llm: Any = None
         self._lock = threading.RLock()
+        # One model answers one request at a time: async callers queue here, not in threads of the
+        # event loop's default pool, which the store and plain-def tools need meanwhile.
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dcaf-like-local-model")
 
     def __repr__(self) -> str:
         return f"LocalRuntime({str(self.model_path or QWEN_CODER_1_5B.filename)!r})"
@@ -82,6 +88,8 @@ class LocalRuntime(AgentRuntime):
 
     def load(self) -> LocalRuntime:
         """Fetch (the default model, once) and load the model now rather than on the first turn."""
+        if self._llm is not None:
+            return self
         with self._lock:
             if self._llm is None:
                 try:
@@ -105,40 +113,65 @@ class LocalRuntime(AgentRuntime):
         return self
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of `text` by the model's own tokenizer (llama.cpp's; loads the model)."""
-        with self._lock:
-            self.load()
-            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        """Tokens of `text` by the model's own tokenizer (llama.cpp's; loads the model). It reads only
+        the model's vocabulary, so it does not wait for a generation under way."""
+        self.load()
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def count_request_tokens(self, request: ModelRequest) -> int:
         """The prompt this runtime will send for `request` (its tools prompt, results grouped with
         the request restated), counted by the model's tokenizer, with the chat template's markers."""
-        with self._lock:
-            self.load()
-            return (
-                sum(
-                    len(self._llm.tokenize(m["content"].encode("utf-8"), add_bos=False, special=True))
-                    + TEMPLATE_TOKENS_PER_MESSAGE
-                    for m in chat_messages(request)
-                )
-                + 3
-            )  # the assistant's turn opened for the answer
+        self.load()
+        return (
+            sum(
+                len(self._llm.tokenize(m["content"].encode("utf-8"), add_bos=False, special=True))
+                + TEMPLATE_TOKENS_PER_MESSAGE
+                for m in chat_messages(request)
+            )
+            + 3
+        )  # the assistant's turn opened for the answer
 
     # -- calls ------------------------------------------------------------------------------------
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
+        return self._invoke(request, threading.Event())
+
+    def _invoke(self, request: ModelRequest, stop: threading.Event) -> ModelResponse:
         response = ModelResponse()
-        for event in self.stream(request):
+        for event in self._stream(request, stop):
             if isinstance(event, ModelCompleted):
                 response = event.response
         return response
 
+    async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        """On the runtime's own thread; a caller cancelled (a stopped run, a time limit) stops the
+        generation at its next token instead of leaving the model busy for the rest of the answer."""
+        stop = threading.Event()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._worker, self._invoke, request, stop)
+        finally:
+            stop.set()
+
     def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        return self._stream(request, threading.Event())
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """As :meth:`ainvoke`: a consumer that stops listening stops the generation at its next token."""
+        stop = threading.Event()
+        try:
+            async for event in iterate_in_thread(self._stream(request, stop)):
+                yield event
+        finally:
+            stop.set()
+
+    def _stream(self, request: ModelRequest, stop: threading.Event) -> Iterator[ModelStreamEvent]:
         messages = chat_messages(request)
         with self._lock:
             self.load()
             for attempt in range(self.retries + 1):
-                text, usage, streamed = yield from self._generate(messages)
+                text, usage, streamed = yield from self._generate(messages, stop)
+                if stop.is_set():
+                    return
                 prose, calls = read_tool_calls(text)
                 repeat = repeated_call(request, calls)
                 if repeat is None or attempt == self.retries or streamed:
@@ -153,10 +186,10 @@ class LocalRuntime(AgentRuntime):
         yield ModelCompleted(_response(prose, calls, usage, self.name))
 
     def _generate(
-        self, messages: list[dict[str, str]]
+        self, messages: list[dict[str, str]], stop: threading.Event
     ) -> Generator[ModelStreamEvent, None, tuple[str, Usage, bool]]:
-        """Run the model; stream text deltas unless the answer starts like a tool call.
-        Returns (the whole text, usage, whether any of it was streamed)."""
+        """Run the model; stream text deltas unless the answer starts like a tool call; stop early
+        when `stop` is set. Returns (the whole text, usage, whether any of it was streamed)."""
         try:
             chunks = self._llm.create_chat_completion(
                 messages=messages,
@@ -168,6 +201,9 @@ class LocalRuntime(AgentRuntime):
             streaming = False
             finish = None
             for chunk in chunks:
+                if stop.is_set():
+                    chunks.close()  # llama.cpp stops sampling; the model is free for the next request
+                    break
                 choice = chunk["choices"][0]
                 finish = choice.get("finish_reason") or finish
                 piece = choice["delta"].get("content") or ""

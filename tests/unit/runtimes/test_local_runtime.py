@@ -213,3 +213,75 @@ def test_pip_refuses_a_part_whose_wheel_does_not_match_its_pin(tmp_path):
         pip_download(wrong, 22, tmp_path)
 
     assert list(tmp_path.glob("*.whl")) == []
+
+
+class HeldLlama:
+    """Generates a long answer, holding after its fourth piece until released; records what was pulled."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.closed = threading.Event()
+        self.pulled = 0
+
+    def create_chat_completion(self, messages: list[dict[str, str]], **_: Any) -> Any:
+        try:
+            for i in range(1000):
+                self.pulled += 1
+                yield {"choices": [{"delta": {"content": f"word{i} "}}]}
+                if i == 3:
+                    self.reached.set()
+                    self.release.wait(10)
+        finally:
+            self.closed.set()
+
+    def tokenize(self, data: bytes, **_: Any) -> list[int]:
+        return list(range(len(data.split())))
+
+
+@pytest.mark.parametrize("entrance", ["ainvoke", "astream"])
+def test_a_cancelled_caller_stops_the_generation_at_its_next_token(entrance):
+    import asyncio
+
+    runtime = LocalRuntime("unused.gguf")
+    runtime._llm = llm = HeldLlama()
+    request = ModelRequest("", (UserTurn("tell me everything"),))
+
+    async def call() -> None:
+        if entrance == "ainvoke":
+            await runtime.ainvoke(request)
+        else:
+            async for _ in runtime.astream(request):
+                pass
+
+    async def scenario() -> None:
+        task = asyncio.create_task(call())
+        assert await asyncio.to_thread(llm.reached.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        llm.release.set()
+        assert await asyncio.to_thread(llm.closed.wait, 10)
+
+    asyncio.run(scenario())
+    assert llm.pulled == 5  # the piece it held on, then the one that found the stop: not 1,000
+
+
+def test_counting_tokens_does_not_wait_for_a_generation_under_way():
+    import threading
+
+    runtime = LocalRuntime("unused.gguf")
+    runtime._llm = llm = HeldLlama()
+    generating = threading.Thread(
+        target=lambda: runtime.invoke(ModelRequest("", (UserTurn("go"),))), daemon=True
+    )
+    generating.start()
+    assert llm.reached.wait(10)  # the generation holds the model
+
+    counted = runtime.count_tokens("three small words")  # on the event loop, a context window asks this
+
+    assert counted == 3
+    llm.release.set()
+    generating.join(10)
