@@ -21,6 +21,7 @@ from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
+from dcaf_like.server.runs import SHUTDOWN_GRACE
 from dcaf_like.server.serving import run_uvicorn, serve, settle_heap, with_bound_name
 from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, check_store
 from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
@@ -146,6 +147,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--log-format", default=None, choices=["text", "json"], help="default: $DCAF_LOG_FORMAT, else text"
     )
+    run.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=SHUTDOWN_GRACE,
+        metavar="SECONDS",
+        help="on SIGTERM, refuse new turns (503) and give the running ones this long (default: %(default)g)",
+    )
     run.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     prune = commands.add_parser(
         "prune",
@@ -252,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             allowed_hosts=args.allowed_host,
             allowed_origins=args.allowed_origin,
             metrics=args.metrics,
+            shutdown_grace=args.shutdown_grace,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -366,6 +375,7 @@ _A2A = "DCAF_SERVE_A2A"
 _MCP = "DCAF_SERVE_MCP"
 _METRICS = "DCAF_SERVE_METRICS"
 _RETENTION = "DCAF_SERVE_RETENTION_DAYS"
+_GRACE = "DCAF_SERVE_SHUTDOWN_GRACE"
 
 
 def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
@@ -396,6 +406,7 @@ def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
             _MCP: "1" if args.mcp else "",
             _METRICS: "1" if args.metrics else "",
             _RETENTION: repr(args.retention_days),
+            _GRACE: repr(args.shutdown_grace),
         }
     )
     if args.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -429,6 +440,7 @@ def worker_app() -> Any:
         a2a=os.environ.get(_A2A) == "1",
         mcp=os.environ.get(_MCP) == "1",
         metrics=os.environ.get(_METRICS) == "1",
+        shutdown_grace=float(os.environ.get(_GRACE) or SHUTDOWN_GRACE),
     )
     settle_heap()
     return app

@@ -33,7 +33,8 @@ from dcaf_like.server.a2a_tasks import (
 )
 from dcaf_like.server.auth import ANYONE, Caller, caller_of
 from dcaf_like.server.errors import HttpError, http_error
-from dcaf_like.server.middleware import current_request_id
+from dcaf_like.server.failures import error_response
+from dcaf_like.server.runs import Runs
 from dcaf_like.server.wire import (
     MAX_CONVERSATION_ID,
     TASK_ID_PATTERN,
@@ -61,7 +62,7 @@ _STATES = {
 }
 
 
-def add_a2a_routes(app: FastAPI, served: ServedAgent) -> A2ATasks:
+def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) -> A2ATasks:
     """The A2A routes of `served` on `app`; the tasks they start, for the server to wait for at shutdown."""
     try:
         from a2a.server.routes.common import DefaultServerCallContextBuilder
@@ -71,7 +72,7 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent) -> A2ATasks:
             f'a2a=True needs the A2A SDK ({exc.name} is missing): pip install "dcaf-like[a2a]"'
         ) from exc
 
-    tasks = A2ATasks(served)
+    tasks = A2ATasks(served, runs)
 
     class WithIdentity(DefaultServerCallContextBuilder):
         """Who is calling (the API key's identity) is who decided, as on the HelpDesk routes."""
@@ -146,7 +147,7 @@ def _error(exc: Exception) -> JSONResponse:
             error = HttpError(409, "task_not_waiting", str(exc))
         case _:
             error = http_error(exc)
-    return JSONResponse(error.body(current_request_id()), status_code=error.status)
+    return error_response(error)
 
 
 def agent_card(served: ServedAgent, url: str) -> AgentCard:

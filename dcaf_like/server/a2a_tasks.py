@@ -34,6 +34,7 @@ from dcaf_like.domain import (
 from dcaf_like.helpdesk.protocol import calls_data, check_commands, read_decisions
 from dcaf_like.server.auth import ANYONE, Caller, authorized
 from dcaf_like.server.errors import http_error
+from dcaf_like.server.runs import Runs, ShuttingDown
 
 logger = logging.getLogger("dcaf_like.a2a")
 
@@ -178,7 +179,8 @@ class A2ATasks:
     """Starts, resumes, reads and cancels tasks of one agent. Background runs are kept referenced
     here until they finish."""
 
-    def __init__(self, agent: ServedAgent) -> None:
+    def __init__(self, agent: ServedAgent, runs: Runs | None = None) -> None:
+        self.runs = runs  # the server's turns: while it drains, no task starts or resumes
         if agent.repository is None:
             raise TypeError(
                 "a2a=True needs an Agent that keeps conversations (A2A tasks live in its store); "
@@ -234,6 +236,8 @@ class A2ATasks:
         """The task `message` goes to (opened if it starts one), its run, not yet started, and
         whether the message resumes a waiting task (its decisions are refused or not by the run).
         With `deltas`, the run streams and puts the model's text there as it comes."""
+        if self.runs is not None and self.runs.draining:
+            raise ShuttingDown
         # Read and authorized before anything is stored: a malformed or forbidden message changes nothing.
         request = agent_request(message, caller)
         waiting = await self._waiting_task(message, caller)

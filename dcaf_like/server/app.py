@@ -29,7 +29,7 @@ from dcaf_like.server.failures import error_response, failure
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES, RequestMiddleware
 from dcaf_like.server.perimeter import Perimeter
 from dcaf_like.server.readiness import probe_routes
-from dcaf_like.server.runs import Runs
+from dcaf_like.server.runs import SHUTDOWN_GRACE, Runs, drain_on_sigterm
 from dcaf_like.server.store_choice import Store, attach_store
 from dcaf_like.server.ui import PAGE_PATHS, ui_routes
 from dcaf_like.version import __version__
@@ -48,6 +48,7 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
     metrics: bool = False,
+    shutdown_grace: float = SHUTDOWN_GRACE,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers):
@@ -63,6 +64,9 @@ def create_app(
     install "dcaf-like[a2a]"``). With `mcp`, the agent's tools that run without approval are an MCP
     server at ``/mcp`` too (streamable HTTP; docs/mcp.md). With `metrics`, ``GET /metrics``.
 
+    On SIGTERM the server drains for up to `shutdown_grace` seconds before it shuts down: new turns
+    get 503 with ``Retry-After``, ``/ready`` 503, the turns under way go on (``runs.py``).
+
     Every request passes the perimeter first (``perimeter.py``): a `Host` among loopback's names, the
     connection's address and `allowed_hosts` (``DCAF_ALLOWED_HOSTS``); for a change, an `Origin` that
     is the server's own or among `allowed_origins` (``DCAF_ALLOWED_ORIGINS``), and a JSON body; see
@@ -72,7 +76,7 @@ def create_app(
     served = as_served(agent)
     attach_store(served, store, default=None)
     # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
-    runs = Runs()
+    runs = Runs(grace=shutdown_grace)
     # What the server's shutdown waits for, in this order, before the agent lets go of its clients.
     closing: list[Callable[[], Awaitable[None]]] = [runs.aclose]
     endpoint = None
@@ -83,6 +87,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runs.open()
+        drain_on_sigterm(runs)
         async with AsyncExitStack() as running:
             if endpoint is not None:
                 await running.enter_async_context(endpoint.running())
@@ -128,8 +134,8 @@ def create_app(
     if a2a:
         from dcaf_like.server.a2a import add_a2a_routes
 
-        closing.append(add_a2a_routes(app, served).aclose)
-    app.include_router(probe_routes(served))
+        closing.append(add_a2a_routes(app, served, runs).aclose)
+    app.include_router(probe_routes(served, runs))
     add_chat_routes(app, served, runs)
     turn_routes_first(app)
     document_chat_body(app)

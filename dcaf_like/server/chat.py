@@ -30,7 +30,7 @@ from dcaf_like.server.auth import Caller, authorized, caller_of
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
-from dcaf_like.server.runs import Runs
+from dcaf_like.server.runs import Runs, ShuttingDown
 from dcaf_like.server.wire import ChatRequest, ChatResponse, ErrorBody, MessageIn
 
 TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
@@ -118,7 +118,10 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
         except Exception as exc:
             return failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
-        events = runs.stream(served.ahandle_stream(request))
+        try:
+            events = runs.stream(served.ahandle_stream(request))
+        except ShuttingDown as exc:
+            return failure(exc, request.conversation_id)
         try:
             first: StreamEvent | None = await anext(events)
         except StopAsyncIteration:

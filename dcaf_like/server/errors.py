@@ -32,6 +32,7 @@ from dcaf_like.domain import (
     PolicyDenied,
     UnknownToolCall,
 )
+from dcaf_like.server.runs import ShuttingDown
 
 
 class MissingScope(Exception):
@@ -69,6 +70,8 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
     message = str(exc)
     conv = conversation_id or None
     match exc:
+        case ShuttingDown():
+            return HttpError(503, "shutting_down", "the server is shutting down; try again shortly")
         case InvalidRequest():
             return HttpError(400, "invalid_request", exc.message, field=exc.field)
         case MissingScope():

@@ -6,6 +6,7 @@ from starlette.responses import JSONResponse
 
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.middleware import current_request_id, logger
+from dcaf_like.server.runs import ShuttingDown
 
 
 def failure(exc: Exception, conversation_id: str | None) -> JSONResponse:
@@ -16,7 +17,10 @@ def failure(exc: Exception, conversation_id: str | None) -> JSONResponse:
 
 
 def error_response(error: HttpError) -> JSONResponse:
-    return JSONResponse(error.body(current_request_id()), status_code=error.status)
+    response = JSONResponse(error.body(current_request_id()), status_code=error.status)
+    if error.code == "shutting_down":  # a drain: the client (or its load balancer) tries another worker
+        response.headers["Retry-After"] = str(ShuttingDown.retry_after)
+    return response
 
 
 def log_failure(error: HttpError, exc: BaseException | None) -> None:

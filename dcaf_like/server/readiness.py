@@ -18,14 +18,15 @@ from fastapi.responses import Response
 from starlette.responses import JSONResponse
 
 from dcaf_like.application.ports import AgentRuntime, ServedAgent
+from dcaf_like.server.runs import Runs
 from dcaf_like.version import __version__
 
 CHECK_TIMEOUT = 2.0
 
 
-def probe_routes(served: ServedAgent) -> APIRouter:
+def probe_routes(served: ServedAgent, runs: Runs | None = None) -> APIRouter:
     router = APIRouter(tags=["operations"])
-    readiness = Readiness(served)
+    readiness = Readiness(served, runs)
 
     @router.get("/health")
     async def health() -> dict[str, str]:
@@ -41,13 +42,16 @@ def probe_routes(served: ServedAgent) -> APIRouter:
 
 
 class Readiness:
-    def __init__(self, served: ServedAgent, timeout: float = CHECK_TIMEOUT) -> None:
+    def __init__(self, served: ServedAgent, runs: Runs | None = None, timeout: float = CHECK_TIMEOUT) -> None:
         self.served = served
+        self.runs = runs
         self.timeout = timeout
         self._loading: asyncio.Task[Any] | None = None
 
     async def response(self) -> JSONResponse:
         checks: dict[str, dict[str, Any]] = {}
+        if self.runs is not None and self.runs.draining:  # shutting down: send traffic elsewhere
+            checks["accepting_turns"] = {"ok": False, "error": "shutting down", "latency_ms": 0.0}
         repository = self.served.repository
         if repository is not None:
             checks["store"] = await self._timed(repository.aping())

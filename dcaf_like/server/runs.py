@@ -1,16 +1,25 @@
-"""Turns the server runs apart from the requests that started them.
+"""Turns the server runs apart from the requests that started them, and how a server drains them.
 
 A client that goes away (a closed tab, a dropped connection) makes Starlette cancel its request's
 task, and with it whatever that task awaits. A turn that has claimed an approval must not stop there:
 its tools would be left half run and its outcome unsaved. So each turn runs in a task of its own,
 which the request only watches; the server keeps a reference to every such task (so none is garbage
 collected mid-run) and waits for them at shutdown (up to a grace period), before it closes the store.
+
+On SIGTERM (what Kubernetes sends before it kills a pod) the server drains first (:func:`drain_on_sigterm`):
+it keeps listening, but a new turn gets 503 with ``Retry-After`` and ``/ready`` says 503, so the load
+balancer moves traffic elsewhere; the turns under way go on for up to the grace period; then the
+server shuts down as uvicorn does, stopping what is still running (a call it was running is settled
+as interrupted). A second SIGTERM shuts down at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
@@ -20,22 +29,40 @@ T = TypeVar("T")
 
 logger = logging.getLogger("dcaf_like.http")
 
-#: Seconds a server shutting down waits for the turns under way.
-SHUTDOWN_GRACE = 60.0
+#: Seconds a server shutting down waits for the turns under way (Kubernetes' default
+#: terminationGracePeriodSeconds is 30: keep this below it).
+SHUTDOWN_GRACE = 25.0
+
+#: Seconds a client refused during a drain is told to wait before it tries again.
+RETRY_AFTER = 5
+
+
+class ShuttingDown(Exception):
+    """The server is draining: it takes no new turn (503, ``Retry-After``)."""
+
+    retry_after = RETRY_AFTER
 
 
 class Runs:
     """The turns under way on this server."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace: float = SHUTDOWN_GRACE) -> None:
+        if grace < 0:
+            raise ValueError("shutdown_grace must be zero or more seconds")
+        self.grace = grace
         self._tasks: set[asyncio.Task[Any]] = set()
         # Runs whose request went away: nobody else will hear how they ended.
         self._unwatched: set[asyncio.Task[Any]] = set()
+        self.draining = False
+        self._deadline: float | None = None  # time.monotonic() when a drain stops waiting
 
     def __len__(self) -> int:
         return len(self._tasks)
 
     def start(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        if self.draining:
+            work.close()
+            raise ShuttingDown
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._ended)
@@ -79,18 +106,80 @@ class Runs:
         if error is not None and unwatched:
             logger.warning("a run whose client had gone away failed: %s: %s", type(error).__name__, error)
 
-    async def aclose(self, grace: float = SHUTDOWN_GRACE) -> None:
-        """At shutdown: let the runs under way finish and save, for up to `grace` seconds; then stop
-        them (each saves what it did; a call it was running is settled as interrupted later)."""
-        deadline = asyncio.get_running_loop().time() + grace
+    def open(self) -> None:
+        """Take turns (at the app's startup: an app started again after a shutdown takes them again)."""
+        self.draining = False
+        self._deadline = None
+
+    def begin_drain(self) -> None:
+        """Take no new turn from now on; the grace period starts."""
+        if not self.draining:
+            self.draining = True
+            self._deadline = time.monotonic() + self.grace
+
+    async def drained(self) -> None:
+        """Return once no run is under way, or the grace period is over."""
         while self._tasks:
-            left = deadline - asyncio.get_running_loop().time()
+            left = (self._deadline or time.monotonic()) - time.monotonic()
             if left <= 0:
-                for task in self._tasks:
-                    task.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
                 return
             await asyncio.wait(set(self._tasks), timeout=left)
+
+    async def aclose(self) -> None:
+        """At shutdown: let the runs under way finish and save, within the grace period (counted from
+        the drain's start, if there was one); then stop them (each saves what it did; a call it was
+        running is settled as interrupted)."""
+        self.begin_drain()
+        await self.drained()
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Cancel the runs still under way, and wait until they have stopped."""
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def drain_on_sigterm(runs: Runs) -> None:
+    """From now on, SIGTERM drains `runs` before uvicorn's own handler shuts the server down.
+
+    Called at the app's startup, after uvicorn has put its signal handlers in place (only the main
+    thread can; elsewhere, as under a test client, nothing changes). uvicorn puts its own back when
+    it stops serving."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    shut_down = signal.getsignal(signal.SIGTERM)
+    if not callable(shut_down):
+        return
+    loop = asyncio.get_running_loop()
+    drainers: set[asyncio.Task[None]] = set()
+
+    def on_sigterm(number: int, frame: Any) -> None:
+        if runs.draining:  # a second SIGTERM: no more waiting
+            shut_down(number, frame)
+            return
+        runs.begin_drain()
+        logger.warning(
+            "SIGTERM: draining: %d turn(s) under way get up to %g s; new turns are refused (503)",
+            len(runs),
+            runs.grace,
+        )
+
+        async def then_shut_down() -> None:
+            await runs.drained()
+            # What outlived the grace period stops now: its request ends, so uvicorn, which waits for
+            # every request under way before it shuts down, is not held by it.
+            await runs.stop()
+            shut_down(number, frame)
+
+        def start() -> None:
+            drainers.add(task := loop.create_task(then_shut_down()))
+            task.add_done_callback(drainers.discard)
+
+        loop.call_soon_threadsafe(start)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 async def _read(

@@ -13,6 +13,7 @@ from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DEFAULT_RETENTION_DAYS
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
+from dcaf_like.server.runs import SHUTDOWN_GRACE
 from dcaf_like.server.store_choice import DEFAULT_STORE, Store, attach_store, check_store
 
 
@@ -33,6 +34,7 @@ def serve(
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
     metrics: bool = False,
+    shutdown_grace: float = SHUTDOWN_GRACE,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -41,7 +43,8 @@ def serve(
     unless the URL has its own ``ttl``; None keeps them all. For several worker processes, see
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
     The chat page is at ``/`` unless `ui` is False. `allowed_hosts`, `allowed_origins`: see
-    :func:`~dcaf_like.create_app`; a `host` that is a name, not an address, is an allowed host too."""
+    :func:`~dcaf_like.create_app`; a `host` that is a name, not an address, is an allowed host too.
+    On SIGTERM it drains for up to `shutdown_grace` seconds before it stops (docs/deployment.md)."""
     from dcaf_like.server.app import create_app
 
     served = as_served(agent)
@@ -57,6 +60,7 @@ def serve(
         allowed_hosts=with_bound_name(allowed_hosts, host),
         allowed_origins=allowed_origins,
         metrics=metrics,
+        shutdown_grace=shutdown_grace,
     )
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format
