@@ -4,7 +4,7 @@ VENV ?= .venv
 LLAMA_NATIVE ?= 0
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit demo bench soak clean
+.PHONY: install test lint typecheck unit docs demo bench soak clean
 
 # llama.cpp is built for a portable x86-64 instruction set (AVX2/FMA/F16C); LLAMA_NATIVE=1 builds it
 # for this machine's CPU instead (see docs/runtimes.md).
@@ -26,6 +26,11 @@ test: lint
 
 unit:
 	$(BIN)/python -m pytest tests/unit
+
+# The API reference (pdoc) in build/api/index.html; fails on pdoc's warnings and on a docstring's
+# reference (:class:`...`) that names nothing. `make test` runs the same checks (tests/test_api_docs.py).
+docs: $(BIN)/python
+	$(BIN)/python scripts/api_docs.py build/api
 
 # Benchmarks side by side with Agno, ADK and LangChain; rewrites the generated part of docs/benchmarks.md.
 bench: $(BIN)/python

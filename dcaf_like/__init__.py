@@ -82,7 +82,7 @@ from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
 from dcaf_like.server.serving import serve
 from dcaf_like.stores import StoreConfigError, open_store
 from dcaf_like.stores.memory import InMemoryConversationRepository
-from dcaf_like.tools import Tool, tool
+from dcaf_like.tools import Tool, UndocumentedToolWarning, tool
 from dcaf_like.toolsets import Toolset
 from dcaf_like.version import __version__
 
@@ -184,6 +184,7 @@ __all__ = [
     "ToolStarted",
     "Toolset",
     "ToolsetUnavailable",
+    "UndocumentedToolWarning",
     "UnknownTool",
     "UnknownToolCall",
     "UnverifiedDecision",

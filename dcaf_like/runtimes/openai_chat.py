@@ -57,9 +57,10 @@ class OpenAIRuntime(AgentRuntime):
     (``temperature``, ``max_tokens``, ...) go in `options`.
 
     ``tool_calls_in_text=True`` also reads tool calls a model writes as JSON in its answer (small models
-    behind Ollama, llama.cpp's server or LM Studio often do), as :class:`LocalRuntime` does: a call is
-    taken only when every call in the answer names a tool offered in the request; otherwise the answer
-    stays text. Such an answer is not streamed as text while it may still be a call.
+    behind Ollama, llama.cpp's server or LM Studio often do), as
+    :class:`~dcaf_like.runtimes.local.LocalRuntime` does: a call is taken only when every call in the
+    answer names a tool offered in the request; otherwise the answer stays text. Such an answer is not
+    streamed as text while it may still be a call.
     """
 
     def __init__(

@@ -4,7 +4,7 @@
 - ``POST /a2a``: JSON-RPC as the official ``a2a-sdk`` speaks it, 1.0 names (``SendMessage``,
   ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``ListTasks``) and 0.3 names
   (``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``). The SDK's dispatcher parses
-  the requests; :class:`DcafRequestHandler` answers them from the conversation store.
+  the requests; its request handler (``DcafRequestHandler``) answers them from the conversation store.
 - ``POST /a2a/tasks/send``, ``GET /a2a/tasks/{id}``: the same tasks in plain JSON.
 
 The SDK is imported only here, when an app is built with ``a2a=True``.

@@ -5,9 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
+import enum
 import inspect
 import json
+import os
+import sys
 import typing
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +26,11 @@ if TYPE_CHECKING:
     from dcaf_like.tools.schema import ArgumentSchema
 
 _NO_SECRETS: frozenset[str] = frozenset()
+
+
+class UndocumentedToolWarning(UserWarning):
+    """A tool that needs approval has no docstring and no ``description=``: whoever approves its calls
+    sees only its name, and the model is told no more."""
 
 
 class Tool:
@@ -86,6 +96,13 @@ class Tool:
         self.__doc__ = func.__doc__
         self.__name__ = self.name
         self.__wrapped__ = func
+        if requires_approval and not description and not facts.summary:
+            warnings.warn(
+                f"tool {self.name!r} requires approval but has no docstring (or description=): the approver "
+                f"will see no description of it, only {self.description!r}",
+                UndocumentedToolWarning,
+                stacklevel=_outside_the_package(),
+            )
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -186,20 +203,60 @@ def as_tool(value: Tool | Callable[..., Any]) -> Tool:
 
 
 def render(value: Any) -> str:
-    """A tool's return value as the text the model reads."""
+    """A tool's return value as the text the model reads.
+
+    ``None`` is empty; text is itself; bytes are decoded as UTF-8 (an invalid byte becomes U+FFFD); an
+    enum member is its value; a pydantic model is its ``model_dump_json()``; anything else is JSON,
+    where a dataclass is a dict, a set a list, a date or time its ISO form, a nested model its JSON
+    form, and what JSON cannot hold its ``str()``. A value JSON refuses (a circular list) is its repr.
+    """
     if value is None:
         return ""
+    if isinstance(value, enum.Enum):
+        value = value.value
     if isinstance(value, str):
-        return value
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
     dump = getattr(value, "model_dump_json", None)
-    if callable(dump):
+    if callable(dump) and not isinstance(value, type):
         return str(dump())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return json.dumps(_jsonable(value), ensure_ascii=False, default=_jsonable)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` in a form ``json.dumps`` takes, for the kinds it does not know."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    if isinstance(value, str | int | float | bool | list | tuple | dict) or value is None:
+        return value
+    return str(value)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _outside_the_package() -> int:
+    """The ``stacklevel`` of the first caller outside dcaf_like (the line defining the tool), counted
+    from the function that calls this one."""
+    frame, level = sys._getframe(2), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 @dataclass(frozen=True, slots=True)

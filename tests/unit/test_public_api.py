@@ -83,6 +83,7 @@ EXPORTED = {
     "ToolStarted",
     "Toolset",
     "ToolsetUnavailable",
+    "UndocumentedToolWarning",
     "UnknownTool",
     "UnknownToolCall",
     "UnverifiedDecision",

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-from enum import StrEnum
+import dataclasses
+import datetime
+import warnings
+from enum import Enum, StrEnum
 
 import pytest
 from pydantic import BaseModel, Field
 
-from dcaf_like import InvalidToolArguments, PlatformContext, Session, Tool, ToolContext, tool
+from dcaf_like import (
+    Agent,
+    InvalidToolArguments,
+    PlatformContext,
+    Session,
+    Tool,
+    ToolContext,
+    UndocumentedToolWarning,
+    tool,
+)
+from dcaf_like.testing import FakeRuntime
 
 
 def context() -> ToolContext:
@@ -198,6 +211,83 @@ def test_return_values_become_text_the_model_can_read():
     assert report.invoke({}, context()) == '{"pods": ["a", "b"], "ok": true, "name": "ünïcode"}'
     assert model_report.invoke({}, context()) == '{"name":"web","namespace":"default"}'
     assert nothing.invoke({}, context()) == ""
+
+
+class Colour(Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class Rollout:
+    colour: Colour
+    started: datetime.date
+    hosts: frozenset[str]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (b"pod web-1 deleted", "pod web-1 deleted"),
+        (bytearray(b"ok"), "ok"),
+        (b"\xffok", "\ufffdok"),
+        (Colour.RED, "red"),
+        (Size.LARGE, "large"),
+        ({"web-1"}, '["web-1"]'),
+        (datetime.datetime(2024, 5, 1, 12, 30), '"2024-05-01T12:30:00"'),
+        (
+            {"rollout": Rollout(Colour.RED, datetime.date(2024, 5, 1), frozenset({"a"})), "raw": b"x"},
+            '{"rollout": {"colour": "red", "started": "2024-05-01", "hosts": ["a"]}, "raw": "x"}',
+        ),
+        ({"input": DeletePodInput(name="web")}, '{"input": {"name": "web", "namespace": "default"}}'),
+        (3.5, "3.5"),
+    ],
+)
+def test_bytes_enums_sets_dates_and_nested_values_become_readable_text(value, text):
+    @tool
+    def report() -> object:
+        """Report."""
+        return value
+
+    result = report.invoke({}, context())
+    assert result == text
+    assert type(result) is str
+
+
+def test_a_gated_tool_without_a_docstring_warns_where_it_is_defined():
+    with pytest.warns(UndocumentedToolWarning, match="'restart_node' requires approval") as caught:
+
+        @tool
+        def restart_node(name: str) -> str:
+            return name
+
+    [warning] = caught
+    assert "approver will see no description" in str(warning.message)
+    assert warning.filename == __file__, "the warning points at the definition, not at the framework"
+    assert restart_node.description == "restart node"
+
+
+def test_a_plain_function_given_to_an_agent_warns_from_the_agent_s_line():
+    def drain(node: str) -> str:
+        return node
+
+    with pytest.warns(UndocumentedToolWarning, match="'drain'") as caught:
+        Agent(tools=[drain], runtime=FakeRuntime([]))
+    assert caught[0].filename == __file__
+
+
+def test_a_documented_described_or_ungated_tool_does_not_warn():
+    def bare() -> str:
+        return ""
+
+    def documented() -> str:
+        """Say nothing."""
+        return ""
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tool(documented)
+        tool(description="Say nothing.")(bare)
+        tool(requires_approval=False)(bare)
 
 
 async def test_async_tools_are_awaited_and_sync_tools_do_not_block_the_event_loop():
