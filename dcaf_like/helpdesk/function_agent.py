@@ -1,7 +1,8 @@
 """Custom agent functions, ``(messages, context) -> AgentResult``, served like any Agent.
 
-The function receives the HelpDesk protocol's messages (:func:`~dcaf_like.helpdesk.protocol.
-function_messages`), so a FunctionAgent lives with the protocol, not in the application."""
+The function receives the HelpDesk protocol's messages
+(:func:`~dcaf_like.helpdesk.protocol.function_messages`), so a FunctionAgent lives with the protocol,
+not in the application."""
 
 from __future__ import annotations
 
