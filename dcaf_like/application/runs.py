@@ -434,6 +434,15 @@ class CancelPoll:
         finally:
             self._stepping = None
 
+    async def each(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`events`' items, each read as a :meth:`step`."""
+        while True:
+            try:
+                item = await self.step(anext(events))
+            except StopAsyncIteration:
+                return
+            yield item
+
     def _tick(self) -> None:
         self._asking = self._loop.create_task(self._ask())
 
