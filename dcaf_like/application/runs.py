@@ -91,11 +91,7 @@ async def _athread(effect: RunTool) -> ToolOutcome:
             result.set_result(value)
 
     def target() -> None:
-        value, error = None, None
-        try:
-            value = effect.tool.invoke(effect.arguments, effect.context)
-        except BaseException as exc:
-            error = exc
+        value, error = _invoked(effect)
         try:
             loop.call_soon_threadsafe(settle, value, error)
         except RuntimeError:  # the loop has closed
@@ -113,6 +109,14 @@ async def _athread(effect: RunTool) -> ToolOutcome:
         return ToolOutcome(output=result.result())
     abandoned.append(True)
     return timed_out(effect, cancelled=False)
+
+
+def _invoked(effect: RunTool) -> tuple[str | None, BaseException | None]:
+    """Run a plain ``def`` tool (in a thread of its own): its result, or what it raised."""
+    try:
+        return effect.tool.invoke(effect.arguments, effect.context), None
+    except BaseException as exc:
+        return None, exc
 
 
 def _scrub_tool_failure(exc: Exception, effect: RunTool) -> None:
@@ -156,11 +160,7 @@ def _in_thread(effect: RunTool) -> ToolOutcome:
     lock = threading.Lock()
 
     def target() -> None:
-        value, error = None, None
-        try:
-            value = effect.tool.invoke(effect.arguments, effect.context)
-        except BaseException as exc:
-            error = exc
+        value, error = _invoked(effect)
         with lock:
             if abandoned:
                 _log_late(effect, error)
