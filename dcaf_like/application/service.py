@@ -201,8 +201,11 @@ class AgentService:
         (whatever happened), and yield its events, :class:`Done` last.
 
         `blocking` performs every effect in place with the blocking ports (``execute``, driven by
-        :func:`at_once_each`: nothing here then waits on an event loop); else with the async ones.
+        :func:`_at_once_each`: nothing here then waits on an event loop); else with the async ones.
         Without `streams` the turn builds no events and the model is asked without streaming."""
+        # The effects whose events reach the stream: the model's deltas; a tool's progress reports
+        # when served (a blocking stream drops them, docs/runs.md).
+        streamed = (CallModel,) if blocking else (CallModel, RunTool)
         span = self._start_span(request)
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
@@ -215,26 +218,16 @@ class AgentService:
                     except StopIteration as stop:
                         response: AgentResponse = stop.value
                         break
-                    if not streams:
-                        value = await self._perform(effect, run)
+                    if streams and type(effect) in streamed:
+                        async with aclosing(self._streamed(effect, run)) as items:
+                            async for item in items:
+                                if isinstance(item, _ANSWERS):
+                                    value = item
+                                else:
+                                    yield item
                     elif type(effect) is Emit:
                         value = None
                         yield effect.event
-                    elif type(effect) is CallModel:
-                        value = None
-                        async with aclosing(self._stream_model(effect, run)) as events:
-                            async for event in events:
-                                if isinstance(event, ModelResponse | Stopped):
-                                    value = event
-                                else:
-                                    yield event
-                    elif not blocking and type(effect) is RunTool:
-                        async with aclosing(self._run_reporting(effect, run)) as reports:
-                            async for report in reports:
-                                if isinstance(report, ToolOutcome):
-                                    value = report
-                                else:
-                                    yield report
                     else:
                         value = await self._perform(effect, run)
             finally:
@@ -271,24 +264,48 @@ class AgentService:
             await self._save(run)
         return run
 
-    async def _perform(self, effect: Effect, run: _Run) -> Any:
-        """Perform an effect that streams nothing, and return what the turn is sent back."""
+    def _streamed(
+        self, effect: Effect, run: _Run
+    ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome, None]:
+        """Perform a model call or a tool run that streams: its events as they come (the model's
+        deltas, the tool's progress), then what the turn is sent back."""
         if isinstance(effect, CallModel):
-            return await self._invoke_model(effect, run)
+            return self._stream_model(effect, run)
+        assert isinstance(effect, RunTool), effect
+        return self._run_reporting(effect, run)
+
+    def _perform(self, effect: Effect, run: _Run) -> Awaitable[Any]:
+        """What performs an effect that streams nothing; awaited, it is what the turn is sent back."""
+        if isinstance(effect, CallModel):
+            return self._invoke_model(effect, run)
         if isinstance(effect, RunTool):
-            return await self._run_tool(effect, run)
+            return self._run_tool(effect, run)
         if isinstance(effect, CheckCancel):
-            conversation_id, since = run.conversation.id, run.started
-            if run.blocking:
-                return self.repository.cancel_requested(conversation_id, since=since)
-            return await self.repository.acancel_requested(conversation_id, since=since)
+            return self._cancel_requested(run)
         if isinstance(effect, ResolveInstructions):
-            if isinstance(self.system, str):
-                return self.system
-            return _checked_instructions(await _resolved(self.system(effect.context), run.blocking))
+            return self._instructions(effect.context, run)
         if isinstance(effect, Summarize):
-            return _summary_text(await self._invoke_model(CallModel(effect.request), run))
+            return self._summary(effect, run)
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
+        return self._ask_approver(effect, run)
+
+    async def _cancel_requested(self, run: _Run) -> bool:
+        conversation_id, since = run.conversation.id, run.started
+        if run.blocking:
+            return self.repository.cancel_requested(conversation_id, since=since)
+        return await self.repository.acancel_requested(conversation_id, since=since)
+
+    async def _instructions(self, context: RunContext, run: _Run) -> str:
+        if isinstance(self.system, str):
+            return self.system
+        return _checked_instructions(await _resolved(self.system(context), run.blocking))
+
+    async def _summary(self, effect: Summarize, run: _Run) -> str | None:
+        """The summary the model wrote, or None when its call was stopped (cancel, time limit)."""
+        answer = await self._invoke_model(CallModel(effect.request), run)
+        return None if isinstance(answer, Stopped) else answer.text
+
+    async def _ask_approver(self, effect: AskApprover, run: _Run) -> ApprovalAnswer:
         assert self.approver is not None
         return _answer(await _resolved(self.approver(effect.pending), run.blocking))
 
@@ -574,6 +591,10 @@ async def _resolved(value: Any, blocking: bool) -> Any:
     return resolve_sync(value) if blocking else await resolve(value)
 
 
+#: What a streamed effect ends with: the answer the turn is sent back.
+_ANSWERS = (ModelResponse, Stopped, ToolOutcome)
+
+
 def _end(span: Span, poll: CancelPoll | None) -> None:
     if poll is not None:
         poll.close()
@@ -655,8 +676,3 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
-
-
-def _summary_text(answer: ModelResponse | Stopped) -> str | None:
-    """The summary the model wrote, or None when its call was stopped (cancel, time limit)."""
-    return None if isinstance(answer, Stopped) else answer.text
