@@ -1,7 +1,8 @@
 """One agent turn as a plain generator: it decides, and yields an effect whenever it needs the world.
 
-Keeping the loop free of I/O gives one implementation of the rules for both the sync and the async
-driver in :mod:`dcaf_like.application.service`, which perform the effects and send the results back.
+Keeping the loop free of I/O gives one implementation of the rules, whichever ports perform its
+effects: the driver in :mod:`dcaf_like.application.service` performs them, blocking or async, and
+sends the results back.
 """
 
 from __future__ import annotations
