@@ -230,7 +230,7 @@ class _Job:
 
 
 class _Keeper:
-    """One daemon thread renewing the leases of tools run by blocking drivers.
+    """One daemon thread renewing the leases of tools run with blocking ports.
 
     A tool costs an append to a queue the thread reads, not a thread, a lock or a wake-up: idle, the
     thread looks at the queue once a second (dropping the jobs of tools that ended), so a quick tool

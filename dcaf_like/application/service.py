@@ -362,7 +362,7 @@ class AgentService:
 
     def _model_call(self, effect: CallModel, run: _Run) -> tuple[Span, float | None, bool, CancelPoll | None]:
         """A model call's span; how long it may take, and whether that is what is left of the turn's
-        time; and (async drivers) the poll that stops it when the turn is cancelled meanwhile."""
+        time; and (async ports) the poll that stops it when the turn is cancelled meanwhile."""
         span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, run.span)
         left, own = effect.timeout, self.model_timeout
         the_turns = left is not None and (own is None or left < own)
