@@ -613,7 +613,8 @@ def _at_once(awaitable: Awaitable[T]) -> T:
     try:
         steps.send(None)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        result: T = done.value
+        return result
     steps.close()
     raise RuntimeError("the blocking driver awaited something that waits for an event loop")
 
