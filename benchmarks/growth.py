@@ -70,7 +70,6 @@ def conversation(messages: int) -> Conversation:
         if len(c.messages) == messages:
             break
         c.add_assistant_message("web-2 has been in CrashLoopBackOff since 10:42 (OOMKilled).", at=at)
-    c.collect_events()
     return c
 
 

@@ -37,13 +37,37 @@ class Agent:
     >>> response.pending_tool_calls        # delete_pod waits for a human
     >>> agent.approve(response.conversation_id, response.pending_tool_calls[0].id)
 
-    `tools` may hold :class:`~dcaf_like.toolsets.Toolset` objects (an MCP server's tools): they are
-    loaded before the first run calls the model, and kept for later runs.
-
-    Time limits (seconds, docs/runs.md): `turn_timeout` bounds a whole turn (it then ends with
-    ``stop_reason == "turn_timeout"``), `model_timeout` each model call (``ModelTimeout``), and a
-    tool's own ``@tool(timeout=...)`` each run of it. `lease_ttl` is how long a call this process runs
-    stays claimed without renewal: after a crash, another process settles it as interrupted.
+    Args:
+        tools: Plain functions (made tools by :func:`~dcaf_like.tool`), ``@tool`` objects, and
+            :class:`~dcaf_like.toolsets.Toolset` objects (an MCP server's tools), loaded before the
+            first run calls the model and kept for later runs.
+        system: The instructions, or a function of the run's ``RunContext`` returning them (sync
+            or async), called at the start of each turn.
+        name: The agent's name: in traces, the A2A card, and the namespace of a store given by URL.
+        description: What the agent does: the description of its A2A card and of its HTTP API.
+        runtime: The model: an ``AgentRuntime`` or a ``"provider:model"`` string
+            (docs/runtimes.md). Required: none is chosen by default.
+        approval_policy: Which calls run without a human, wait for one, or are denied; by default
+            a tool's own ``requires_approval`` decides.
+        repository: Where conversations are kept: a ``ConversationRepository`` or a store URL
+            (docs/stores.md). By default in memory (``serve()`` then picks SQLite or ``DCAF_STORE``).
+        max_iterations: Model calls a turn may make before it stops with ``"max_iterations"``.
+        pause_on_tool_calls: Every tool call waits for a human, whatever the policy allows.
+        approval_ttl: Seconds a pending call may wait for its decision; after that it can no longer
+            be approved, and the next message rejects it as expired. None: no limit.
+        approver: Asked during the run about each call that needs approval (a CLI prompt) instead
+            of suspending the turn; returns an ``ApprovalAnswer`` or a bool.
+        clock: The time, in seconds since the epoch (tests pass a fake one).
+        tracer: Where spans of turns, model calls, tools and decisions go; by default
+            OpenTelemetry's global tracer provider when opentelemetry is installed, else nowhere.
+        turn_timeout: Seconds a whole turn may take; it then ends with
+            ``stop_reason == "turn_timeout"`` (docs/runs.md).
+        model_timeout: Seconds each model call may take; past it the turn fails with
+            ``ModelTimeout``. A tool's own limit is ``@tool(timeout=...)``.
+        lease_ttl: Seconds a call this process runs stays claimed without renewal: after a crash,
+            another process settles it as interrupted.
+        context: What the model reads of a long conversation (docs/runtimes.md, "Context
+            windows"); by default the transcript fitted to the runtime's window, when it is known.
     """
 
     def __init__(

@@ -91,11 +91,7 @@ async def _athread(effect: RunTool) -> ToolOutcome:
             result.set_result(value)
 
     def target() -> None:
-        value, error = None, None
-        try:
-            value = effect.tool.invoke(effect.arguments, effect.context)
-        except BaseException as exc:
-            error = exc
+        value, error = _invoked(effect)
         try:
             loop.call_soon_threadsafe(settle, value, error)
         except RuntimeError:  # the loop has closed
@@ -113,6 +109,14 @@ async def _athread(effect: RunTool) -> ToolOutcome:
         return ToolOutcome(output=result.result())
     abandoned.append(True)
     return timed_out(effect, cancelled=False)
+
+
+def _invoked(effect: RunTool) -> tuple[str | None, BaseException | None]:
+    """Run a plain ``def`` tool (in a thread of its own): its result, or what it raised."""
+    try:
+        return effect.tool.invoke(effect.arguments, effect.context), None
+    except BaseException as exc:
+        return None, exc
 
 
 def _scrub_tool_failure(exc: Exception, effect: RunTool) -> None:
@@ -156,11 +160,7 @@ def _in_thread(effect: RunTool) -> ToolOutcome:
     lock = threading.Lock()
 
     def target() -> None:
-        value, error = None, None
-        try:
-            value = effect.tool.invoke(effect.arguments, effect.context)
-        except BaseException as exc:
-            error = exc
+        value, error = _invoked(effect)
         with lock:
             if abandoned:
                 _log_late(effect, error)
@@ -230,7 +230,7 @@ class _Job:
 
 
 class _Keeper:
-    """One daemon thread renewing the leases of tools run by blocking drivers.
+    """One daemon thread renewing the leases of tools run with blocking ports.
 
     A tool costs an append to a queue the thread reads, not a thread, a lock or a wake-up: idle, the
     thread looks at the queue once a second (dropping the jobs of tools that ended), so a quick tool
@@ -433,6 +433,15 @@ class CancelPoll:
             raise
         finally:
             self._stepping = None
+
+    async def each(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`events`' items, each read as a :meth:`step`."""
+        while True:
+            try:
+                item = await self.step(anext(events))
+            except StopAsyncIteration:
+                return
+            yield item
 
     def _tick(self) -> None:
         self._asking = self._loop.create_task(self._ask())

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
@@ -19,11 +20,15 @@ from dcaf_like.application.errors import (
     InvalidRequest,
     ModelError,
     ModelTimeout,
-    UnknownTool,
     scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
-from dcaf_like.application.messages import ModelCompleted, ModelResponse
+from dcaf_like.application.messages import (
+    ModelCompleted,
+    ModelResponse,
+    ReasoningDelta,
+    TextDelta,
+)
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalAnswer,
@@ -60,6 +65,7 @@ from dcaf_like.application.turn import (
     ToolOutcome,
     Turn,
     TurnSettings,
+    apply_decision,
 )
 from dcaf_like.domain import (
     NO_CONTEXT,
@@ -68,13 +74,13 @@ from dcaf_like.domain import (
     DeciderKind,
     DecisionRecord,
     DomainError,
-    EditNotAllowed,
     PlatformContext,
     Role,
-    ToolInput,
 )
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import new_conversation_id
+
+T = TypeVar("T")
 
 InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
@@ -83,26 +89,6 @@ EXPIRED = "the approval window closed before a decision"
 
 #: Seconds between two reads of the store for a cancel request while the model answers (async only).
 CANCEL_POLL = 0.5
-
-
-@dataclass(slots=True)
-class _Prepared:
-    conversation: Conversation
-    expected_version: int
-    turn: Turn
-    claim: bool
-    started: float = 0.0
-
-
-@dataclass(slots=True)
-class _Saved:
-    """The conversation a turn runs on, and the version its next save expects (a lease renewed while
-    a tool runs saves, and moves it on)."""
-
-    conversation: Conversation
-    expected: int
-    #: When the turn started: a cancel asked for since then stops it.
-    started: float = 0.0
 
 
 class AgentService:
@@ -175,271 +161,266 @@ class AgentService:
     def tools(self) -> dict[str, ExecutableTool]:
         return dict(self._settings.toolbox)
 
-    # -- sync -------------------------------------------------------------------------------------
+    # -- four ways in, one driver -----------------------------------------------------------------
 
     def execute(self, request: AgentRequest) -> AgentResponse:
         """Run one turn; raise the typed error if it fails (after saving what had already happened).
 
-        Nobody reads a stream here, so the turn is driven directly: no events, no generators between
-        the turn and the model."""
-        turn = self._start_turn(request)
-        try:
-            prepared, expected = self._begin(request, turn, emits=False)
-            saved = _Saved(prepared.conversation, expected, prepared.started)
-            try:
-                response = self._settle(prepared.turn.run(), turn, saved)
-            finally:
-                if saved.conversation.version != saved.expected:
-                    self.repository.save(saved.conversation, saved.expected)
-            prepared.conversation.collect_events()
-            _finish_turn(turn, response)
-            return response
-        except Exception as exc:
-            self._scrub(exc, request)
-            turn.fail(exc)
-            raise
-        finally:
-            turn.end()
+        Nobody reads a stream: the turn builds no events and the model is asked without streaming."""
+        return _at_once(self._quietly(request, blocking=True))
 
     def execute_stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
         """Run one turn, yielding events as they happen; a failure ends the stream with RunFailed."""
         try:
-            yield from self._events(request)
+            yield from _at_once_each(self._drive(request, blocking=True, streams=True))
         except (ApplicationError, DomainError) as exc:
             yield _failed(exc, request)
 
-    def _events(self, request: AgentRequest) -> Iterator[StreamEvent]:
-        turn = self._start_turn(request)
+    async def aexecute(self, request: AgentRequest) -> AgentResponse:
+        """The async twin of :meth:`execute`."""
+        return await self._quietly(request, blocking=False)
+
+    async def aexecute_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        """The async twin of :meth:`execute_stream`; it also streams the tools' progress reports."""
         try:
-            prepared, expected = self._begin(request, turn, emits=True)
-            saved = _Saved(prepared.conversation, expected, prepared.started)
+            async for event in self._drive(request, blocking=False, streams=True):
+                yield event
+        except (ApplicationError, DomainError) as exc:
+            yield _failed(exc, request)
+
+    async def _quietly(self, request: AgentRequest, *, blocking: bool) -> AgentResponse:
+        """The turn's response, from a driver that streams nothing (it yields only Done)."""
+        async for done in self._drive(request, blocking=blocking, streams=False):  # noqa: B007
+            pass
+        return _response(done)
+
+    async def _drive(
+        self, request: AgentRequest, *, blocking: bool, streams: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The one driver of a turn: begin it, perform the effects of its :class:`Turn`, save what moved
+        (whatever happened), and yield its events, :class:`Done` last.
+
+        `blocking` performs every effect in place with the blocking ports (``execute``, driven by
+        :func:`_at_once_each`: nothing here then waits on an event loop); else with the async ones.
+        Without `streams` the turn builds no events and the model is asked without streaming."""
+        # The effects whose events reach the stream: the model's deltas; a tool's progress reports
+        # when served (a blocking stream drops them, docs/runs.md).
+        streamed = (CallModel,) if blocking else (CallModel, RunTool)
+        span = self._start_span(request)
+        try:
+            run = await self._begin(request, span, blocking=blocking, streams=streams)
             try:
-                response = yield from self._drive(prepared.turn.run(), turn, saved)
+                machine = run.turn.run()
+                value: Any = None
+                while True:
+                    try:
+                        effect = machine.send(value)
+                    except StopIteration as stop:
+                        response: AgentResponse = stop.value
+                        break
+                    if streams and type(effect) in streamed:
+                        async with aclosing(self._streamed(effect, run)) as items:
+                            async for item in items:
+                                if isinstance(item, _ANSWERS):
+                                    value = item
+                                else:
+                                    yield item
+                    elif type(effect) is Emit:
+                        value = None
+                        yield effect.event
+                    else:
+                        value = await self._perform(effect, run)
             finally:
-                if saved.conversation.version != saved.expected:
-                    self.repository.save(saved.conversation, saved.expected)
-            prepared.conversation.collect_events()
-            _finish_turn(turn, response)
-            yield Done(response)
+                if run.conversation.version != run.expected:
+                    await self._save(run)
+            _finish_span(span, response)
         except Exception as exc:
             self._scrub(exc, request)
-            turn.fail(exc)
+            span.fail(exc)
             raise
         finally:
-            turn.end()
+            span.end()
+        yield Done(response)
 
-    def _begin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
+    async def _begin(self, request: AgentRequest, span: Span, *, blocking: bool, streams: bool) -> _Run:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
-        runs, so a call is never run twice); returns the version the turn's save expects."""
+        runs, so a call is never run twice)."""
         # A new conversation's id is looked up too: a store that cannot be used fails the turn here,
         # before the model is called or a tool runs.
         conversation_id = request.conversation_id or new_conversation_id()
-        stored = self.repository.get(conversation_id)
+        repository = self.repository
+        stored = repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
         refused: list[DecisionRecord] = []
         try:
-            prepared = self._prepare(request, conversation_id, stored, turn, emits=emits, refused=refused)
+            run = self._prepare(request, conversation_id, stored, span, refused, blocking, streams)
         except Exception:
-            if refused:
-                self.repository.record_decisions(refused)  # the audit trail keeps refusals too
+            if refused:  # the audit trail keeps refusals too
+                if blocking:
+                    repository.record_decisions(refused)
+                else:
+                    await repository.arecord_decisions(refused)
             raise
-        if not prepared.claim:
-            return prepared, prepared.expected_version
-        self.repository.save(prepared.conversation, prepared.expected_version)
-        return prepared, prepared.conversation.version
+        if run.claim:
+            await self._save(run)
+        return run
 
-    def _settle(
-        self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved
-    ) -> AgentResponse:
-        """Perform a turn's effects until it ends; the turn emits no events (nobody streams)."""
-        value: Any = None
-        while True:
-            try:
-                effect = machine.send(value)
-            except StopIteration as stop:
-                response: AgentResponse = stop.value
-                return response
-            if isinstance(effect, CallModel):
-                value = self._invoke_model(effect, turn)
-            else:
-                value = self._perform(effect, turn, saved)
+    def _streamed(
+        self, effect: Effect, run: _Run
+    ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome, None]:
+        """Perform a model call or a tool run that streams: its events as they come (the model's
+        deltas, the tool's progress), then what the turn is sent back."""
+        if isinstance(effect, CallModel):
+            return self._stream_model(effect, run)
+        assert isinstance(effect, RunTool), effect
+        return self._run_reporting(effect, run)
 
-    def _drive(
-        self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved
-    ) -> Generator[StreamEvent, None, AgentResponse]:
-        """Perform a turn's effects until it ends, yielding its events and the model's as they come."""
-        value: Any = None
-        while True:
-            try:
-                effect = machine.send(value)
-            except StopIteration as stop:
-                response: AgentResponse = stop.value
-                return response
-            value = None
-            if isinstance(effect, Emit):
-                yield effect.event
-            elif isinstance(effect, CallModel):
-                value = yield from self._stream_model(effect, turn)
-            else:
-                value = self._perform(effect, turn, saved)
-
-    def _perform(self, effect: Effect, turn: Span, saved: _Saved) -> Any:
-        """Run a tool, resolve instructions, or ask the approver: what the sync drivers share."""
+    def _perform(self, effect: Effect, run: _Run) -> Awaitable[Any]:
+        """What performs an effect that streams nothing; awaited, it is what the turn is sent back."""
+        if isinstance(effect, CallModel):
+            return self._invoke_model(effect, run)
         if isinstance(effect, RunTool):
-            call_id = effect.context.call_id
-            return run_tool(
-                effect,
-                self._tool_span(effect, turn),
-                renew=lambda: self._renew(saved, call_id),
-                every=self.lease_ttl / 3,
-            )
+            return self._run_tool(effect, run)
         if isinstance(effect, CheckCancel):
-            return self.repository.cancel_requested(saved.conversation.id, since=saved.started)
+            return self._cancel_requested(run)
         if isinstance(effect, ResolveInstructions):
-            return self._instructions(effect.context, resolve_sync)
+            return self._instructions(effect.context, run)
         if isinstance(effect, Summarize):
-            return _summary_text(self._invoke_model(CallModel(effect.request), turn))
-        assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
+            return self._summary(effect, run)
+        assert isinstance(effect, AskApprover), effect  # Emit is the driver's
+        return self._ask_approver(effect, run)
+
+    async def _cancel_requested(self, run: _Run) -> bool:
+        conversation_id, since = run.conversation.id, run.started
+        if run.blocking:
+            return self.repository.cancel_requested(conversation_id, since=since)
+        return await self.repository.acancel_requested(conversation_id, since=since)
+
+    async def _instructions(self, context: RunContext, run: _Run) -> str:
+        if isinstance(self.system, str):
+            return self.system
+        return _checked_instructions(await _resolved(self.system(context), run.blocking))
+
+    async def _summary(self, effect: Summarize, run: _Run) -> str | None:
+        """The summary the model wrote, or None when its call was stopped (cancel, time limit)."""
+        answer = await self._invoke_model(CallModel(effect.request), run)
+        return None if isinstance(answer, Stopped) else answer.text
+
+    async def _ask_approver(self, effect: AskApprover, run: _Run) -> ApprovalAnswer:
         assert self.approver is not None
-        return _answer(resolve_sync(self.approver(effect.pending)))
+        return _answer(await _resolved(self.approver(effect.pending), run.blocking))
 
-    def _invoke_model(self, effect: CallModel, turn: Span) -> ModelResponse | Stopped:
-        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
-        seconds, the_turns = self._model_limit(effect)
+    async def _save(self, run: _Run) -> None:
+        """Save the run's conversation, expecting the version of its last save."""
+        if run.blocking:
+            self.repository.save(run.conversation, run.expected)
+        else:
+            await self.repository.asave(run.conversation, run.expected)
+        run.expected = run.conversation.version
+
+    # -- model calls ------------------------------------------------------------------------------
+
+    async def _invoke_model(self, effect: CallModel, run: _Run) -> ModelResponse | Stopped:
+        span, seconds, the_turns, poll = self._model_call(effect, run)
         try:
-            if seconds is None:
-                return _traced(span, self.runtime.invoke(effect.request))
-            return _traced(span, within(lambda: self.runtime.invoke(effect.request), seconds))
-        except OutOfTime:
-            return self._out_of_time(span, seconds, the_turns)
+            if poll is None:
+                invoke, request = self.runtime.invoke, effect.request
+                answer = invoke(request) if seconds is None else within(lambda: invoke(request), seconds)
+            else:
+                asked = self.runtime.ainvoke(effect.request)
+                answer = await poll.step(asked if seconds is None else awithin(asked, seconds))
+            return _traced(span, answer)
         except Exception as exc:
-            failure = self._model_failure(exc)
-            span.fail(failure)
-            raise failure from exc
+            return self._stopped(exc, span, seconds, the_turns)
         finally:
-            span.end()
+            _end(span, poll)
 
-    def _stream_model(
-        self, effect: CallModel, turn: Span
-    ) -> Generator[StreamEvent, None, ModelResponse | Stopped]:
-        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
-        seconds, the_turns = self._model_limit(effect)
+    async def _stream_model(
+        self, effect: CallModel, run: _Run
+    ) -> AsyncGenerator[TextDelta | ReasoningDelta | ModelResponse | Stopped, None]:
+        """The model's deltas as they come, then its response (or why the turn stops waiting)."""
+        span, seconds, the_turns, poll = self._model_call(effect, run)
         try:
-            events = self.runtime.stream(effect.request)
-            for event in events if seconds is None else iterate_within(events, seconds):
+            if poll is None:
+                events = self.runtime.stream(effect.request)
+                deltas = _each(events if seconds is None else iterate_within(events, seconds))
+            else:
+                aevents = self.runtime.astream(effect.request)
+                deltas = poll.each(aevents if seconds is None else aiterate_within(aevents, seconds))
+            async for event in deltas:
                 if isinstance(event, ModelCompleted):
-                    return _traced(span, event.response)
+                    yield _traced(span, event.response)
+                    return
                 yield event
-        except OutOfTime:
-            return self._out_of_time(span, seconds, the_turns)
         except Exception as exc:
-            failure = self._model_failure(exc)
-            span.fail(failure)
-            raise failure from exc
+            yield self._stopped(exc, span, seconds, the_turns)
+            return
         finally:
-            span.end()
+            _end(span, poll)
         raise ModelError(
             f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
         )
 
-    # -- async ------------------------------------------------------------------------------------
+    def _model_call(self, effect: CallModel, run: _Run) -> tuple[Span, float | None, bool, CancelPoll | None]:
+        """A model call's span; how long it may take, and whether that is what is left of the turn's
+        time; and (async ports) the poll that stops it when the turn is cancelled meanwhile."""
+        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, run.span)
+        left, own = effect.timeout, self.model_timeout
+        the_turns = left is not None and (own is None or left < own)
+        if run.blocking:
+            return span, left if the_turns else own, the_turns, None
+        conversation_id, since, repository = run.conversation.id, run.started, self.repository
+        poll = CancelPoll(lambda: repository.acancel_requested(conversation_id, since=since), CANCEL_POLL)
+        return span, left if the_turns else own, the_turns, poll
 
-    async def aexecute(self, request: AgentRequest) -> AgentResponse:
-        """The async twin of :meth:`execute`: driven directly, no events."""
-        turn = self._start_turn(request)
-        try:
-            prepared, expected = await self._abegin(request, turn, emits=False)
-            conversation = prepared.conversation
-            saved = _Saved(conversation, expected, prepared.started)
-            try:
-                response = await self._asettle(prepared.turn.run(), turn, saved)
-            finally:
-                if conversation.version != saved.expected:
-                    await self.repository.asave(conversation, saved.expected)
-            conversation.collect_events()
-            _finish_turn(turn, response)
-            return response
-        except Exception as exc:
-            self._scrub(exc, request)
-            turn.fail(exc)
-            raise
-        finally:
-            turn.end()
+    def _stopped(self, exc: Exception, span: Span, seconds: float | None, the_turns: bool) -> Stopped:
+        """What a model call's failure means: the turn stops there (its time ran out, it was
+        cancelled), or the call's typed error raises."""
+        name = self.runtime.name
+        if isinstance(exc, RunCancelled):
+            span.set("dcaf.stop_reason", CANCELLED)
+            return Stopped(CANCELLED)
+        if isinstance(exc, OutOfTime) and the_turns:
+            span.set("dcaf.stop_reason", TURN_TIMEOUT)
+            return Stopped(TURN_TIMEOUT)
+        if isinstance(exc, OutOfTime):
+            failure: ModelError = ModelTimeout(
+                f"{name}: no answer within the model-call time limit of {seconds:g} s", runtime=name
+            )
+        else:
+            failure = self._model_failure(exc)
+        span.fail(failure)
+        if failure is exc:
+            raise failure
+        raise failure from exc
 
-    async def aexecute_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
-        try:
-            async for event in self._aevents(request):
-                yield event
-        except (ApplicationError, DomainError) as exc:
-            yield _failed(exc, request)
+    def _model_failure(self, exc: Exception) -> ModelError:
+        secrets = self.runtime.secret_values()
+        if secrets:  # before the span records it
+            scrub_exception(exc, secrets)
+        if isinstance(exc, ModelError):
+            return exc
+        name = self.runtime.name
+        return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
 
-    async def _aevents(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
-        turn = self._start_turn(request)
-        try:
-            async for event in self._aturn(request, turn):
-                if isinstance(event, Done):
-                    _finish_turn(turn, event.response)
-                yield event
-        except Exception as exc:
-            self._scrub(exc, request)
-            turn.fail(exc)
-            raise
-        finally:
-            turn.end()
+    # -- tools ------------------------------------------------------------------------------------
 
-    async def _aturn(self, request: AgentRequest, turn: Span) -> AsyncIterator[StreamEvent]:
-        prepared, expected = await self._abegin(request, turn, emits=True)
-        conversation = prepared.conversation
-        saved = _Saved(conversation, expected, prepared.started)
-        machine = prepared.turn.run()
-        value: Any = None
-        try:
-            while True:
-                try:
-                    effect = machine.send(value)
-                except StopIteration as stop:
-                    response: AgentResponse = stop.value
-                    break
-                value = None
-                if isinstance(effect, Emit):
-                    yield effect.event
-                elif isinstance(effect, CallModel):
-                    async for event in self._astream_model(effect, turn, saved):
-                        if isinstance(event, ModelCompleted):
-                            value = event.response
-                        elif isinstance(event, Stopped):
-                            value = event
-                        else:
-                            yield event
-                elif isinstance(effect, RunTool):
-                    async for event in self._arun_reporting(effect, turn, saved):
-                        if isinstance(event, ToolOutcome):
-                            value = event
-                        else:
-                            yield event
-                else:
-                    value = await self._aperform(effect, turn, saved)
-        finally:
-            if conversation.version != saved.expected:
-                await self.repository.asave(conversation, saved.expected)
-        conversation.collect_events()
-        yield Done(response)
+    async def _run_tool(self, effect: RunTool, run: _Run) -> ToolOutcome:
+        attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
+        span = self.tracer.start("dcaf.tool", attributes, run.span)
+        call_id, every = effect.context.call_id, self.lease_ttl / 3
 
-    async def _abegin(self, request: AgentRequest, turn: Span, *, emits: bool) -> tuple[_Prepared, int]:
-        conversation_id = request.conversation_id or new_conversation_id()  # looked up, as in _begin
-        stored = await self.repository.aget(conversation_id)
-        refused: list[DecisionRecord] = []
-        try:
-            prepared = self._prepare(request, conversation_id, stored, turn, emits=emits, refused=refused)
-        except Exception:
-            if refused:
-                await self.repository.arecord_decisions(refused)  # the audit trail keeps refusals too
-            raise
-        if not prepared.claim:
-            return prepared, prepared.expected_version
-        await self.repository.asave(prepared.conversation, prepared.expected_version)
-        return prepared, prepared.conversation.version
+        async def renew() -> None:
+            """Extend the lease of the call still running, and save it (so no other worker settles it)."""
+            run.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
+            await self._save(run)
 
-    async def _arun_reporting(self, effect: RunTool, turn: Span, saved: _Saved) -> AsyncIterator[Any]:
+        if run.blocking:
+            return run_tool(effect, span, renew=lambda: _at_once(renew()), every=every)
+        return await arun_tool(effect, span, renew=renew, every=every)
+
+    async def _run_reporting(
+        self, effect: RunTool, run: _Run
+    ) -> AsyncGenerator[ToolProgress | ToolOutcome, None]:
         """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
         thread), then its ToolOutcome."""
         loop = asyncio.get_running_loop()
@@ -457,7 +438,7 @@ class AgentService:
             loop.call_soon_threadsafe(reports.put_nowait, event)
 
         effect.context = replace(effect.context, on_progress=report)
-        running = asyncio.ensure_future(self._aperform(effect, turn, saved))
+        running = asyncio.ensure_future(self._run_tool(effect, run))
         try:
             while not running.done():
                 waiting = asyncio.ensure_future(reports.get())
@@ -473,148 +454,9 @@ class AgentService:
                 running.cancel()
         yield running.result()
 
-    async def _asettle(
-        self, machine: Generator[Effect, Any, AgentResponse], turn: Span, saved: _Saved
-    ) -> AgentResponse:
-        """The async twin of :meth:`_settle`."""
-        value: Any = None
-        while True:
-            try:
-                effect = machine.send(value)
-            except StopIteration as stop:
-                response: AgentResponse = stop.value
-                return response
-            if isinstance(effect, CallModel):
-                value = await self._ainvoke_model(effect, turn, saved)
-            else:
-                value = await self._aperform(effect, turn, saved)
+    # -- preparing a turn -------------------------------------------------------------------------
 
-    async def _aperform(self, effect: Effect, turn: Span, saved: _Saved) -> Any:
-        if isinstance(effect, RunTool):
-            call_id = effect.context.call_id
-            return await arun_tool(
-                effect,
-                self._tool_span(effect, turn),
-                renew=lambda: self._arenew(saved, call_id),
-                every=self.lease_ttl / 3,
-            )
-        if isinstance(effect, CheckCancel):
-            return await self.repository.acancel_requested(saved.conversation.id, since=saved.started)
-        if isinstance(effect, ResolveInstructions):
-            return await self._ainstructions(effect.context)
-        if isinstance(effect, Summarize):
-            return _summary_text(await self._ainvoke_model(CallModel(effect.request), turn, saved))
-        assert isinstance(effect, AskApprover), effect  # an unstreamed turn emits nothing
-        assert self.approver is not None
-        return _answer(await resolve(self.approver(effect.pending)))
-
-    async def _ainvoke_model(self, effect: CallModel, turn: Span, saved: _Saved) -> ModelResponse | Stopped:
-        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
-        seconds, the_turns = self._model_limit(effect)
-        poll = self._cancel_poll(saved)
-        try:
-            answer = self.runtime.ainvoke(effect.request)
-            return _traced(span, await poll.step(answer if seconds is None else awithin(answer, seconds)))
-        except OutOfTime:
-            return self._out_of_time(span, seconds, the_turns)
-        except RunCancelled:
-            span.set("dcaf.stop_reason", CANCELLED)
-            return Stopped(CANCELLED)
-        except Exception as exc:
-            failure = self._model_failure(exc)
-            span.fail(failure)
-            raise failure from exc
-        finally:
-            poll.close()
-            span.end()
-
-    async def _astream_model(self, effect: CallModel, turn: Span, saved: _Saved) -> AsyncIterator[Any]:
-        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, turn)
-        seconds, the_turns = self._model_limit(effect)
-        poll = self._cancel_poll(saved)
-        events = self.runtime.astream(effect.request)
-        if seconds is not None:
-            events = aiterate_within(events, seconds)
-        try:
-            while True:
-                try:
-                    event = await poll.step(anext(events))
-                except StopAsyncIteration:
-                    break
-                if isinstance(event, ModelCompleted):
-                    _traced(span, event.response)
-                yield event
-                if isinstance(event, ModelCompleted):
-                    return
-        except OutOfTime:
-            yield self._out_of_time(span, seconds, the_turns)
-            return
-        except RunCancelled:
-            span.set("dcaf.stop_reason", CANCELLED)
-            yield Stopped(CANCELLED)
-            return
-        except Exception as exc:
-            failure = self._model_failure(exc)
-            span.fail(failure)
-            raise failure from exc
-        finally:
-            poll.close()
-            span.end()
-        raise ModelError(
-            f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
-        )
-
-    async def _ainstructions(self, context: RunContext) -> str:
-        if isinstance(self.system, str):
-            return self.system
-        return _checked_instructions(await resolve(self.system(context)))
-
-    # -- shared -----------------------------------------------------------------------------------
-
-    def _cancel_poll(self, saved: _Saved) -> CancelPoll:
-        conversation_id, since = saved.conversation.id, saved.started
-        return CancelPoll(
-            lambda: self.repository.acancel_requested(conversation_id, since=since), CANCEL_POLL
-        )
-
-    def _model_limit(self, effect: CallModel) -> tuple[float | None, bool]:
-        """How long this model call may take, and whether that is what is left of the turn's time."""
-        left, own = effect.timeout, self.model_timeout
-        if left is None:
-            return own, False
-        if own is None or left < own:
-            return left, True
-        return own, False
-
-    def _out_of_time(self, span: Span, seconds: float | None, the_turns: bool) -> Stopped:
-        """A model call past its limit: the turn stops if it was the turn's; else the call failed."""
-        if the_turns:
-            span.set("dcaf.stop_reason", TURN_TIMEOUT)
-            return Stopped(TURN_TIMEOUT)
-        name = self.runtime.name
-        failure = ModelTimeout(
-            f"{name}: no answer within the model-call time limit of {seconds:g} s", runtime=name
-        )
-        span.fail(failure)
-        raise failure
-
-    def _renew(self, saved: _Saved, call_id: str) -> None:
-        """Extend the lease of a call still running, and save it (so no other worker settles it)."""
-        saved.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
-        self.repository.save(saved.conversation, saved.expected)
-        saved.expected = saved.conversation.version
-
-    async def _arenew(self, saved: _Saved, call_id: str) -> None:
-        saved.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
-        await self.repository.asave(saved.conversation, saved.expected)
-        saved.expected = saved.conversation.version
-
-    def _instructions(self, context: RunContext, resolver: Callable[[Any], Any]) -> str:
-        if isinstance(self.system, str):
-            return self.system
-        return _checked_instructions(resolver(self.system(context)))
-
-    def _start_turn(self, request: AgentRequest) -> Span:
+    def _start_span(self, request: AgentRequest) -> Span:
         attributes = {
             "dcaf.agent": self.name,
             "dcaf.runtime": self.runtime.name,
@@ -624,10 +466,6 @@ class AgentService:
             attributes["dcaf.conversation_id"] = request.conversation_id
         return self.tracer.start("dcaf.turn", attributes)
 
-    def _tool_span(self, effect: RunTool, turn: Span) -> Span:
-        attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
-        return self.tracer.start("dcaf.tool", attributes, turn)
-
     def _scrub(self, exc: BaseException, request: AgentRequest) -> None:
         """Remove the runtime's secrets (its API key) and the request's credentials from the failure's
         text, and from the exceptions it was raised from, before anyone reports or logs it."""
@@ -635,25 +473,16 @@ class AgentService:
         if secrets:
             scrub_exception(exc, secrets)
 
-    def _model_failure(self, exc: Exception) -> ModelError:
-        secrets = self.runtime.secret_values()
-        if secrets:  # before the span records it
-            scrub_exception(exc, secrets)
-        if isinstance(exc, ModelError):
-            return exc
-        name = self.runtime.name
-        return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
-
     def _prepare(
         self,
         request: AgentRequest,
         conversation_id: str,
         stored: Conversation | None,
         span: Span,
-        *,
-        emits: bool,
         refused: list[DecisionRecord],
-    ) -> _Prepared:
+        blocking: bool,
+        streams: bool,
+    ) -> _Run:
         """Everything a request changes before any tool runs. It raises before anything is saved
         (the records of the decisions it refused are in `refused`)."""
         now = self.clock()
@@ -701,9 +530,9 @@ class AgentService:
             approved_now=approved,
             rejected_now=rejected,
             interrupted_now=interrupted,
-            emits=emits,
+            emits=streams,
         )
-        return _Prepared(conversation, expected, turn, claim=bool(approved), started=now)
+        return _Run(turn, conversation, expected, now, span, blocking, claim=bool(approved))
 
     def _decide(
         self,
@@ -711,7 +540,7 @@ class AgentService:
         decision: ToolDecision,
         user: str,
         now: float,
-        turn: Span,
+        parent: Span,
         refused: list[DecisionRecord],
     ) -> bool:
         attributes = {
@@ -720,9 +549,9 @@ class AgentService:
             "dcaf.decided_by": user,
             "dcaf.edited": decision.edited_arguments is not None,
         }
-        span = self.tracer.start("dcaf.decision", attributes, turn)
+        span = self.tracer.start("dcaf.decision", attributes, parent)
         try:
-            approved = self._apply(conversation, decision, user, now)
+            approved = apply_decision(conversation, self._settings, decision, by=user, at=now)
             call = conversation.tool_call(decision.call_id)
             span.set("dcaf.tool", call.name)
             span.set("dcaf.waited_seconds", max(0.0, now - call.proposed_at))
@@ -734,30 +563,72 @@ class AgentService:
         finally:
             span.end()
 
-    def _apply(self, conversation: Conversation, decision: ToolDecision, user: str, now: float) -> bool:
-        call = conversation.tool_call(decision.call_id)
-        if not decision.approve:
-            conversation.reject_tool_call(call.id.value, decision.reason, by=user, at=now)
-            return False
-        edited = None
-        if decision.edited_arguments is not None:
-            if not call.editable:
-                raise EditNotAllowed(call.id.value, call.name)
-            tool = self._settings.toolbox.get(call.name)
-            if tool is None:
-                raise UnknownTool(call.name, sorted(self._settings.toolbox))
-            edited = ToolInput.of(tool.validate(call.patched(decision.edited_arguments)))
-        echoed = None if decision.arguments is None else ToolInput.of(call.unmasked(decision.arguments))
-        conversation.approve_tool_call(
-            call.id.value,
-            by=user,
-            tool_name=decision.tool_name,
-            tool_input=echoed,
-            edited_input=edited,
-            policy=self._settings.policy,  # checked again, as the call would run
-            at=now,
-        )
-        return True
+
+@dataclass(slots=True)
+class _Run:
+    """A turn under way: its :class:`Turn`, the conversation, the version its next save expects (a
+    claim or a lease renewal moves it on), when it started (a cancel asked since then stops it), its
+    span, and whether its driver blocks."""
+
+    turn: Turn
+    conversation: Conversation
+    expected: int
+    started: float
+    span: Span
+    blocking: bool
+    #: The request approved calls: their claim is saved before the turn goes on.
+    claim: bool = False
+
+
+async def _each(items: Iterable[T]) -> AsyncIterator[T]:
+    """A blocking iterator's items, for the blocking driver (each is read in place)."""
+    for item in items:
+        yield item
+
+
+async def _resolved(value: Any, blocking: bool) -> Any:
+    """A callback's answer, awaited first if it is awaitable (on an event loop of its own if blocking)."""
+    return resolve_sync(value) if blocking else await resolve(value)
+
+
+#: What a streamed effect ends with: the answer the turn is sent back.
+_ANSWERS = (ModelResponse, Stopped, ToolOutcome)
+
+
+def _end(span: Span, poll: CancelPoll | None) -> None:
+    if poll is not None:
+        poll.close()
+    span.end()
+
+
+def _response(done: StreamEvent) -> AgentResponse:
+    assert isinstance(done, Done), done
+    return done.response
+
+
+def _at_once(awaitable: Awaitable[T]) -> T:
+    """The result of an awaitable that never waits: the blocking driver's I/O is performed in place,
+    so a coroutine of it finishes on its first step. One that would wait is a bug, and says so."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    steps.close()
+    raise RuntimeError("the blocking driver awaited something that waits for an event loop")
+
+
+def _at_once_each(events: AsyncGenerator[T, None]) -> Iterator[T]:
+    """The items of an async generator that never waits (see :func:`_at_once`), for blocking code.
+    Left early, it is closed at once, so its ``finally`` blocks (the turn's save) run then."""
+    try:
+        while True:
+            yield _at_once(anext(events))
+    except StopAsyncIteration:
+        return
+    finally:
+        _at_once(events.aclose())
 
 
 def _may_use(request: AgentRequest, conversation: Conversation) -> bool:
@@ -782,16 +653,12 @@ def _traced(span: Span, response: ModelResponse) -> ModelResponse:
     return response
 
 
-def _finish_turn(turn: Span, response: AgentResponse) -> None:
-    if turn is NO_SPAN:
+def _finish_span(span: Span, response: AgentResponse) -> None:
+    if span is NO_SPAN:
         return
-    turn.set("dcaf.conversation_id", response.conversation_id)
-    turn.set("dcaf.stop_reason", response.stop_reason)
-    turn.set("dcaf.pending_approvals", len(response.pending_tool_calls))
-
-
-def _describe(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    span.set("dcaf.conversation_id", response.conversation_id)
+    span.set("dcaf.stop_reason", response.stop_reason)
+    span.set("dcaf.pending_approvals", len(response.pending_tool_calls))
 
 
 def _answer(value: Any) -> ApprovalAnswer:
@@ -810,8 +677,3 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
-
-
-def _summary_text(answer: ModelResponse | Stopped) -> str | None:
-    """The summary the model wrote, or None when its call was stopped (cancel, time limit)."""
-    return None if isinstance(answer, Stopped) else answer.text

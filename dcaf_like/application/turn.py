@@ -1,7 +1,8 @@
 """One agent turn as a plain generator: it decides, and yields an effect whenever it needs the world.
 
-Keeping the loop free of I/O gives one implementation of the rules for both the sync and the async
-driver in :mod:`dcaf_like.application.service`, which perform the effects and send the results back.
+Keeping the loop free of I/O gives one implementation of the rules, whichever ports perform its
+effects: the driver in :mod:`dcaf_like.application.service` performs them, blocking or async, and
+sends the results back.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
-from dcaf_like.application.dto import AgentResponse, ToolCallView
-from dcaf_like.application.errors import InvalidToolArguments
+from dcaf_like.application.dto import AgentResponse, ToolCallView, ToolDecision
+from dcaf_like.application.errors import InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
     ApprovalRequired,
     StreamEvent,
@@ -39,6 +40,7 @@ from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
     DeciderKind,
+    EditNotAllowed,
     InvalidToolInput,
     Message,
     PlatformContext,
@@ -336,10 +338,12 @@ class Turn:
         return call
 
     def _ask_approver(self) -> Generator[Effect, Any, str | None]:
+        settings = self.settings
         for call in self.conversation.pending_tool_calls:
+            call_id = call.id.value
             answer: ApprovalAnswer = yield AskApprover(
                 PendingApproval(
-                    call.id.value,
+                    call_id,
                     call.name,
                     call.description,
                     call.shown(call.proposed_input),
@@ -347,26 +351,19 @@ class Turn:
                     call.editable,
                 )
             )
-            call_id = call.id.value
-            refused = None if answer.approved else (answer.reason, "approver", DeciderKind.APPROVER)
-            if refused is None:
-                edited = None
-                if answer.edited_arguments is not None:
-                    tool = self.settings.toolbox[call.name]
-                    edited = ToolInput.of(tool.validate(call.patched(answer.edited_arguments)))
-                try:
-                    self.conversation.approve_tool_call(
-                        call_id,
-                        by="approver",
-                        kind=DeciderKind.APPROVER,
-                        edited_input=edited,
-                        policy=self.settings.policy,
-                    )
-                except PolicyDenied as denied:  # an edit the policy denies: the call is refused
-                    refused = (f"denied by policy: {denied.reason}", POLICY, DeciderKind.POLICY)
-            if refused is not None:
-                reason, by, kind = refused
-                self.conversation.reject_tool_call(call_id, reason, by=by, kind=kind)
+            decision = ToolDecision(
+                call_id, answer.approved, edited_arguments=answer.edited_arguments, reason=answer.reason
+            )
+            now = settings.clock()
+            try:
+                approved = apply_decision(
+                    self.conversation, settings, decision, by="approver", kind=DeciderKind.APPROVER, at=now
+                )
+            except PolicyDenied as denied:  # an edit the policy denies: the call is refused
+                why = f"denied by policy: {denied.reason}"
+                self.conversation.reject_tool_call(call_id, why, by=POLICY, kind=DeciderKind.POLICY, at=now)
+                approved = False
+            if not approved:
                 self.rejected_now.append(call_id)
                 if self.emits:
                     yield Emit(ToolRejected(ToolCallView.of(call)))
@@ -519,6 +516,46 @@ class Turn:
             runtime=self.settings.runtime_name,
             timings=dict(self._timings),
         )
+
+
+def apply_decision(
+    conversation: Conversation,
+    settings: TurnSettings,
+    decision: ToolDecision,
+    *,
+    by: str,
+    kind: DeciderKind = DeciderKind.HUMAN,
+    at: float,
+) -> bool:
+    """Apply a decision about a pending call, whoever made it (a request's, the approver's): True if
+    the call is approved, False if rejected. It raises, changing nothing, on a decision it refuses: an
+    edit of a call that is not editable, edited arguments the tool's schema refuses, or any refusal of
+    :meth:`Conversation.approve_tool_call` (the policy is asked again about the call as it would run)."""
+    call = conversation.tool_call(decision.call_id)
+    call_id = call.id.value
+    if not decision.approve:
+        conversation.reject_tool_call(call_id, decision.reason, by=by, kind=kind, at=at)
+        return False
+    edited = None
+    if decision.edited_arguments is not None:
+        if not call.editable:
+            raise EditNotAllowed(call_id, call.name)
+        tool = settings.toolbox.get(call.name)
+        if tool is None:
+            raise UnknownTool(call.name, sorted(settings.toolbox))
+        edited = ToolInput.of(tool.validate(call.patched(decision.edited_arguments)))
+    echoed = None if decision.arguments is None else ToolInput.of(call.unmasked(decision.arguments))
+    conversation.approve_tool_call(
+        call_id,
+        by=by,
+        kind=kind,
+        tool_name=decision.tool_name,
+        tool_input=echoed,
+        edited_input=edited,
+        policy=settings.policy,
+        at=at,
+    )
+    return True
 
 
 def transcript(conversation: Conversation) -> tuple[ModelMessage, ...]:

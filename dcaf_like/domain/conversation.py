@@ -18,16 +18,6 @@ from dcaf_like.domain.errors import (
     UnknownTask,
     UnknownToolCall,
 )
-from dcaf_like.domain.events import (
-    Event,
-    MessageAdded,
-    ToolCallApproved,
-    ToolCallExecuted,
-    ToolCallFailed,
-    ToolCallInterrupted,
-    ToolCallRejected,
-    ToolCallRequested,
-)
 from dcaf_like.domain.policy import ApprovalPolicy
 from dcaf_like.domain.tool_call import DeciderKind, ToolCall, ToolCallId, ToolCallStatus, ToolInput
 
@@ -104,8 +94,9 @@ class ContextSummary:
 
 @dataclass(eq=False)
 class Conversation:
-    """Aggregate root. Every change goes through a method that checks the rules, records an event
-    and bumps :attr:`version`, which the repository uses for optimistic concurrency."""
+    """Aggregate root. Every change goes through a method that checks the rules and bumps
+    :attr:`version`, which the repository uses for optimistic concurrency; a decision also leaves its
+    record for the audit trail (:attr:`unsaved_decisions`)."""
 
     id: str
     messages: list[Message] = field(default_factory=list)
@@ -116,7 +107,6 @@ class Conversation:
     summary: ContextSummary | None = None
     version: int = 0
     created_at: float = field(default_factory=time.time)
-    events: list[Event] = field(default_factory=list, repr=False)
     # The identity that started it, on a server with API keys (None: no one in particular).
     owner: str | None = None
     # Not stored: the entrance of the request being served (http, stream, a2a, python), written in
@@ -167,7 +157,7 @@ class Conversation:
     def _add_message(self, role: Role, text: str, at: float | None) -> Message:
         message = Message(role=role, content=MessageContent(text), at=_now(at))
         self.messages.append(message)
-        self._record(MessageAdded(self.id, message.at, role=role._value_, index=len(self.messages) - 1))
+        self.version += 1
         return message
 
     # -- tool calls ----------------------------------------------------------------------------
@@ -208,9 +198,7 @@ class Conversation:
         )
         self.tool_calls[call_id.value] = call
         self.messages[-1].tool_call_ids.append(call_id.value)
-        self._record(
-            ToolCallRequested(self.id, now, call_id.value, name, call.fingerprint, requires_approval)
-        )
+        self.version += 1
         return call
 
     def approve_tool_call(
@@ -244,19 +232,7 @@ class Conversation:
         call.approve(
             by=by, at=now, edited_input=edited_input, kind=kind, context=self.platform_context, policy=policy
         )
-        self._record(
-            ToolCallApproved(
-                self.id,
-                now,
-                call_id,
-                call.name,
-                approved_by=by,
-                edited=call.edited,
-                proposed_input=call.shown_json(call.proposed_input),
-                approved_input=call.shown_json(call.effective_input),
-                approved_by_kind=kind.value,
-            )
-        )
+        self.version += 1
         if call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
             outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
             self._audit(call, outcome, by, kind, now)
@@ -275,11 +251,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.reject(reason, by=by, at=now, kind=kind)
-        self._record(
-            ToolCallRejected(
-                self.id, now, call_id, call.name, rejected_by=by, reason=reason, rejected_by_kind=kind.value
-            )
-        )
+        self.version += 1
         self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason)
         return call
 
@@ -336,14 +308,14 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_result(result, at=now)
-        self._record(ToolCallExecuted(self.id, now, call_id, call.name))
+        self.version += 1
         return call
 
     def record_tool_failure(self, call_id: str, error: str, *, at: float | None = None) -> ToolCall:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_failure(error, at=now)
-        self._record(ToolCallFailed(self.id, now, call_id, call.name, error=error))
+        self.version += 1
         return call
 
     def lease_tool_call(self, call_id: str, owner: str, *, until: float) -> ToolCall:
@@ -364,7 +336,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.interrupt(reason, at=now)
-        self._record(ToolCallInterrupted(self.id, now, call_id, call.name, reason))
+        self.version += 1
         return call
 
     # -- tasks ---------------------------------------------------------------------------------
@@ -416,16 +388,8 @@ class Conversation:
             self.version += 1
 
     def use_platform_context(self, context: PlatformContext) -> None:
-        """The context tools of this turn run with. Not an event: it arrives with every request."""
+        """The context tools of this turn run with; no change of version: it arrives with each request."""
         self.platform_context = context
-
-    def collect_events(self) -> list[Event]:
-        events, self.events = self.events, []
-        return events
-
-    def _record(self, event: Event) -> None:
-        self.events.append(event)
-        self.version += 1
 
 
 def _now(at: float | None) -> float:

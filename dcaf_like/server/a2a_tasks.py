@@ -272,7 +272,6 @@ class A2ATasks:
             for call in view.pending:
                 conversation.reject_tool_call(call.id, CANCELED, by=caller.name)
             conversation.end_task(task_id, TaskOutcome.CANCELED, CANCELED)
-            conversation.collect_events()
             try:
                 await self.repository.asave(conversation, expected)
             except ConcurrencyConflict:
@@ -370,7 +369,6 @@ class A2ATasks:
             record: TaskRecord = conversation.open_task()
             if text:
                 conversation.add_user_message(text)
-                conversation.collect_events()
             try:
                 await self.repository.asave(conversation, expected)
             except ConcurrencyConflict:

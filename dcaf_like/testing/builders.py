@@ -47,5 +47,4 @@ class ConversationBuilder:
         return self
 
     def build(self) -> Conversation:
-        self._conversation.collect_events()
         return self._conversation

@@ -118,7 +118,6 @@ def full_conversation(conversation_id: str | None = None) -> Conversation:
     )
     c.approve_tool_call(calls["approved"], by="dave", at=1_700_000_006.0)
     c.summarize("The user asked to clean up the crashing pods.", through=1)
-    c.collect_events()
     return c
 
 
@@ -667,7 +666,6 @@ def pending_conversation(at: float = 1_700_000_000.0) -> Conversation:
     c.request_tool_call(
         "delete_pod", ToolInput.of({"name": "web-2"}), requires_approval=True, description="Delete.", at=at
     )
-    c.collect_events()
     return c
 
 

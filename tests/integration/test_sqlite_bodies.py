@@ -20,7 +20,6 @@ def conversation(messages: int) -> Conversation:
     c = Conversation.start(at=1_700_000_000.0)
     for i in range(messages):
         c.add_user_message(f"question {i}: which pods in namespace prod are crash-looping?", at=1.0 + i)
-    c.collect_events()
     return c
 
 
@@ -87,7 +86,6 @@ def finished(n: int) -> Conversation:
         f" (limit 256Mi, peak {n % 300 + 200}Mi), and its replacement web-{n + 1} is Running.",
         at=1_700_000_002.0 + n,
     )
-    c.collect_events()
     return c
 
 

@@ -3,6 +3,7 @@ approvers, stateless runs and custom agent functions."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -153,6 +154,25 @@ def test_a_synchronous_approver_is_asked_instead_of_suspending(cluster):
     assert asked[0].description == "Delete a pod."
     assert cluster.deleted == [("default", "web-1")]
     assert response.rejected_tool_calls[0].rejection_reason == "not that one"
+    assert response.text == "Done."
+
+
+def test_a_blocking_run_waits_for_an_async_approver_and_async_instructions(cluster):
+    async def approver(pending: PendingApproval) -> ApprovalAnswer:
+        await asyncio.sleep(0)  # really waits on an event loop
+        return ApprovalAnswer(approved=pending.arguments["name"] == "web-1", reason="not that one")
+
+    async def instructions(context: object) -> str:
+        await asyncio.sleep(0)
+        return "You operate Kubernetes."
+
+    runtime = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-1")), reply("Done.")])
+    agent = Agent(tools=cluster.tools(), system=instructions, runtime=runtime, approver=approver)
+
+    response = agent.run("delete web-1")
+
+    assert cluster.deleted == [("default", "web-1")]
+    assert runtime.requests[0].system == "You operate Kubernetes."
     assert response.text == "Done."
 
 

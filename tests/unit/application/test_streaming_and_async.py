@@ -179,3 +179,44 @@ def _approve(call_id):
     from dcaf_like import ToolDecision
 
     return ToolDecision.approved(call_id)
+
+
+class Recording(FakeRuntime):
+    """Notes which of the runtime's four ways of answering each model call took."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.asked: list[str] = []
+
+    def invoke(self, request):
+        self.asked.append("invoke")
+        return super().invoke(request)
+
+    def stream(self, request):
+        self.asked.append("stream")
+        return super().stream(request)
+
+    async def ainvoke(self, request):
+        self.asked.append("ainvoke")
+        return super().invoke(request)
+
+    async def astream(self, request):
+        self.asked.append("astream")
+        for event in super().stream(request):
+            yield event
+
+
+def test_only_a_streamed_run_asks_the_model_to_stream_in_either_colour(cluster):
+    def run(how):
+        runtime = Recording([tool_calls("list_pods"), reply("All fine.")])
+        agent = Agent(tools=cluster.tools(), runtime=runtime)
+        how(agent)
+        return runtime.asked
+
+    async def astream(agent):
+        return [e async for e in agent.arun_stream("status?")]
+
+    assert run(lambda a: a.run("status?")) == ["invoke", "invoke"]
+    assert run(lambda a: list(a.run_stream("status?"))) == ["stream", "stream"]
+    assert run(lambda a: asyncio.run(a.arun("status?"))) == ["ainvoke", "ainvoke"]
+    assert run(lambda a: asyncio.run(astream(a))) == ["astream", "astream"]

@@ -15,8 +15,6 @@ from dcaf_like.domain import (
     IllegalTransition,
     PlatformContext,
     PolicyDenied,
-    ToolCallApproved,
-    ToolCallRejected,
     ToolCallStatus,
     ToolInput,
     argument_in,
@@ -43,7 +41,6 @@ def proposed(context=DEV, *, editable=True, secret=frozenset()):
         secret_arguments=frozenset(secret),
         at=0.0,
     )
-    conversation.collect_events()
     return conversation, call
 
 
@@ -88,7 +85,7 @@ def test_an_approval_under_another_context_is_refused_and_changes_nothing(other)
     assert call.status is ToolCallStatus.PENDING
     assert (call.decided_by, call.approved_input) == (None, None)
     assert conversation.version == version
-    assert conversation.collect_events() == []
+    assert conversation.unsaved_decisions == []
 
 
 def test_a_rejection_is_honoured_under_any_context():
@@ -157,34 +154,36 @@ def test_what_decided_is_recorded_apart_from_the_name_it_decided_under():
     conversation.approve_tool_call(call.id.value, by="policy", at=1.0)  # a person whose key says "policy"
     other.reject("denied by policy: no", by="policy", at=1.0, kind=DeciderKind.POLICY)
 
-    [approved] = conversation.collect_events()
+    [approved] = conversation.unsaved_decisions
     assert (call.decided_by, call.decided_by_kind) == ("policy", DeciderKind.HUMAN)
-    assert isinstance(approved, ToolCallApproved)
-    assert approved.approved_by_kind == "human"
+    assert (approved.decided_by, approved.decider) == ("policy", DeciderKind.HUMAN)
     assert (other.decided_by, other.decided_by_kind) == ("policy", DeciderKind.POLICY)
 
 
-def test_the_approval_event_shows_secret_arguments_masked_edits_included():
+def test_an_approval_shows_secret_arguments_masked_edits_included():
     conversation, call = proposed(secret={"password"})
     edit = ToolInput.of({"name": "web-1", "namespace": "default", "password": "chosen-by-a-human"})
 
     conversation.approve_tool_call(call.id.value, by="alice", edited_input=edit)
 
-    [event] = conversation.collect_events()
-    assert isinstance(event, ToolCallApproved)
-    assert event.edited
-    for shown in (event.proposed_input, event.approved_input, repr(event)):
-        assert "chosen-by-a-human" not in shown
-        assert "proposed-secret" not in shown
-    assert json.loads(event.approved_input)["password"] == "***"
+    [record] = conversation.unsaved_decisions
+    assert call.edited
+    shown = (call.shown_json(call.proposed_input), call.shown_json(call.effective_input))
+    for text in (*shown, repr(record)):
+        assert "chosen-by-a-human" not in text
+        assert "proposed-secret" not in text
+    assert json.loads(call.shown_json(call.effective_input))["password"] == "***"
     assert call.effective_input.as_dict()["password"] == "chosen-by-a-human"  # the tool gets it
 
 
-def test_a_rejection_event_records_its_kind():
+def test_a_rejection_records_its_kind():
     conversation, call = proposed()
 
     conversation.reject_tool_call(call.id.value, "expired", by="system", kind=DeciderKind.SYSTEM)
 
-    [event] = conversation.collect_events()
-    assert isinstance(event, ToolCallRejected)
-    assert event.rejected_by_kind == "system"
+    [record] = conversation.unsaved_decisions
+    assert (call.decided_by_kind, record.decider, record.reason) == (
+        DeciderKind.SYSTEM,
+        DeciderKind.SYSTEM,
+        "expired",
+    )
