@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -11,6 +12,7 @@ from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.notifications import ApprovalNotifier
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalCallback,
@@ -21,6 +23,7 @@ from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
 from dcaf_like.helpdesk.protocol import Messages, read_messages
+from dcaf_like.notifiers import webhook
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
 from dcaf_like.stores.memory import InMemoryConversationRepository
@@ -68,6 +71,9 @@ class Agent:
             another process settles it as interrupted.
         context: What the model reads of a long conversation (docs/runtimes.md, "Context
             windows"); by default the transcript fitted to the runtime's window, when it is known.
+        approval_notifier: Told when calls start waiting for a decision (approvers notified where
+            they are, docs/approvals.md): an ``ApprovalWebhook``, or anything implementing
+            ``ApprovalNotifier``. By default the webhook ``DCAF_APPROVAL_WEBHOOK_URL`` names, if set.
     """
 
     def __init__(
@@ -90,6 +96,7 @@ class Agent:
         model_timeout: float | None = None,
         lease_ttl: float = 60.0,
         context: ContextPolicy | None = None,
+        approval_notifier: ApprovalNotifier | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -133,6 +140,7 @@ class Agent:
             "model_timeout": model_timeout,
             "lease_ttl": lease_ttl,
             "context": context,
+            "notifier": approval_notifier if approval_notifier is not None else webhook.from_environment(),
         }
         self._service = self._build_service(self.repository)
 
@@ -178,9 +186,12 @@ class Agent:
         return list((await self._aready()).tools.values())
 
     def close(self) -> None:
-        """Close the toolsets' connections (an MCP server's process, its HTTP session)."""
+        """Close the toolsets' connections (an MCP server's process, its HTTP session), and let the
+        approval notifier deliver what it has queued (within its own time limit)."""
         for toolset in self.toolsets:
             toolset.close()
+        if self._settings["notifier"] is not None:
+            self._settings["notifier"].close()
 
     async def aclose(self) -> None:
         """Release what the agent holds on the running event loop (a server does this at shutdown):
@@ -190,6 +201,8 @@ class Agent:
         await self.runtime.aclose()
         for toolset in self.toolsets:
             await toolset.aclose()
+        if self._settings["notifier"] is not None:
+            await asyncio.to_thread(self._settings["notifier"].close)
 
     # -- running ----------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import aclosing
@@ -29,6 +30,7 @@ from dcaf_like.application.messages import (
     ReasoningDelta,
     TextDelta,
 )
+from dcaf_like.application.notifications import ApprovalNotice, ApprovalNotifier, WaitingCall
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalAnswer,
@@ -82,6 +84,8 @@ from dcaf_like.domain.conversation import new_conversation_id
 
 T = TypeVar("T")
 
+logger = logging.getLogger("dcaf_like.service")
+
 InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
 
@@ -111,6 +115,7 @@ class AgentService:
         model_timeout: float | None = None,
         worker: str | None = None,
         context: ContextPolicy | None = None,
+        notifier: ApprovalNotifier | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -137,6 +142,7 @@ class AgentService:
         self.worker = worker or new_worker_id()
         self.lease_ttl = lease_ttl
         self.model_timeout = model_timeout
+        self.notifier = notifier
         self._settings = TurnSettings(
             toolbox=toolbox,
             policy=policy or ApprovalPolicy(),
@@ -209,6 +215,7 @@ class AgentService:
         span = self._start_span(request)
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
+            waiting_before = {call.id.value for call in run.conversation.pending_tool_calls}
             try:
                 machine = run.turn.run()
                 value: Any = None
@@ -234,6 +241,7 @@ class AgentService:
                 if run.conversation.version != run.expected:
                     await self._save(run)
             _finish_span(span, response)
+            self._notify(request, response, waiting_before)
         except Exception as exc:
             self._scrub(exc, request)
             span.fail(exc)
@@ -308,6 +316,19 @@ class AgentService:
     async def _ask_approver(self, effect: AskApprover, run: _Run) -> ApprovalAnswer:
         assert self.approver is not None
         return _answer(await _resolved(self.approver(effect.pending), run.blocking))
+
+    def _notify(self, request: AgentRequest, response: AgentResponse, waiting_before: set[str]) -> None:
+        """Tell the notifier (after the save) about the calls this turn left waiting; it delivers
+        elsewhere, and its failure is its own, never the turn's."""
+        new = [call for call in response.pending_tool_calls if call.id not in waiting_before]
+        if self.notifier is None or not new:
+            return
+        calls = tuple(WaitingCall(c.id, c.name, dict(c.input), c.reason, c.description) for c in new)
+        notice = ApprovalNotice(self.name, response.conversation_id, calls, user=request.user)
+        try:
+            self.notifier.approval_required(notice)
+        except Exception:
+            logger.exception("the approval notifier failed for conversation %s", response.conversation_id)
 
     async def _save(self, run: _Run) -> None:
         """Save the run's conversation, expecting the version of its last save."""

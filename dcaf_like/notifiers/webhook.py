@@ -23,8 +23,6 @@ import logging
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import asdict
 from typing import Any
@@ -191,6 +189,9 @@ class ApprovalWebhook(ApprovalNotifier):
 
     def _post(self, body: bytes, delivery: str) -> str | None:
         """None when the receiver took it; otherwise why not, prefixed ``retry:`` when worth retrying."""
+        import urllib.error
+        import urllib.request  # here: `import dcaf_like` does not load an HTTP client
+
         timestamp = int(time.time())
         headers = {
             "Content-Type": "application/json",

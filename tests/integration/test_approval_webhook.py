@@ -227,3 +227,86 @@ def test_the_example_receiver_posts_each_notice_to_the_chat_once_and_refuses_for
     assert '`rotate_key` {"user": "alice", "new_key": "***"} (rotate_key requires approval)' in message
     assert "Decide: https://ops.example/#conversation=conv_1" in message
     assert (webhook.delivered, forged.failed) == (1, 1)
+
+
+def test_an_agent_tells_the_webhook_once_per_call_that_starts_waiting_secrets_masked(receiver):
+    from dcaf_like import Agent, tool
+    from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+    @tool(secret=["new_key"])
+    def rotate_key(user: str, new_key: str) -> str:
+        """Rotate a user's key."""
+        return f"rotated {user}"
+
+    webhook = ApprovalWebhook(receiver.url, secret=SECRET, page_url="https://ops.example")
+    runtime = FakeRuntime([tool_call("rotate_key", user="alice", new_key="s3cr3t-value"), reply("Rotated.")])
+    agent = Agent(tools=[rotate_key], runtime=runtime, name="ops", approval_notifier=webhook)
+
+    proposal = agent.run("rotate alice's key", user="bob")
+    [call] = proposal.pending_tool_calls
+    agent.approve(proposal.conversation_id, call.id, user="carol")  # nothing new waits after it
+    agent.close()  # delivers what is queued
+
+    [delivery] = receiver.received
+    document = json.loads(delivery["body"])
+    assert document["conversation_id"] == proposal.conversation_id
+    assert document["user"] == "bob"
+    assert document["calls"] == [
+        {
+            "id": call.id,
+            "name": "rotate_key",
+            "arguments": {"user": "alice", "new_key": "***"},
+            "reason": "rotate_key requires approval",
+            "description": "Rotate a user's key.",
+        }
+    ]
+    assert b"s3cr3t-value" not in delivery["body"]
+    assert document["link"] == f"https://ops.example/#conversation={proposal.conversation_id}"
+
+
+def test_a_broken_notifier_never_fails_the_turn(caplog):
+    from dcaf_like import Agent, tool
+    from dcaf_like.application.notifications import ApprovalNotifier
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    class Broken(ApprovalNotifier):
+        def approval_required(self, notice: ApprovalNotice) -> None:
+            raise RuntimeError("queue gone")
+
+    @tool
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return name
+
+    agent = Agent(
+        tools=[delete_pod],
+        runtime=FakeRuntime([tool_call("delete_pod", name="web-1")]),
+        approval_notifier=Broken(),
+    )
+    with caplog.at_level(logging.ERROR):
+        response = agent.run("delete web-1")
+
+    assert [c.name for c in response.pending_tool_calls] == ["delete_pod"]
+    assert "the approval notifier failed" in caplog.text
+    assert agent.conversation(response.conversation_id) is not None  # saved before the notifier was told
+
+
+def test_the_agent_takes_its_webhook_from_the_environment(receiver, monkeypatch):
+    from dcaf_like import Agent, tool
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    @tool
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return name
+
+    monkeypatch.setenv("DCAF_APPROVAL_WEBHOOK_URL", receiver.url)
+    monkeypatch.setenv("DCAF_APPROVAL_WEBHOOK_SECRET", SECRET)
+    agent = Agent(tools=[delete_pod], runtime=FakeRuntime([tool_call("delete_pod", name="web-1")]))
+
+    agent.run("delete web-1")
+    agent.close()
+
+    [delivery] = receiver.received
+    headers = delivery["headers"]
+    assert verify(SECRET, delivery["body"], headers["X-Dcaf-Timestamp"], headers["X-Dcaf-Signature"])
