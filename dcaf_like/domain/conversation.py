@@ -125,6 +125,11 @@ class Conversation:
     # Decision records not yet written: the store appends them with the save that carries the
     # decisions (and then empties this list).
     unsaved_decisions: list[DecisionRecord] = field(default_factory=list, repr=False)
+    # What changed since a store last held it, so that a save writes only that (ADR 16):
+    # ``messages[:saved_messages]`` are stored as they are, and `changed_calls` names the calls added
+    # or changed since. None: not known to be stored (a new conversation): a save writes all of it.
+    saved_messages: int = field(default=0, repr=False)
+    changed_calls: set[str] | None = field(default=None, repr=False)
 
     @classmethod
     def start(
@@ -208,6 +213,8 @@ class Conversation:
         )
         self.tool_calls[call_id.value] = call
         self.messages[-1].tool_call_ids.append(call_id.value)
+        self.saved_messages = min(self.saved_messages, len(self.messages) - 1)  # the proposing message
+        self._changed(call_id.value)
         self._record(
             ToolCallRequested(self.id, now, call_id.value, name, call.fingerprint, requires_approval)
         )
@@ -244,6 +251,7 @@ class Conversation:
         call.approve(
             by=by, at=now, edited_input=edited_input, kind=kind, context=self.platform_context, policy=policy
         )
+        self._changed(call_id)
         self._record(
             ToolCallApproved(
                 self.id,
@@ -275,6 +283,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.reject(reason, by=by, at=now, kind=kind)
+        self._changed(call_id)
         self._record(
             ToolCallRejected(
                 self.id, now, call_id, call.name, rejected_by=by, reason=reason, rejected_by_kind=kind.value
@@ -336,6 +345,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_result(result, at=now)
+        self._changed(call_id)
         self._record(ToolCallExecuted(self.id, now, call_id, call.name))
         return call
 
@@ -343,6 +353,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_failure(error, at=now)
+        self._changed(call_id)
         self._record(ToolCallFailed(self.id, now, call_id, call.name, error=error))
         return call
 
@@ -350,6 +361,7 @@ class Conversation:
         """`owner` runs this approved call until `until`, unless it renews the lease before then."""
         call = self.tool_call(call_id)
         call.lease(owner, until=until)
+        self._changed(call_id)
         self.version += 1
         return call
 
@@ -364,6 +376,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.interrupt(reason, at=now)
+        self._changed(call_id)
         self._record(ToolCallInterrupted(self.id, now, call_id, call.name, reason))
         return call
 
@@ -419,9 +432,18 @@ class Conversation:
         """The context tools of this turn run with. Not an event: it arrives with every request."""
         self.platform_context = context
 
+    def mark_saved(self) -> None:
+        """A store holds this conversation as it is now (it was just loaded or saved)."""
+        self.saved_messages = len(self.messages)
+        self.changed_calls = set()
+
     def collect_events(self) -> list[Event]:
         events, self.events = self.events, []
         return events
+
+    def _changed(self, call_id: str) -> None:
+        if self.changed_calls is not None:
+            self.changed_calls.add(call_id)
 
     def _record(self, event: Event) -> None:
         self.events.append(event)
