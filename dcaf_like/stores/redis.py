@@ -475,4 +475,7 @@ def _where(client: Any) -> str:
 def _decoded(conversation_ids: Sequence[str], found: list[Any]) -> list[Conversation | None]:
     """Conversations from what the read script returned for each (header, messages, calls)."""
     pairs = zip(conversation_ids, found, strict=True)
-    return [None if parts[0] is None else decode_parts(*parts, i) for i, parts in pairs]
+    return [
+        None if header is None else decode_parts(header, messages, calls, i)
+        for i, (header, messages, calls) in pairs
+    ]
