@@ -1,0 +1,101 @@
+"""A conversation stored whole (format 1, ADR 5) by an earlier version still reads, and its next save
+writes it as a header and a record per message and per call (ADR 16): the pinned sample of
+``tests/unit/stored/``, put in each store in the layout the earlier version wrote."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcaf_like import (
+    ConversationRepository,
+    PostgresConversationRepository,
+    RedisConversationRepository,
+    SqliteConversationRepository,
+)
+from dcaf_like.stores._codec import conversation_to_dict, decode
+
+SAMPLE = (
+    (Path(__file__).parents[1] / "unit" / "stored" / "conversation_v1_main.json").read_text("utf-8").strip()
+)
+WHOLE = decode(SAMPLE, "sample")
+
+# A store holding the sample as the earlier version wrote it, and a function counting its stored
+# message records.
+Stored = tuple[ConversationRepository, Callable[[], int]]
+
+
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
+def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stored]:
+    store: Any
+    if request.param == "sqlite":
+        path = tmp_path / "c.db"
+        store = SqliteConversationRepository(path)
+        store.ping()  # the file and its tables
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "INSERT INTO dcaf_conversations (namespace, id, version, updated_at, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                ("default", WHOLE.id, WHOLE.version, 1.0, SAMPLE),
+            )
+
+        def count() -> int:
+            with sqlite3.connect(path) as db:
+                return int(db.execute("SELECT count(*) FROM dcaf_messages").fetchone()[0])
+
+    elif request.param == "redis":
+        url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
+        store = RedisConversationRepository(url, prefix=prefix)
+        store._sync.hset(store._parts(WHOLE.id)[0], mapping={"version": WHOLE.version, "body": SAMPLE})
+        store._sync.zadd(store._index, {WHOLE.id: 1.0})
+
+        def count() -> int:
+            return int(store._sync.llen(store._parts(WHOLE.id)[1]))
+
+    else:
+        import psycopg
+
+        url, table = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_table")
+        store = PostgresConversationRepository(url, table=table)
+        store.migrate()
+        with psycopg.connect(url) as db:
+            db.execute(
+                f"INSERT INTO {table} (namespace, id, version, updated_at, body) VALUES (%s, %s, %s, %s, %s)",
+                ("default", WHOLE.id, WHOLE.version, 1.0, SAMPLE),
+            )
+
+        def count() -> int:
+            with psycopg.connect(url) as db:
+                row = db.execute(f"SELECT count(*) FROM {table}_messages").fetchone()
+                return int(row[0]) if row else 0
+
+    yield store, count
+    store.close()
+
+
+def test_a_whole_document_reads_and_its_next_save_writes_it_as_records(stored: Stored) -> None:
+    store, stored_messages = stored
+
+    loaded = store.get(WHOLE.id)
+
+    assert loaded is not None
+    assert conversation_to_dict(loaded) == conversation_to_dict(WHOLE)
+    assert stored_messages() == 0
+    loaded.add_assistant_message("after the upgrade", at=1_700_000_100.0)
+    store.save(loaded, WHOLE.version)
+    assert stored_messages() == len(WHOLE.messages) + 1
+    again = store.get(WHOLE.id)
+    assert again is not None
+    assert conversation_to_dict(again) == conversation_to_dict(loaded)
+    [pending] = again.pending_tool_calls  # now a save of what changed: an old call, a new message
+    again.reject_tool_call(pending.id.value, "not now", by="alice", at=1_700_000_101.0)
+    again.add_assistant_message("Rejected.", at=1_700_000_102.0)
+    store.save(again, loaded.version)
+    third = store.get(WHOLE.id)
+    assert third is not None
+    assert conversation_to_dict(third) == conversation_to_dict(again)
+    assert stored_messages() == len(WHOLE.messages) + 2
