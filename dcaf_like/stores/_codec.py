@@ -11,7 +11,7 @@ written to a store.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +183,30 @@ def decode_parts(
     headers holds (then `messages` and `calls` are empty, and its next save writes it whole).
 
     A conversation read from a header is marked saved (:meth:`Conversation.mark_saved`)."""
+    return _assemble(header, lambda: _array(messages), lambda: _array(calls), conversation_id)
+
+
+def decode_pages(
+    header: str | bytes,
+    message_pages: Sequence[str | bytes],
+    call_pages: Sequence[str | bytes],
+    conversation_id: str,
+) -> Conversation:
+    """:func:`decode_parts` for records stored in pages: each page the JSON array of several."""
+    return _assemble(header, lambda: _pages(message_pages), lambda: _pages(call_pages), conversation_id)
+
+
+def page(records: Sequence[str]) -> str:
+    """Records' JSON texts as one page: their JSON array."""
+    return "[" + ",".join(records) + "]"
+
+
+def _assemble(
+    header: str | bytes,
+    messages: Callable[[], list[Any]],
+    calls: Callable[[], list[Any]],
+    conversation_id: str,
+) -> Conversation:
     try:
         data = json.loads(header)
         if data.get("format") == FORMAT:
@@ -190,18 +214,24 @@ def decode_parts(
         if data.get("format") != HEADER:
             raise ValueError(f"unknown conversation format {data.get('format')!r}")
         count, call_count = data["messages"], data["tool_calls"]
-        if len(messages) < count or len(calls) < call_count:
+        data["messages"], data["tool_calls"] = messages(), calls()
+        if len(data["messages"]) < count or len(data["tool_calls"]) < call_count:
             raise ValueError(
                 f"the header counts {count} messages and {call_count} calls; "
-                f"{len(messages)} and {len(calls)} are stored"
+                f"{len(data['messages'])} and {len(data['tool_calls'])} are stored"
             )
-        data["messages"] = _array(messages[:count])
-        data["tool_calls"] = _array(calls[:call_count])
+        del data["messages"][count:], data["tool_calls"][call_count:]
         conversation = _from_dict(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
     conversation.mark_saved()
     return conversation
+
+
+def _pages(pages: Sequence[str | bytes]) -> list[Any]:
+    """The records of pages (JSON arrays), in one parse."""
+    texts = [p.decode() if isinstance(p, bytes) else p for p in pages]
+    return list(json.loads("[" + ",".join(t[1:-1] for t in texts if t.strip() != "[]") + "]"))
 
 
 def _array(texts: Sequence[str | bytes]) -> list[Any]:

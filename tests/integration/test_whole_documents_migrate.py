@@ -4,7 +4,10 @@ writes it as a header and a record per message and per call (ADR 16): the pinned
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,10 +16,12 @@ import pytest
 
 from dcaf_like import (
     ConversationRepository,
+    DynamoDBConversationRepository,
     PostgresConversationRepository,
     RedisConversationRepository,
     SqliteConversationRepository,
 )
+from dcaf_like.domain import Conversation
 from dcaf_like.stores._codec import conversation_to_dict, decode
 
 SAMPLE = (
@@ -29,7 +34,7 @@ WHOLE = decode(SAMPLE, "sample")
 Stored = tuple[ConversationRepository, Callable[[], int]]
 
 
-@pytest.fixture(params=["sqlite", "redis", "postgres"])
+@pytest.fixture(params=["sqlite", "redis", "postgres", "dynamodb"])
 def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stored]:
     store: Any
     if request.param == "sqlite":
@@ -56,6 +61,31 @@ def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stored]:
         def count() -> int:
             return int(store._sync.llen(store._parts(WHOLE.id)[1]))
 
+    elif request.param == "dynamodb":
+        endpoint = request.getfixturevalue("dynamodb_endpoint")
+        store = DynamoDBConversationRepository(
+            f"migrate-{uuid.uuid4().hex[:8]}", region="eu-west-1", endpoint_url=endpoint
+        )
+        store.create_table()
+        store.client.put_item(
+            TableName=store.table,
+            Item={
+                "pk": {"S": f"default#{WHOLE.id}"},
+                "ns": {"S": "default"},
+                "conversation_id": {"S": WHOLE.id},
+                "version": {"N": str(WHOLE.version)},
+                "updated_at": {"N": "1"},
+                "body": {"B": zlib.compress(SAMPLE.encode())},
+            },
+        )
+
+        def count() -> int:  # messages in its pages
+            item = store.client.get_item(TableName=store.table, Key={"pk": {"S": f"default#{WHOLE.id}"}})[
+                "Item"
+            ]
+            pages = [zlib.decompress(v["B"]) for k, v in item.items() if k[0] == "m" and k[1:].isdigit()]
+            return sum(len(json.loads(p)) for p in pages)
+
     else:
         import psycopg
 
@@ -74,7 +104,7 @@ def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stored]:
                 return int(row[0]) if row else 0
 
     yield store, count
-    store.close()
+    getattr(store, "close", lambda: None)()
 
 
 def test_a_whole_document_reads_and_its_next_save_writes_it_as_records(stored: Stored) -> None:
@@ -99,3 +129,33 @@ def test_a_whole_document_reads_and_its_next_save_writes_it_as_records(stored: S
     assert third is not None
     assert conversation_to_dict(third) == conversation_to_dict(again)
     assert stored_messages() == len(WHOLE.messages) + 2
+
+
+def test_a_dynamodb_turn_on_a_long_conversation_sets_its_header_and_last_page(dynamodb_endpoint: str) -> None:
+    """Pages of 64 messages: a turn on 200 stored messages rewrites the header and page 3, nothing more."""
+    store = DynamoDBConversationRepository(
+        f"pages-{uuid.uuid4().hex[:8]}", region="eu-west-1", endpoint_url=dynamodb_endpoint
+    )
+    store.create_table()
+    conversation = Conversation.start()
+    for n in range(100):
+        conversation.add_user_message(f"question {n}")
+        conversation.add_assistant_message(f"answer {n}")
+    store.save(conversation, 0)
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    updates: list[dict[str, Any]] = []
+    update_item = store.client.update_item
+    store.client.update_item = lambda **request: updates.append(request) or update_item(**request)  # type: ignore[method-assign]
+
+    loaded.add_user_message("one more")
+    store.save(loaded, conversation.version)
+
+    [update] = updates
+    assert (
+        update["UpdateExpression"] == "SET version = :version, updated_at = :updated, body = :body, m3 = :m3"
+    )
+    again = store.get(conversation.id)
+    assert again is not None
+    assert [m.text for m in again.messages] == [m.text for m in loaded.messages]
+    assert len(again.messages) == 201
