@@ -162,29 +162,16 @@ class SqliteConversationRepository(ConversationRepository):
         )  # fmt: skip
 
     def _get(self, conversation_id: str, connection: sqlite3.Connection) -> Conversation | None:
-        """The header and its rows, read in one transaction (one snapshot of the file)."""
+        """The header and its rows, in one statement (one snapshot of the file)."""
         key = (self.namespace, conversation_id)
         with self._reading(connection) as db:
-            db.execute("BEGIN")
-            try:
-                row = db.execute(
-                    f"SELECT body FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT}",
-                    (*key, *self._kept()),
-                ).fetchone()
-                if row is None:
-                    return None
-                messages = db.execute(
-                    f"SELECT body FROM {MESSAGES} WHERE namespace = ? AND id = ? ORDER BY seq", key
-                ).fetchall()
-                calls = db.execute(
-                    f"SELECT body FROM {CALLS} WHERE namespace = ? AND id = ? ORDER BY seq", key
-                ).fetchall()
-            finally:
-                db.execute("COMMIT")
+            rows = db.execute(_READ, (*key, *self._kept(), *key, *key)).fetchall()
+        if not rows or rows[0][0] != 0:
+            return None
         return decode_parts(
-            _text(row[0], conversation_id),
-            [_text(m[0], conversation_id) for m in messages],
-            [_text(c[0], conversation_id) for c in calls],
+            _text(rows[0][1], conversation_id),
+            [_text(body, conversation_id) for part, body, _ in rows if part == 1],
+            [_text(body, conversation_id) for part, body, _ in rows if part == 2],
             conversation_id,
         )
 
@@ -235,13 +222,9 @@ class SqliteConversationRepository(ConversationRepository):
             if rows.whole:
                 db.execute(f"DELETE FROM {MESSAGES} WHERE namespace = ? AND id = ?", key)
                 db.execute(f"DELETE FROM {CALLS} WHERE namespace = ? AND id = ?", key)
-            elif rows.messages:  # a message stored before may have changed (it proposed a call)
-                db.execute(
-                    f"DELETE FROM {MESSAGES} WHERE namespace = ? AND id = ? AND seq >= ?", (*key, rows.first)
-                )
-            if rows.messages:
+            if rows.messages:  # a message stored before may have changed (it proposed a call): replaced
                 db.executemany(
-                    f"INSERT INTO {MESSAGES} (namespace, id, seq, body) VALUES (?, ?, ?, ?)",
+                    f"INSERT OR REPLACE INTO {MESSAGES} (namespace, id, seq, body) VALUES (?, ?, ?, ?)",
                     [(*key, rows.first + i, body) for i, body in enumerate(rows.messages)],
                 )
             if rows.calls:
@@ -504,7 +487,15 @@ _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _KEPT = "(updated_at >= ? OR ifnull(waiting_until, 0) >= ?)"
 _GONE = "updated_at < ? AND ifnull(waiting_until, 0) < ?"
 
-_MAX_LIMIT = 2**63 - 1  # SQLite's LIMIT is a signed 64-bit integer
+_MAX_LIMIT = 2**63 - 1
+
+# A conversation: (0, header) if kept, then (1, message) and (2, call) rows in order.
+_READ = (
+    f"SELECT 0, body, 0 FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT} "
+    f"UNION ALL SELECT 1, body, seq FROM {MESSAGES} WHERE namespace = ? AND id = ? "
+    f"UNION ALL SELECT 2, body, seq FROM {CALLS} WHERE namespace = ? AND id = ? "
+    "ORDER BY 1, 3"
+)  # SQLite's LIMIT is a signed 64-bit integer
 
 
 def _add_columns(db: sqlite3.Connection) -> None:
