@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,7 @@ def per_turn(store: ConversationRepository, messages: int, turns: int) -> float:
 
 
 POSTGRES_URL = os.environ.get("DCAF_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("DCAF_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
 class CountingPostgres(PostgresConversationRepository):
@@ -97,7 +98,7 @@ def postgres_store(url: str = POSTGRES_URL) -> Iterator[CountingPostgres]:
         yield store
     finally:
         store.close()
-        with psycopg.connect(url, autocommit=True) as db:
+        with suppress(psycopg.Error), psycopg.connect(url, autocommit=True) as db:
             db.execute(
                 f"DROP TABLE IF EXISTS {table}, {table}_schema_version, {table}_messages, {table}_calls, "
                 f"{table}_decisions, {table}_cancels CASCADE"
@@ -167,32 +168,77 @@ def postgres_markdown(turns: int, url: str = POSTGRES_URL) -> str:
     return "\n".join([header, "|---|---|---|", *rows])
 
 
+@contextmanager
+def every_store(
+    redis_url: str = REDIS_URL, postgres_url: str = POSTGRES_URL, dynamodb: str = "moto"
+) -> Iterator[list[tuple[str, ConversationRepository]]]:
+    """Every store this machine can reach, each empty: in memory, SQLite (a temporary file), Redis
+    (a prefix of its own, its keys deleted afterwards), PostgreSQL (a table of its own, dropped
+    afterwards), DynamoDB (`dynamodb`: moto's emulator, an endpoint URL, or 'none'). One that cannot be
+    reached is left out."""
+    found: list[tuple[str, ConversationRepository]] = [
+        ("in memory", InMemoryConversationRepository()),
+        ("SQLite", SqliteConversationRepository(Path(tempfile.mkdtemp()) / "bench.sqlite3")),
+    ]
+    # A store that cannot be reached (no server here, no driver installed) is left out: suppress.
+    with ExitStack() as stack:
+        prefix = f"bench:{uuid.uuid4().hex[:8]}:"
+        with suppress(Exception):
+            redis = RedisConversationRepository(redis_url, prefix=prefix)
+            redis.ping()
+            found.append(("Redis", redis))
+            stack.callback(_forget_redis_keys, redis, prefix)
+        with suppress(Exception):
+            postgres = stack.enter_context(postgres_store(postgres_url))
+            postgres.ping()
+            found.append(("PostgreSQL", postgres))
+        with suppress(Exception):
+            dynamo = stack.enter_context(dynamodb_store(dynamodb))
+            if dynamo is not None:
+                found.append(("DynamoDB (moto)" if dynamodb == "moto" else "DynamoDB", dynamo))
+        yield found
+
+
+def _forget_redis_keys(store: RedisConversationRepository, prefix: str) -> None:
+    for key in store._sync.scan_iter(match=f"{prefix}*"):
+        store._sync.delete(key)
+    store.close()
+
+
+def markdown(turns: int) -> str:
+    """`make bench`'s table of every store: ms of the read and of the save of a turn (a question and its
+    answer added) on a conversation of 10, 100 and 1,000 stored messages."""
+    rows = []
+    with every_store() as found:
+        for name, store in found:
+            for messages in (10, 100, 1000):
+                read, save = read_and_save(store, messages, turns if messages < 1000 else max(1, turns // 4))
+                figures = f"{read * 1000:.2f} | {save * 1000:.2f} | {(read + save) * 1000:.2f}"
+                rows.append(f"| {name} | {messages} | {figures} |")
+    header = "| Store: a turn on N stored messages | N | read, ms | save, ms | ms per turn (read + save) |"
+    return "\n".join([header, "|---|---|---|---|---|", *rows])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--redis", default=REDIS_URL)
     parser.add_argument("--postgres", default=POSTGRES_URL)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument(
         "--dynamodb", default="moto", help="an endpoint URL, 'moto' (moto's server, if installed) or 'none'"
     )
     args = parser.parse_args()
-    stores: list[tuple[str, ConversationRepository]] = [
-        ("memory", InMemoryConversationRepository()),
-        ("sqlite", SqliteConversationRepository(Path(tempfile.mkdtemp()) / "bench.sqlite3")),
-        ("redis", RedisConversationRepository(args.redis, prefix=f"bench:{uuid.uuid4().hex[:8]}:")),
-    ]
     columns = ("stored KiB", "read ms", "save ms", "ms/turn", "trips")
-    print(f"{'store':8} {'messages':>8} " + " ".join(f"{c:>10}" for c in columns))
-    with postgres_store(args.postgres) as postgres, dynamodb_store(args.dynamodb) as dynamodb:
-        every = [*stores, ("postgres", postgres), *([("dynamodb", dynamodb)] if dynamodb else [])]
-        for name, store in every:
+    print(f"{'store':16} {'messages':>8} " + " ".join(f"{c:>10}" for c in columns))
+    with every_store(args.redis, args.postgres, args.dynamodb) as found:
+        for name, store in found:
             for messages in (10, 100, 1000):
                 turns = args.turns if messages < 1000 else args.turns // 4
-                trips = f"{turn_trips(postgres, messages)}" if store is postgres else ""
+                trips = f"{turn_trips(store, messages)}" if isinstance(store, CountingPostgres) else ""
                 read, save = read_and_save(store, messages, turns)
                 size = len(encode(conversation(messages)).encode()) / 1024
                 figures = f"{size:>10.1f} {read * 1000:>10.2f} {save * 1000:>10.2f}"
-                print(f"{name:8} {messages:>8} {figures} {(read + save) * 1000:>10.2f} {trips:>10}")
+                print(f"{name:16} {messages:>8} {figures} {(read + save) * 1000:>10.2f} {trips:>10}")
 
 
 if __name__ == "__main__":
