@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dcaf_like.application.errors import StoredConversationUnreadable
-from dcaf_like.domain import Conversation, PlatformContext
+from dcaf_like.domain import Conversation, PlatformContext, ToolCall
 from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps, integer, number, string
 
 FORMAT = 1
@@ -125,21 +125,34 @@ class Changes:
 
 
 def changes(conversation: Conversation, expected_version: int) -> Changes:
-    """The header and the changed records of `conversation`, for a save expecting `expected_version`.
-    A new conversation (0), or one not loaded from a header (the whole document of format 1, or built
-    in code), is written whole."""
+    """The header and the changed records of `conversation`, for a save expecting `expected_version`."""
     c = conversation
-    changed = c.changed_calls
-    whole = expected_version == 0 or changed is None
-    first = 0 if whole else min(c.saved_messages, len(c.messages))
+    whole = written_whole(c, expected_version)
+    first = first_changed_message(c, whole)
     messages = list(map(MESSAGE.write, c.messages[first:]))
-    if whole or changed is None:
-        calls = [(i, CALL.write(call)) for i, call in enumerate(c.tool_calls.values())]
-    elif changed:
-        calls = [(i, CALL.write(c.tool_calls[k])) for i, k in enumerate(c.tool_calls) if k in changed]
-    else:
-        calls = []
+    calls = [(i, CALL.write(call)) for i, call in changed_calls(c, whole)]
     return Changes(encode_header(c), whole, first, messages, calls)
+
+
+def written_whole(conversation: Conversation, expected_version: int) -> bool:
+    """Whether a save writes all of `conversation`: a new one (`expected_version` 0), or one not read
+    from a header (a whole document of format 1, or one built in code)."""
+    return expected_version == 0 or conversation.changed_calls is None
+
+
+def first_changed_message(conversation: Conversation, whole: bool) -> int:
+    """The index of the first message a save writes: those before it are stored as they are."""
+    return 0 if whole else min(conversation.saved_messages, len(conversation.messages))
+
+
+def changed_calls(conversation: Conversation, whole: bool) -> list[tuple[int, ToolCall]]:
+    """The calls a save writes, with their positions among the conversation's calls."""
+    changed = conversation.changed_calls
+    if whole or changed is None:
+        return list(enumerate(conversation.tool_calls.values()))
+    if not changed:
+        return []
+    return [(i, call) for i, (k, call) in enumerate(conversation.tool_calls.items()) if k in changed]
 
 
 def header_to_dict(conversation: Conversation) -> dict[str, Any]:

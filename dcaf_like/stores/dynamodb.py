@@ -44,7 +44,14 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
-from dcaf_like.stores._codec import decode_pages, encode_header, page
+from dcaf_like.stores._codec import (
+    changed_calls,
+    decode_pages,
+    encode_header,
+    first_changed_message,
+    page,
+    written_whole,
+)
 from dcaf_like.stores._schema import CALL, MESSAGE
 from dcaf_like.stores._shared import BlockingRepository, check_retention
 
@@ -116,7 +123,7 @@ class DynamoDBConversationRepository(BlockingRepository):
         expires = None
         if self.ttl is not None:  # a call waiting for a decision keeps it until its window closes
             expires = {"N": str(int(kept_until(now, self.ttl, waiting_until(c))))}
-        whole = expected_version == 0 or c.changed_calls is None
+        whole = written_whole(c, expected_version)
         if whole:
             request = self._put(c, expected_version, header, expires, now)
         else:
@@ -196,14 +203,14 @@ class DynamoDBConversationRepository(BlockingRepository):
             ":body": {"B": header},
         }
         sets = ["version = :version", "updated_at = :updated", "body = :body"]
-        first = min(c.saved_messages, len(c.messages)) // PAGE
+        first = first_changed_message(c, whole=False) // PAGE
         for k in range(first, (len(c.messages) + PAGE - 1) // PAGE):
             values[f":m{k}"] = {"B": _page(list(map(MESSAGE.write, c.messages[k * PAGE : (k + 1) * PAGE])))}
             sets.append(f"m{k} = :m{k}")
-        if c.changed_calls:
+        changed = changed_calls(c, whole=False)
+        if changed:
             calls = list(c.tool_calls.values())
-            positions = [i for i, call_id in enumerate(c.tool_calls) if call_id in c.changed_calls]
-            for k in sorted({i // PAGE for i in positions}):
+            for k in sorted({i // PAGE for i, _ in changed}):
                 values[f":c{k}"] = {"B": _page(list(map(CALL.write, calls[k * PAGE : (k + 1) * PAGE])))}
                 sets.append(f"c{k} = :c{k}")
         if expires is not None:

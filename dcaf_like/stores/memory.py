@@ -11,6 +11,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext
+from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
 from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps
 from dcaf_like.stores._shared import check_retention
 
@@ -48,16 +49,11 @@ class InMemoryConversationRepository(ConversationRepository):
         """Writes the header and the messages and calls that changed since the conversation was loaded
         or saved (ADR 16): a save costs what the turn added, not what the conversation holds."""
         c = conversation
-        whole = expected_version == 0 or c.changed_calls is None
+        whole = written_whole(c, expected_version)
         header = _header(c)
-        first = 0 if whole else min(c.saved_messages, len(c.messages))
+        first = first_changed_message(c, whole)
         messages = list(map(MESSAGE.to_tuple, c.messages[first:]))
-        changed = c.changed_calls
-        calls = [
-            (i, CALL.to_tuple(call))
-            for i, (k, call) in enumerate(c.tool_calls.items())
-            if whole or changed is None or k in changed
-        ] if whole or changed else []  # fmt: skip
+        calls = [(i, CALL.to_tuple(call)) for i, call in changed_calls(c, whole)]
         with self._lock:
             current = self._items.get(c.id)
             actual = 0 if current is None else current[0][0]
