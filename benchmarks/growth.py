@@ -13,19 +13,12 @@ the turn's time divided by N: flat means linear growth, rising means worse than 
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from dcaf_like import (
-    Agent,
-    ConversationRepository,
-    InMemoryConversationRepository,
-    ModelResponse,
-    SqliteConversationRepository,
-    tool,
-)
+import stores as store_benchmarks
+
+from dcaf_like import Agent, ConversationRepository, ModelResponse, tool
 from dcaf_like.application.messages import ModelRequest, ModelToolCall, ToolResult
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain import Conversation, ToolInput
@@ -93,22 +86,18 @@ def per_turn(store: ConversationRepository, messages: int, turns: int) -> float:
 
 
 def report(quick: bool) -> dict[str, Any]:
+    """Every store this machine reaches (benchmarks/stores.py: in memory, SQLite, Redis, PostgreSQL,
+    DynamoDB on moto's emulator)."""
     turns = {10: 3, 100: 3, 1000: 2} if quick else {10: 300, 100: 200, 1000: 40}
-    stores: dict[str, ConversationRepository] = {
-        "in memory": InMemoryConversationRepository(),
-        "SQLite": SqliteConversationRepository(Path(tempfile.mkdtemp()) / "growth.sqlite3"),
-    }
-    rows = []
-    for messages in LENGTHS:
-        size = len(encode(conversation(messages)).encode())
-        row: dict[str, Any] = {"messages": messages, "kib": size / 1024}
-        for name, store in stores.items():
-            row[name] = per_turn(store, messages, turns[messages]) * 1000
-        rows.append(row)
-    for store in stores.values():
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+    with store_benchmarks.every_store() as found:
+        stores: dict[str, ConversationRepository] = dict(found)
+        rows = []
+        for messages in LENGTHS:
+            size = len(encode(conversation(messages)).encode())
+            row: dict[str, Any] = {"messages": messages, "kib": size / 1024}
+            for name, store in stores.items():
+                row[name] = per_turn(store, messages, turns[messages]) * 1000
+            rows.append(row)
     return {"rows": rows, "stores": list(stores), "turns": turns}
 
 

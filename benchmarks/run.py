@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,22 +23,8 @@ import peer_servers
 import peers
 import stores
 
-from dcaf_like import SqliteConversationRepository
-
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
-
-
-def growth(turns: int) -> str:
-    """Store cost per turn as a conversation grows (read + compare-and-set save, SQLite)."""
-    store = SqliteConversationRepository(Path(tempfile.mkdtemp()) / "bench.sqlite3")
-    lines = ["| Messages | stored KiB | ms per turn (SQLite read + save) |", "|---|---|---|"]
-    for messages in (10, 100, 1000):
-        seconds = stores.per_turn(store, messages, turns if messages < 1000 else max(1, turns // 4))
-        size = len(stores.encode(stores.conversation(messages)).encode()) / 1024
-        lines.append(f"| {messages} | {size:.1f} | {seconds * 1000:.2f} |")
-    store.close()
-    return "\n".join(lines)
 
 
 def local_model(quick: bool) -> str:
@@ -76,7 +61,7 @@ def main() -> None:
     # Our own figures first: once the peers are imported into this process, their objects make every
     # garbage collection slower, which long conversations (many objects per turn) would pay for.
     ours = [
-        growth(5 if args.quick else 200),
+        stores.markdown(5 if args.quick else 200),
         agent_growth.markdown(agent_growth.report(args.quick)),
         http_load.markdown(http_load.report(args.quick)),
         servers(args.quick),

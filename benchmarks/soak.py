@@ -393,7 +393,8 @@ def soak_postgres(seconds: float, warmup: float, ledger: Path) -> dict[str, Any]
             )
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
-            tables = [f"{table}{suffix}" for suffix in ("", "_schema_version", "_decisions", "_cancels")]
+            suffixes = ("", "_schema_version", "_decisions", "_cancels", "_messages", "_calls")
+            tables = [f"{table}{suffix}" for suffix in suffixes]
             db.execute(f"DROP TABLE IF EXISTS {', '.join(tables)}")
             db.execute(f"DROP FUNCTION IF EXISTS {table}_decisions_refuse()")
 

@@ -36,7 +36,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
     for table in (
         "Agent with one tool",
         "Turn: tool call, result, answer",
-        "ms per turn (SQLite read + save)",
+        "Store: a turn on N stored messages",
         "bare FastAPI endpoint, same JSON",
         "dcaf_like: answer, Redis store",
         "dcaf_like: answer, SQLite store, `dcaf-like serve --workers 2`",

@@ -115,6 +115,11 @@ class Conversation:
     # Decision records not yet written: the store appends them with the save that carries the
     # decisions (and then empties this list).
     unsaved_decisions: list[DecisionRecord] = field(default_factory=list, repr=False)
+    # What changed since a store last held it, so that a save writes only that (ADR 16):
+    # ``messages[:saved_messages]`` are stored as they are, and `changed_calls` names the calls added
+    # or changed since. None: not known to be stored (a new conversation): a save writes all of it.
+    saved_messages: int = field(default=0, repr=False)
+    changed_calls: set[str] | None = field(default=None, repr=False)
 
     @classmethod
     def start(
@@ -198,6 +203,8 @@ class Conversation:
         )
         self.tool_calls[call_id.value] = call
         self.messages[-1].tool_call_ids.append(call_id.value)
+        self.saved_messages = min(self.saved_messages, len(self.messages) - 1)  # the proposing message
+        self._changed(call_id.value)
         self.version += 1
         return call
 
@@ -232,6 +239,7 @@ class Conversation:
         call.approve(
             by=by, at=now, edited_input=edited_input, kind=kind, context=self.platform_context, policy=policy
         )
+        self._changed(call_id)
         self.version += 1
         if call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
             outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
@@ -251,6 +259,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.reject(reason, by=by, at=now, kind=kind)
+        self._changed(call_id)
         self.version += 1
         self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason)
         return call
@@ -308,6 +317,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_result(result, at=now)
+        self._changed(call_id)
         self.version += 1
         return call
 
@@ -315,6 +325,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_failure(error, at=now)
+        self._changed(call_id)
         self.version += 1
         return call
 
@@ -322,6 +333,7 @@ class Conversation:
         """`owner` runs this approved call until `until`, unless it renews the lease before then."""
         call = self.tool_call(call_id)
         call.lease(owner, until=until)
+        self._changed(call_id)
         self.version += 1
         return call
 
@@ -336,6 +348,7 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.interrupt(reason, at=now)
+        self._changed(call_id)
         self.version += 1
         return call
 
@@ -390,6 +403,15 @@ class Conversation:
     def use_platform_context(self, context: PlatformContext) -> None:
         """The context tools of this turn run with; no change of version: it arrives with each request."""
         self.platform_context = context
+
+    def mark_saved(self) -> None:
+        """A store holds this conversation as it is now (it was just loaded or saved)."""
+        self.saved_messages = len(self.messages)
+        self.changed_calls = set()
+
+    def _changed(self, call_id: str) -> None:
+        if self.changed_calls is not None:
+            self.changed_calls.add(call_id)
 
 
 def _now(at: float | None) -> float:

@@ -11,17 +11,22 @@ written to a store.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dcaf_like.application.errors import StoredConversationUnreadable
-from dcaf_like.domain import Conversation, PlatformContext
+from dcaf_like.domain import Conversation, PlatformContext, ToolCall
 from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps, integer, number, string
 
 FORMAT = 1
+# A header: the conversation without its messages and tool calls, which are stored apart, one record
+# each, so that a save writes only those that changed (ADR 16). It counts them.
+HEADER = 2
 
 # Fields of Conversation a store does not keep: the events of the turn being served, its entrance,
-# and the decision records a store appends apart from the conversation.
-NOT_STORED = frozenset({"events", "entrance", "unsaved_decisions"})
+# the decision records a store appends apart from the conversation, and what changed since the last save.
+NOT_STORED = frozenset({"events", "entrance", "unsaved_decisions", "saved_messages", "changed_calls"})
 
 
 def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
@@ -45,6 +50,10 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
 def conversation_from_dict(data: dict[str, Any]) -> Conversation:
     if data.get("format") != FORMAT:
         raise ValueError(f"unknown conversation format {data.get('format')!r}")
+    return _from_dict(data)
+
+
+def _from_dict(data: dict[str, Any]) -> Conversation:
     context = PlatformContext(data["platform_context"])
     calls = [CALL.from_dict(c, context) for c in data["tool_calls"]]
     return Conversation(
@@ -98,3 +107,151 @@ def decode(text: str | bytes, conversation_id: str) -> Conversation:
         return conversation_from_dict(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
         raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+
+
+# -- a header and the records that changed (ADR 16) ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What a save writes: the header, and the messages and calls that changed since the conversation
+    was loaded or last saved. With `whole`, they are all of them, and the store first drops any it held."""
+
+    header: str
+    whole: bool
+    first_message: int  # `messages` are the messages from this index on
+    messages: list[str]
+    calls: list[tuple[int, str]]  # (position in the conversation's calls, the call)
+
+
+def changes(conversation: Conversation, expected_version: int) -> Changes:
+    """The header and the changed records of `conversation`, for a save expecting `expected_version`."""
+    c = conversation
+    whole = written_whole(c, expected_version)
+    first = first_changed_message(c, whole)
+    messages = list(map(MESSAGE.write, c.messages[first:]))
+    calls = [(i, CALL.write(call)) for i, call in changed_calls(c, whole)]
+    return Changes(encode_header(c), whole, first, messages, calls)
+
+
+def written_whole(conversation: Conversation, expected_version: int) -> bool:
+    """Whether a save writes all of `conversation`: a new one (`expected_version` 0), or one not read
+    from a header (a whole document of format 1, or one built in code)."""
+    return expected_version == 0 or conversation.changed_calls is None
+
+
+def first_changed_message(conversation: Conversation, whole: bool) -> int:
+    """The index of the first message a save writes: those before it are stored as they are."""
+    return 0 if whole else min(conversation.saved_messages, len(conversation.messages))
+
+
+def changed_calls(conversation: Conversation, whole: bool) -> list[tuple[int, ToolCall]]:
+    """The calls a save writes, with their positions among the conversation's calls."""
+    changed = conversation.changed_calls
+    if whole or changed is None:
+        return list(enumerate(conversation.tool_calls.values()))
+    if not changed:
+        return []
+    return [(i, call) for i, (k, call) in enumerate(conversation.tool_calls.items()) if k in changed]
+
+
+def header_to_dict(conversation: Conversation) -> dict[str, Any]:
+    data = conversation_to_dict(conversation)
+    data["format"] = HEADER
+    data["messages"] = len(conversation.messages)
+    data["tool_calls"] = len(conversation.tool_calls)
+    return data
+
+
+def encode_header(conversation: Conversation) -> str:
+    """The header's text: ``json.dumps(header_to_dict(conversation), ...)``, written as :func:`encode` is."""
+    try:
+        return _encode_header(conversation)
+    except (TypeError, ValueError):
+        return dumps(header_to_dict(conversation))
+
+
+def _encode_header(c: Conversation) -> str:
+    context = c.platform_context.public() if c.platform_context else None
+    session = dumps(c.session) if c.session else "{}"
+    tasks = ",".join(map(TASK.write, c.tasks.values()))
+    owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
+    summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
+    return (
+        f'{{"format":{HEADER},"id":{string(c.id)},"version":{integer(c.version)},'
+        f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
+        f'"session":{session},"messages":{len(c.messages)},"tool_calls":{len(c.tool_calls)},'
+        f'"tasks":[{tasks}]{owner}{summary}}}'
+    )
+
+
+def decode_parts(
+    header: str | bytes,
+    messages: Sequence[str | bytes],
+    calls: Sequence[str | bytes],
+    conversation_id: str,
+) -> Conversation:
+    """A conversation from its header and its stored messages and calls (in order; records past the
+    header's counts are ignored), or from a whole document of format 1, which a store written before
+    headers holds (then `messages` and `calls` are empty, and its next save writes it whole).
+
+    A conversation read from a header is marked saved (:meth:`Conversation.mark_saved`)."""
+    return _assemble(header, lambda: _array(messages), lambda: _array(calls), conversation_id)
+
+
+def decode_pages(
+    header: str | bytes,
+    message_pages: Sequence[str | bytes],
+    call_pages: Sequence[str | bytes],
+    conversation_id: str,
+) -> Conversation:
+    """:func:`decode_parts` for records stored in pages: each page the JSON array of several."""
+    return _assemble(header, lambda: _pages(message_pages), lambda: _pages(call_pages), conversation_id)
+
+
+def page(records: Sequence[str]) -> str:
+    """Records' JSON texts as one page: their JSON array."""
+    return "[" + ",".join(records) + "]"
+
+
+def _assemble(
+    header: str | bytes,
+    messages: Callable[[], list[Any]],
+    calls: Callable[[], list[Any]],
+    conversation_id: str,
+) -> Conversation:
+    try:
+        data = json.loads(header)
+        if data.get("format") == FORMAT:
+            return _from_dict(data)
+        if data.get("format") != HEADER:
+            raise ValueError(f"unknown conversation format {data.get('format')!r}")
+        count, call_count = data["messages"], data["tool_calls"]
+        data["messages"], data["tool_calls"] = messages(), calls()
+        if len(data["messages"]) < count or len(data["tool_calls"]) < call_count:
+            raise ValueError(
+                f"the header counts {count} messages and {call_count} calls; "
+                f"{len(data['messages'])} and {len(data['tool_calls'])} are stored"
+            )
+        del data["messages"][count:], data["tool_calls"][call_count:]
+        conversation = _from_dict(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+    conversation.mark_saved()
+    return conversation
+
+
+def _pages(pages: Sequence[str | bytes]) -> list[Any]:
+    """The records of pages (JSON arrays), in one parse."""
+    texts = [p.decode() if isinstance(p, bytes) else p for p in pages]
+    return list(json.loads("[" + ",".join(t[1:-1] for t in texts if t.strip() != "[]") + "]"))
+
+
+def _array(texts: Sequence[str | bytes]) -> list[Any]:
+    """JSON texts as the list of their values: one parse of them joined, not one each."""
+    if not texts:
+        return []
+    if isinstance(texts[0], bytes):
+        joined = b",".join(t if isinstance(t, bytes) else t.encode() for t in texts)
+        return list(json.loads(b"[" + joined + b"]"))
+    return list(json.loads("[" + ",".join(t if isinstance(t, str) else t.decode() for t in texts) + "]"))

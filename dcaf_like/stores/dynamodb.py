@@ -10,7 +10,11 @@ attribute           type  meaning
 ``conversation_id`` S     the conversation id
 ``version``         N     compared on every write (optimistic concurrency)
 ``updated_at``      N     epoch seconds of the last save; range key of the index
-``body``            B     the conversation's JSON, zlib-compressed (an item holds at most 400 KB)
+``body``            B     the conversation's header (its JSON but its messages and calls, which it
+                          counts), zlib-compressed; a body of format 1 (written before headers) is
+                          the whole conversation, read as such and rewritten as pages by its next save
+``m<k>``, ``c<k>``  B     page k of its messages, of its tool calls: the JSON array of records
+                          k*64 to k*64+63, zlib-compressed (an item holds at most 400 KB)
 ``expires_at``      N     epoch seconds after which DynamoDB's TTL may delete it (with ``ttl``)
 ==================  ====  ===========================================================
 
@@ -37,13 +41,25 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
-from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._codec import (
+    changed_calls,
+    decode_pages,
+    encode_header,
+    first_changed_message,
+    page,
+    written_whole,
+)
+from dcaf_like.stores._schema import CALL, MESSAGE
 from dcaf_like.stores._shared import BlockingRepository, check_retention
 
 INDEX = "by_namespace"
+# Records per page: a conversation's messages, and its calls, are stored in pages of this many, each
+# page an attribute of the conversation's item (m0, m1, ...; c0, c1, ...), its JSON array compressed.
+# A save sets the pages that changed (usually the last of the messages), not the whole item (ADR 16).
+PAGE = 64
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
 
 
@@ -85,28 +101,75 @@ class DynamoDBConversationRepository(BlockingRepository):
         item = self._call(
             "GetItem",
             lambda: self.client.get_item(
-                TableName=self.table,
-                Key={"pk": {"S": self._pk(conversation_id)}},
-                ConsistentRead=True,
-                ProjectionExpression="body, expires_at",
+                TableName=self.table, Key={"pk": {"S": self._pk(conversation_id)}}, ConsistentRead=True
             ),
         ).get("Item")
         if item is None or self._expired(item):
             return None
-        return decode(zlib.decompress(item["body"]["B"]), conversation_id)
+        try:
+            header = zlib.decompress(item["body"]["B"])
+            messages = [zlib.decompress(item[f"m{k}"]["B"]) for k in range(_pages_of(item, "m"))]
+            calls = [zlib.decompress(item[f"c{k}"]["B"]) for k in range(_pages_of(item, "c"))]
+        except (zlib.error, KeyError) as exc:
+            raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+        return decode_pages(header, messages, calls, conversation_id)
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
+        """A compare-and-set on the item's version: a new conversation (or one read whole) is put whole;
+        one read from its pages updates its header and the pages that changed."""
         now = self.clock()
-        item: dict[str, Any] = {
-            "pk": {"S": self._pk(conversation.id)},
-            "ns": {"S": self.namespace},
-            "conversation_id": {"S": conversation.id},
-            "version": {"N": str(conversation.version)},
-            "updated_at": {"N": _number(now)},
-            "body": {"B": zlib.compress(encode(conversation).encode("utf-8"))},
-        }
+        c = conversation
+        header = zlib.compress(encode_header(c).encode("utf-8"))
+        expires = None
         if self.ttl is not None:  # a call waiting for a decision keeps it until its window closes
-            item["expires_at"] = {"N": str(int(kept_until(now, self.ttl, waiting_until(conversation))))}
+            expires = {"N": str(int(kept_until(now, self.ttl, waiting_until(c))))}
+        whole = written_whole(c, expected_version)
+        if whole:
+            request = self._put(c, expected_version, header, expires, now)
+        else:
+            request = self._update(c, expected_version, header, expires, now)
+        records = conversation.unsaved_decisions
+        if records:
+            self._save_with_records(conversation, expected_version, request, records)
+        else:
+            operation = "PutItem" if whole else "UpdateItem"
+            try:
+                (self.client.put_item if whole else self.client.update_item)(**request)
+            except self._client_error as exc:
+                if _code(exc) != "ConditionalCheckFailedException":
+                    raise self._unavailable(operation, exc) from exc
+                old = exc.response.get("Item") or {}
+                actual = int(old["version"]["N"]) if "version" in old else None
+                raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
+            except self._errors as exc:
+                raise self._unavailable(operation, exc) from exc
+        conversation.unsaved_decisions.clear()
+        conversation.mark_saved()
+
+    def _put(
+        self,
+        c: Conversation,
+        expected_version: int,
+        header: bytes,
+        expires: dict[str, str] | None,
+        now: float,
+    ) -> dict[str, Any]:
+        """A PutItem of the whole conversation: its header and every page."""
+        item: dict[str, Any] = {
+            "pk": {"S": self._pk(c.id)},
+            "ns": {"S": self.namespace},
+            "conversation_id": {"S": c.id},
+            "version": {"N": str(c.version)},
+            "updated_at": {"N": _number(now)},
+            "body": {"B": header},
+        }
+        messages = list(map(MESSAGE.write, c.messages))
+        calls = list(map(CALL.write, c.tool_calls.values()))
+        for letter, records in (("m", messages), ("c", calls)):
+            for k in range(0, len(records), PAGE):
+                item[f"{letter}{k // PAGE}"] = {"B": _page(records[k : k + PAGE])}
+        if expires is not None:
+            item["expires_at"] = expires
         if expected_version == 0:
             # A row DynamoDB's TTL has not yet swept away counts as absent.
             condition = "attribute_not_exists(pk) OR expires_at < :now"
@@ -114,42 +177,70 @@ class DynamoDBConversationRepository(BlockingRepository):
         else:
             condition = "version = :expected AND (attribute_not_exists(expires_at) OR expires_at >= :now)"
             values = {":expected": {"N": str(expected_version)}, ":now": {"N": str(int(now))}}
-        put = {
+        return {
             "TableName": self.table,
             "Item": item,
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        records = conversation.unsaved_decisions
-        if records:
-            self._save_with_records(conversation, expected_version, put, records)
-            conversation.unsaved_decisions.clear()
-            return
-        try:
-            self.client.put_item(**put)
-        except self._client_error as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise self._unavailable("PutItem", exc) from exc
-            old = exc.response.get("Item") or {}
-            actual = int(old["version"]["N"]) if "version" in old else None
-            raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
-        except self._errors as exc:
-            raise self._unavailable("PutItem", exc) from exc
+
+    def _update(
+        self,
+        c: Conversation,
+        expected_version: int,
+        header: bytes,
+        expires: dict[str, str] | None,
+        now: float,
+    ) -> dict[str, Any]:
+        """An UpdateItem of the header and of the pages holding what changed: the messages from the
+        first that changed, the calls that changed."""
+        values: dict[str, Any] = {
+            ":expected": {"N": str(expected_version)},
+            ":now": {"N": str(int(now))},
+            ":version": {"N": str(c.version)},
+            ":updated": {"N": _number(now)},
+            ":body": {"B": header},
+        }
+        sets = ["version = :version", "updated_at = :updated", "body = :body"]
+        first = first_changed_message(c, whole=False) // PAGE
+        for k in range(first, (len(c.messages) + PAGE - 1) // PAGE):
+            values[f":m{k}"] = {"B": _page(list(map(MESSAGE.write, c.messages[k * PAGE : (k + 1) * PAGE])))}
+            sets.append(f"m{k} = :m{k}")
+        changed = changed_calls(c, whole=False)
+        if changed:
+            calls = list(c.tool_calls.values())
+            for k in sorted({i // PAGE for i, _ in changed}):
+                values[f":c{k}"] = {"B": _page(list(map(CALL.write, calls[k * PAGE : (k + 1) * PAGE])))}
+                sets.append(f"c{k} = :c{k}")
+        if expires is not None:
+            values[":expires"] = expires
+            sets.append("expires_at = :expires")
+        return {
+            "TableName": self.table,
+            "Key": {"pk": {"S": self._pk(c.id)}},
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": (
+                "version = :expected AND (attribute_not_exists(expires_at) OR expires_at >= :now)"
+            ),
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
 
     def _save_with_records(
         self,
         conversation: Conversation,
         expected_version: int,
-        put: dict[str, Any],
+        request: dict[str, Any],
         records: Sequence[DecisionRecord],
     ) -> None:
-        """The conversation and its decision records in one transaction (the records beyond what one
-        transaction holds are appended right after it)."""
+        """The conversation (a put or an update) and its decision records in one transaction (the
+        records beyond what one transaction holds are appended right after it)."""
         now = self.clock()
         riding = [{"Put": self._record_put(r, now)} for r in records[: TRANSACTION_ITEMS - 1]]
+        write = {"Put" if "Item" in request else "Update": request}
         try:
-            self.client.transact_write_items(TransactItems=[{"Put": put}, *riding])
+            self.client.transact_write_items(TransactItems=[write, *riding])
         except self._client_error as exc:
             reasons = exc.response.get("CancellationReasons") or []
             first = reasons[0] if reasons else {}
@@ -320,3 +411,15 @@ def _code(exc: Any) -> str:
 
 def _number(value: float) -> str:
     return str(Decimal(repr(value)))
+
+
+def _page(records: list[str]) -> bytes:
+    return zlib.compress(page(records).encode("utf-8"))
+
+
+def _pages_of(item: dict[str, Any], letter: str) -> int:
+    """How many pages of messages ('m') or calls ('c') the item holds: none for a body of format 1."""
+    count = 0
+    while f"{letter}{count}" in item:
+        count += 1
+    return count

@@ -11,6 +11,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext
+from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
 from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps
 from dcaf_like.stores._shared import check_retention
 
@@ -20,16 +21,17 @@ class InMemoryConversationRepository(ConversationRepository):
     platform context without its credentials, the session as JSON text. A change is visible only once
     saved and a loaded conversation shares nothing with the store.
 
-    A record is nested tuples of strings and numbers, which the garbage collector stops tracking: a
-    process holding many conversations does not make every collection walk them. Writing one costs a
-    third of writing the JSON text a persistent store writes.
+    A record is a header and two lists, of the messages and of the calls, each a tuple of strings and
+    numbers, which the garbage collector stops tracking: a process holding many conversations does not
+    make every collection walk them. A save replaces the header and writes only the messages and calls
+    that changed (ADR 16).
 
     Decision records (the audit trail) are kept apart from the conversations, for `audit_ttl` seconds
     (None: as long as the process lives)."""
 
     def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
         check_retention(None, audit_ttl)
-        self._items: dict[str, tuple[Any, ...]] = {}
+        self._items: dict[str, tuple[tuple[Any, ...], list[Any], list[Any]]] = {}
         self._audit: list[DecisionRecord] = []
         self._lock = threading.Lock()
         self.audit_ttl = audit_ttl
@@ -38,20 +40,42 @@ class InMemoryConversationRepository(ConversationRepository):
     def get(self, conversation_id: str) -> Conversation | None:
         with self._lock:
             record = self._items.get(conversation_id)
-        return None if record is None else _thaw(conversation_id, record)
+            if record is None:
+                return None
+            header, messages, calls = record[0], tuple(record[1]), tuple(record[2])
+        return _thaw(conversation_id, header, messages, calls)
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
-        record = _freeze(conversation)
+        """Writes the header and the messages and calls that changed since the conversation was loaded
+        or saved (ADR 16): a save costs what the turn added, not what the conversation holds."""
+        c = conversation
+        whole = written_whole(c, expected_version)
+        header = _header(c)
+        first = first_changed_message(c, whole)
+        messages = list(map(MESSAGE.to_tuple, c.messages[first:]))
+        calls = [(i, CALL.to_tuple(call)) for i, call in changed_calls(c, whole)]
         with self._lock:
-            current = self._items.get(conversation.id)
-            actual = 0 if current is None else current[0]
+            current = self._items.get(c.id)
+            actual = 0 if current is None else current[0][0]
             if actual != expected_version:
-                raise ConcurrencyConflict(conversation.id, expected_version, actual)
+                raise ConcurrencyConflict(c.id, expected_version, actual)
+            if whole or current is None:
+                record = (header, messages, [call for _, call in calls])
+            else:
+                record = (header, current[1], current[2])
+                del record[1][first:]
+                record[1].extend(messages)
+                for i, call in calls:
+                    if i < len(record[2]):
+                        record[2][i] = call
+                    else:
+                        record[2].append(call)
             # Re-inserting moves the id to the end: the dict's order is recency.
-            self._items.pop(conversation.id, None)
-            self._items[conversation.id] = record
-            self._append(conversation.unsaved_decisions)
-        conversation.unsaved_decisions.clear()
+            self._items.pop(c.id, None)
+            self._items[c.id] = record
+            self._append(c.unsaved_decisions)
+        c.unsaved_decisions.clear()
+        c.mark_saved()
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         with self._lock:
@@ -95,27 +119,30 @@ class InMemoryConversationRepository(ConversationRepository):
         return len(self._items)
 
 
-def _freeze(c: Conversation) -> tuple[Any, ...]:
-    """The conversation as nested tuples of str, int, float, bool and None (each record in the form
-    :mod:`dcaf_like.stores._schema` derives). A session value that is not JSON fails here (TypeError),
-    as it would in a persistent store."""
+def _header(c: Conversation) -> tuple[Any, ...]:
+    """The conversation but its messages and calls, as a tuple of str, int, float, bool and None (each
+    record in the form :mod:`dcaf_like.stores._schema` derives). A session value that is not JSON fails
+    here (TypeError), as it would in a persistent store."""
     context = c.platform_context.public() if c.platform_context else None
     return (
         c.version,
         c.created_at,
         dumps(context) if context else "",
         dumps(c.session) if c.session else "",
-        tuple(map(MESSAGE.to_tuple, c.messages)),
-        tuple(map(CALL.to_tuple, c.tool_calls.values())),
         tuple(map(TASK.to_tuple, c.tasks.values())),
         c.owner,
         None if c.summary is None else SUMMARY.to_tuple(c.summary),
     )
 
 
-def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
-    version, created_at, context, session, messages, calls, tasks, owner, summary = record
-    return Conversation(
+def _thaw(
+    conversation_id: str,
+    header: tuple[Any, ...],
+    messages: tuple[tuple[Any, ...], ...],
+    calls: tuple[tuple[Any, ...], ...],
+) -> Conversation:
+    version, created_at, context, session, tasks, owner, summary = header
+    conversation = Conversation(
         id=conversation_id,
         messages=MESSAGE.from_tuples(messages),
         tool_calls={call.id.value: call for call in CALL.from_tuples(calls)},
@@ -127,3 +154,5 @@ def _thaw(conversation_id: str, record: tuple[Any, ...]) -> Conversation:
         created_at=created_at,
         owner=owner,
     )
+    conversation.mark_saved()
+    return conversation

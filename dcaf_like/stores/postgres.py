@@ -19,12 +19,12 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.domain import Conversation, DecisionRecord
-from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import BlockingRepository, ClientErrors, check_retention
 
 if TYPE_CHECKING:
@@ -67,6 +67,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " FOR EACH ROW EXECUTE FUNCTION {table}_decisions_refuse()",
         "CREATE TABLE {table}_cancels (namespace text NOT NULL, id text NOT NULL,"
         " at double precision NOT NULL, PRIMARY KEY (namespace, id))",
+    ),
+    # 4: a conversation's messages and tool calls, a row each, keyed by position (ADR 16): a save
+    # writes the rows that changed and the header (the body, which counts them); deleting the
+    # conversation deletes them. A body written before (format 1, the whole conversation) still reads.
+    (
+        "CREATE TABLE {table}_messages ("
+        " namespace text NOT NULL, id text NOT NULL, seq integer NOT NULL, body text NOT NULL,"
+        " PRIMARY KEY (namespace, id, seq),"
+        " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
+        "CREATE TABLE {table}_calls ("
+        " namespace text NOT NULL, id text NOT NULL, seq integer NOT NULL, body text NOT NULL,"
+        " PRIMARY KEY (namespace, id, seq),"
+        " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -136,18 +149,35 @@ class PostgresConversationRepository(BlockingRepository):
         ] = weakref.WeakKeyDictionary()
         self._saves = 0
         t = table
-        self._get_sql = f"SELECT body FROM {t} WHERE namespace = %s AND id = %s AND {_LIVE}"
-        self._insert_sql = (
+        # One statement (one snapshot, one round trip): the header, then its messages and calls.
+        self._get_sql = (
+            f"SELECT 0, 0, body FROM {t} WHERE namespace = %(ns)s AND id = %(id)s AND "
+            "(expires_at IS NULL OR expires_at > %(now)s) "
+            f"UNION ALL SELECT 1, seq, body FROM {t}_messages WHERE namespace = %(ns)s AND id = %(id)s "
+            f"UNION ALL SELECT 2, seq, body FROM {t}_calls WHERE namespace = %(ns)s AND id = %(id)s "
+            "ORDER BY 1, 2"
+        )
+        insert = (
             f"INSERT INTO {t} AS c (namespace, id, version, updated_at, expires_at, body) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE SET "
+            "VALUES (%(ns)s, %(id)s, %(version)s, %(now)s, %(expires)s, %(body)s) "
+            "ON CONFLICT (namespace, id) DO UPDATE SET "
             "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at, "
             "expires_at = EXCLUDED.expires_at, body = EXCLUDED.body "
-            "WHERE c.expires_at IS NOT NULL AND c.expires_at <= %s"
+            "WHERE c.expires_at IS NOT NULL AND c.expires_at <= %(now)s RETURNING 1"
         )
-        self._update_sql = (
-            f"UPDATE {t} SET version = %s, updated_at = %s, expires_at = %s, body = %s "
-            f"WHERE namespace = %s AND id = %s AND version = %s AND {_LIVE}"
+        update = (
+            f"UPDATE {t} SET version = %(version)s, updated_at = %(now)s, expires_at = %(expires)s, "
+            "body = %(body)s WHERE namespace = %(ns)s AND id = %(id)s AND version = %(expected)s "
+            "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING 1"
         )
+        # A save: one statement, atomic on its own. The header's compare-and-set (h) and, only if it
+        # wrote, the changed messages and calls; written whole, the rows past its counts are dropped
+        # (those of an expired conversation whose id starts afresh).
+        self._save_sql = {
+            (new, whole): _save_statement(t, insert if new else update, whole)
+            for new in (True, False)
+            for whole in (True, False)
+        }
         self._version_sql = f"SELECT version FROM {t} WHERE namespace = %s AND id = %s AND {_LIVE}"
         self._delete_sql = f"DELETE FROM {t} WHERE namespace = %s AND id = %s"
         self._list_sql = (
@@ -174,17 +204,27 @@ class PostgresConversationRepository(BlockingRepository):
 
     # -- statements ---------------------------------------------------------------------------------
 
-    def _save_statement(self, conversation: Conversation, expected_version: int) -> tuple[str, Sequence[Any]]:
+    def _save_statement(
+        self, conversation: Conversation, expected_version: int
+    ) -> tuple[str, dict[str, Any]]:
         now = self.clock()
-        expires = None if self.ttl is None else now + self.ttl
-        body = encode(conversation)
-        if expected_version == 0:
-            return self._insert_sql, (
-                self.namespace, conversation.id, conversation.version, now, expires, body, now
-            )  # fmt: skip
-        return self._update_sql, (
-            conversation.version, now, expires, body, self.namespace, conversation.id, expected_version, now
-        )  # fmt: skip
+        changed: Changes = changes(conversation, expected_version)
+        params = {
+            "ns": self.namespace,
+            "id": conversation.id,
+            "version": conversation.version,
+            "now": now,
+            "expires": None if self.ttl is None else now + self.ttl,
+            "body": changed.header,
+            "expected": expected_version,
+            "messages_seq": list(range(changed.first_message, changed.first_message + len(changed.messages))),
+            "messages": changed.messages,
+            "calls_seq": [seq for seq, _ in changed.calls],
+            "calls": [call for _, call in changed.calls],
+            "messages_count": len(conversation.messages),
+            "calls_count": len(conversation.tool_calls),
+        }
+        return self._save_sql[expected_version == 0, changed.whole], params
 
     def _purge_due(self) -> bool:
         self._saves += 1
@@ -193,8 +233,12 @@ class PostgresConversationRepository(BlockingRepository):
     # -- sync ---------------------------------------------------------------------------------------
 
     def get(self, conversation_id: str) -> Conversation | None:
-        row = self._one(self._get_sql, (self.namespace, conversation_id, self.clock()))
-        return None if row is None else decode(row[0], conversation_id)
+        with self._connection() as db:
+            rows = self._run(db, self._get_sql, self._get_params(conversation_id)).fetchall()
+        return _conversation(rows, conversation_id)
+
+    def _get_params(self, conversation_id: str) -> dict[str, Any]:
+        return {"ns": self.namespace, "id": conversation_id, "now": self.clock()}
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
         sql, params = self._save_statement(conversation, expected_version)
@@ -202,7 +246,7 @@ class PostgresConversationRepository(BlockingRepository):
         with self._connection() as db:
             # Decisions ride along in one transaction: both written, or neither (a lost race).
             with db.transaction() if records else contextlib.nullcontext():
-                written = self._run(db, sql, params).rowcount
+                written = self._run(db, sql, params).fetchone()[0]
                 if written != 1:
                     row = self._run(db, self._version_sql, (self.namespace, conversation.id, self.clock()))
                     actual = row.fetchone()
@@ -214,6 +258,7 @@ class PostgresConversationRepository(BlockingRepository):
             if self._purge_due():
                 self._run(db, self._purge_sql, (self.namespace, self.clock()))
         records.clear()
+        conversation.mark_saved()
 
     def _append(self, db: Any, records: Sequence[DecisionRecord]) -> None:
         if self.audit_ttl is not None:
@@ -268,7 +313,7 @@ class PostgresConversationRepository(BlockingRepository):
         with self._failures, self._pool().connection(timeout=self.timeout) as db:
             yield db
 
-    def _run(self, db: Any, sql: str, params: Sequence[Any]) -> Any:
+    def _run(self, db: Any, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
         """Every statement of the sync methods: one round trip."""
         return db.execute(sql, params)
 
@@ -300,9 +345,9 @@ class PostgresConversationRepository(BlockingRepository):
 
     async def aget(self, conversation_id: str) -> Conversation | None:
         async with self._aconnection() as db:
-            cursor = await self._arun(db, self._get_sql, (self.namespace, conversation_id, self.clock()))
-            row = await cursor.fetchone()
-        return None if row is None else decode(row[0], conversation_id)
+            cursor = await self._arun(db, self._get_sql, self._get_params(conversation_id))
+            rows = await cursor.fetchall()
+        return _conversation(rows, conversation_id)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         if conversation.unsaved_decisions:  # a decision's save: rare, and one transaction in a thread
@@ -310,7 +355,7 @@ class PostgresConversationRepository(BlockingRepository):
             return
         sql, params = self._save_statement(conversation, expected_version)
         async with self._aconnection() as db:
-            written = (await self._arun(db, sql, params)).rowcount
+            written = (await (await self._arun(db, sql, params)).fetchone())[0]
             if written != 1:
                 cursor = await self._arun(
                     db, self._version_sql, (self.namespace, conversation.id, self.clock())
@@ -321,6 +366,7 @@ class PostgresConversationRepository(BlockingRepository):
                 )
             if self._purge_due():
                 await self._arun(db, self._purge_sql, (self.namespace, self.clock()))
+        conversation.mark_saved()
 
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
         async with self._aconnection() as db:
@@ -336,7 +382,7 @@ class PostgresConversationRepository(BlockingRepository):
             async with pool.connection(timeout=self.timeout) as db:
                 yield db
 
-    async def _arun(self, db: Any, sql: str, params: Sequence[Any]) -> Any:
+    async def _arun(self, db: Any, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> Any:
         """Every statement of the async methods: one round trip."""
         return await db.execute(sql, params)
 
@@ -407,3 +453,32 @@ class PostgresConversationRepository(BlockingRepository):
             f"PostgresConversationRepository({self.where!r}, table={self.table!r}, "
             f"namespace={self.namespace!r})"
         )
+
+
+def _save_statement(table: str, header: str, whole: bool) -> str:
+    """The statement of a save: `header` (an INSERT or UPDATE of the header, RETURNING a row when it
+    wrote) and the rows of the changed messages and calls, written only if it did."""
+    parts = [f"h AS ({header})"]
+    for part in ("messages", "calls"):
+        parts.append(
+            f"{part} AS (INSERT INTO {table}_{part} (namespace, id, seq, body) "
+            f"SELECT %(ns)s, %(id)s, x.seq, x.body FROM h, "
+            f"unnest(%({part}_seq)s::integer[], %({part})s::text[]) AS x(seq, body) "
+            "ON CONFLICT (namespace, id, seq) DO UPDATE SET body = EXCLUDED.body)"
+        )
+        if whole:
+            parts.append(
+                f"{part}_past AS (DELETE FROM {table}_{part} WHERE namespace = %(ns)s AND id = %(id)s "
+                f"AND seq >= %({part}_count)s AND EXISTS (SELECT FROM h))"
+            )
+    return f"WITH {', '.join(parts)} SELECT count(*) FROM h"
+
+
+def _conversation(rows: Sequence[Any], conversation_id: str) -> Conversation | None:
+    """A conversation from the rows of the read: (0, 0, header), then (1, seq, message) and
+    (2, seq, call), in order; None without a header."""
+    if not rows or rows[0][0] != 0:
+        return None
+    messages = [body for part, _, body in rows if part == 1]
+    calls = [body for part, _, body in rows if part == 2]
+    return decode_parts(rows[0][2], messages, calls, conversation_id)

@@ -2,7 +2,11 @@
 
 Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index live in one slot):
 
-- ``<prefix>{<namespace>}:c:<id>``: a hash with ``version`` and ``body`` (the conversation's JSON);
+- ``<prefix>{<namespace>}:c:<id>``: a hash with ``version`` and ``body`` (the conversation's header:
+  its JSON but its messages and calls, which it counts; ADR 16), and ``waiting_until``;
+- ``<prefix>{<namespace>}:m:<id>`` and ``<prefix>{<namespace>}:t:<id>``: lists of its messages and of
+  its tool calls (JSON), in order; a save replaces the tail of messages from the first that changed
+  and the calls that changed, so it writes what the turn changed, not the whole conversation;
 - ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save;
 - ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
   namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
@@ -10,8 +14,10 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
 - ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
   (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 
-A save is one Lua script (compare the version, write, index, expire): atomic in Redis, one round trip.
-A turn costs two round trips: the read and the save (an approval adds the save that claims it).
+A save is one Lua script (compare the version, write, index, expire): atomic in Redis, one round trip;
+so is a read (a script reading the three keys). A turn costs two round trips: the read and the save (an
+approval adds the save that claims it). A hash whose body is a whole conversation (format 1, written
+before headers) is read as such, and written as a header and lists by its next save.
 """
 
 from __future__ import annotations
@@ -26,16 +32,20 @@ from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
-from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._codec import changes, decode_parts
 from dcaf_like.stores._shared import ClientErrors, check_retention
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-# KEYS: conversation hash, index. ARGV: expected version, new version, body, now (s), id, ttl (ms, 0 = none),
-# the conversation's own expiry (ms from now: the ttl, or longer while an approval window is open),
-# waiting_until (s, '' = nothing waits). Returns -1 when written, else the stored version (0: none).
+# KEYS: conversation hash, index, its messages list, its calls list. ARGV: expected version, new version,
+# header, now (s), id, ttl (ms, 0 = none), the conversation's own expiry (ms from now: the ttl, or longer
+# while an approval window is open), waiting_until (s, '' = nothing waits), '1' to write it whole (drop
+# the lists first), the index of the first message written, their count n, the n messages, the count k
+# of calls written, then k pairs (position, call). Returns -1 when written, else the stored version
+# (0: none). Messages from the first written replace the list's tail; a call replaces the one at its
+# position, or is appended (ADR 16).
 _SAVE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then
@@ -47,9 +57,36 @@ if ARGV[8] == '' then
 else
   redis.call('HSET', KEYS[1], 'waiting_until', ARGV[8])
 end
+if ARGV[9] == '1' then
+  redis.call('DEL', KEYS[3], KEYS[4])
+end
+local first = tonumber(ARGV[10])
+local n = tonumber(ARGV[11])
+if n > 0 then
+  if first == 0 then
+    redis.call('DEL', KEYS[3])
+  else
+    redis.call('LTRIM', KEYS[3], 0, first - 1)
+  end
+  for i = 12, 11 + n, 1000 do
+    redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, 11 + n)))
+  end
+end
+local k = tonumber(ARGV[12 + n])
+local length = redis.call('LLEN', KEYS[4])
+for i = 13 + n, 12 + n + 2 * k, 2 do
+  if tonumber(ARGV[i]) < length then
+    redis.call('LSET', KEYS[4], ARGV[i], ARGV[i + 1])
+  else
+    redis.call('RPUSH', KEYS[4], ARGV[i + 1])
+    length = length + 1
+  end
+end
 local ttl = tonumber(ARGV[6])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  redis.call('PEXPIRE', KEYS[4], ARGV[7])
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[4]) - ttl / 1000))
 end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
@@ -59,15 +96,21 @@ end
 return -1
 """
 
-# KEYS: index, then the hashes of ARGV[4..]. ARGV: oldest save kept (s), now (s), '1' for a dry run,
-# then ids. Forgets each conversation last saved before ARGV[1] whose approval window has closed (a save
-# since moved its score, so it is kept); drops index entries whose hash Redis already expired. Returns
-# how many conversations were (with a dry run, would be) forgotten.
+# KEYS: the conversation's hash, messages list, calls list. One snapshot of the three, one round trip.
+_READ = """
+return {redis.call('HGET', KEYS[1], 'body'), redis.call('LRANGE', KEYS[2], 0, -1),
+        redis.call('LRANGE', KEYS[3], 0, -1)}
+"""
+
+# KEYS: index, then the hash, messages and calls of each id of ARGV[4..]. ARGV: oldest save kept (s),
+# now (s), '1' for a dry run, then ids. Forgets each conversation last saved before ARGV[1] whose
+# approval window has closed (a save since moved its score, so it is kept); drops index entries whose
+# hash Redis already expired. Returns how many conversations were (with a dry run, would be) forgotten.
 _PRUNE = """
 local gone = 0
 for i = 4, #ARGV do
   local id = ARGV[i]
-  local key = KEYS[i - 2]
+  local key = KEYS[3 * i - 10]
   local score = tonumber(redis.call('ZSCORE', KEYS[1], id))
   if score and score < tonumber(ARGV[1]) then
     if redis.call('EXISTS', key) == 0 then
@@ -75,7 +118,7 @@ for i = 4, #ARGV do
     elseif tonumber(redis.call('HGET', key, 'waiting_until') or '0') < tonumber(ARGV[2]) then
       gone = gone + 1
       if ARGV[3] ~= '1' then
-        redis.call('DEL', key)
+        redis.call('DEL', key, KEYS[3 * i - 9], KEYS[3 * i - 8])
         redis.call('ZREM', KEYS[1], id)
       end
     end
@@ -156,6 +199,7 @@ class RedisConversationRepository(ConversationRepository):
         )
         self._redis_async = redis_async
         self._save_script = self._sync.register_script(_SAVE)
+        self._read_script = self._sync.register_script(_READ)
         self._prune_script = self._sync.register_script(_PRUNE)
         self._audited_script = self._sync.register_script(_SAVE_AUDITED)
         self._append_script = self._sync.register_script(_APPEND)
@@ -164,8 +208,14 @@ class RedisConversationRepository(ConversationRepository):
 
     # -- keys -------------------------------------------------------------------------------------
 
-    def _key(self, conversation_id: str) -> str:
-        return f"{self.prefix}{{{self.namespace}}}:c:{conversation_id}"
+    def _parts(self, conversation_id: str) -> list[str]:
+        """The keys of a conversation: its hash, its messages list, its calls list."""
+        tagged = f"{self.prefix}{{{self.namespace}}}"
+        return [
+            f"{tagged}:c:{conversation_id}",
+            f"{tagged}:m:{conversation_id}",
+            f"{tagged}:t:{conversation_id}",
+        ]
 
     def _cancel_key(self, conversation_id: str) -> str:
         return f"{self.prefix}{{{self.namespace}}}:cancel:{conversation_id}"
@@ -187,7 +237,8 @@ class RedisConversationRepository(ConversationRepository):
 
     def _save_call(self, conversation: Conversation, expected_version: int) -> tuple[list[str], list[Any]]:
         """Keys and arguments of the save script, or of the audited one when decisions ride along."""
-        keys = [self._key(conversation.id), self._index]
+        hash_key, messages, calls = self._parts(conversation.id)
+        keys = [hash_key, self._index, messages, calls]
         args = self._save_args(conversation, expected_version)
         records = conversation.unsaved_decisions
         if records:
@@ -200,27 +251,34 @@ class RedisConversationRepository(ConversationRepository):
         waiting = waiting_until(conversation)
         ttl_ms = 0 if self.ttl is None else int(self.ttl * 1000)
         expires_ms = 0 if self.ttl is None else int((kept_until(now, self.ttl, waiting) - now) * 1000)
+        changed = changes(conversation, expected_version)
         return [
             expected_version,
             conversation.version,
-            encode(conversation),
+            changed.header,
             repr(now),
             conversation.id,
             ttl_ms,
             max(expires_ms, 1),
             "" if waiting is None else repr(waiting),
+            "1" if changed.whole else "0",
+            changed.first_message,
+            len(changed.messages),
+            *changed.messages,
+            len(changed.calls),
+            *(part for call in changed.calls for part in call),
         ]
 
     # -- sync -------------------------------------------------------------------------------------
 
     def get(self, conversation_id: str) -> Conversation | None:
         with self._failures:
-            body = self._sync.hget(self._key(conversation_id), "body")
-        return None if body is None else decode(body, conversation_id)
+            found = self._read_script(keys=self._parts(conversation_id))
+        return _decoded([conversation_id], [found])[0]
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
         keys, args = self._save_call(conversation, expected_version)
-        script = self._audited_script if len(keys) > 2 else self._save_script
+        script = self._audited_script if len(keys) > 4 else self._save_script
         with self._failures:
             outcome = script(keys=keys, args=args)
         self._check(conversation, expected_version, outcome)
@@ -242,9 +300,11 @@ class RedisConversationRepository(ConversationRepository):
     def delete(self, conversation_id: str) -> bool:
         with self._failures:
             pipe = self._sync.pipeline(transaction=True)
-            pipe.delete(self._key(conversation_id))
+            hash_key, messages, calls = self._parts(conversation_id)
+            pipe.delete(hash_key)
+            pipe.delete(messages, calls)
             pipe.zrem(self._index, conversation_id)
-            deleted, _ = pipe.execute()
+            deleted, _, _ = pipe.execute()
         return bool(deleted)
 
     def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
@@ -252,9 +312,9 @@ class RedisConversationRepository(ConversationRepository):
         with self._failures:
             pipe = self._sync.pipeline(transaction=False)
             for conversation_id in conversation_ids:
-                pipe.hget(self._key(conversation_id), "body")
-            bodies = pipe.execute()
-        return _decoded(conversation_ids, bodies)
+                self._read_script(keys=self._parts(conversation_id), client=pipe)
+            found = pipe.execute()
+        return _decoded(conversation_ids, found)
 
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._failures:
@@ -272,7 +332,7 @@ class RedisConversationRepository(ConversationRepository):
                 ids = [
                     i.decode() if isinstance(i, bytes) else str(i) for i in old[start : start + _PRUNE_BATCH]
                 ]
-                keys = [self._index, *(self._key(i) for i in ids)]
+                keys = [self._index, *(key for i in ids for key in self._parts(i))]
                 args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
                 gone += int(self._prune_script(keys=keys, args=args))
         return gone
@@ -303,31 +363,32 @@ class RedisConversationRepository(ConversationRepository):
                 client.register_script(_SAVE),
                 client.register_script(_SAVE_AUDITED),
                 client.register_script(_APPEND),
+                client.register_script(_READ),
             )
             self._async_by_loop[loop] = found
         return found
 
     async def aget(self, conversation_id: str) -> Conversation | None:
         with self._failures:
-            client = self._async()[0]
-            body = await client.hget(self._key(conversation_id), "body")
-        return None if body is None else decode(body, conversation_id)
+            read = self._async()[4]
+            found = await read(keys=self._parts(conversation_id))
+        return _decoded([conversation_id], [found])[0]
 
     async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """:meth:`get_many` with the asyncio client: one round trip, one connection."""
         with self._failures:
-            client = self._async()[0]
+            client, *_, read = self._async()
             pipe = client.pipeline(transaction=False)
             for conversation_id in conversation_ids:
-                pipe.hget(self._key(conversation_id), "body")
-            bodies = await pipe.execute()
-        return _decoded(conversation_ids, bodies)
+                await read(keys=self._parts(conversation_id), client=pipe)
+            found = await pipe.execute()
+        return _decoded(conversation_ids, found)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         keys, args = self._save_call(conversation, expected_version)
-        _, plain, audited, _ = self._async()
+        _, plain, audited, *_ = self._async()
         with self._failures:
-            outcome = await (audited if len(keys) > 2 else plain)(keys=keys, args=args)
+            outcome = await (audited if len(keys) > 4 else plain)(keys=keys, args=args)
         self._check(conversation, expected_version, outcome)
 
     async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
@@ -411,6 +472,10 @@ def _where(client: Any) -> str:
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
-def _decoded(conversation_ids: Sequence[str], bodies: list[Any]) -> list[Conversation | None]:
-    pairs = zip(conversation_ids, bodies, strict=True)
-    return [None if body is None else decode(body, i) for i, body in pairs]
+def _decoded(conversation_ids: Sequence[str], found: list[Any]) -> list[Conversation | None]:
+    """Conversations from what the read script returned for each (header, messages, calls)."""
+    pairs = zip(conversation_ids, found, strict=True)
+    return [
+        None if header is None else decode_parts(header, messages, calls, i)
+        for i, (header, messages, calls) in pairs
+    ]

@@ -22,12 +22,16 @@ from dcaf_like.application.errors import ConcurrencyConflict, StoredConversation
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
-from dcaf_like.stores._codec import decode, encode
+from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import check_retention
 
 logger = logging.getLogger("dcaf_like.stores")
 
 TABLE = "dcaf_conversations"
+# A conversation's messages and tool calls, one row each, keyed by their position (ADR 16): a save
+# writes the rows that changed; the header in TABLE counts them. Deleting a header deletes its rows.
+MESSAGES = "dcaf_messages"
+CALLS = "dcaf_calls"
 # The audit trail: one row per decision, appended in the transaction of the save that carries it,
 # never updated, and never deleted with its conversation (only by `audit_ttl`).
 AUDIT_TABLE = "dcaf_decisions"
@@ -67,6 +71,25 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY (namespace, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS {TABLE}_recent ON {TABLE} (namespace, updated_at);
+CREATE TABLE IF NOT EXISTS {MESSAGES} (
+    namespace TEXT    NOT NULL,
+    id        TEXT    NOT NULL,
+    seq       INTEGER NOT NULL,
+    body      TEXT    NOT NULL,
+    PRIMARY KEY (namespace, id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {CALLS} (
+    namespace TEXT    NOT NULL,
+    id        TEXT    NOT NULL,
+    seq       INTEGER NOT NULL,
+    body      TEXT    NOT NULL,
+    PRIMARY KEY (namespace, id, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS {TABLE}_parts AFTER DELETE ON {TABLE}
+BEGIN
+    DELETE FROM {MESSAGES} WHERE namespace = old.namespace AND id = old.id;
+    DELETE FROM {CALLS} WHERE namespace = old.namespace AND id = old.id;
+END;
 CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
     seq             INTEGER PRIMARY KEY,
     namespace       TEXT    NOT NULL,
@@ -133,26 +156,37 @@ class SqliteConversationRepository(ConversationRepository):
         return self._get(conversation_id, self._connection())
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
-        self._save(conversation, expected_version, _body(conversation), self._connection(), self._write_turn)
+        self._save(
+            conversation, expected_version, _rows(conversation, expected_version), self._connection(),
+            self._write_turn,
+        )  # fmt: skip
 
     def _get(self, conversation_id: str, connection: sqlite3.Connection) -> Conversation | None:
+        """The header and its rows, in one statement (one snapshot of the file)."""
+        key = (self.namespace, conversation_id)
         with self._reading(connection) as db:
-            row = db.execute(
-                f"SELECT body FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT}",
-                (self.namespace, conversation_id, *self._kept()),
-            ).fetchone()
-        return None if row is None else _conversation(row[0], conversation_id)
+            rows = db.execute(_READ, (*key, *self._kept(), *key, *key)).fetchall()
+        if not rows or rows[0][0] != 0:
+            return None
+        return decode_parts(
+            _text(rows[0][1], conversation_id),
+            [_text(body, conversation_id) for part, body, _ in rows if part == 1],
+            [_text(body, conversation_id) for part, body, _ in rows if part == 2],
+            conversation_id,
+        )
 
     def _save(
         self,
         conversation: Conversation,
         expected_version: int,
-        body: str | bytes,
+        rows: _Rows,
         connection: sqlite3.Connection,
         turn: AbstractContextManager[Any],
     ) -> None:
         now = self.clock()
         waiting = waiting_until(conversation)
+        body = rows.header
+        key = (self.namespace, conversation.id)
         with self._writing(connection, turn) as db:
             if self.ttl is not None:
                 db.execute(
@@ -185,9 +219,23 @@ class SqliteConversationRepository(ConversationRepository):
                     (self.namespace, conversation.id),
                 ).fetchone()
                 raise ConcurrencyConflict(conversation.id, expected_version, None if row is None else row[0])
+            if rows.whole:
+                db.execute(f"DELETE FROM {MESSAGES} WHERE namespace = ? AND id = ?", key)
+                db.execute(f"DELETE FROM {CALLS} WHERE namespace = ? AND id = ?", key)
+            if rows.messages:  # a message stored before may have changed (it proposed a call): replaced
+                db.executemany(
+                    f"INSERT OR REPLACE INTO {MESSAGES} (namespace, id, seq, body) VALUES (?, ?, ?, ?)",
+                    [(*key, rows.first + i, body) for i, body in enumerate(rows.messages)],
+                )
+            if rows.calls:
+                db.executemany(
+                    f"INSERT OR REPLACE INTO {CALLS} (namespace, id, seq, body) VALUES (?, ?, ?, ?)",
+                    [(*key, seq, body) for seq, body in rows.calls],
+                )
             if conversation.unsaved_decisions:
                 self._append(db, conversation.unsaved_decisions)
         conversation.unsaved_decisions.clear()
+        conversation.mark_saved()
 
     def _append(self, db: sqlite3.Connection, records: Sequence[DecisionRecord]) -> None:
         """Inside a write transaction."""
@@ -307,7 +355,7 @@ class SqliteConversationRepository(ConversationRepository):
             return await asyncio.to_thread(self.get, conversation_id)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        body = _body(conversation)
+        body = _rows(conversation, expected_version)
         try:
             self._save(
                 conversation, expected_version, body, self._loop_connection(), _NoWait(self._write_turn)
@@ -439,7 +487,15 @@ _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _KEPT = "(updated_at >= ? OR ifnull(waiting_until, 0) >= ?)"
 _GONE = "updated_at < ? AND ifnull(waiting_until, 0) < ?"
 
-_MAX_LIMIT = 2**63 - 1  # SQLite's LIMIT is a signed 64-bit integer
+_MAX_LIMIT = 2**63 - 1
+
+# A conversation: (0, header) if kept, then (1, message) and (2, call) rows in order.
+_READ = (
+    f"SELECT 0, body, 0 FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT} "
+    f"UNION ALL SELECT 1, body, seq FROM {MESSAGES} WHERE namespace = ? AND id = ? "
+    f"UNION ALL SELECT 2, body, seq FROM {CALLS} WHERE namespace = ? AND id = ? "
+    "ORDER BY 1, 3"
+)  # SQLite's LIMIT is a signed 64-bit integer
 
 
 def _add_columns(db: sqlite3.Connection) -> None:
@@ -472,15 +528,32 @@ class _NoWait:
         self._lock.release()
 
 
-def _body(conversation: Conversation) -> str | bytes:
-    text = encode(conversation)
+class _Rows:
+    """What a save writes (:class:`~dcaf_like.stores._codec.Changes`), each text as stored: compressed
+    from :data:`COMPRESS_FROM` on."""
+
+    __slots__ = ("calls", "first", "header", "messages", "whole")
+
+    def __init__(self, changed: Changes) -> None:
+        self.header = _stored(changed.header)
+        self.whole = changed.whole
+        self.first = changed.first_message
+        self.messages = [_stored(m) for m in changed.messages]
+        self.calls = [(seq, _stored(c)) for seq, c in changed.calls]
+
+
+def _rows(conversation: Conversation, expected_version: int) -> _Rows:
+    return _Rows(changes(conversation, expected_version))
+
+
+def _stored(text: str) -> str | bytes:
     return text if len(text) < COMPRESS_FROM else zlib.compress(text.encode(), 1)
 
 
-def _conversation(body: str | bytes, conversation_id: str) -> Conversation:
+def _text(body: str | bytes, conversation_id: str) -> str | bytes:
     if isinstance(body, bytes):
         try:
-            body = zlib.decompress(body)
+            return zlib.decompress(body)
         except zlib.error as exc:
             raise StoredConversationUnreadable(conversation_id, f"zlib: {exc}") from exc
-    return decode(body, conversation_id)
+    return body

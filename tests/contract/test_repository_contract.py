@@ -22,7 +22,10 @@ from dcaf_like.domain import (
     DeciderKind,
     DecisionOutcome,
     DecisionRecord,
+    Message,
+    MessageContent,
     PlatformContext,
+    Role,
     TaskOutcome,
     ToolInput,
 )
@@ -230,6 +233,62 @@ def test_successive_saves_advance_the_version(make: Factory) -> None:
     assert loaded is not None
     assert loaded.version == conversation.version > first
     assert [m.text for m in loaded.messages] == ["one", "two"]
+
+
+def test_a_turn_that_changes_an_old_call_and_adds_messages_and_calls_round_trips(make: Factory) -> None:
+    """A save writes what changed (ADR 16): an old call decided, a call proposed on a message stored
+    before, new messages; what is read back is the whole conversation."""
+    store = make()
+    conversation = full_conversation()
+    conversation.add_assistant_message("One more thing to check.", at=1_700_000_007.0)
+    store.save(conversation, 0)
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    [pending] = loaded.pending_tool_calls
+    loaded.approve_tool_call(pending.id.value, by="erin", at=1_700_000_008.0)
+    loaded.record_tool_result(pending.id.value, "done", at=1_700_000_009.0)
+    loaded.request_tool_call(  # on the last message, stored by the first save
+        "get_pods", ToolInput.of({"namespace": "prod"}), requires_approval=False, at=1_700_000_010.0
+    )
+    loaded.add_assistant_message("All clean.", at=1_700_000_011.0)
+    store.save(loaded, conversation.version)
+
+    again = store.get(conversation.id)
+    assert again is not None
+    assert same(again, loaded)
+    assert again.messages[-2].tool_call_ids == loaded.messages[-2].tool_call_ids != []
+    assert again.tool_call(pending.id.value).result == "done"
+
+
+def test_saves_of_one_loaded_conversation_in_a_row_each_write_their_changes(make: Factory) -> None:
+    store = make()
+    conversation = Conversation.start()
+    conversation.add_user_message("one")
+    store.save(conversation, 0)
+    for n in range(2, 6):
+        expected = conversation.version
+        conversation.add_assistant_message(str(n))
+        store.save(conversation, expected)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert [m.text for m in loaded.messages] == ["one", "2", "3", "4", "5"]
+
+
+def test_a_conversation_not_loaded_from_the_store_is_saved_whole(make: Factory) -> None:
+    """An object built in code (not read from the store) replaces what is stored, records and all."""
+    store = make()
+    conversation = full_conversation()
+    store.save(conversation, 0)
+    shorter = Conversation(id=conversation.id, version=conversation.version + 1, created_at=1.0)
+    shorter.messages.append(Message(Role.USER, MessageContent("only this"), at=2.0))
+
+    store.save(shorter, conversation.version)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    assert same(loaded, shorter)
+    assert loaded.tool_calls == {}
 
 
 # -- optimistic concurrency ------------------------------------------------------------------------

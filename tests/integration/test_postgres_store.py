@@ -55,7 +55,7 @@ def test_the_first_use_creates_the_schema_at_the_current_version(postgres_url, p
 
     saved(store, "c1")
 
-    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 3
+    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 4
     with psycopg.connect(postgres_url) as db:
         columns = {r[0] for r in db.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (postgres_table,)
@@ -85,7 +85,7 @@ def test_a_database_made_by_the_first_version_is_migrated_and_keeps_its_conversa
 
     assert loaded is not None
     assert loaded.messages[0].text == "stored before the migration"
-    assert schema_version(postgres_url, postgres_table) == 3
+    assert schema_version(postgres_url, postgres_table) == 4
     loaded.add_assistant_message("after")
     store.save(loaded, old.version)
     assert store.list_ids() == ["from-v1"]
@@ -122,8 +122,8 @@ def test_workers_starting_together_migrate_once(postgres_url, postgres_table):
         thread.join()
 
     assert errors == []
-    assert sorted(found) == [0, 3, 3, 3, 3, 3]  # one created it; the others found it made
-    assert schema_version(postgres_url, postgres_table) == 3
+    assert sorted(found) == [0, 4, 4, 4, 4, 4]  # one created it; the others found it made
+    assert schema_version(postgres_url, postgres_table) == 4
 
 
 # -- expiry ---------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def test_a_sync_turn_reads_once_and_saves_once(postgres_url, postgres_table, clu
 
     agent.run("again", conversation_id=first.conversation_id)
 
-    assert store.statements == ["SELECT", "UPDATE"]
+    assert store.statements == ["SELECT", "WITH"]  # the read, the save (one statement)
     store.close()
 
 
@@ -244,7 +244,7 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     runtime = FakeRuntime(["one", tool_call("delete_pod", name="web-2"), "deleted"])
     agent = Agent(tools=cluster.tools(), runtime=runtime, repository=store)
     first = await agent.arun("hello")
-    assert store.statements == ["SELECT", "INSERT"]  # a new id is looked up before the model is called
+    assert store.statements == ["SELECT", "WITH"]  # a new id is looked up before the model is called
     store.statements.clear()
 
     proposed = await agent.arun("delete web-2", conversation_id=first.conversation_id)
@@ -252,10 +252,10 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     store.statements.clear()
     await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
 
-    assert turn == ["SELECT", "UPDATE"]
+    assert turn == ["SELECT", "WITH"]
     # read, claim the approval (its audit record in the same transaction), ask whether the run was
     # cancelled before the model's next call, save the outcome
-    assert store.statements == ["SELECT", "UPDATE", "SELECT", "UPDATE"]
+    assert store.statements == ["SELECT", "WITH", "SELECT", "WITH"]
     assert [r.outcome for r in store.decision_records(first.conversation_id)] == ["approved"]
     assert cluster.deleted == [("default", "web-2")]
     await store.aclose()

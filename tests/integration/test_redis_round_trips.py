@@ -38,7 +38,7 @@ def test_a_sync_turn_reads_once_and_saves_once(redis_url, redis_prefix, cluster)
 
     agent.run("again", conversation_id=first.conversation_id)
 
-    assert client.commands == ["HGET", "EVALSHA"]
+    assert client.commands == ["EVALSHA", "EVALSHA"]  # the read script, the save script
     client.close()
 
 
@@ -58,10 +58,10 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     client.commands.clear()
     await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
 
-    assert turn == ["HGET", "EVALSHA"]
+    assert turn == ["EVALSHA", "EVALSHA"]
     # read, claim the approval (with its lease), ask whether the run was cancelled before calling the
     # model again (docs/runs.md: every step but the first), save the outcome
-    assert client.commands == ["HGET", "EVALSHA", "GET", "EVALSHA"]
+    assert client.commands == ["EVALSHA", "EVALSHA", "GET", "EVALSHA"]
     assert cluster.deleted == [("default", "web-2")]
     await client.aclose()
     store.close()

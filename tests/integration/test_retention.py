@@ -66,8 +66,10 @@ def test_redis_expires_a_waiting_conversation_with_its_window_not_the_ttl(redis_
     store.save(finished, 0)
     store.save(waiting, 0)
 
-    ttl_of = {c.id: store._sync.pttl(store._key(c.id)) / 1000 for c in (finished, waiting)}
+    ttl_of = {c.id: store._sync.pttl(store._parts(c.id)[0]) / 1000 for c in (finished, waiting)}
 
     assert 0 < ttl_of[finished.id] <= DAY
     assert 2 * DAY < ttl_of[waiting.id] <= 3 * DAY
+    records = [store._sync.pttl(key) / 1000 for key in store._parts(waiting.id)[1:]]
+    assert all(2 * DAY < ttl <= 3 * DAY for ttl in records)  # its messages and calls expire with it
     store.close()

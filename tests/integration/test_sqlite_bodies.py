@@ -1,6 +1,7 @@
-"""How the SQLite store keeps a conversation's body: JSON text while it is short, zlib-compressed once
-it would not fit its B-tree cell, and either read back, whichever version of dcaf_like wrote it; the
-file stays within 1.5 times the JSON it holds (it was 4.2 times: issue 26)."""
+"""How the SQLite store keeps a conversation's header and its records: JSON text while short,
+zlib-compressed once they would not fit a B-tree cell, and either read back, whichever version of
+dcaf_like wrote them (a whole body of format 1 too); the file stays within 1.8 times the JSON it holds
+(it was 4.2 times: issue 26)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 
 from dcaf_like import SqliteConversationRepository, StoreUnavailable
 from dcaf_like.domain import Conversation, ToolInput
-from dcaf_like.stores._codec import conversation_to_dict, encode
-from dcaf_like.stores.sqlite import COMPRESS_FROM, TABLE
+from dcaf_like.stores._codec import conversation_to_dict, encode, encode_header
+from dcaf_like.stores._schema import MESSAGE
+from dcaf_like.stores.sqlite import COMPRESS_FROM, MESSAGES, TABLE
 
 
 def conversation(messages: int) -> Conversation:
@@ -29,21 +31,24 @@ def stored_body(path, conversation_id: str) -> str | bytes:
     return body
 
 
-def test_a_short_conversation_is_stored_as_json_text_a_long_one_compressed(tmp_path):
+def test_a_short_record_is_stored_as_json_text_a_long_one_compressed(tmp_path):
     store = SqliteConversationRepository(tmp_path / "c.db")
-    short, long = conversation(1), conversation(1000)
-    assert len(encode(short)) < COMPRESS_FROM <= len(encode(long))
-    store.save(short, 0)
-    store.save(long, 0)
+    c = conversation(1)
+    c.add_assistant_message("pods: " + ", ".join(f"web-{i} Running" for i in range(100)), at=2.0)
+    short, long = (MESSAGE.write(m) for m in c.messages)
+    assert len(short) < COMPRESS_FROM <= len(long)
+    store.save(c, 0)
 
-    assert stored_body(tmp_path / "c.db", short.id) == encode(short)
-    body = stored_body(tmp_path / "c.db", long.id)
-    assert isinstance(body, bytes)
-    assert len(body) < len(encode(long)) / 5
-    assert zlib.decompress(body).decode() == encode(long)
-    loaded = store.get(long.id)
+    assert stored_body(tmp_path / "c.db", c.id) == encode_header(c)
+    with sqlite3.connect(tmp_path / "c.db") as db:
+        rows = db.execute(f"SELECT seq, body FROM {MESSAGES} WHERE id = ? ORDER BY seq", (c.id,)).fetchall()
+    assert rows[0] == (0, short)
+    assert isinstance(rows[1][1], bytes)
+    assert len(rows[1][1]) < len(long) / 5
+    assert zlib.decompress(rows[1][1]).decode() == long
+    loaded = store.get(c.id)
     assert loaded is not None
-    assert conversation_to_dict(loaded) == conversation_to_dict(long)
+    assert conversation_to_dict(loaded) == conversation_to_dict(c)
 
 
 def test_a_long_body_written_as_text_by_an_earlier_version_is_still_read(tmp_path):
@@ -89,7 +94,9 @@ def finished(n: int) -> Conversation:
     return c
 
 
-def test_a_file_of_3000_conversations_of_a_kilobyte_is_at_most_one_and_a_half_times_their_json(tmp_path):
+def test_a_file_of_3000_conversations_of_a_kilobyte_is_at_most_1_8_times_their_json(tmp_path):
+    """A header and a row per message and per call, each keyed by the conversation's (namespace, id):
+    1.68 times (ADR 16; 0.82 when the whole conversation was one compressed body, ADR 5)."""
     store = SqliteConversationRepository(tmp_path / "c.db")
     conversations = [finished(n) for n in range(3000)]
     json_bytes = sum(len(encode(c).encode()) for c in conversations)
@@ -99,7 +106,7 @@ def test_a_file_of_3000_conversations_of_a_kilobyte_is_at_most_one_and_a_half_ti
 
     on_disk = sum(os.path.getsize(p) for p in tmp_path.iterdir() if p.name.startswith("c.db"))
     assert 1000 < json_bytes / len(conversations) < 1500
-    assert on_disk / json_bytes <= 1.5
+    assert on_disk / json_bytes <= 1.8
 
 
 def test_a_file_written_before_retention_opens_and_its_rows_are_read_and_pruned(tmp_path):
