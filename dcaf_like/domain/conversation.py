@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -70,7 +70,7 @@ class Message:
 
 
 def new_conversation_id() -> str:
-    return "conv_" + os.urandom(12).hex()  # what secrets.token_hex(12) does, one call deep
+    return "conv_" + secrets.token_hex(12)
 
 
 class TaskOutcome(StrEnum):
@@ -167,7 +167,7 @@ class Conversation:
     def _add_message(self, role: Role, text: str, at: float | None) -> Message:
         message = Message(role=role, content=MessageContent(text), at=_now(at))
         self.messages.append(message)
-        self._record(MessageAdded(self.id, message.at, role=role._value_, index=len(self.messages) - 1))
+        self._record(MessageAdded(self.id, message.at, role=role.value, index=len(self.messages) - 1))
         return message
 
     # -- tool calls ----------------------------------------------------------------------------
