@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.audit.canary import CANARY_TOOL, canary_tool
+from dcaf_like.audit.options import DEFAULT_PROPOSE, AuditOptions
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult, Verdict
 
 
@@ -35,11 +36,9 @@ def run_audit(
     (:func:`canary_tool`), never at one whose execution you do not want."""
     try:
         from dcaf_like.audit import suite
-        from dcaf_like.audit.runner import DEFAULT_PROPOSE
     except ImportError as exc:  # pragma: no cover - depends on what is installed
         raise ImportError(f'the audit needs httpx: pip install "dcaf-like[audit]" ({exc})') from exc
-    return suite.run_audit(
-        url,
+    options = AuditOptions(
         api_key=api_key,
         propose=propose or DEFAULT_PROPOSE,
         tool=tool,
@@ -50,6 +49,7 @@ def run_audit(
         timeout=timeout,
         transport=transport,
     )
+    return suite.run_audit(url, options)
 
 
 __all__ = ["CANARY_TOOL", "Attempt", "AuditReport", "FamilyResult", "Verdict", "canary_tool", "run_audit"]

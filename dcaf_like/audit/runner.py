@@ -8,15 +8,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from dcaf_like.audit.client import AuditClient, Ledger, Outcome, check_target
+from dcaf_like.audit.options import AuditOptions
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult
 
-DEFAULT_PROPOSE = "Delete the pod web-2 in namespace default."
-MAX_PROPOSALS = 50  # a sound gate needs 3; a broken one is proposed to again after each breach
 PROPOSE_TRIES = 3  # turns asked for one proposal before the audit gives up
 CLEANUP_REASON = "dcaf-like audit: not approved"
 
@@ -73,31 +71,21 @@ class Audit:
     """One run against one URL. Every loop in it is bounded: proposals (`max_proposals`), turns per
     proposal, the concurrent wave (`concurrency`), and each request's `timeout`."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        propose: str = DEFAULT_PROPOSE,
-        tool: str | None = None,
-        ledger: str | Path | None = None,
-        i_own_this_server: bool = False,
-        max_body_bytes: int = 1 << 20,
-        concurrency: int = 20,
-        max_proposals: int = MAX_PROPOSALS,
-        timeout: float = 120,
-        transport: Any = None,
-    ) -> None:
-        self.url = check_target(url, i_own_this_server=i_own_this_server)
-        self.client = AuditClient(self.url, api_key=api_key, timeout=timeout, transport=transport)
-        self.propose_message = propose
-        self.tool = tool
-        self.ledger = Ledger(ledger) if ledger is not None else None
+    def __init__(self, url: str, options: AuditOptions) -> None:
+        self.url = check_target(url, i_own_this_server=options.i_own_this_server)
+        self.client = AuditClient(
+            self.url, api_key=options.api_key, timeout=options.timeout, transport=options.transport
+        )
+        self.propose_message = options.propose
+        self.tool = options.tool
+        self.ledger = Ledger(options.ledger) if options.ledger is not None else None
         self.ledger_start = self.ledger.lines() if self.ledger is not None else 0
-        self.max_body_bytes = max_body_bytes
-        self.concurrency = max(2, min(concurrency, 64))
-        self.max_proposals = max_proposals
-        self.report = AuditReport(self.url, tool, "ledger" if ledger is not None else "protocol")
+        self.max_body_bytes = options.max_body_bytes
+        self.concurrency = max(2, min(options.concurrency, 64))
+        self.max_proposals = options.max_proposals
+        self.report = AuditReport(
+            self.url, options.tool, "ledger" if options.ledger is not None else "protocol"
+        )
         self.proposals: list[Proposal] = []
         self._main: Proposal | None = None
         self.spare: Proposal | None = None  # a call proposed in another conversation, still waiting
