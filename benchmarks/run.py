@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import domain
 import growth as agent_growth
 import http_load
 import peers
@@ -73,6 +74,7 @@ def main() -> None:
         http_load.markdown(http_load.report(args.quick)),
         local_model(args.quick),
         stores.postgres_markdown(5 if args.quick else 200),
+        domain.markdown(domain.report(args.quick)),
     ]
     body = "\n\n".join(
         [
