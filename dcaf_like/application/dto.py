@@ -231,7 +231,7 @@ class ToolCallView:
             id=call.id.value,
             name=call.name,
             input=call.shown(call.proposed_input),
-            status=call.status.value,
+            status=str(call.status),
             description=call.description,
             requires_approval=call.requires_approval,
             editable=call.editable,

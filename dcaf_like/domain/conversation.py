@@ -167,7 +167,7 @@ class Conversation:
     def _add_message(self, role: Role, text: str, at: float | None) -> Message:
         message = Message(role=role, content=MessageContent(text), at=_now(at))
         self.messages.append(message)
-        self._record(MessageAdded(self.id, message.at, role=role.value, index=len(self.messages) - 1))
+        self._record(MessageAdded(self.id, message.at, role=str(role), index=len(self.messages) - 1))
         return message
 
     # -- tool calls ----------------------------------------------------------------------------
