@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import domain
 import growth as agent_growth
 import http_load
 import peer_servers
@@ -67,6 +68,7 @@ def main() -> None:
         servers(args.quick),
         local_model(args.quick),
         stores.postgres_markdown(5 if args.quick else 200),
+        domain.markdown(domain.report(args.quick)),
     ]
     body = "\n\n".join(
         [

@@ -44,6 +44,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "deltas over `/api/chat-stream`",
         "Growth: messages already stored",
         "PostgreSQL round trips per turn",
+        "Domain hot path",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone

@@ -75,7 +75,7 @@ class AgentRequest:
 
 # The results below are the caller's own copies, built for each response (changing one changes
 # nothing recorded), and never hashable (they hold dicts). They are not frozen: a frozen dataclass's
-# __init__ costs four times a plain one's, and every turn builds them.
+# __init__ costs more than a plain one's (ADR 11 has the figures), and every turn builds them.
 
 
 @dataclass(slots=True)
@@ -101,7 +101,7 @@ class ToolCallView:
             id=call.id.value,
             name=call.name,
             input=call.shown(call.proposed_input),
-            status=call.status._value_,
+            status=str(call.status),
             description=call.description,
             requires_approval=call.requires_approval,
             editable=call.editable,

@@ -7,7 +7,7 @@ is appended to a store of its own and never rewritten.
 from __future__ import annotations
 
 import json
-import os
+import secrets
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -36,7 +36,7 @@ class DecisionRecord:
     entrance: str  # http, stream, a2a, python
     at: float
     reason: str = ""
-    id: str = field(default_factory=lambda: os.urandom(8).hex())
+    id: str = field(default_factory=lambda: secrets.token_hex(8))
 
     def to_dict(self) -> dict[str, Any]:
         return {

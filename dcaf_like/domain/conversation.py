@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -60,7 +60,7 @@ class Message:
 
 
 def new_conversation_id() -> str:
-    return "conv_" + os.urandom(12).hex()  # what secrets.token_hex(12) does, one call deep
+    return "conv_" + secrets.token_hex(12)
 
 
 class TaskOutcome(StrEnum):

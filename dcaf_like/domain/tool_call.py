@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from dcaf_like.domain._canonical_json import canonical_json
 from dcaf_like.domain.context import REDACTED, PlatformContext
 from dcaf_like.domain.errors import (
     ApprovalExpired,
@@ -39,20 +40,24 @@ class ToolCallId:
 
     @classmethod
     def new(cls) -> ToolCallId:
-        return cls("tc_" + os.urandom(12).hex())  # as secrets.token_hex(12)
+        return cls("tc_" + secrets.token_hex(12))
 
     def __str__(self) -> str:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
 class ToolInput:
-    """Immutable tool arguments, kept as canonical JSON so two equal inputs compare and hash equal."""
+    """Immutable tool arguments, kept as canonical JSON so two equal inputs compare and hash equal.
 
-    canonical_json: str
-    # The parsed form, read once, and whether any value in it is a list or an object: each use gets a
-    # copy of it, never the object itself.
-    _parsed: tuple[dict[str, Any], bool] | None = field(default=None, init=False, repr=False, compare=False)
+    Read-only as :class:`fractions.Fraction` is: its value is a property over a private slot. The
+    parsed form is kept too, once read (or known from :meth:`of`); each use gets a copy of it."""
+
+    __slots__ = ("_nested", "_parsed", "_text")
+
+    def __init__(self, canonical_json: str) -> None:
+        self._text = canonical_json
+        self._parsed: dict[str, Any] | None = None
+        self._nested = False  # whether any value of the parsed form is a list or an object
 
     @classmethod
     def of(cls, arguments: Any) -> ToolInput:
@@ -60,49 +65,37 @@ class ToolInput:
             raise InvalidToolInput(f"tool arguments must be a JSON object, got {type(arguments).__name__}")
         try:
             normalized = _normalize(arguments)
-            text = _canonical(normalized)
+            made = cls(canonical_json(normalized))
         except (TypeError, ValueError) as exc:
             raise InvalidToolInput(f"tool arguments are not JSON: {exc}") from exc
-        made = cls(text)
         if all(type(key) is str and type(value) in _SCALARS for key, value in normalized.items()):
             # Flat, text keys: the normalized copy (ours alone) is exactly what parsing the text gives.
-            object.__setattr__(made, "_parsed", (normalized, False))
+            made._parsed = normalized
         return made
+
+    @property
+    def canonical_json(self) -> str:
+        return self._text
 
     def as_dict(self) -> dict[str, Any]:
         """A fresh copy: changing it never changes the recorded input."""
-        cached = self._parsed
-        if cached is None:
-            parsed = json.loads(self.canonical_json)
-            cached = (parsed, any(isinstance(value, dict | list) for value in parsed.values()))
-            object.__setattr__(self, "_parsed", cached)
-        parsed, nested = cached
-        return {key: _copy(value) for key, value in parsed.items()} if nested else dict(parsed)
+        if self._parsed is None:
+            self._parsed = json.loads(self._text)
+            self._nested = any(isinstance(value, dict | list) for value in self._parsed.values())
+        if self._nested:
+            return {key: _copy(value) for key, value in self._parsed.items()}
+        return dict(self._parsed)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ToolInput):
+            return self._text == other._text
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._text)
 
     def __repr__(self) -> str:
-        return f"ToolInput({self.canonical_json})"
-
-
-_encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# The C encoder json.dumps itself builds on every call, built once with the same settings (a third of
-# the cost of a small input). No cycle check: _normalize has already walked the value.
-_make_c_encoder = getattr(json.encoder, "c_make_encoder", None)
-_c_encoder = _make_c_encoder and _make_c_encoder(
-    None, _not_json, json.encoder.encode_basestring, None, ":", ",", True, False, False
-)
-
-
-def _canonical(value: dict[str, Any]) -> str:
-    """Sorted keys, no spaces, unicode as is, no NaN: exactly what _encoder.encode writes."""
-    if _c_encoder is None:  # a Python built without its C accelerator
-        return _encoder.encode(value)
-    return "".join(_c_encoder(value, 0))
+        return f"ToolInput({self._text})"
 
 
 # Values that read back from JSON as the same type and value (a float is normalized first).

@@ -44,20 +44,19 @@ _CANCELS = (
 # A conversation's JSON this long or longer is stored zlib-compressed, as a BLOB (shorter ones stay
 # text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
 # ~1,000 bytes of a row on a 4 KiB page: a body just over that spilled into an overflow page of its
-# own, mostly empty (a file 4.5 times the JSON it held). Compressed (level 1: ~10 us per KiB), such a
-# body fits its cell: 0.82 times the JSON at 30,000 conversations of 1.1 KiB. A long conversation's JSON
-# shrinks about twelvefold, so a save writes a twelfth of the pages (issue 26; measured by
-# tests/integration/test_sqlite_bodies.py).
+# own, mostly empty. Compressed (level 1, the cheapest), such a body fits its cell, and a long
+# conversation's save writes far fewer pages (issue 26; the figures are in docs/stores.md, "SQLite";
+# tests/integration/test_sqlite_bodies.py holds the file's size to them).
 COMPRESS_FROM = 512
 
 # Checkpoints of the write-ahead log, kept off the event loop where they can be. A checkpoint copies
 # the log's pages into the database file and syncs it: run inline by a commit on the loop every 1,000
-# pages (SQLite's default), it took the p99 of an answer over HTTP from ~5 to ~20 ms. So every
+# pages (SQLite's default), it put the p99 of an answer over HTTP up several-fold (ADR 9). So every
 # CHECKPOINT_EVERY saves on the loop, a worker thread runs a PASSIVE checkpoint, which waits for no one;
 # the log starts over at the first write after one that caught up (a quiet moment). Under writes that
 # never pause none does, and the loop's connection checkpoints by itself once the log holds LOG_LIMIT
 # pages, with most of them already copied: the log never grows without bound, and a checkpoint on the
-# loop is rarer and shorter (p99 ~8 ms under steady load, `benchmarks/http_load.py`).
+# loop is rarer and shorter (ADR 9 has the figures, from `benchmarks/http_load.py`).
 CHECKPOINT_EVERY = 64
 LOG_LIMIT = 4000
 
@@ -346,7 +345,7 @@ class SqliteConversationRepository(ConversationRepository):
         return row is not None and row[0] >= since
 
     # The async twins run on the event loop when SQLite can answer at once (a read in WAL mode, a
-    # write when no one else holds the lock: tens of microseconds, a third of a thread hand-off), and
+    # write when no one else holds the lock: less than handing the call to a thread costs, ADR 9), and
     # in a worker thread, waiting up to the busy timeout, only when it cannot.
     async def aget(self, conversation_id: str) -> Conversation | None:
         try:
