@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,21 +201,28 @@ def request_bytes(port: int, path: str, body: bytes) -> bytes:
     return head.encode() + body
 
 
-async def _one_connection(port: int, request: bytes, until: float, latencies: list[float]) -> None:
+async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bytes:
+    """Send `request` on a keep-alive connection and read the whole answer's body (a 200 with a
+    Content-Length, as every server measured here gives)."""
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(f"the server answered {head.splitlines()[0]!r}")
+    fields = dict(line.split(b":", 1) for line in head.lower().split(b"\r\n")[1:] if b":" in line)
+    if b"content-length" not in fields:
+        raise RuntimeError("the benchmark reads answers with a Content-Length only")
+    return await reader.readexactly(int(fields[b"content-length"]))
+
+
+async def _one_connection(
+    port: int, next_request: Callable[[], bytes], until: float, latencies: list[float]
+) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         while time.perf_counter() < until:
+            request = next_request()
             start = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(f"the server answered {head.splitlines()[0]!r}")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.lower().split(b"\r\n")
-                if line.startswith(b"content-length")
-            )
-            await reader.readexactly(length)
+            await exchange(reader, writer, request)
             latencies.append(time.perf_counter() - start)
     finally:
         writer.close()
@@ -225,13 +232,20 @@ async def _one_connection(port: int, request: bytes, until: float, latencies: li
 async def load(port: int, seconds: float, warmup: float) -> dict[str, float]:
     """Requests per second and latency percentiles with CONCURRENCY keep-alive connections."""
     request = request_bytes(port, "/api/chat", TURN)
+    return await load_with(port, lambda: request, seconds, warmup)
+
+
+async def load_with(
+    port: int, next_request: Callable[[], bytes], seconds: float, warmup: float
+) -> dict[str, float]:
+    """:func:`load` with each request's bytes from `next_request` (a new session id each, say)."""
     await asyncio.gather(
-        *(_one_connection(port, request, time.perf_counter() + warmup, []) for _ in range(CONCURRENCY))
+        *(_one_connection(port, next_request, time.perf_counter() + warmup, []) for _ in range(CONCURRENCY))
     )
     latencies: list[float] = []
     start = time.perf_counter()
     await asyncio.gather(
-        *(_one_connection(port, request, start + seconds, latencies) for _ in range(CONCURRENCY))
+        *(_one_connection(port, next_request, start + seconds, latencies) for _ in range(CONCURRENCY))
     )
     elapsed = time.perf_counter() - start
     cuts = statistics.quantiles(latencies, n=100)

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("AGNO_TELEMETRY", "false")
 
-CONCURRENCY = 8
 QUESTION = "which pods run?"
 ANSWER = "web-1 is running."
 
@@ -174,55 +172,23 @@ def answer_text(kind: str, body: Any) -> str:
     return texts[-1] if texts else ""
 
 
-async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bytes:
-    writer.write(request)
-    head = await reader.readuntil(b"\r\n\r\n")
-    if not head.startswith(b"HTTP/1.1 200"):
-        raise RuntimeError(f"the server answered {head.splitlines()[0]!r}")
-    fields = dict(line.split(b":", 1) for line in head.lower().split(b"\r\n")[1:] if b":" in line)
-    if b"content-length" not in fields:
-        raise RuntimeError("the benchmark reads answers with a Content-Length only")
-    return await reader.readexactly(int(fields[b"content-length"]))
-
-
 async def one_answer(kind: str, port: int) -> str:
+    import http_load
+
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        return answer_text(kind, json.loads(await _exchange(reader, writer, requests_for(kind, port)())))
-    finally:
-        writer.close()
-        await writer.wait_closed()
-
-
-async def _connection(
-    port: int, next_request: Callable[[], bytes], until: float, latencies: list[float]
-) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        while time.perf_counter() < until:
-            request = next_request()
-            start = time.perf_counter()
-            await _exchange(reader, writer, request)
-            latencies.append(time.perf_counter() - start)
+        return answer_text(
+            kind, json.loads(await http_load.exchange(reader, writer, requests_for(kind, port)()))
+        )
     finally:
         writer.close()
         await writer.wait_closed()
 
 
 async def load(kind: str, port: int, seconds: float, warmup: float) -> dict[str, float]:
-    next_request = requests_for(kind, port)
-    warm: list[float] = []
-    await asyncio.gather(
-        *(_connection(port, next_request, time.perf_counter() + warmup, warm) for _ in range(CONCURRENCY))
-    )
-    latencies: list[float] = []
-    start = time.perf_counter()
-    await asyncio.gather(
-        *(_connection(port, next_request, start + seconds, latencies) for _ in range(CONCURRENCY))
-    )
-    elapsed = time.perf_counter() - start
-    cuts = statistics.quantiles(latencies, n=100)
-    return {"rps": len(latencies) / elapsed, "p50": cuts[49] * 1000, "p99": cuts[98] * 1000}
+    import http_load
+
+    return await http_load.load_with(port, requests_for(kind, port), seconds, warmup)
 
 
 # -- the report -----------------------------------------------------------------------------------------
@@ -235,8 +201,10 @@ ROWS = {
 
 
 def report(quick: bool) -> dict[str, Any]:
+    import http_load
+
     seconds, warmup = (0.5, 0.2) if quick else (5.0, 1.0)
-    results: dict[str, Any] = {"settings": {"connections": CONCURRENCY, "seconds": seconds}}
+    results: dict[str, Any] = {"settings": {"connections": http_load.CONCURRENCY, "seconds": seconds}}
     for kind in ROWS:
         try:
             with running(kind) as port:
