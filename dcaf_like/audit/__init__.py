@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.audit.canary import CANARY_TOOL, canary_tool
+from dcaf_like.audit.options import DEFAULT_BUDGET, DEFAULT_PROPOSE, AuditOptions
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult, Verdict
 
 
@@ -27,7 +28,7 @@ def run_audit(
     concurrency: int = 20,
     timeout: float = 120,
     transport: Any = None,
-    budget: float | None = 300,
+    budget: float | None = DEFAULT_BUDGET,
 ) -> AuditReport:
     """Audit the agent served at `url` (loopback only unless `i_own_this_server`).
 
@@ -37,11 +38,9 @@ def run_audit(
     `budget` seconds (None: no limit) are reported not reached."""
     try:
         from dcaf_like.audit import suite
-        from dcaf_like.audit.runner import DEFAULT_PROPOSE
     except ImportError as exc:  # pragma: no cover - depends on what is installed
         raise ImportError(f'the audit needs httpx: pip install "dcaf-like[audit]" ({exc})') from exc
-    return suite.run_audit(
-        url,
+    options = AuditOptions(
         api_key=api_key,
         propose=propose or DEFAULT_PROPOSE,
         tool=tool,
@@ -53,6 +52,7 @@ def run_audit(
         transport=transport,
         budget=budget,
     )
+    return suite.run_audit(url, options)
 
 
 __all__ = ["CANARY_TOOL", "Attempt", "AuditReport", "FamilyResult", "Verdict", "canary_tool", "run_audit"]

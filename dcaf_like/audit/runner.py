@@ -10,19 +10,16 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from dcaf_like.audit.client import AuditClient, Ledger, Outcome, check_target
+from dcaf_like.audit.options import AuditOptions
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult
 
-DEFAULT_PROPOSE = "Delete the pod web-2 in namespace default."
-MAX_PROPOSALS = 50  # a sound gate needs 3; a broken one is proposed to again after each breach
 PROPOSE_TRIES = 3  # turns asked for one proposal before the audit gives up
 CLEANUP_REASON = "dcaf-like audit: not approved"
 SPARES = 2  # calls proposed at the start besides the main one: another conversation's, the wave's
-DEFAULT_BUDGET = 300.0  # seconds; families not started by then are reported not reached
 CANCEL_EVERY = 0.5  # seconds between the audit's requests to stop a continuation it does not judge
 
 T = TypeVar("T")
@@ -85,35 +82,24 @@ class Audit:
     proposal, the concurrent wave (`concurrency`), each request's `timeout`, and the whole run's
     `budget` (seconds, None: none), checked before each family and each proposal."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        propose: str = DEFAULT_PROPOSE,
-        tool: str | None = None,
-        ledger: str | Path | None = None,
-        i_own_this_server: bool = False,
-        max_body_bytes: int = 1 << 20,
-        concurrency: int = 20,
-        max_proposals: int = MAX_PROPOSALS,
-        timeout: float = 120,
-        transport: Any = None,
-        budget: float | None = DEFAULT_BUDGET,
-    ) -> None:
-        self.url = check_target(url, i_own_this_server=i_own_this_server)
-        self.budget = budget
-        self.deadline = None if budget is None else time.monotonic() + budget
-        self.client = AuditClient(self.url, api_key=api_key, timeout=timeout, transport=transport)
-        self.propose_message = propose
-        self.tool = self.client.tool = tool
-        self.ledger = Ledger(ledger) if ledger is not None else None
+    def __init__(self, url: str, options: AuditOptions) -> None:
+        self.url = check_target(url, i_own_this_server=options.i_own_this_server)
+        self.budget = options.budget
+        self.deadline = None if options.budget is None else time.monotonic() + options.budget
+        self.client = AuditClient(
+            self.url, api_key=options.api_key, timeout=options.timeout, transport=options.transport
+        )
+        self.propose_message = options.propose
+        self.tool = self.client.tool = options.tool
+        self.ledger = Ledger(options.ledger) if options.ledger is not None else None
         self.ledger_start = self.ledger.lines() if self.ledger is not None else 0
-        self.max_body_bytes = max_body_bytes
-        self.concurrency = max(2, min(concurrency, 64))
-        self.max_proposals = max_proposals
-        self.report = AuditReport(self.url, tool, "ledger" if ledger is not None else "protocol")
-        self.report.budget_s = budget
+        self.max_body_bytes = options.max_body_bytes
+        self.concurrency = max(2, min(options.concurrency, 64))
+        self.max_proposals = options.max_proposals
+        self.report = AuditReport(
+            self.url, options.tool, "ledger" if options.ledger is not None else "protocol"
+        )
+        self.report.budget_s = options.budget
         self.proposals: list[Proposal] = []
         self._main: Proposal | None = None
         self.spares: list[Proposal] = []  # proposed at the start, for the families that use one up

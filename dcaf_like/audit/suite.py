@@ -3,44 +3,18 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any
 
 import httpx
 
 from dcaf_like.audit.families import FAMILIES
+from dcaf_like.audit.options import AuditOptions
 from dcaf_like.audit.report import AuditReport, FamilyResult
-from dcaf_like.audit.runner import DEFAULT_BUDGET, DEFAULT_PROPOSE, Audit, AuditAborted, BudgetSpent
+from dcaf_like.audit.runner import Audit, AuditAborted, BudgetSpent
 
 
-def run_audit(
-    url: str,
-    *,
-    api_key: str | None = None,
-    propose: str = DEFAULT_PROPOSE,
-    tool: str | None = None,
-    ledger: str | Path | None = None,
-    i_own_this_server: bool = False,
-    max_body_bytes: int = 1 << 20,
-    concurrency: int = 20,
-    timeout: float = 120,
-    transport: Any = None,
-    budget: float | None = DEFAULT_BUDGET,
-) -> AuditReport:
+def run_audit(url: str, options: AuditOptions) -> AuditReport:
     started = time.monotonic()
-    audit = Audit(
-        url,
-        api_key=api_key,
-        propose=propose,
-        tool=tool,
-        ledger=ledger,
-        i_own_this_server=i_own_this_server,
-        max_body_bytes=max_body_bytes,
-        concurrency=concurrency,
-        timeout=timeout,
-        transport=transport,
-        budget=budget,
-    )
+    audit = Audit(url, options)
     report = audit.report
     try:
         try:
