@@ -80,7 +80,7 @@ from dcaf_like.domain import (
     Role,
 )
 from dcaf_like.domain.context import secret_values
-from dcaf_like.domain.conversation import new_conversation_id
+from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
 
 T = TypeVar("T")
 
@@ -437,7 +437,13 @@ class AgentService:
 
         if run.blocking:
             return run_tool(effect, span, renew=lambda: _at_once(renew()), every=every)
-        return await arun_tool(effect, span, renew=renew, every=every)
+        try:
+            return await arun_tool(effect, span, renew=renew, every=every)
+        except asyncio.CancelledError:
+            # The task of this turn was stopped (a server shutting down past its grace period): the
+            # call is settled now, in the save the driver makes on its way out, not when its lease ends.
+            run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
+            raise
 
     async def _run_reporting(
         self, effect: RunTool, run: _Run

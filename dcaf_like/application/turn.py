@@ -55,7 +55,7 @@ from dcaf_like.domain import (
 
 # -- effects: what the turn asks its driver to do ---------------------------------------------------
 # Effects and outcomes live for one step of one turn and never leave the application layer. They are
-# not frozen: a frozen dataclass's __init__ costs four times a plain one, and a turn makes several.
+# not frozen: a frozen dataclass's __init__ is slower than a plain one's, and a turn makes several.
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
     return ToolOutcome(error=f"timed out after {effect.timeout:g} s ({effect.limit}): {what}", timed_out=True)
 
 
-@dataclass(slots=True)  # never changed after it is made; not frozen, whose __init__ costs 2 µs per agent
+@dataclass(slots=True)  # never changed after it is made; not frozen, whose __init__ is slower
 class TurnSettings:
     toolbox: Mapping[str, ExecutableTool]
     policy: ApprovalPolicy

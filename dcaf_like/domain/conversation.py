@@ -25,6 +25,10 @@ INTERRUPTED = (
     "interrupted: the run of this call ended before its result was recorded (the worker running it "
     "stopped); it may or may not have run. It was not run again: check its effect before proposing it anew"
 )
+STOPPED_WHILE_RUNNING = (
+    "interrupted: the worker running this call stopped it (it was shutting down) before its result was "
+    "recorded; it may or may not have had its effect. It was not run again: check before proposing it anew"
+)
 
 
 class Role(StrEnum):

@@ -11,6 +11,10 @@ from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord
 
+# Seconds a store that keeps cancel requests apart from conversations keeps one: long enough for any
+# turn it may be meant for.
+CANCEL_KEPT = 3600
+
 
 def check_retention(ttl: float | None, audit_ttl: float | None) -> None:
     """Refuse a time to keep conversations (`ttl`) or decision records (`audit_ttl`) that is not positive."""
@@ -64,3 +68,6 @@ class BlockingRepository(ConversationRepository):
 
     async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
         await asyncio.to_thread(self.request_cancel, conversation_id, at=at)
+
+    async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        return await asyncio.to_thread(self.cancel_requested, conversation_id, since=since)

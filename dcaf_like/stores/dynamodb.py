@@ -53,7 +53,7 @@ from dcaf_like.stores._codec import (
     written_whole,
 )
 from dcaf_like.stores._schema import CALL, MESSAGE
-from dcaf_like.stores._shared import BlockingRepository, check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention
 
 INDEX = "by_namespace"
 # Records per page: a conversation's messages, and its calls, are stored in pages of this many, each
@@ -80,6 +80,8 @@ class DynamoDBConversationRepository(BlockingRepository):
         clock: Callable[[], float] = time.time,
     ) -> None:
         check_retention(ttl, audit_ttl)
+        if not namespace or "#" in namespace:
+            raise ValueError(f"a DynamoDB namespace is a non-empty name without '#', got {namespace!r}")
         import botocore.exceptions
 
         if client is None:
@@ -337,6 +339,25 @@ class DynamoDBConversationRepository(BlockingRepository):
 
     # -- the table --------------------------------------------------------------------------------
 
+    # A cancel request is an item of its own (pk "#cancel#<namespace>#<id>"), so every worker on the
+    # table sees it; DynamoDB's TTL removes it an hour on, as Redis does its key.
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        item = {
+            "pk": {"S": self._cancel_pk(conversation_id)},
+            "at": {"N": _number(at)},
+            "expires_at": {"N": str(int(at + CANCEL_KEPT))},
+        }
+        self._call("PutItem", lambda: self.client.put_item(TableName=self.table, Item=item))
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        item = self._call(
+            "GetItem",
+            lambda: self.client.get_item(
+                TableName=self.table, Key={"pk": {"S": self._cancel_pk(conversation_id)}}, ConsistentRead=True
+            ),
+        ).get("Item")
+        return item is not None and float(item["at"]["N"]) >= since
+
     def create_table(self, *, wait: bool = True) -> None:
         """Create the table with its index (on-demand billing) and turn on TTL on ``expires_at``.
         An existing table is left as it is."""
@@ -387,6 +408,10 @@ class DynamoDBConversationRepository(BlockingRepository):
 
     def _pk(self, conversation_id: str) -> str:
         return f"{self.namespace}#{conversation_id}"
+
+    def _cancel_pk(self, conversation_id: str) -> str:
+        # A namespace is never empty nor holds '#', so no conversation's key starts with '#'.
+        return f"#cancel#{self.namespace}#{conversation_id}"
 
     def _expired(self, item: dict[str, Any]) -> bool:
         expires = item.get("expires_at")

@@ -33,7 +33,7 @@ from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import changes, decode_parts
-from dcaf_like.stores._shared import ClientErrors, check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, ClientErrors, check_retention
 
 if TYPE_CHECKING:
     import redis
@@ -153,10 +153,6 @@ _SAVE_AUDITED = _SAVE.rstrip()[: -len("return -1")] + _AUDIT + "return -1\n"
 _APPEND = _AUDIT + "return n\n"
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
-
-
-# Seconds a cancel request is kept: long enough for any turn it may be meant for.
-CANCEL_KEPT = 3600
 
 
 class RedisConversationRepository(ConversationRepository):

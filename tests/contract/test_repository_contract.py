@@ -702,6 +702,32 @@ def test_an_owner_survives_a_round_trip_and_no_owner_is_none(make: Factory) -> N
     assert (loaded.owner, unowned.owner) == ("alice", None)
 
 
+# -- cancel requests -----------------------------------------------------------------------------------
+
+
+def test_a_cancel_asked_through_one_repository_is_seen_through_another_on_one_store(make: Factory) -> None:
+    asking, running = make(), make()  # two workers on one store
+    assert not running.cancel_requested("conv-1", since=100.0)
+
+    asking.request_cancel("conv-1", at=150.0)
+
+    assert running.cancel_requested("conv-1", since=100.0)
+    assert not running.cancel_requested("conv-1", since=200.0), "a turn started after the cancel runs on"
+    assert not running.cancel_requested("conv-2", since=100.0), "only the conversation asked for"
+
+
+async def test_the_async_twins_ask_and_read_cancels(make: Factory) -> None:
+    asking, running = make(), make()
+    await asking.arequest_cancel("conv-1", at=150.0)
+
+    assert await running.acancel_requested("conv-1", since=100.0)
+    assert not await running.acancel_requested("conv-1", since=151.0)
+    for store in (asking, running):
+        close = getattr(store, "aclose", None)
+        if close is not None:
+            await close()
+
+
 async def test_the_async_twins_append_and_read_the_trail(make: Factory) -> None:
     store = make()
     conversation = pending_conversation()

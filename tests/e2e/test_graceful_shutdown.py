@@ -15,6 +15,9 @@ from pathlib import Path
 import httpx
 from _server import dcaf_like_serve
 
+from dcaf_like import SqliteConversationRepository
+from dcaf_like.domain import ToolCallStatus
+
 AGENT = """
 import asyncio
 from pathlib import Path
@@ -111,6 +114,15 @@ def test_a_turn_that_outlives_the_grace_period_does_not_keep_the_server_up(tmp_p
         server.process.send_signal(signal.SIGTERM)
 
         assert server.process.wait(timeout=30) == STOPPED  # the tool never finished; it stopped anyway
+
+    # The call it stopped is settled at once, not left approved until its lease runs out.
+    store = SqliteConversationRepository(tmp_path / "conversations.db", namespace="agent")  # its name
+    [conversation_id] = store.list_ids()
+    conversation = store.get(conversation_id)
+    assert conversation is not None
+    [call] = conversation.tool_calls.values()
+    assert call.status is ToolCallStatus.INTERRUPTED
+    assert "the worker running this call stopped it" in (call.error or "")
 
 
 def test_with_nothing_running_sigterm_stops_at_once(tmp_path):

@@ -78,6 +78,7 @@ def test_memory_url_and_a_repository_pass_through():
         ("redis://:s3cret@127.0.0.1:6379/0?ttl=soon", "ttl must be seconds, not 'soon'"),
         ("memory://?ttl=-1", "ttl must be positive"),
         ("dynamodb://?region=eu-west-1", "names its table"),
+        ("dynamodb://convs?region=eu-west-1&namespace=a%23b", "namespace is a non-empty name without '#'"),
     ],
 )
 def test_a_bad_store_url_is_a_clear_error_without_its_password(url, complaint):
