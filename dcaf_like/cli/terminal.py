@@ -231,9 +231,10 @@ class TerminalChat:
             self.conversation_id = new_conversation_id()
         data: dict[str, Any] = {
             "tool_calls": [d for d in decisions if "argv" not in d],
-            "cmds": [d for d in decisions if "argv" in d],
             "conversation_id": self.conversation_id,
         }
+        if commands := [d for d in decisions if "argv" in d]:  # a command's decision, with its argv
+            data["cmds"] = commands
         at_line_start = True
         for event in self.transport.turn({"role": "user", "content": text, "data": data}):
             kind = event.get("type")
