@@ -298,3 +298,38 @@ def test_a_streamed_turn_sends_the_seeds_commands_and_executed_commands_events(s
     assert executed == {**executed, "id": command["id"], "output": "fake kubectl ran: get pods\n"}
     assert run[-1]["message"]["data"]["executed_cmds"] == [executed]
     assert log.read_text() == "get pods\n"
+
+
+def test_the_terminal_chat_shows_a_command_as_its_argv_and_sends_the_decision_in_cmds(start_server, tmp_path):
+    import io
+
+    from dcaf_like.cli.terminal import RemoteAgent, TerminalChat
+
+    runtime = FakeRuntime(
+        [
+            tool_call("run_command", argv=["kubectl", "get", "pods", "-n", "prod x"]),
+            "Listed.",
+            tool_call("run_command", argv=["kubectl", "delete", "ns", "prod"]),
+            "Left alone.",
+        ]
+    )
+    runner, log = kubectl_runner(tmp_path)
+    client = start_server(Agent(tools=[command_tool(runner)], runtime=runtime))
+    typed = iter(["list pods", "y", "delete prod", "n", "not today"])
+    out = io.StringIO()
+
+    def ask(prompt: str) -> str:
+        out.write(prompt)
+        answer = next(typed, None)
+        if answer is None:
+            raise EOFError
+        return answer
+
+    TerminalChat(RemoteAgent(str(client.base_url)), ask=ask, out=out).run()
+
+    shown = out.getvalue()
+    assert "The agent wants to run a command:\n  $ kubectl get pods -n 'prod x'\n" in shown
+    assert "executed: $ kubectl get pods -n 'prod x'\n    fake kubectl ran: get pods -n prod x" in shown
+    assert "rejected: $ kubectl delete ns prod: not today" in shown
+    assert "agent> Left alone." in shown
+    assert log.read_text() == "get pods -n prod x\n"
