@@ -333,3 +333,25 @@ def test_the_terminal_chat_shows_a_command_as_its_argv_and_sends_the_decision_in
     assert "rejected: $ kubectl delete ns prod: not today" in shown
     assert "agent> Left alone." in shown
     assert log.read_text() == "get pods -n prod x\n"
+
+
+def test_a_key_without_approve_cannot_run_a_command_nor_another_identity_see_it(start_server, tmp_path):
+    carol, bob = "carol-key-0123456789abcdef0", "bob-key-0123456789abcdef00"
+    runtime = FakeRuntime([tool_call("run_command", argv=["kubectl", "get", "pods"])] * 2)
+    runner, log = kubectl_runner(tmp_path)
+    client = start_server(
+        Agent(tools=[command_tool(runner)], runtime=runtime), api_keys={carol: "carol:chat+read", bob: "bob"}
+    )
+    proposed = client.post("/api/chat", headers={"X-API-Key": carol}, json={"messages": [user("pods")]})
+    [command] = proposed.json()["data"]["cmds"]
+    conversation_id = proposed.json()["data"]["conversation_id"]
+    decision = {"messages": [user("", cmds=[{**command, "execute": True}], conversation_id=conversation_id)]}
+
+    as_carol = client.post("/api/chat", headers={"X-API-Key": carol}, json=decision)
+    as_bob = client.post("/api/chat", headers={"X-API-Key": bob}, json=decision)
+
+    assert as_carol.status_code == 403
+    assert as_carol.json()["error"]["code"] == "missing_scope"
+    assert as_bob.status_code == 404
+    assert as_bob.json()["error"]["code"] == "conversation_not_found"
+    assert not log.exists()
