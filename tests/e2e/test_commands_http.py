@@ -16,7 +16,8 @@ import pytest
 from _helpdesk import user
 
 from dcaf_like import Agent, LocalCommandRunner, ToolResult, command_tool
-from dcaf_like.testing import FakeRuntime, tool_call
+from dcaf_like.application.messages import ModelRequest, ModelResponse, UserTurn
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 FAKE_KUBECTL = """#!/bin/sh
 printf '%s\\n' "$*" >> "$KUBECTL_LOG"
@@ -335,23 +336,124 @@ def test_the_terminal_chat_shows_a_command_as_its_argv_and_sends_the_decision_in
     assert log.read_text() == "get pods -n prod x\n"
 
 
-def test_a_key_without_approve_cannot_run_a_command_nor_another_identity_see_it(start_server, tmp_path):
-    carol, bob = "carol-key-0123456789abcdef0", "bob-key-0123456789abcdef00"
-    runtime = FakeRuntime([tool_call("run_command", argv=["kubectl", "get", "pods"])] * 2)
+# -- key scopes and conversation ownership: as for a tool call (tests/e2e/test_ownership_http.py) ---------
+
+ALICE = "alice-key-0123456789abcdef"
+BOB = "bob-key-0123456789abcdef00"
+OPS = "ops-key-0123456789abcdef000"
+CAROL = "carol-key-0123456789abcdef0"  # may chat and read, not approve
+KEYS = {ALICE: "alice", BOB: "bob", OPS: "ops:admin", CAROL: "carol:chat+read"}
+
+
+@dataclass
+class Keyed:
+    """A command agent served behind API keys, and the command one key's conversation waits on."""
+
+    client: httpx.Client
+    log: Path
+
+    def propose(self, api_key: str) -> tuple[str, dict[str, Any]]:
+        body = self.post("/api/chat", api_key, {"messages": [user("list the pods")]}).json()
+        [command] = body["data"]["cmds"]
+        return body["data"]["conversation_id"], command
+
+    def post(self, path: str, api_key: str, body: dict[str, Any]) -> httpx.Response:
+        response = self.client.post(path, headers={"X-API-Key": api_key}, json=body)
+        response.read()
+        return response
+
+    def stored(self, api_key: str, conversation_id: str) -> dict[str, Any]:
+        response = self.client.get(f"/api/conversations/{conversation_id}", headers={"X-API-Key": api_key})
+        assert response.status_code == 200, response.text
+        stored: dict[str, Any] = response.json()
+        return stored
+
+
+@pytest.fixture
+def keyed(start_server, tmp_path) -> Keyed:
+    def listing(request: ModelRequest) -> ModelResponse:
+        if isinstance(request.messages[-1], UserTurn):
+            return tool_calls(tool_call("run_command", argv=["kubectl", "get", "pods"]))
+        return reply("Listed.")
+
     runner, log = kubectl_runner(tmp_path)
-    client = start_server(
-        Agent(tools=[command_tool(runner)], runtime=runtime), api_keys={carol: "carol:chat+read", bob: "bob"}
-    )
-    proposed = client.post("/api/chat", headers={"X-API-Key": carol}, json={"messages": [user("pods")]})
-    [command] = proposed.json()["data"]["cmds"]
-    conversation_id = proposed.json()["data"]["conversation_id"]
-    decision = {"messages": [user("", cmds=[{**command, "execute": True}], conversation_id=conversation_id)]}
+    agent = Agent(tools=[command_tool(runner)], runtime=FakeRuntime([listing] * 20))
+    return Keyed(start_server(agent, api_keys=KEYS, a2a=True), log)
 
-    as_carol = client.post("/api/chat", headers={"X-API-Key": carol}, json=decision)
-    as_bob = client.post("/api/chat", headers={"X-API-Key": bob}, json=decision)
 
-    assert as_carol.status_code == 403
-    assert as_carol.json()["error"]["code"] == "missing_scope"
-    assert as_bob.status_code == 404
-    assert as_bob.json()["error"]["code"] == "conversation_not_found"
-    assert not log.exists()
+def decisions_on(
+    command: dict[str, Any], conversation_id: str, *, approve: bool
+) -> dict[str, dict[str, Any]]:
+    """The same decision on `command` as each entrance takes it: the chat routes and A2A."""
+    decided = {**command, "execute": True} if approve else {**command, "rejection_reason": "mine now"}
+    chat = {"messages": [user("", cmds=[decided], conversation_id=conversation_id)]}
+    a2a = {"context_id": conversation_id, "data": {"cmds": [decided]}}
+    return {"/api/chat": chat, "/api/chat-stream": chat, "/a2a/tasks/send": a2a}
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "reject"])
+def test_a_key_without_the_approve_scope_cannot_decide_its_own_command_on_any_entrance(keyed, approve):
+    conversation_id, command = keyed.propose(CAROL)
+
+    for path, body in decisions_on(command, conversation_id, approve=approve).items():
+        answer = keyed.post(path, CAROL, body)
+
+        assert answer.status_code == 403, (path, answer.text)
+        assert answer.json()["error"]["code"] == "missing_scope"
+        assert "approve" in answer.json()["error"]["message"]
+    assert not keyed.log.exists(), "nothing ran"
+    assert keyed.stored(CAROL, conversation_id)["tool_calls"][0]["status"] == "pending"
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "reject"])
+def test_a_key_cannot_decide_a_command_in_a_conversation_another_key_owns(keyed, approve):
+    conversation_id, command = keyed.propose(BOB)
+
+    for path, body in decisions_on(command, conversation_id, approve=approve).items():
+        answer = keyed.post(path, ALICE, body)
+
+        assert answer.status_code == 404, (path, answer.text)  # told what an unknown conversation is told
+        assert answer.json()["error"]["code"] in ("conversation_not_found", "task_not_found")
+    assert not keyed.log.exists(), "nothing ran"
+    stored = keyed.stored(BOB, conversation_id)
+    assert stored["tool_calls"][0]["status"] == "pending"
+    assert [m["role"] for m in stored["messages"]] == ["user", "assistant"]
+    assert keyed.client.get("/api/audit", headers={"X-API-Key": OPS}).json()["records"] == []
+
+
+def test_the_owner_with_the_approve_scope_runs_its_command_and_is_recorded_as_its_approver(keyed):
+    conversation_id, command = keyed.propose(BOB)
+
+    answer = keyed.post("/api/chat", BOB, decisions_on(command, conversation_id, approve=True)["/api/chat"])
+
+    assert answer.status_code == 200, answer.text
+    assert keyed.log.read_text() == "get pods\n"
+    assert keyed.stored(BOB, conversation_id)["tool_calls"][0]["decided_by"] == "bob"
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [
+        ({"Origin": "http://evil.example"}, 403, "cross_origin_request"),
+        ({"Sec-Fetch-Site": "cross-site"}, 403, "cross_origin_request"),
+        ({"Host": "rebind.attacker.test"}, 421, "host_not_allowed"),
+        ({"content-type": "text/plain"}, 415, "unsupported_media_type"),
+    ],
+    ids=["foreign origin", "cross-site fetch", "foreign host", "not json"],
+)
+def test_a_command_approval_from_outside_the_perimeter_runs_nothing(commands, headers, status, code):
+    """As for a tool call (tests/e2e/test_perimeter_http.py): a page elsewhere cannot approve a command."""
+    version = commands.version()
+    body = {
+        "messages": [
+            user("", cmds=[{**commands.pending, "execute": True}], conversation_id=commands.conversation_id)
+        ]
+    }
+
+    for path in ("/api/chat", "/api/chat-stream"):
+        response = commands.client.post(
+            path, content=json.dumps(body), headers={"content-type": "application/json", **headers}
+        )
+        response.read()
+        assert_refused(commands, response, status, code, version)
+    assert commands.status() == "pending"
