@@ -7,6 +7,7 @@ when they are used.
 from typing import Any
 
 from dcaf_like.agent import Agent
+from dcaf_like.application.commands import CommandResult, CommandRunner
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
 from dcaf_like.application.errors import (
@@ -57,7 +58,9 @@ from dcaf_like.application.ports import (
     PendingApproval,
     ToolContext,
 )
+from dcaf_like.application.service import InstructionProvider
 from dcaf_like.application.turn import RunContext
+from dcaf_like.commands import LocalCommandRunner, command_tool
 from dcaf_like.domain import (
     ApprovalExpired,
     ApprovalMismatch,
@@ -76,13 +79,14 @@ from dcaf_like.domain import (
     deny,
     require_approval,
 )
+from dcaf_like.helpdesk.dtos import CommandDTO, DataDTO, ExecutedCommandDTO, ExecutedToolCallDTO, ToolCallDTO
 from dcaf_like.helpdesk.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
 from dcaf_like.server.serving import serve
 from dcaf_like.stores import StoreConfigError, open_store
 from dcaf_like.stores.memory import InMemoryConversationRepository
-from dcaf_like.tools import Tool, UndocumentedToolWarning, tool
+from dcaf_like.tools import Tool, UndocumentedToolWarning, create_tool, tool
 from dcaf_like.toolsets import Toolset
 from dcaf_like.version import __version__
 
@@ -111,6 +115,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CommandDTO",
+    "CommandResult",
+    "CommandRunner",
+    "DataDTO",
+    "ExecutedCommandDTO",
+    "ExecutedToolCallDTO",
+    "InstructionProvider",
+    "LocalCommandRunner",
+    "ToolCallDTO",
+    "command_tool",
+    "create_tool",
     "Agent",
     "AgentContext",
     "AgentRequest",

@@ -147,3 +147,30 @@ def test_the_mcp_example_deletes_through_the_mcp_server_only_once_approved():
     assert 'pods now: {"web-1": "Running"}' in approved
     assert "ran delete_pod" not in refused
     assert '"web-2": "CrashLoopBackOff"}' in refused.split("pods now:")[1]
+
+
+def test_the_command_agent_runs_each_approved_kubectl_command_against_the_fake_kubectl():
+    out = run_example("--yes", example="command_agent.py")
+
+    assert "the agent wants to run: $ kubectl get pods -n default" in out
+    assert "web-2   CrashLoopBackOff" in out  # the fake kubectl's own output, back in executed_cmds
+    assert "failed: sh -c 'kubectl delete pod web-2'" in out
+    assert "program 'sh' is not allowed; the allowed programs are: kubectl" in out
+    assert 'pod "web-2" deleted' in out
+    assert "pods now: ['web-1']" in out
+
+
+def test_the_command_agent_runs_nothing_the_operator_rejects():
+    out = run_example(stdin="y\nn\n", example="command_agent.py")
+
+    assert "executed: kubectl get pods -n default" in out
+    assert "executed: kubectl delete" not in out
+    assert "I left the cluster alone (Not run. Rejected: the operator said no)" in out
+    assert "pods now: ['web-1', 'web-2']" in out
+
+
+def test_the_fake_kubectl_is_shipped_executable_with_the_example():
+    kubectl = EXAMPLES / "bin" / "kubectl"
+
+    assert kubectl.stat().st_mode & 0o111
+    assert "command_agent.py" in kubectl.read_text()

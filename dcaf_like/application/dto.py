@@ -10,7 +10,7 @@ import importlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
 from dcaf_like.domain import ToolCall, ToolCallStatus
@@ -128,18 +128,70 @@ class ToolCallView:
         return result
 
 
-@dataclass(slots=True)
+class ResponseData(Protocol):
+    """What ``AgentResponse(data=...)`` takes: the HelpDesk protocol's ``DataDTO``, or any object
+    giving the calls waiting and the calls that ran as views, and the session."""
+
+    @property
+    def session(self) -> Mapping[str, Any]: ...
+
+    def call_views(self) -> tuple[tuple[ToolCallView, ...], tuple[ToolCallView, ...]]: ...
+
+
+@dataclass(slots=True, init=False)
 class AgentResponse:
+    """A turn's result. Built by the service; also as the seed builds it, from a message's data:
+    ``AgentResponse(conversation_id=..., text=..., data=DataDTO(...), has_pending_approvals=True)``
+    (`has_pending_approvals`, when given, must agree with the calls that wait)."""
+
     conversation_id: str
-    text: str = ""
-    pending_tool_calls: tuple[ToolCallView, ...] = ()
-    executed_tool_calls: tuple[ToolCallView, ...] = ()
-    rejected_tool_calls: tuple[ToolCallView, ...] = ()
-    session: dict[str, Any] = field(default_factory=dict)
-    stop_reason: str = "end_turn"
-    usage: Usage = NO_USAGE
-    runtime: str = ""
-    timings: dict[str, float] = field(default_factory=dict)
+    text: str
+    pending_tool_calls: tuple[ToolCallView, ...]
+    executed_tool_calls: tuple[ToolCallView, ...]
+    rejected_tool_calls: tuple[ToolCallView, ...]
+    session: dict[str, Any]
+    stop_reason: str
+    usage: Usage
+    runtime: str
+    timings: dict[str, float]
+
+    def __init__(
+        self,
+        conversation_id: str,
+        text: str | None = "",
+        pending_tool_calls: tuple[ToolCallView, ...] = (),
+        executed_tool_calls: tuple[ToolCallView, ...] = (),
+        rejected_tool_calls: tuple[ToolCallView, ...] = (),
+        session: dict[str, Any] | None = None,
+        stop_reason: str | None = None,
+        usage: Usage = NO_USAGE,
+        runtime: str = "",
+        timings: dict[str, float] | None = None,
+        *,
+        data: ResponseData | None = None,
+        has_pending_approvals: bool | None = None,
+    ) -> None:
+        if data is not None:
+            pending, executed = data.call_views()
+            pending_tool_calls = (*pending_tool_calls, *pending)
+            executed_tool_calls = (*executed_tool_calls, *executed)
+            if session is None:
+                session = dict(data.session)
+        if has_pending_approvals is not None and has_pending_approvals != bool(pending_tool_calls):
+            waiting = len(pending_tool_calls)
+            raise ValueError(f"has_pending_approvals={has_pending_approvals}, but {waiting} call(s) wait")
+        self.conversation_id = conversation_id
+        self.text = text or ""
+        self.pending_tool_calls = pending_tool_calls
+        self.executed_tool_calls = executed_tool_calls
+        self.rejected_tool_calls = rejected_tool_calls
+        self.session = session if session is not None else {}
+        if stop_reason is None:
+            stop_reason = "awaiting_approval" if data is not None and pending_tool_calls else "end_turn"
+        self.stop_reason = stop_reason
+        self.usage = usage
+        self.runtime = runtime
+        self.timings = timings if timings is not None else {}
 
     @property
     def has_pending_approvals(self) -> bool:

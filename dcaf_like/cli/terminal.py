@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import unicodedata
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TextIO
 
+from dcaf_like.application.commands import command_argv
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.domain.merge_patch import merge_patch
 
@@ -227,7 +229,12 @@ class TerminalChat:
         """Stream one turn; the calls left waiting, and the error code if it failed."""
         if self.conversation_id is None:  # chosen here, so that Ctrl-C can name it in its first turn
             self.conversation_id = new_conversation_id()
-        data: dict[str, Any] = {"tool_calls": decisions, "conversation_id": self.conversation_id}
+        data: dict[str, Any] = {
+            "tool_calls": [d for d in decisions if "argv" not in d],
+            "conversation_id": self.conversation_id,
+        }
+        if commands := [d for d in decisions if "argv" in d]:  # a command's decision, with its argv
+            data["cmds"] = commands
         at_line_start = True
         for event in self.transport.turn({"role": "user", "content": text, "data": data}):
             kind = event.get("type")
@@ -251,17 +258,18 @@ class TerminalChat:
             elif kind == "tool_finished":
                 call = event["tool_call"]
                 edited = " (arguments edited)" if "proposed_input" in call else ""
-                self.say(f"  {call['status']}: {call['name']} {_args(call['input'])}{edited}")
+                self.say(f"  {call['status']}: {_shown(call['name'], call['input'])}{edited}")
                 self.say(_indent(call["output"]))
             elif kind == "tool_rejected":
                 call = event["tool_call"]
-                self.say(f"  rejected: {call['name']} {_args(call['input'])}: {call['reason']}")
+                self.say(f"  rejected: {_shown(call['name'], call['input'])}: {call['reason']}")
             elif kind == "done":
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
                 if message.get("meta", {}).get("stop_reason") == "cancelled":
                     self.say("  (run cancelled)")
-                return list(message["data"]["tool_calls"]), None
+                data = message["data"]
+                return [*data["tool_calls"], *data.get("cmds", [])], None
             elif kind == "error":
                 error = event.get("error", {})
                 request_id = f" (request {error['request_id']})" if error.get("request_id") else ""
@@ -272,7 +280,9 @@ class TerminalChat:
         return [], None
 
     def decide(self, call: Event) -> dict[str, Any]:
-        """Ask about one waiting call until the answer is a decision."""
+        """Ask about one waiting call (or command) until the answer is a decision."""
+        if "argv" in call:
+            return self.decide_command(call)
         self.say(f"\nThe agent wants to run {call['name']}: {call.get('tool_description', '')}")
         if call.get("reason"):
             self.say(f"  why it waits: {call['reason']}")
@@ -296,6 +306,23 @@ class TerminalChat:
                 edited = self.edit(call["input"])
                 if edited is not None:
                     return {"id": call["id"], "execute": True, "edited_input": edited}
+
+    def decide_command(self, command: Event) -> dict[str, Any]:
+        """Ask about one waiting command, shown as the argv it runs (no shell reads it)."""
+        self.say("\nThe agent wants to run a command:")
+        self.say(f"  $ {shlex.join(command['argv'])}")
+        if command.get("reason"):
+            self.say(f"  why it waits: {command['reason']}")
+        while True:
+            answer = self.ask("run it? [y]es / [n]o: ").strip().lower()
+            if answer in ("y", "yes"):
+                return {"id": command["id"], "argv": command["argv"], "execute": True}
+            if answer in ("n", "no") or answer == "/reject" or answer.startswith("/reject "):
+                reason = answer.removeprefix("/reject").strip() if answer.startswith("/reject") else ""
+                reason = reason or self.ask("reason (told to the agent): ").strip()
+                return _rejection(command, reason or "rejected on the terminal")
+            if answer == "/help":
+                self.say(HELP)
 
     def edit(self, proposed: dict[str, Any]) -> dict[str, Any] | None:
         """The approver's patch onto the proposal, once they have seen what it changes; None to ask again."""
@@ -348,7 +375,9 @@ def diff_lines(proposed: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def _rejection(call: Event, reason: str) -> dict[str, Any]:
-    return {"id": call["id"], "execute": False, "rejection_reason": reason}
+    """The rejection of a call, or of a command (sent back with its argv, in ``cmds``)."""
+    rejection = {"id": call["id"], "execute": False, "rejection_reason": reason}
+    return {**rejection, "argv": call["argv"]} if "argv" in call else rejection
 
 
 def _readline() -> Any:
@@ -367,6 +396,12 @@ def _printable(text: str) -> str:
     return "".join(
         c if c in "\n\t" or not unicodedata.category(c).startswith("C") else "\ufffd" for c in text
     )
+
+
+def _shown(name: str, arguments: Any) -> str:
+    """A call as one line: a command as the argv it runs, any other call as its name and arguments."""
+    argv = command_argv(name, arguments) if isinstance(arguments, dict) else None
+    return f"$ {shlex.join(argv)}" if argv is not None else f"{name} {_args(arguments)}"
 
 
 def _args(arguments: Any) -> str:

@@ -2,19 +2,35 @@
 
 The function receives the HelpDesk protocol's messages
 (:func:`~dcaf_like.helpdesk.protocol.function_messages`), so a FunctionAgent lives with the protocol,
-not in the application."""
+not in the application.
+
+A function may stream: a generator (or an async generator) yields text deltas (``str`` or
+:class:`~dcaf_like.TextDelta`) and stream events (reasoning, an inner Agent's tool events), served on
+``/api/chat-stream`` as they come. It may yield its :class:`~dcaf_like.AgentResult` last (or an inner
+Agent's ``Done``); without one, the answer is the text it streamed.
+"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dcaf_like.application.concurrency import resolve, resolve_sync
+from dcaf_like.application.concurrency import iterate_in_thread, resolve, run_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
-from dcaf_like.application.events import Done, RunFailed, StreamEvent
-from dcaf_like.application.messages import TextDelta
+from dcaf_like.application.events import (
+    ApprovalRequired,
+    Done,
+    RunFailed,
+    StreamEvent,
+    ToolCallProposed,
+    ToolFinished,
+    ToolProgress,
+    ToolRejected,
+    ToolStarted,
+)
+from dcaf_like.application.messages import ReasoningDelta, TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import PlatformContext, Session
@@ -22,7 +38,8 @@ from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.helpdesk.protocol import function_messages, read_messages
 
 AgentFunction = Callable[
-    [list[dict[str, Any]], "AgentContext"], "AgentResult | AgentResponse | str | Awaitable[Any]"
+    [list[dict[str, Any]], "AgentContext"],
+    "AgentResult | AgentResponse | str | Awaitable[Any] | Iterator[Any] | AsyncIterator[Any]",
 ]
 
 
@@ -52,17 +69,39 @@ class UnverifiedDecision:
 
 
 @dataclass(frozen=True, slots=True)
-class AgentContext:
+class AgentContext(Mapping[str, Any]):
     """What a custom agent function sees besides the messages. Changes to `session` are returned.
 
     Decisions on tool calls are not in the messages: they are `unverified_decisions`, named for what
-    they are (see :class:`UnverifiedDecision`)."""
+    they are (see :class:`UnverifiedDecision`).
+
+    It also reads as the seed's ``context: dict``: the platform context's keys (``context[
+    "tenant_name"]``, ``context.get("k8s_namespace")``), and ``conversation_id``, ``platform_context``
+    (a dict), ``session`` (the :class:`Session`) and ``user``."""
 
     conversation_id: str
     platform_context: PlatformContext
     session: Session
     user: str = "user"
     unverified_decisions: tuple[UnverifiedDecision, ...] = ()
+
+    def _as_dict(self) -> dict[str, Any]:
+        return {
+            **dict(self.platform_context),
+            "conversation_id": self.conversation_id,
+            "platform_context": dict(self.platform_context),
+            "session": self.session,
+            "user": self.user,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._as_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return len(self._as_dict())
 
 
 class FunctionAgent:
@@ -88,21 +127,22 @@ class FunctionAgent:
 
     def handle(self, request: AgentRequest) -> AgentResponse:
         context = _context(request)
-        return _response(resolve_sync(self.func(function_messages(request), context)), context)
+        value = self.func(function_messages(request), context)
+        if inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value):
+            return run_sync(_answer(_events(value, context)))
+        return _response(value, context)
 
     async def ahandle(self, request: AgentRequest) -> AgentResponse:
         context = _context(request)
-        return _response(await resolve(self.func(function_messages(request), context)), context)
+        return await _answer(_events(self.func(function_messages(request), context), context))
 
     async def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
+        context = _context(request)
         try:
-            response = await self.ahandle(request)
+            async for event in _events(self.func(function_messages(request), context), context):
+                yield event
         except Exception as exc:
             yield RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
-            return
-        if response.text:
-            yield TextDelta(response.text)
-        yield Done(response)
 
     def use_repository(self, repository: ConversationRepository | str) -> None:
         raise TypeError(
@@ -129,6 +169,67 @@ def as_served(target: ServedAgent | Callable[..., Any]) -> ServedAgent:
     if callable(target):
         return FunctionAgent(target)
     raise TypeError(f"serve an Agent or an agent function (messages, context), not {type(target).__name__}")
+
+
+#: What a streaming function's items may be besides text, passed on as they come.
+_PASSED_ON = (
+    TextDelta,
+    ReasoningDelta,
+    ToolCallProposed,
+    ApprovalRequired,
+    ToolStarted,
+    ToolProgress,
+    ToolFinished,
+    ToolRejected,
+)
+
+
+async def _events(value: Any, context: AgentContext) -> AsyncIterator[StreamEvent]:
+    """A function's call as stream events: what it yields as it comes, then ``Done``. A plain
+    function's answer is its one item; its text goes out as one delta."""
+    streamed: list[str] = []
+    final: Any = None
+    async for item in _items(value):
+        if isinstance(item, str):
+            item = TextDelta(item)
+        if isinstance(item, TextDelta):
+            streamed.append(item.text)
+        if isinstance(item, _PASSED_ON):
+            yield item
+        elif isinstance(item, Done):
+            final = item.response
+        elif isinstance(item, RunFailed):
+            raise item.exception or RuntimeError(item.error)
+        elif isinstance(item, AgentResult | AgentResponse):
+            final = item
+        else:
+            raise TypeError(
+                f"an agent function yields text, stream events and its AgentResult, not {type(item).__name__}"
+            )
+    response = _response(final if final is not None else "".join(streamed), context)
+    if not streamed and response.text:
+        yield TextDelta(response.text)
+    yield Done(response)
+
+
+async def _items(value: Any) -> AsyncIterator[Any]:
+    """What a function's call gave: a generator's items as they come (a blocking one driven from a
+    thread); anything else, awaited if need be, as one item."""
+    if inspect.isasyncgen(value):
+        async for item in value:
+            yield item
+    elif inspect.isgenerator(value):
+        async for item in iterate_in_thread(value):
+            yield item
+    else:
+        yield await resolve(value)
+
+
+async def _answer(events: AsyncIterator[StreamEvent]) -> AgentResponse:
+    async for event in events:
+        if isinstance(event, Done):
+            return event.response
+    raise RuntimeError("the agent function ended without an answer")  # unreachable: _events ends with Done
 
 
 def _context(request: AgentRequest) -> AgentContext:

@@ -4,19 +4,22 @@ Reading checks what it reads once and refuses with :class:`~dcaf_like.InvalidReq
 field (``messages[1].data.tool_calls[0].execute``). Plain data (``Agent.run(messages)``, an A2A data
 part) goes through :func:`read_messages` / :func:`read_decisions`; an HTTP body pydantic already
 validated goes through the server's reader (``server/chat.py``), which applies the same rules with the
-helpers below (:func:`decision`, :func:`users_turn_expected`, :func:`command_refused`).
+helpers below (:func:`decision`, :func:`command_decision`, :func:`users_turn_expected`).
 
 Writing turns the application's results into the protocol's dicts: :func:`assistant_message`, the
-three forms of a call, the messages a custom agent function receives (:func:`function_messages`) and
-the NDJSON lines of a streamed turn (:func:`event_lines`).
+three forms of a call and the two of a command (a call of the command tool, ``run_command``), the
+messages a custom agent function receives (:func:`function_messages`) and the NDJSON lines of a
+streamed turn (:func:`event_lines`).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from dcaf_like.application.commands import RUN_COMMAND, command_argv
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView, ToolDecision
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import (
@@ -66,9 +69,11 @@ def users_turn_expected(path: str) -> InvalidRequest:
 
 
 def command_refused(path: str) -> InvalidRequest:
-    """The refusal of a client's ``cmds[].execute: true``: this agent runs only what a tool proposed."""
+    """The refusal of a client's ``cmds[].execute: true`` naming no command this server proposed."""
     return InvalidRequest(
-        path, "this agent proposed no terminal command; a command is only run when a tool proposed it"
+        path,
+        "a command runs only when this agent proposed it: send the id of the proposed command "
+        "(a client's own command is never run)",
     )
 
 
@@ -113,7 +118,7 @@ def read_messages(
         raise users_turn_expected(last_path)
     data = last.data
     decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
-    check_commands(data.get("cmds"), f"{last_path}.data.cmds")
+    decisions += read_command_decisions(data.get("cmds"), f"{last_path}.data.cmds")
     request_session = session
     if request_session is None and "session" in data:
         raw_session = data["session"]
@@ -145,11 +150,67 @@ def read_decisions(calls: Any, path: str) -> tuple[ToolDecision, ...]:
     )
 
 
-def check_commands(commands: Any, path: str) -> None:
-    """Refuse a ``cmds`` list (None: none) at `path` that asks to run a command."""
-    for i, command in enumerate(_list(commands, path)):
-        if isinstance(command, Mapping) and command.get("execute") is True:
-            raise command_refused(f"{path}[{i}]")
+def read_command_decisions(commands: Any, path: str) -> tuple[ToolDecision, ...]:
+    """The decisions of a ``cmds`` list (None: none) at `path`: each names a command this server
+    proposed by its ``id``; one without an id that asks to run (``execute: true``) is refused."""
+    found: list[ToolDecision] = []
+    for i, raw in enumerate(_list(commands, path)):
+        where = f"{path}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InvalidRequest(where, "expected an object")
+        execute = raw.get("execute", False)
+        if not isinstance(execute, bool):
+            raise InvalidRequest(f"{where}.execute", "expected true or false")
+        for key in ("id", "command", "rejection_reason"):
+            if raw.get(key) is not None and not isinstance(raw[key], str):
+                raise InvalidRequest(f"{where}.{key}", "expected a string")
+        argv = raw.get("argv")
+        if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+            raise InvalidRequest(f"{where}.argv", "expected a list of strings")
+        decided = command_decision(
+            raw.get("id"),
+            execute=execute,
+            command=raw.get("command"),
+            argv=argv,
+            reason=raw.get("rejection_reason"),
+            rejected=raw.get("rejected") is True,
+            path=where,
+        )
+        if decided is not None:
+            found.append(decided)
+    return tuple(found)
+
+
+def command_decision(
+    call_id: str | None,
+    *,
+    execute: bool,
+    command: str | None = None,
+    argv: Sequence[str] | None = None,
+    reason: str | None = None,
+    rejected: bool = False,
+    path: str,
+) -> ToolDecision | None:
+    """What a command echoed back decides: the decision on the call of the command tool its `id`
+    names, bound to the argv the client shows (``argv``, or ``command`` split as a shell would, never
+    run by one). A command without an id was never proposed here: asking to run it is refused."""
+    if not call_id:
+        if execute:
+            raise command_refused(path)
+        return None
+    shown = list(argv) if argv is not None else None
+    if command is not None:
+        try:
+            split = shlex.split(command)
+        except ValueError as exc:
+            raise InvalidRequest(f"{path}.command", f"not a command line: {exc}") from None
+        if shown is not None and split != shown:
+            raise InvalidRequest(f"{path}.command", "the command and its argv differ")
+        shown = split
+    arguments = {"argv": shown} if shown is not None else None
+    return decision(
+        call_id, execute=execute, name=RUN_COMMAND, arguments=arguments, reason=reason, rejected=rejected
+    )
 
 
 class _Message(NamedTuple):
@@ -258,14 +319,58 @@ def rejected_call(call: ToolCallView) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "input": call.input, "reason": call.rejection_reason}
 
 
+def pending_command(call: ToolCallView, argv: Sequence[str]) -> dict[str, Any]:
+    """A command waiting for a decision, as ``data.cmds`` lists it: the call of the command tool, its
+    argv and the same argv as one line (quoted as a shell would read it; no shell runs it)."""
+    return {
+        "id": call.id,
+        "command": shlex.join(argv),
+        "argv": list(argv),
+        "execute": False,
+        "tool_description": call.description,
+        "reason": call.reason,
+    }
+
+
+def executed_command(call: ToolCallView, argv: Sequence[str]) -> dict[str, Any]:
+    """A command that ran (or failed, or was interrupted), as ``data.executed_cmds`` lists it."""
+    result: dict[str, Any] = {
+        "id": call.id,
+        "command": shlex.join(argv),
+        "argv": list(argv),
+        "output": call.output if call.output is not None else f"Error: {call.error}",
+        "status": call.status,
+    }
+    if call.error is not None:
+        result["error"] = call.error
+    return result
+
+
 def calls_data(
     pending: Iterable[ToolCallView], executed: Iterable[ToolCallView], rejected: Iterable[ToolCallView]
 ) -> dict[str, Any]:
-    """The calls of a turn in the form of a message's ``data``."""
+    """The calls of a turn in the form of a message's ``data``: calls of the command tool are its
+    ``cmds`` and ``executed_cmds``, every other call its ``tool_calls`` and ``executed_tool_calls``."""
+    tool_calls, cmds = [], []
+    for call in pending:
+        argv = command_argv(call.name, call.input)
+        if argv is None:
+            tool_calls.append(pending_call(call))
+        else:
+            cmds.append(pending_command(call, argv))
+    executed_tool_calls, executed_cmds = [], []
+    for call in executed:
+        argv = command_argv(call.name, call.input)
+        if argv is None:
+            executed_tool_calls.append(executed_call(call))
+        else:
+            executed_cmds.append(executed_command(call, argv))
     return {
-        "tool_calls": [pending_call(c) for c in pending],
-        "executed_tool_calls": [executed_call(c) for c in executed],
+        "tool_calls": tool_calls,
+        "executed_tool_calls": executed_tool_calls,
         "rejected_tool_calls": [rejected_call(c) for c in rejected],
+        "cmds": cmds,
+        "executed_cmds": executed_cmds,
     }
 
 
@@ -287,8 +392,6 @@ def assistant_message(response: AgentResponse, *, request_id: str | None = None)
             **calls_data(
                 response.pending_tool_calls, response.executed_tool_calls, response.rejected_tool_calls
             ),
-            "cmds": [],
-            "executed_cmds": [],
             "session": dict(response.session),
         },
         "meta": meta,
@@ -314,7 +417,8 @@ def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
 
 def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
     """The NDJSON objects one event becomes. Seed events (``text_delta``, ``tool_calls``,
-    ``executed_tool_calls``, ``commands``, ``done``, ``error``) come with typed lifecycle events."""
+    ``executed_tool_calls``, ``commands``, ``executed_commands``, ``done``, ``error``) come with typed
+    lifecycle events, which name a command as a call of the command tool."""
     if isinstance(event, TextDelta):
         return [{"type": "text_delta", "text": event.text}]
     if isinstance(event, ReasoningDelta):
@@ -323,10 +427,13 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         proposed = {**pending_call(event.call), "status": event.call.status}
         return [{"type": "tool_call_proposed", "tool_call": proposed}]
     if isinstance(event, ApprovalRequired):
-        return [
-            {"type": "approval_required", "call_ids": [c.id for c in event.calls]},
-            {"type": "tool_calls", "tool_calls": [pending_call(c) for c in event.calls]},
-        ]
+        waiting = calls_data(event.calls, (), ())
+        lines = [{"type": "approval_required", "call_ids": [c.id for c in event.calls]}]
+        if waiting["tool_calls"] or not waiting["cmds"]:
+            lines.append({"type": "tool_calls", "tool_calls": waiting["tool_calls"]})
+        if waiting["cmds"]:
+            lines.append({"type": "commands", "commands": waiting["cmds"]})
+        return lines
     if isinstance(event, ToolStarted):
         return [{"type": "tool_started", "id": event.call_id, "name": event.name}]
     if isinstance(event, ToolProgress):
@@ -339,10 +446,11 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         return [{**progress, "fraction": event.fraction}]
     if isinstance(event, ToolFinished):
         executed = executed_call(event.call)
-        return [
-            {"type": "tool_finished", "tool_call": executed},
-            {"type": "executed_tool_calls", "executed_tool_calls": [executed]},
-        ]
+        if (argv := command_argv(event.call.name, event.call.input)) is not None:
+            seed = {"type": "executed_commands", "executed_commands": [executed_command(event.call, argv)]}
+        else:
+            seed = {"type": "executed_tool_calls", "executed_tool_calls": [executed]}
+        return [{"type": "tool_finished", "tool_call": executed}, seed]
     if isinstance(event, ToolRejected):
         return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
     if isinstance(event, Done):

@@ -31,7 +31,7 @@ from dcaf_like.domain import (
     ToolCallStatus,
     UnknownToolCall,
 )
-from dcaf_like.helpdesk.protocol import calls_data, check_commands, read_decisions
+from dcaf_like.helpdesk.protocol import calls_data, read_command_decisions, read_decisions
 from dcaf_like.server.auth import ANYONE, Caller, authorized
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.runs import Runs, ShuttingDown
@@ -148,7 +148,7 @@ def agent_request(message: Incoming, caller: Caller) -> AgentRequest:
     """The turn a message asks for: its text, and the decisions its data carries in the HelpDesk
     protocol's form (``{"tool_calls": [{"id": ..., "execute": true}]}``), as `caller` may ask it."""
     decisions = read_decisions(message.data.get("tool_calls"), "data.tool_calls")
-    check_commands(message.data.get("cmds"), "data.cmds")
+    decisions += read_command_decisions(message.data.get("cmds"), "data.cmds")
     request = AgentRequest(
         text=message.text,
         decisions=decisions,

@@ -20,7 +20,7 @@ from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.helpdesk.protocol import (
     assistant_message,
-    command_refused,
+    command_decision,
     decision,
     event_lines,
     ndjson,
@@ -159,7 +159,8 @@ async def chat_body(http: Request) -> ChatRequest:
 
 def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequest:
     """The turn a validated body asks for, as `caller` may ask it: the protocol's rules (the last
-    message is the user's, its decisions, no client command run) applied to what pydantic checked."""
+    message is the user's, its decisions, no command run that this server did not propose) applied to
+    what pydantic checked."""
     messages = body.messages
     path = f"messages[{len(messages) - 1}]"
     last = messages[-1]
@@ -184,9 +185,22 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
             )
             is not None
         )
-        for i, command in enumerate(last.data.cmds or ()):
-            if command.execute:
-                raise command_refused(f"{path}.data.cmds[{i}]")
+        decisions += tuple(
+            found
+            for i, command in enumerate(last.data.cmds or ())
+            if (
+                found := command_decision(
+                    command.id,
+                    execute=command.execute,
+                    command=command.command,
+                    argv=command.argv,
+                    reason=command.rejection_reason,
+                    rejected=(command.model_extra or {}).get("rejected") is True,
+                    path=f"{path}.data.cmds[{i}]",
+                )
+            )
+            is not None
+        )
         session = last.data.session  # JSON already: it was parsed from JSON text
     request = AgentRequest(
         text=last.content or "",

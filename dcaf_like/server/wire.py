@@ -58,10 +58,16 @@ class ToolCallIn(BaseModel):
 
 
 class CommandIn(BaseModel):
+    """A command as the client echoes it back, with its decision. Only a command this server
+    proposed (named by its id) can be approved; its argv must be the proposal's exactly."""
+
     model_config = _OPEN
 
-    command: str | None = None
-    execute: bool = False
+    id: str | None = Field(None, min_length=1, description="The id the server gave the proposed command.")
+    command: str | None = Field(None, description="The command line; must be the proposal's if sent.")
+    argv: list[str] | None = Field(None, description="The proposed argv; must match exactly if sent.")
+    execute: bool = Field(False, description="true approves the proposed command.")
+    rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
 
 
 class MessageData(BaseModel):

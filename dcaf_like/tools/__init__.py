@@ -197,6 +197,37 @@ def tool(
     return wrap(func) if func is not None else wrap
 
 
+def create_tool(
+    func: Tool | Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = True,
+    editable: bool = False,
+    schema: Mapping[str, Any] | type | None = None,
+    secret: Iterable[str] = (),
+    timeout: float | None = None,
+) -> Tool:
+    """A :class:`Tool` of `func` without the decorator (the seed's ``create_tool(delete_pod)``): a
+    function becomes a tool with these options; a tool is returned as it is (give no options: to
+    change one, build the tool from its function, ``create_tool(t.func, ...)``)."""
+    if isinstance(func, Tool):
+        given = (name, description, schema, timeout) != (None, None, None, None) or secret
+        if given or not requires_approval or editable:
+            raise TypeError(f"{func.name!r} is already a tool; build it again from its function to change it")
+        return func
+    return Tool(
+        func,
+        name=name,
+        description=description,
+        requires_approval=requires_approval,
+        editable=editable,
+        schema=schema,
+        secret=secret,
+        timeout=timeout,
+    )
+
+
 def as_tool(value: Tool | Callable[..., Any]) -> Tool:
     """A Tool as is; a plain function becomes a tool that requires approval."""
     return value if isinstance(value, Tool) else Tool(value)

@@ -537,3 +537,36 @@ def test_a_link_to_a_conversation_opens_it_with_its_waiting_call(page, start_ser
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
     assert cluster.deleted == [("default", "web-2")]
+
+
+def test_a_command_shows_as_the_argv_it_runs_and_runs_once_approved(page, start_server, tmp_path):
+    from dcaf_like import LocalCommandRunner, command_tool
+
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text('#!/bin/sh\necho "deployment.apps/$3 restarted"\n')
+    kubectl.chmod(0o755)
+    runner = LocalCommandRunner(allow={"kubectl": str(kubectl)})
+    argv = ["kubectl", "rollout", "restart", "web app", "-n", "prod"]
+    runtime = FakeRuntime([tool_call("run_command", argv=argv), reply("Restarted.")])
+    agent = Agent(tools=[command_tool(runner)], runtime=runtime)
+    client = start_server(agent)
+    page.goto(str(client.base_url))
+
+    send(page, "restart web")
+
+    card = page.locator(".card.pending")
+    expect(card.locator(".tool")).to_have_text("command")
+    expect(card.locator(".args")).to_have_text("$ kubectl rollout restart 'web app' -n prod")
+    expect(card.get_by_role("button", name="Edit", exact=True)).to_have_count(0)
+    screenshot(page, "5-command-card")
+    card.get_by_role("button", name="Approve", exact=True).click()
+
+    ran = page.locator(".card.executed")
+    expect(ran.locator(".args")).to_have_text("$ kubectl rollout restart 'web app' -n prod")
+    expect(ran.locator(".output")).to_have_text("deployment.apps/web app restarted\n")
+    expect(page.locator(".message.assistant").last).to_have_text("Restarted.")
+
+    [conversation] = client.get("/api/conversations").json()["conversations"]
+    page.goto(f"{client.base_url}/#conversation={conversation['id']}")
+    page.reload()
+    expect(page.locator(".card.executed .args")).to_have_text("$ kubectl rollout restart 'web app' -n prod")

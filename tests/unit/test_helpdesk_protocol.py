@@ -35,12 +35,20 @@ tool_calls = st.fixed_dictionaries(
         "tool_description": st.text("d", max_size=2),
     },
 )
+commands = st.fixed_dictionaries(
+    {"execute": st.booleans()},
+    optional={
+        "id": ids,
+        "command": st.sampled_from(["ls", "kubectl get pods", "ls 'a b'", "ls 'unclosed"]),
+        "argv": st.lists(st.sampled_from(["ls", "a b", "kubectl", "get", "pods"]), max_size=3),
+        "rejection_reason": st.none() | st.text("no ", max_size=3),
+    },
+)
 data = st.fixed_dictionaries(
     {},
     optional={
         "tool_calls": st.none() | st.lists(tool_calls, max_size=3),
-        "cmds": st.none()
-        | st.lists(st.fixed_dictionaries({"command": st.just("ls"), "execute": st.booleans()})),
+        "cmds": st.none() | st.lists(commands, max_size=3),
         "session": st.none() | objects,
         "conversation_id": st.none() | st.sampled_from(["", "conv_1", "conv_2"]),
         "thread_id": st.none() | st.sampled_from(["", "thread_1"]),
@@ -117,6 +125,34 @@ def test_a_decision_is_read_from_execute_or_a_rejection_and_an_echo_is_none():
     assert protocol.decision("tc_1", execute=False) is None
 
 
+def test_a_command_decision_is_the_decision_on_its_call_bound_to_the_argv_shown():
+    bound = {"argv": ["kubectl", "get", "pods", "-n", "prod x"]}
+    approved = ToolDecision("tc_1", True, "run_command", bound)
+    line = "kubectl get pods -n 'prod x'"
+
+    assert protocol.command_decision("tc_1", execute=True, command=line, path="c") == approved
+    assert protocol.command_decision("tc_1", execute=True, argv=bound["argv"], path="c") == approved
+    assert protocol.command_decision("tc_1", execute=True, path="c") == ToolDecision(
+        "tc_1", True, "run_command"
+    )
+    assert protocol.command_decision("tc_1", execute=False, reason="no", path="c") == ToolDecision(
+        "tc_1", False, "run_command", reason="no"
+    )
+    assert protocol.command_decision(None, execute=False, command="ls", path="c") is None
+    for refused, field in [
+        (lambda: protocol.command_decision(None, execute=True, command="ls", path="c"), "c"),
+        (
+            lambda: protocol.command_decision("tc_1", execute=True, command="ls", argv=["rm"], path="c"),
+            "c.command",
+        ),
+        (lambda: protocol.command_decision("tc_1", execute=True, command="ls 'open", path="c"), "c.command"),
+        (lambda: protocol.read_command_decisions([{"id": "tc_1", "argv": "ls"}], "cmds"), "cmds[0].argv"),
+    ]:
+        with pytest.raises(InvalidRequest) as caught:
+            refused()
+        assert caught.value.field == field
+
+
 def test_the_last_message_must_be_the_users_and_a_refusal_names_the_field():
     with pytest.raises(InvalidRequest) as refused:
         protocol.read_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}])
@@ -143,6 +179,10 @@ def test_an_a2a_data_part_carries_decisions_and_a_refusal_names_its_own_field():
     with pytest.raises(InvalidRequest) as refused:
         a2a_request(Incoming("", {"cmds": [{"command": "rm -rf /", "execute": True}]}), ANYONE)
     assert refused.value.field == "data.cmds[0]"
+    command = {"id": "tc_2", "argv": ["kubectl", "get", "pods"], "execute": True}
+    assert a2a_request(Incoming("", {"cmds": [command]}), ANYONE).decisions == (
+        ToolDecision("tc_2", True, "run_command", {"argv": ["kubectl", "get", "pods"]}),
+    )
 
 
 def test_a_custom_function_gets_the_turn_as_messages_without_the_clients_decisions():

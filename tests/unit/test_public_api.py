@@ -10,6 +10,17 @@ import pytest
 import dcaf_like
 
 EXPORTED = {
+    "CommandDTO",
+    "CommandResult",
+    "CommandRunner",
+    "DataDTO",
+    "ExecutedCommandDTO",
+    "ExecutedToolCallDTO",
+    "InstructionProvider",
+    "LocalCommandRunner",
+    "ToolCallDTO",
+    "command_tool",
+    "create_tool",
     "Agent",
     "AgentContext",
     "AgentRequest",

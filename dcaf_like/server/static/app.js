@@ -54,13 +54,15 @@ function newConversationId() {
   return "conv_" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-// One turn: the user's text and/or decisions. Events are handled as each line arrives.
-async function turn(content, decisions) {
+// One turn: the user's text and/or decisions (on calls, and on commands, which go in `cmds`). Events
+// are handled as each line arrives.
+async function turn(content, decisions, commandDecisions) {
   if (!state.conversationId) state.conversationId = newConversationId();
   const data = { conversation_id: state.conversationId };
   $("stop").hidden = false; // hidden again when the exchange ends (run)
   $("stop").disabled = false;
   if (decisions) data.tool_calls = decisions;
+  if (commandDecisions) data.cmds = commandDecisions;
   const body = JSON.stringify({ messages: [{ role: "user", content, data }] });
   const response = await request("api/chat-stream", { method: "POST", body });
   state.streamed = false;
@@ -94,10 +96,11 @@ function handle(event) {
       event.tool_calls.forEach((call) => place(pendingCard(call)));
       offerApproveAll(event.tool_calls);
       break;
+    case "commands": event.commands.forEach((command) => place(commandCard(command))); break;
     case "done": finished(event); break;
     case "error": showError(new ApiError(event.status, event)); break;
-    // tool_call_proposed, approval_required, executed_tool_calls and the command events repeat what
-    // the events above show.
+    // tool_call_proposed, approval_required, executed_tool_calls and executed_commands repeat what the
+    // events above show.
     default: break;
   }
 }
@@ -144,11 +147,30 @@ function callCard(id, name, status, ...body) {
     el("span", { class: "status" }, status), el("div", { class: "tool" }, name), ...body);
 }
 
+// A command is a call of the command tool: shown as the argv it runs, quoted as a shell would read it
+// (no shell runs it).
+const COMMAND_TOOL = "run_command";
+const shellQuote = (arg) => (/^[A-Za-z0-9@%+=:,./_-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\"'\"'")}'`);
+const commandLine = (argv) => "$ " + argv.map(shellQuote).join(" ");
+
+function argvOf(call) {
+  const argv = call.input && call.input.argv;
+  return call.name === COMMAND_TOOL && Array.isArray(argv) ? argv : null;
+}
+
+// A call's arguments on its card: a command's line, any other call's JSON.
+function argsOf(call, format = JSON.stringify) {
+  const argv = argvOf(call);
+  return argv ? el("pre", { class: "args command" }, commandLine(argv)) : el("pre", { class: "args" }, format(call.input));
+}
+
+const titleOf = (call) => (argvOf(call) ? "command" : call.name);
+
 function executedCard(call) {
   const edited = call.proposed_input ? el("div", { class: "why" },
     el("p", {}, "Arguments edited before approval; proposed: ", el("code", {}, JSON.stringify(call.proposed_input))),
     el("ul", { class: "diff" }, ...diffLines(call.proposed_input, call.input, false))) : null;
-  return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
+  return callCard(call.id, titleOf(call), call.status, argsOf(call), edited,
     el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
 }
 
@@ -163,7 +185,7 @@ function showProgress(event) {
 }
 
 function rejectedCard(call) {
-  return callCard(call.id, call.name, "rejected", el("pre", { class: "args" }, JSON.stringify(call.input)),
+  return callCard(call.id, titleOf(call), "rejected", argsOf(call),
     el("p", { class: "why" }, `Rejected: ${call.reason || "no reason given"}`));
 }
 
@@ -175,23 +197,8 @@ function pendingCard(call) {
     el("p", { class: "why" }, call.reason || ""),
     el("pre", { class: "args" }, pretty(call.input)));
 
-  const decide = async (decision, label) => {
-    const buttons = card.querySelectorAll("button");
-    buttons.forEach((button) => { button.disabled = true; });
-    if (await run(() => turn("", [{ id: call.id, ...decision }]), card)) {
-      card.querySelector(".status").textContent = label;
-      card.classList.replace("pending", "decided");
-      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
-    } else {
-      buttons.forEach((button) => { button.disabled = false; });
-    }
-  };
-
-  const reason = el("input", { name: "reason", placeholder: "Why not? (told to the agent)", required: true });
-  const rejectForm = el("form", { class: "reject-form", hidden: true, onsubmit: (event) => {
-    event.preventDefault();
-    decide({ execute: false, rejection_reason: reason.value }, "rejected");
-  } }, reason, el("button", { type: "submit" }, "Send rejection"));
+  const decide = decider(card, (decision) => turn("", [{ id: call.id, ...decision }]));
+  const [reason, rejectForm] = rejection(decide);
 
   const edited = el("textarea", { name: "arguments", "aria-label": "Edited arguments" }, pretty(call.input));
   const changes = el("ul", { class: "diff", "aria-label": "What the edit changes" });
@@ -221,6 +228,48 @@ function pendingCard(call) {
       "Edit") : null);
   card.append(actions, rejectForm, editForm);
   return card;
+}
+
+// A command waiting for a decision: the exact argv it runs, and the buttons (a command is not edited:
+// the agent proposes another). The decision goes back in `cmds`, with the argv the user saw.
+function commandCard(command) {
+  const card = callCard(command.id, "command", "pending",
+    el("p", { class: "why" }, command.reason || ""),
+    el("pre", { class: "args command" }, commandLine(command.argv)));
+  const decide = decider(card, (decision) => turn("", null, [{ id: command.id, argv: command.argv, ...decision }]));
+  const [reason, rejectForm] = rejection(decide);
+  const actions = el("div", { class: "actions" },
+    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
+    el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
+      "Reject"));
+  card.append(actions, rejectForm);
+  return card;
+}
+
+// How a card sends its decision: buttons off while it goes; the card marked decided once the server
+// accepted it, or usable again after a refusal (shown on the card).
+function decider(card, send) {
+  return async (decision, label) => {
+    const buttons = card.querySelectorAll("button");
+    buttons.forEach((button) => { button.disabled = true; });
+    if (await run(() => send(decision), card)) {
+      card.querySelector(".status").textContent = label;
+      card.classList.replace("pending", "decided");
+      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
+    } else {
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  };
+}
+
+// The reason field and form of a rejection, told to the agent.
+function rejection(decide) {
+  const reason = el("input", { name: "reason", placeholder: "Why not? (told to the agent)", required: true });
+  const form = el("form", { class: "reject-form", hidden: true, onsubmit: (event) => {
+    event.preventDefault();
+    decide({ execute: false, rejection_reason: reason.value }, "rejected");
+  } }, reason, el("button", { type: "submit" }, "Send rejection"));
+  return [reason, form];
 }
 
 // An edit is a JSON merge patch onto the proposal (RFC 7396), as the server applies it: a key left out
@@ -374,7 +423,9 @@ async function openConversation(id) {
     if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
     for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
       const input = call.edited_input || call.input;
-      if (call.status === "pending") {
+      if (call.status === "pending" && argvOf(call)) {
+        place(commandCard({ id: call.id, argv: argvOf(call), reason: call.reason }));
+      } else if (call.status === "pending") {
         place(pendingCard({ ...call, tool_description: call.description }));
       } else if (call.status === "rejected") {
         place(rejectedCard({ ...call, reason: call.rejection_reason }));
@@ -382,7 +433,7 @@ async function openConversation(id) {
         const proposed = call.edited_input ? call.input : null;
         place(executedCard({ ...call, input, proposed_input: proposed, output: call.output ?? `Error: ${call.error}` }));
       } else {
-        place(callCard(call.id, call.name, call.status, el("pre", { class: "args" }, pretty(input))));
+        place(callCard(call.id, titleOf(call), call.status, argsOf({ ...call, input }, pretty)));
       }
     }
   }

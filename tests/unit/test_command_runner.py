@@ -1,0 +1,166 @@
+"""LocalCommandRunner: an allowed program, as an argv, never through a shell; within its time and
+output limits. And the command tool that hands it approved calls."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from dcaf_like import CommandRunner, InvalidToolArguments, LocalCommandRunner, command_tool
+from dcaf_like.application.commands import CommandFailed, CommandRefused, CommandResult, checked_argv
+
+PYTHON = {"python": sys.executable}
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_an_allowed_program_runs_with_its_arguments_taken_literally_by_no_shell(tmp_path):
+    echo = script(tmp_path, "echo-args", 'for a in "$@"; do echo "[$a]"; done')
+    runner = LocalCommandRunner(allow={"echo-args": echo})
+
+    result = runner.run(["echo-args", "a b", "; rm -rf /", "$HOME", "*", "`id`"])
+
+    assert result == CommandResult(0, "[a b]\n[; rm -rf /]\n[$HOME]\n[*]\n[`id`]\n")
+
+
+def test_a_program_not_on_the_allow_list_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "ran"
+    touch = script(tmp_path, "touch-it", f"touch {marker}")
+    runner = LocalCommandRunner(allow={"kubectl": touch})
+
+    with pytest.raises(CommandRefused, match="'touch-it' is not allowed; the allowed programs are: kubectl"):
+        runner.run(["touch-it"])
+    with pytest.raises(CommandRefused, match="is not allowed"):
+        runner.run([touch])  # a path is not the allowed name, even to the allowed executable
+    assert not marker.exists()
+
+
+def test_with_no_program_allowed_commands_are_off():
+    with pytest.raises(CommandRefused, match="commands are off"):
+        LocalCommandRunner().check(["ls"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        ("kubectl get pods", "must be a list of strings"),
+        ([], "argv is empty"),
+        (["kubectl", 3], r"argv\[1\] must be a string"),
+        (["kubectl", "get\0pods"], r"argv\[1\] holds a NUL"),
+        (["  "], "must name a program"),
+    ],
+)
+def test_a_malformed_argv_is_refused(argv, problem):
+    with pytest.raises(CommandRefused, match=problem):
+        checked_argv(argv)
+
+
+def test_a_name_on_the_allow_list_is_found_on_the_runners_path(tmp_path):
+    script(tmp_path, "kubectl", 'echo "kubectl $*"')
+    runner = LocalCommandRunner(allow=["kubectl"], path=str(tmp_path))
+
+    assert runner.run(["kubectl", "get", "pods"]).output == "kubectl get pods\n"
+
+
+def test_a_program_that_is_not_installed_fails_with_its_name(tmp_path):
+    runner = LocalCommandRunner(allow=["kubectl"], path=str(tmp_path))
+
+    with pytest.raises(CommandFailed, match="'kubectl' was not found"):
+        runner.run(["kubectl", "version"])
+
+
+def test_it_runs_in_its_working_directory(tmp_path):
+    runner = LocalCommandRunner(allow=PYTHON, cwd=tmp_path)
+
+    result = runner.run(["python", "-c", "import os; print(os.getcwd())"])
+
+    assert Path(result.output.strip()).resolve() == tmp_path.resolve()
+
+
+def test_output_past_the_cap_is_cut_and_said_so():
+    runner = LocalCommandRunner(allow=PYTHON, max_output=10)
+
+    result = runner.run(["python", "-c", "print('x' * 100000)"])
+
+    assert result == CommandResult(0, "x" * 10, truncated=True)
+    assert result.text() == "xxxxxxxxxx\n[output truncated]"
+
+
+def test_stderr_and_the_exit_status_are_part_of_what_the_model_reads():
+    runner = LocalCommandRunner(allow=PYTHON)
+
+    code = "import sys; print('out'); sys.stderr.write('oops\\n'); sys.exit(3)"
+
+    result = runner.run(["python", "-c", code])
+
+    assert result.exit_code == 3
+    assert "out" in result.output
+    assert "oops" in result.output
+    assert result.text().endswith("[exit status 3]")
+
+
+def test_a_command_past_its_time_limit_is_killed_with_what_it_wrote(tmp_path):
+    runner = LocalCommandRunner(allow=PYTHON, timeout=0.5)
+    code = "import time; print('started', flush=True); time.sleep(30)"
+
+    with pytest.raises(CommandFailed, match=r"time limit of 0\.5s") as failed:
+        runner.run(["python", "-c", code])
+
+    assert failed.value.output == "started\n"
+
+
+def test_the_local_runner_is_a_command_runner():
+    assert isinstance(LocalCommandRunner(), CommandRunner)
+
+
+def test_the_command_tool_refuses_a_program_the_runner_would_not_run_when_proposed():
+    tool = command_tool(LocalCommandRunner(allow=["kubectl"]))
+
+    assert tool.name == "run_command"
+    assert tool.requires_approval
+    assert "Programs you may run: kubectl." in tool.description
+    assert tool.validate({"argv": ["kubectl", "get", "pods"]}) == {"argv": ["kubectl", "get", "pods"]}
+    with pytest.raises(InvalidToolArguments, match="'rm' is not allowed"):
+        tool.validate({"argv": ["rm", "-rf", "/"]})
+    with pytest.raises(InvalidToolArguments, match="fewer than 1 items"):
+        tool.validate({"argv": []})
+    with pytest.raises(InvalidToolArguments):
+        tool.validate({"argv": ["kubectl"], "shell": True})
+
+
+def test_a_runner_of_another_kind_stands_behind_the_same_port():
+    """A runner that sends commands elsewhere (here: remembers them) is used through the port alone."""
+
+    class RecordingRunner:
+        programs = ("kubectl",)
+
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, ...]] = []
+
+        def check(self, argv):
+            if argv[0] not in self.programs:
+                raise CommandRefused(f"{argv[0]} is not run on the remote host")
+
+        def run(self, argv):
+            self.sent.append(tuple(argv))
+            return CommandResult(0, "remote: ok\n")
+
+    runner = RecordingRunner()
+    tool = command_tool(runner)
+
+    assert tool.func(argv=["kubectl", "get", "ns"]) == "remote: ok\n"
+    assert runner.sent == [("kubectl", "get", "ns")]
+
+
+def test_allow_takes_names_not_paths():
+    with pytest.raises(ValueError, match="not a program's name"):
+        LocalCommandRunner(allow=["/usr/bin/kubectl"])
+    with pytest.raises(TypeError, match="not one string"):
+        LocalCommandRunner(allow="kubectl")
