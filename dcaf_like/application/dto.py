@@ -138,7 +138,10 @@ class AgentResponse:
     session: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "end_turn"
     usage: Usage = NO_USAGE
+    #: The agent's runtime, and the one that answered the turn's last model call: another when the
+    #: agent's chose among several (``FallbackRuntime``, ``RoutingRuntime``); None if none was called.
     runtime: str = ""
+    answered_by: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property

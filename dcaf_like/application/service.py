@@ -671,6 +671,8 @@ def _traced(span: Span, response: ModelResponse) -> ModelResponse:
     span.set("dcaf.input_tokens", response.usage.input_tokens)
     span.set("dcaf.output_tokens", response.usage.output_tokens)
     span.set("dcaf.tool_calls", len(response.tool_calls))
+    if response.runtime:  # the runtime asked chose another to answer
+        span.set("dcaf.answered_by", response.runtime)
     return response
 
 

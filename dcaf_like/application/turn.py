@@ -202,6 +202,8 @@ class Turn:
     _deadline: float | None = None
     # Model calls and tool runs so far: every step after the first checks for a cancel.
     _steps: int = 0
+    # The runtime that answered the last model call (None: no model call yet).
+    _answered_by: str | None = None
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
@@ -252,7 +254,10 @@ class Turn:
             if isinstance(response, Stopped):
                 return response.reason
             self._usage = self._usage + response.usage
-            conversation.add_assistant_message(response.text, at=self.settings.clock())
+            self._answered_by = response.runtime or self.settings.runtime_name
+            conversation.add_assistant_message(
+                response.text, at=self.settings.clock(), runtime=self._answered_by
+            )
             if response.text:
                 self._texts.append(response.text)
             if not response.tool_calls:
@@ -514,6 +519,7 @@ class Turn:
             stop_reason=stop_reason,
             usage=self._usage,
             runtime=self.settings.runtime_name,
+            answered_by=self._answered_by,
             timings=dict(self._timings),
         )
 
