@@ -13,6 +13,7 @@ from dcaf_like.application.errors import (
     ApplicationError,
     ConcurrencyConflict,
     ConversationNotFound,
+    HookFailed,
     InvalidRequest,
     InvalidToolArguments,
     ModelAccessDenied,
@@ -37,6 +38,7 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
+from dcaf_like.application.hooks import Hook, HookContext, ToolCallInfo, Veto
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
@@ -136,6 +138,9 @@ __all__ = [
     "EditNotAllowed",
     "FallbackRuntime",
     "FunctionAgent",
+    "Hook",
+    "HookContext",
+    "HookFailed",
     "IllegalTransition",
     "InMemoryConversationRepository",
     "InvalidRequest",
@@ -171,6 +176,7 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "Tool",
+    "ToolCallInfo",
     "ToolCallProposed",
     "ToolCallView",
     "ToolContext",
@@ -190,6 +196,7 @@ __all__ = [
     "UnverifiedDecision",
     "Usage",
     "UserTurn",
+    "Veto",
     "__version__",
     "create_app",
     "serve",
