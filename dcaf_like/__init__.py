@@ -14,6 +14,7 @@ from dcaf_like.application.errors import (
     ApplicationError,
     ConcurrencyConflict,
     ConversationNotFound,
+    HookFailed,
     InvalidRequest,
     InvalidToolArguments,
     ModelAccessDenied,
@@ -38,6 +39,7 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
+from dcaf_like.application.hooks import Hook, HookContext, ToolCallInfo, Veto
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
@@ -151,6 +153,9 @@ __all__ = [
     "EditNotAllowed",
     "FallbackRuntime",
     "FunctionAgent",
+    "Hook",
+    "HookContext",
+    "HookFailed",
     "IllegalTransition",
     "InMemoryConversationRepository",
     "InvalidRequest",
@@ -186,6 +191,7 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "Tool",
+    "ToolCallInfo",
     "ToolCallProposed",
     "ToolCallView",
     "ToolContext",
@@ -205,6 +211,7 @@ __all__ = [
     "UnverifiedDecision",
     "Usage",
     "UserTurn",
+    "Veto",
     "__version__",
     "create_app",
     "serve",

@@ -74,6 +74,10 @@ class Agent:
         approval_notifier: Told when calls start waiting for a decision (approvers notified where
             they are, docs/approvals.md): an ``ApprovalWebhook``, or anything implementing
             ``ApprovalNotifier``. By default the webhook ``DCAF_APPROVAL_WEBHOOK_URL`` names, if set.
+        hooks: Your own code before and after each model call and each tool run, and when a turn
+            fails: objects with any of the methods of :class:`~dcaf_like.Hook`, sync or async,
+            called in this order (docs/operations.md, "Hooks"). A hook can refuse an approved
+            call (``Veto``), never approve one; a hook that raises fails the turn (``HookFailed``).
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class Agent:
         lease_ttl: float = 60.0,
         context: ContextPolicy | None = None,
         approval_notifier: ApprovalNotifier | None = None,
+        hooks: Iterable[object] = (),
     ) -> None:
         self.name = name
         self.description = description
@@ -141,6 +146,7 @@ class Agent:
             "lease_ttl": lease_ttl,
             "context": context,
             "notifier": approval_notifier if approval_notifier is not None else webhook.from_environment(),
+            "hooks": tuple(hooks),
         }
         self._service = self._build_service(self.repository)
 

@@ -174,3 +174,110 @@ def test_the_fake_kubectl_is_shipped_executable_with_the_example():
 
     assert kubectl.stat().st_mode & 0o111
     assert "command_agent.py" in kubectl.read_text()
+
+
+def test_the_audit_hook_appends_each_tool_the_agent_ran_as_a_json_line(tmp_path):
+    import json
+    from datetime import UTC, datetime
+
+    from audit_hook import AuditFile
+
+    from dcaf_like import Agent, tool
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    @tool(requires_approval=False, secret=["token"])
+    def rotate_key(service: str, token: str) -> str:
+        """Rotate a service's key."""
+        return f"{service} rotated"
+
+    @tool(requires_approval=False)
+    def broken(name: str) -> str:
+        """Always fails."""
+        raise RuntimeError("the API said no")
+
+    audit = tmp_path / "tools.jsonl"
+    clock = lambda: datetime(2026, 11, 24, 10, 0, tzinfo=UTC)  # noqa: E731
+    model = FakeRuntime(
+        [tool_call("rotate_key", service="db", token="hunter2hunter2"), tool_call("broken", name="x"), "done"]
+    )
+    agent = Agent(tools=[rotate_key, broken], runtime=model, hooks=[AuditFile(audit, clock=clock)])
+
+    response = agent.run("rotate the db key")
+
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(line["tool"], line["status"]) for line in lines] == [
+        ("rotate_key", "executed"),
+        ("broken", "failed"),
+    ]
+    assert lines[0]["arguments"] == {"service": "db", "token": "***"}  # a secret never reaches the file
+    assert "hunter2" not in audit.read_text()
+    assert lines[0]["at"] == "2026-11-24T10:00:00+00:00"
+    assert lines[0]["conversation_id"] == response.conversation_id
+    assert lines[0]["decided_by"] == "policy"
+    assert "the API said no" in lines[1]["error"]
+
+
+def test_the_audit_example_runs_and_records_who_approved(tmp_path):
+    import json
+
+    out = run_example(str(tmp_path / "a.jsonl"), example="audit_hook.py")
+
+    [line] = [json.loads(text) for text in out.splitlines()]
+    assert (line["tool"], line["decided_by"], line["status"]) == ("delete_pod", "olga", "executed")
+
+
+def test_business_hours_refuse_an_approved_tool_at_night_and_let_it_run_by_day():
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from business_hours_hook import BusinessHours
+
+    from dcaf_like import Agent, tool
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    ran: list[str] = []
+
+    @tool
+    def restart(name: str) -> str:
+        """Restart a deployment."""
+        ran.append(name)
+        return f"{name} restarted"
+
+    def agent_at(when: datetime) -> Agent:
+        hours = BusinessHours(zone="Europe/Paris", clock=lambda zone: when.astimezone(zone))
+        model = FakeRuntime([tool_call("restart", name="web"), "ok"])
+        return Agent(tools=[restart], runtime=model, hooks=[hours])
+
+    paris = ZoneInfo("Europe/Paris")
+    sunday_night = agent_at(datetime(2026, 11, 29, 3, 0, tzinfo=paris))
+    tuesday_morning = agent_at(datetime(2026, 11, 24, 10, 30, tzinfo=paris))
+
+    night = sunday_night.run("restart web")
+    refused = sunday_night.approve(night.conversation_id, night.pending_tool_calls[0].id, user="olga")
+    day = tuesday_morning.run("restart web")
+    allowed = tuesday_morning.approve(day.conversation_id, day.pending_tool_calls[0].id, user="olga")
+
+    [call] = refused.executed_tool_calls
+    assert call.status == "failed"
+    assert call.error == (
+        "not run: refused by the hook 'business_hours': outside business hours "
+        "(Mon Tue Wed Thu Fri 09:00-17:00 Europe/Paris); it is Sun 03:00 there"
+    )
+    assert [c.status for c in allowed.executed_tool_calls] == ["executed"]
+    assert ran == ["web"]  # only by day, though a human approved both
+    model_read = sunday_night.runtime.requests[-1].messages[-1]  # type: ignore[attr-defined]
+    assert "refused by the hook 'business_hours'" in model_read.content
+
+
+def test_business_hours_let_the_tools_named_always_through():
+    from datetime import UTC, datetime
+
+    from business_hours_hook import BusinessHours
+
+    from dcaf_like.application.hooks import ToolCallInfo, hook_context
+
+    saturday = BusinessHours(always={"list_pods"}, clock=lambda zone: datetime(2026, 11, 28, 12, tzinfo=UTC))
+    context = hook_context("agent", "conv_1", {})
+
+    assert saturday.before_tool(context, ToolCallInfo("tc_1", "list_pods", "{}", "approved")) is None
+    assert saturday.before_tool(context, ToolCallInfo("tc_2", "delete_pod", "{}", "approved")) is not None

@@ -152,7 +152,10 @@ class AgentResponse:
     session: dict[str, Any]
     stop_reason: str
     usage: Usage
+    #: The agent's runtime, and the one that answered the turn's last model call: another when the
+    #: agent's chose among several (``FallbackRuntime``, ``RoutingRuntime``); None if none was called.
     runtime: str
+    answered_by: str | None
     timings: dict[str, float]
 
     def __init__(
@@ -168,6 +171,7 @@ class AgentResponse:
         runtime: str = "",
         timings: dict[str, float] | None = None,
         *,
+        answered_by: str | None = None,
         data: ResponseData | None = None,
         has_pending_approvals: bool | None = None,
     ) -> None:
@@ -191,6 +195,7 @@ class AgentResponse:
         self.stop_reason = stop_reason
         self.usage = usage
         self.runtime = runtime
+        self.answered_by = answered_by
         self.timings = timings if timings is not None else {}
 
     @property

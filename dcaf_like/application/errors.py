@@ -127,6 +127,22 @@ class ToolsetUnavailable(ApplicationError):
         super().__init__(f"toolset {toolset!r} is unavailable: {reason}")
 
 
+class HookFailed(ApplicationError):
+    """A hook (``Agent(hooks=[...])``) raised: the turn stopped there, failed closed (no tool ran
+    after it). `hook` and `point` name it and where (``before_tool``...); `error` is what it raised,
+    also the exception's ``__cause__``. The message names its class only: a hook's own words may hold
+    anything, and go to the log, not to a client."""
+
+    def __init__(self, hook: str, point: str, error: Exception) -> None:
+        self.hook = hook
+        self.point = point
+        self.error = error
+        what = type(error).__name__
+        super().__init__(
+            f"the hook {hook!r} failed in {point} ({what}); the turn stopped, no tool ran after it"
+        )
+
+
 def scrub_exception(exc: BaseException, secrets: Collection[str]) -> None:
     """Remove each of `secrets` from the text of `exc` and of the exceptions it was raised from (its
     arguments and the message attributes adapters read), so no report, log line or traceback of it

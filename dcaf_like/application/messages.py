@@ -85,6 +85,9 @@ class ModelResponse:
     stop_reason: str = "end_turn"
     reasoning: str = ""
     model: str = ""
+    #: The runtime that wrote this answer, when the runtime asked chose another to answer
+    #: (``FallbackRuntime``, ``RoutingRuntime``); empty: the runtime asked answered itself.
+    runtime: str = ""
 
 
 # -- what a streaming runtime yields: deltas, then exactly one ModelCompleted ---------------------

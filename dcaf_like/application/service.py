@@ -24,6 +24,7 @@ from dcaf_like.application.errors import (
     scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
+from dcaf_like.application.hooks import Hooks, hook_context
 from dcaf_like.application.messages import (
     ModelCompleted,
     ModelResponse,
@@ -55,6 +56,7 @@ from dcaf_like.application.turn import (
     CANCELLED,
     TURN_TIMEOUT,
     AskApprover,
+    CallHooks,
     CallModel,
     CheckCancel,
     Effect,
@@ -116,6 +118,7 @@ class AgentService:
         worker: str | None = None,
         context: ContextPolicy | None = None,
         notifier: ApprovalNotifier | None = None,
+        hooks: Sequence[object] = (),
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -161,6 +164,7 @@ class AgentService:
             context_window=runtime.context_window,
             count_tokens=functools.lru_cache(maxsize=8192)(runtime.count_tokens),
             count_request_tokens=runtime.count_request_tokens,
+            hooks=Hooks.of(hooks),
         )
 
     @property
@@ -213,6 +217,7 @@ class AgentService:
         # when served (a blocking stream drops them, docs/runs.md).
         streamed = (CallModel,) if blocking else (CallModel, RunTool)
         span = self._start_span(request)
+        run: _Run | None = None
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
             waiting_before = {call.id.value for call in run.conversation.pending_tool_calls}
@@ -245,6 +250,7 @@ class AgentService:
         except Exception as exc:
             self._scrub(exc, request)
             span.fail(exc)
+            await self._on_error(exc, request, run, blocking)
             raise
         finally:
             span.end()
@@ -294,8 +300,20 @@ class AgentService:
             return self._instructions(effect.context, run)
         if isinstance(effect, Summarize):
             return self._summary(effect, run)
+        if isinstance(effect, CallHooks):
+            return self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
         return self._ask_approver(effect, run)
+
+    async def _on_error(
+        self, exc: Exception, request: AgentRequest, run: _Run | None, blocking: bool
+    ) -> None:
+        """Tell the ``on_error`` hooks the turn failed (after its scrub: they read no secret)."""
+        hooks = self._settings.hooks
+        if hooks.on_error:
+            conversation_id = run.conversation.id if run else request.conversation_id or ""
+            public = PlatformContext(request.platform_context).public()
+            await hooks.failed(hook_context(self.name, conversation_id, public), exc, blocking=blocking)
 
     async def _cancel_requested(self, run: _Run) -> bool:
         conversation_id, since = run.conversation.id, run.started
@@ -677,6 +695,8 @@ def _traced(span: Span, response: ModelResponse) -> ModelResponse:
     span.set("dcaf.input_tokens", response.usage.input_tokens)
     span.set("dcaf.output_tokens", response.usage.output_tokens)
     span.set("dcaf.tool_calls", len(response.tool_calls))
+    if response.runtime:  # the runtime asked chose another to answer
+        span.set("dcaf.answered_by", response.runtime)
     return response
 
 

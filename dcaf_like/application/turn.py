@@ -14,7 +14,7 @@ from typing import Any
 
 from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
 from dcaf_like.application.dto import AgentResponse, ToolCallView, ToolDecision
-from dcaf_like.application.errors import InvalidToolArguments, UnknownTool
+from dcaf_like.application.errors import HookFailed, InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
     ApprovalRequired,
     StreamEvent,
@@ -23,6 +23,7 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
+from dcaf_like.application.hooks import NO_HOOKS, HookContext, Hooks, Refused, ToolCallInfo, hook_context
 from dcaf_like.application.messages import (
     NO_USAGE,
     AssistantTurn,
@@ -115,7 +116,17 @@ class CheckCancel:
     Asked before every step but the first, so a turn that runs no tool never asks."""
 
 
-Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel
+@dataclass(slots=True)
+class CallHooks:
+    """Call the agent's hooks at `point` (a method of :class:`~dcaf_like.application.hooks.Hook`)
+    with `arguments`. The driver answers a :class:`Refused` (a ``before_tool`` veto), the
+    :class:`HookFailed` of a hook that raised, or None. Yielded only when some hook has that method."""
+
+    point: str
+    arguments: tuple[Any, ...]
+
+
+Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel | CallHooks
 
 
 @dataclass(slots=True)
@@ -135,6 +146,8 @@ class Stopped:
 
 TURN_TIMEOUT = "turn_timeout"
 CANCELLED = "cancelled"
+# Not a stop reason a response carries: the turn raises the hook's HookFailed once its calls are settled.
+HOOK_FAILED = "hook_failed"
 
 
 def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
@@ -172,6 +185,8 @@ class TurnSettings:
     context_window: int | None = None
     count_tokens: TokenCounter = estimate_tokens
     count_request_tokens: Callable[[ModelRequest], int | None] | None = None
+    #: The agent's hooks, by the point they are called at (docs/operations.md, "Hooks").
+    hooks: Hooks = NO_HOOKS
 
 
 POLICY = "policy"
@@ -202,6 +217,11 @@ class Turn:
     _deadline: float | None = None
     # Model calls and tool runs so far: every step after the first checks for a cancel.
     _steps: int = 0
+    # The runtime that answered the last model call (None: no model call yet).
+    _answered_by: str | None = None
+    # What the hooks are told of the turn (made when first needed), and the failure of one that raised.
+    _hook_context: HookContext | None = None
+    _hook_failed: HookFailed | None = None
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
@@ -247,12 +267,17 @@ class Turn:
                 request = yield from self._fitted(system)
             else:
                 request = self._model_request(system)
+            yield from self._hooks("before_model", request)
             response: ModelResponse | Stopped = yield CallModel(request, left)
             self._timings["model"] += time.perf_counter() - started
             if isinstance(response, Stopped):
                 return response.reason
+            yield from self._hooks("after_model", response)
             self._usage = self._usage + response.usage
-            conversation.add_assistant_message(response.text, at=self.settings.clock())
+            self._answered_by = response.runtime or self.settings.runtime_name
+            conversation.add_assistant_message(
+                response.text, at=self.settings.clock(), runtime=self._answered_by
+            )
             if response.text:
                 self._texts.append(response.text)
             if not response.tool_calls:
@@ -391,6 +416,9 @@ class Turn:
                 conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
             elif stopped is not None:
                 conversation.record_tool_failure(call_id, f"not run: {self._why_not_run(stopped)}")
+            elif (refusal := (yield from self._before_tool(call))) is not None:
+                conversation.record_tool_failure(call_id, f"not run: {refusal}")
+                stopped = HOOK_FAILED if self._hook_failed is not None else None
             else:
                 self._steps += 1
                 if self.emits:
@@ -417,10 +445,53 @@ class Turn:
                     stopped = TURN_TIMEOUT
                 if session.changed:
                     conversation.replace_session(session.to_dict())
+                if not (yield from self._after_tool(call)):
+                    stopped = HOOK_FAILED
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(ToolCallView.of(call)))
+        if self._hook_failed is not None:  # every call it stopped is settled: the turn fails closed
+            raise self._hook_failed
         return stopped
+
+    # -- hooks: the agent's own code around model calls and tools ----------------------------------
+
+    def _hooks(self, point: str, *arguments: Any) -> Generator[Effect, Any, None]:
+        """Call the hooks at a model call; one that raises fails the turn (nothing was proposed yet)."""
+        if getattr(self.settings.hooks, point):
+            failed = yield CallHooks(point, (self._hooked(), *arguments))
+            if failed is not None:
+                raise failed
+
+    def _before_tool(self, call: ToolCall) -> Generator[Effect, Any, str | None]:
+        """Why an approved call must not run: a hook refused it (hooks come after the approval gate: they
+        can stop a call, never let one run), or one failed. None: it runs."""
+        if not self.settings.hooks.before_tool:
+            return None
+        answer = yield CallHooks("before_tool", (self._hooked(), ToolCallInfo.of(call)))
+        if isinstance(answer, Refused):
+            return f"refused by the hook {answer.hook!r}: {answer.reason}"
+        if isinstance(answer, HookFailed):
+            self._hook_failed = answer
+            return f"the hook {answer.hook!r} failed before it ran"
+        return None
+
+    def _after_tool(self, call: ToolCall) -> Generator[Effect, Any, bool]:
+        """Tell the hooks a call ran; False if one failed (the calls after it are then not run)."""
+        if not self.settings.hooks.after_tool:
+            return True
+        failed = yield CallHooks("after_tool", (self._hooked(), ToolCallInfo.of(call)))
+        if failed is not None:
+            self._hook_failed = failed
+        return failed is None
+
+    def _hooked(self) -> HookContext:
+        if self._hook_context is None:
+            conversation = self.conversation
+            self._hook_context = hook_context(
+                self.settings.agent_name, conversation.id, conversation.platform_context.public()
+            )
+        return self._hook_context
 
     def _time_left(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
@@ -428,6 +499,8 @@ class Turn:
     def _why_not_run(self, stopped: str) -> str:
         if stopped == CANCELLED:
             return "the run was cancelled before it"
+        if stopped == HOOK_FAILED and self._hook_failed is not None:
+            return f"the hook {self._hook_failed.hook!r} failed before it ran"
         return f"{self._turn_limit()} ran out before it"
 
     def _turn_limit(self) -> str:
@@ -514,6 +587,7 @@ class Turn:
             stop_reason=stop_reason,
             usage=self._usage,
             runtime=self.settings.runtime_name,
+            answered_by=self._answered_by,
             timings=dict(self._timings),
         )
 

@@ -57,6 +57,9 @@ class Message:
     at: float
     # Ids of the tool calls an assistant message proposed, in the order the model gave them.
     tool_call_ids: list[str] = field(default_factory=list)
+    # The model runtime that wrote an assistant message (the one that answered, when the agent's
+    # runtime chose among several); None for a user's message, or one stored before this was kept.
+    runtime: str | None = None
 
     @property
     def text(self) -> str:
@@ -160,11 +163,13 @@ class Conversation:
             raise PendingToolCalls([c.id.value for c in pending])
         return self._add_message(Role.USER, text, at)
 
-    def add_assistant_message(self, text: str, *, at: float | None = None) -> Message:
-        return self._add_message(Role.ASSISTANT, text, at)
+    def add_assistant_message(
+        self, text: str, *, at: float | None = None, runtime: str | None = None
+    ) -> Message:
+        return self._add_message(Role.ASSISTANT, text, at, runtime)
 
-    def _add_message(self, role: Role, text: str, at: float | None) -> Message:
-        message = Message(role=role, content=MessageContent(text), at=_now(at))
+    def _add_message(self, role: Role, text: str, at: float | None, runtime: str | None = None) -> Message:
+        message = Message(role=role, content=MessageContent(text), at=_now(at), runtime=runtime)
         self.messages.append(message)
         self.version += 1
         return message

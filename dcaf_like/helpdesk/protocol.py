@@ -379,6 +379,7 @@ def assistant_message(response: AgentResponse, *, request_id: str | None = None)
     meta: dict[str, Any] = {
         "stop_reason": response.stop_reason,
         "runtime": response.runtime,
+        "answered_by": response.answered_by,
         "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
         "timings_ms": {k: round(v * 1000, 3) for k, v in response.timings.items()},
     }

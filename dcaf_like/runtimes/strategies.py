@@ -1,16 +1,19 @@
 """Runtimes made of runtimes: try the next when one fails (fallback), or pick one per request (routing).
 
 Both are ordinary :class:`AgentRuntime`s, so the agent loop, the approval gate and the events do not
-change; ``Agent(runtime=FallbackRuntime(["bedrock:...", "openai:..."]))`` is all it takes.
+change; ``Agent(runtime=FallbackRuntime(["bedrock:...", "openai:..."]))`` is all it takes. Each
+response says which of its runtimes answered (``ModelResponse.runtime``): the agent puts it in the
+response's meta, the stored message and the metrics.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from dcaf_like.application.errors import ModelError, RuntimeNotConfigured
-from dcaf_like.application.messages import ModelRequest, ModelResponse, ModelStreamEvent
+from dcaf_like.application.messages import ModelCompleted, ModelRequest, ModelResponse, ModelStreamEvent
 from dcaf_like.application.ports import AgentRuntime
 
 logger = logging.getLogger("dcaf_like.runtimes")
@@ -24,6 +27,25 @@ def _smallest_window(runtimes: Sequence[AgentRuntime]) -> int | None:
 
 def _retryable(error: ModelError) -> bool:
     return error.retryable
+
+
+def _answered(runtime: AgentRuntime, response: ModelResponse) -> ModelResponse:
+    """`response` saying which runtime wrote it: `runtime`, or the one it chose (a strategy within a
+    strategy names the innermost)."""
+    return response if response.runtime else replace(response, runtime=runtime.name)
+
+
+def _answered_each(runtime: AgentRuntime, event: ModelStreamEvent) -> ModelStreamEvent:
+    if isinstance(event, ModelCompleted):
+        return ModelCompleted(_answered(runtime, event.response))
+    return event
+
+
+async def _aanswered_each(
+    runtime: AgentRuntime, events: AsyncIterator[ModelStreamEvent]
+) -> AsyncIterator[ModelStreamEvent]:
+    async for event in events:
+        yield _answered_each(runtime, event)
 
 
 class FallbackRuntime(AgentRuntime):
@@ -61,7 +83,7 @@ class FallbackRuntime(AgentRuntime):
         failures: list[ModelError] = []
         for runtime in self.runtimes:
             try:
-                return runtime.invoke(request)
+                return _answered(runtime, runtime.invoke(request))
             except ModelError as error:
                 self._failed(runtime, error, failures)
         raise self._all_failed(failures)
@@ -70,7 +92,7 @@ class FallbackRuntime(AgentRuntime):
         failures: list[ModelError] = []
         for runtime in self.runtimes:
             try:
-                return await runtime.ainvoke(request)
+                return _answered(runtime, await runtime.ainvoke(request))
             except ModelError as error:
                 self._failed(runtime, error, failures)
         raise self._all_failed(failures)
@@ -82,7 +104,7 @@ class FallbackRuntime(AgentRuntime):
             try:
                 for event in runtime.stream(request):
                     started = True
-                    yield event
+                    yield _answered_each(runtime, event)
                 return
             except ModelError as error:
                 if started:
@@ -97,7 +119,7 @@ class FallbackRuntime(AgentRuntime):
             try:
                 async for event in runtime.astream(request):
                     started = True
-                    yield event
+                    yield _answered_each(runtime, event)
                 return
             except ModelError as error:
                 if started:
@@ -161,16 +183,20 @@ class RoutingRuntime(AgentRuntime):
             ) from None
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
-        return self.choose(request).invoke(request)
+        runtime = self.choose(request)
+        return _answered(runtime, runtime.invoke(request))
 
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
-        return await self.choose(request).ainvoke(request)
+        runtime = self.choose(request)
+        return _answered(runtime, await runtime.ainvoke(request))
 
     def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
-        return self.choose(request).stream(request)
+        runtime = self.choose(request)
+        return (_answered_each(runtime, event) for event in runtime.stream(request))
 
     def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
-        return self.choose(request).astream(request)
+        runtime = self.choose(request)
+        return _aanswered_each(runtime, runtime.astream(request))
 
     def secret_values(self) -> tuple[str, ...]:
         return tuple(v for runtime in self.runtimes.values() for v in runtime.secret_values())

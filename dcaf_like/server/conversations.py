@@ -73,6 +73,9 @@ class MessageOut(BaseModel):
     content: str
     at: float
     tool_call_ids: list[str]
+    runtime: str | None = Field(
+        None, description="The model runtime that wrote an assistant message (the one that answered)."
+    )
 
 
 class ToolCallRecord(BaseModel):
@@ -311,7 +314,13 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
         "created_at": conversation.created_at,
         "updated_at": _updated_at(conversation),
         "messages": [
-            {"role": m.role.value, "content": m.text, "at": m.at, "tool_call_ids": list(m.tool_call_ids)}
+            {
+                "role": m.role.value,
+                "content": m.text,
+                "at": m.at,
+                "tool_call_ids": list(m.tool_call_ids),
+                "runtime": m.runtime,
+            }
             for m in conversation.messages
         ],
         "tool_calls": calls,

@@ -12,6 +12,7 @@ from typing import Any
 from dcaf_like.application.errors import (
     ConcurrencyConflict,
     ConversationNotFound,
+    HookFailed,
     InvalidRequest,
     InvalidToolArguments,
     ModelError,
@@ -119,6 +120,8 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(502, "model_error", message, conversation_id=conv)
         case StoreUnavailable():
             return HttpError(503, "store_unavailable", message, conversation_id=conv)
+        case HookFailed():  # the operator's own code: its message names the hook, not its words
+            return HttpError(500, "hook_failed", message, conversation_id=conv)
         case ToolsetUnavailable():
             return HttpError(503, "toolset_unavailable", message, conversation_id=conv)
         case _:

@@ -163,6 +163,7 @@ ADDED: dict[type, dict[str, Any]] = {
         "context_fingerprint": _bound_context,
         "decided_by_kind": _kind_of_old_record,
     },
+    Message: {"runtime": None},  # absent before the runtime that answered was kept
 }
 
 # Stored under another name than the attribute's.

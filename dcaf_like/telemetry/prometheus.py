@@ -27,7 +27,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 TURNS = Counter("dcaf_turns", "Turns, by outcome (completed, awaiting_approval, failed).", ["outcome"])
 MODEL_CALLS = Counter(
-    "dcaf_model_calls", "Model calls, by runtime and outcome (ok, error).", ["runtime", "outcome"]
+    "dcaf_model_calls",
+    "Model calls, by the runtime that answered and outcome (ok, error).",
+    ["runtime", "outcome"],
 )
 MODEL_SECONDS = Histogram("dcaf_model_call_seconds", "Time a model call took, by runtime.", ["runtime"])
 MODEL_TOKENS = Counter(
@@ -140,7 +142,7 @@ def _turn(span: _MetricSpan, seconds: float) -> None:
 
 def _model(span: _MetricSpan, seconds: float) -> None:
     a = span.attributes
-    runtime = str(a.get("dcaf.runtime", ""))
+    runtime = str(a.get("dcaf.answered_by") or a.get("dcaf.runtime", ""))  # who answered, when it chose
     MODEL_CALLS.labels(runtime, "error" if span.failed else "ok").inc()
     MODEL_SECONDS.labels(runtime).observe(seconds)
     for direction in ("input", "output"):

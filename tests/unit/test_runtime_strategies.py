@@ -148,3 +148,78 @@ def test_a_strategy_needs_runtimes():
         RoutingRuntime(lambda _: "a", {})
     with pytest.raises(RuntimeNotConfigured, match="no runtime provider named 'nope'"):
         FallbackRuntime(["nope:model"])
+
+
+# -- which runtime answered -----------------------------------------------------------------------
+
+
+def test_a_fallback_says_which_runtime_answered_each_way():
+    def falling_back(answers):
+        down = named("down", [fail(ModelTimeout("down", runtime="down"))] * 2)
+        return FallbackRuntime([down, named("up", answers)])
+
+    assert falling_back(["one"]).invoke(ask()).runtime == "up"
+    assert list(falling_back(["two"]).stream(ask()))[-1].response.runtime == "up"
+    first_answers = FallbackRuntime([named("first", ["three"]), named("second", ["never"])])
+    assert first_answers.invoke(ask()).runtime == "first"
+
+
+async def test_a_fallback_says_which_runtime_answered_async():
+    runtime = FallbackRuntime(
+        [named("down", [fail(ModelTimeout("down", runtime="down"))] * 2), named("up", ["a", "b"])]
+    )
+
+    assert (await runtime.ainvoke(ask())).runtime == "up"
+    assert [e async for e in runtime.astream(ask())][-1].response.runtime == "up"
+
+
+async def test_a_router_says_which_runtime_answered_and_a_strategy_inside_one_names_the_innermost():
+    inner = FallbackRuntime(
+        [named("down", [fail(ModelTimeout("down", runtime="down"))] * 4), named("up", ["x"] * 4)]
+    )
+    runtime = RoutingRuntime(
+        lambda r: "large" if r.tools else "small", {"small": inner, "large": named("big", ["y"] * 2)}
+    )
+    tools = (ToolSpec("list_pods", "List.", {"type": "object"}),)
+
+    assert runtime.invoke(ask()).runtime == "up"
+    assert runtime.invoke(ask(tools=tools)).runtime == "big"
+    assert list(runtime.stream(ask()))[-1].response.runtime == "up"
+    assert (await runtime.ainvoke(ask(tools=tools))).runtime == "big"
+    assert [e async for e in runtime.astream(ask())][-1].response.runtime == "up"
+
+
+def test_the_agent_records_the_runtime_that_answered_in_its_response_and_stored_message():
+    runtime = FallbackRuntime(
+        [
+            named("down", [fail(ModelRateLimited("throttled", runtime="down"))] * 2),
+            named("up", ["hi", "again"]),
+        ]
+    )
+    agent = Agent(runtime=runtime)
+
+    response = agent.run("hello")
+    streamed = list(agent.run_stream("hello again", conversation_id=response.conversation_id))
+
+    assert (response.runtime, response.answered_by) == ("fallback(down, up)", "up")
+    assert streamed[-1].response.answered_by == "up"
+    stored = agent.conversation(response.conversation_id)
+    assert stored is not None
+    assert [(m.role.value, m.runtime) for m in stored.messages] == [
+        ("user", None), ("assistant", "up"), ("user", None), ("assistant", "up")
+    ]  # fmt: skip
+
+
+def test_a_plain_runtime_answers_itself_and_a_turn_without_a_model_call_names_none(cluster):
+    from dcaf_like.testing import tool_call, tool_calls
+
+    script = [tool_calls(tool_call("delete_pod", name="web-1"), tool_call("delete_pod", name="web-2"))]
+    agent = Agent(tools=cluster.tools(), runtime=named("plain", script))
+
+    proposed = agent.run("delete web-1 and web-2")
+    first = proposed.pending_tool_calls[0].id
+    half_decided = agent.approve(proposed.conversation_id, first)  # the other still waits: no model call
+
+    assert proposed.answered_by == "plain"
+    assert half_decided.answered_by is None
+    assert [name for _, name in cluster.deleted] == ["web-1"]
