@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.concurrency import resolve, resolve_sync
@@ -17,7 +17,7 @@ from dcaf_like.application.events import Done, RunFailed, StreamEvent
 from dcaf_like.application.messages import TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
-from dcaf_like.domain import PlatformContext, Session
+from dcaf_like.domain import Identity, PlatformContext, Session
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.helpdesk.protocol import function_messages, read_messages
 
@@ -63,6 +63,11 @@ class AgentContext:
     session: Session
     user: str = "user"
     unverified_decisions: tuple[UnverifiedDecision, ...] = ()
+    #: Who the server authenticated (None without API keys): unlike `session` and `platform_context`,
+    #: which the client writes, authority.
+    identity: Identity | None = None
+    #: The run's dependencies (``agent.run(..., deps=...)``); never a client's.
+    deps: Any = field(default=None, repr=False, compare=False)
 
 
 class FunctionAgent:
@@ -141,6 +146,8 @@ def _context(request: AgentRequest) -> AgentContext:
             UnverifiedDecision(d.call_id, d.approve, d.tool_name, d.arguments, d.edited_arguments, d.reason)
             for d in request.decisions
         ),
+        identity=request.identity,
+        deps=request.deps,
     )
 
 
