@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from dcaf_like.application.context import ContextPolicy
@@ -21,7 +22,7 @@ from dcaf_like.application.ports import (
 )
 from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tracing import Tracer
-from dcaf_like.domain import ApprovalPolicy, Conversation, require_approval
+from dcaf_like.domain import ApprovalPolicy, Conversation, Identity, require_approval
 from dcaf_like.helpdesk.protocol import Messages, read_messages
 from dcaf_like.notifiers import webhook
 from dcaf_like.runtimes import resolve_runtime
@@ -78,6 +79,10 @@ class Agent:
             fails: objects with any of the methods of :class:`~dcaf_like.Hook`, sync or async,
             called in this order (docs/operations.md, "Hooks"). A hook can refuse an approved
             call (``Veto``), never approve one; a hook that raises fails the turn (``HookFailed``).
+        deps: The agent's dependencies (a client, a config object), given by type to its instructions
+            (``RunContext[MyDeps].deps``), tools (``ToolContext[MyDeps].deps``) and the policy's
+            conditions (``trusted.deps``); a run may pass its own (``run(..., deps=...)``). No client
+            can set or overwrite them; they are never stored, sent to the model, or shown in a repr.
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class Agent:
         context: ContextPolicy | None = None,
         approval_notifier: ApprovalNotifier | None = None,
         hooks: Iterable[object] = (),
+        deps: Any = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -147,8 +153,14 @@ class Agent:
             "context": context,
             "notifier": approval_notifier if approval_notifier is not None else webhook.from_environment(),
             "hooks": tuple(hooks),
+            "deps": deps,
         }
         self._service = self._build_service(self.repository)
+
+    @property
+    def deps(self) -> Any:
+        """The dependencies given as ``Agent(deps=...)`` (a run may pass its own)."""
+        return self._settings["deps"]
 
     def add_tracer(self, tracer: Callable[[Tracer], Tracer]) -> None:
         """Wrap the agent's tracer (``wrap(current) -> new``): how ``serve(metrics=True)`` observes turns."""
@@ -220,9 +232,15 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
-        """One turn. Decisions on pending calls may ride along as ``data.tool_calls[].execute``."""
-        return self._ready().execute(_request(messages, conversation_id, platform_context, session, user))
+        """One turn. Decisions on pending calls may ride along as ``data.tool_calls[].execute``.
+
+        `identity` is who your code authenticated (a server does this from the API key), `deps` this
+        run's dependencies instead of the agent's: both are yours to give, never read from messages."""
+        request = _request(messages, conversation_id, platform_context, session, user, identity, deps)
+        return self._ready().execute(request)
 
     async def arun(
         self,
@@ -232,8 +250,10 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
-        request = _request(messages, conversation_id, platform_context, session, user)
+        request = _request(messages, conversation_id, platform_context, session, user, identity, deps)
         return await (await self._aready()).aexecute(request)
 
     def run_stream(
@@ -244,9 +264,13 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> Iterator[StreamEvent]:
         """Events as they happen; the last is ``Done`` (with the response) or ``RunFailed``."""
-        return self._stream(_request(messages, conversation_id, platform_context, session, user))
+        return self._stream(
+            _request(messages, conversation_id, platform_context, session, user, identity, deps)
+        )
 
     def arun_stream(
         self,
@@ -256,8 +280,12 @@ class Agent:
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[StreamEvent]:
-        return self._astream(_request(messages, conversation_id, platform_context, session, user))
+        return self._astream(
+            _request(messages, conversation_id, platform_context, session, user, identity, deps)
+        )
 
     def run_stateless(
         self,
@@ -265,9 +293,11 @@ class Agent:
         *,
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
         """One turn in a throwaway conversation: nothing from earlier runs leaks in, nothing is kept."""
-        request = _request(messages, None, platform_context, session, "user")
+        request = _request(messages, None, platform_context, session, "user", identity, deps)
         self._ready()
         return self._ephemeral_service().execute(request)
 
@@ -277,8 +307,10 @@ class Agent:
         *,
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
-        request = _request(messages, None, platform_context, session, "user")
+        request = _request(messages, None, platform_context, session, "user", identity, deps)
         await self._aready()
         return await self._ephemeral_service().aexecute(request)
 
@@ -312,6 +344,8 @@ class Agent:
         edited_arguments: Mapping[str, Any] | None = None,
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
         """Approve one pending call and go on. `edited_arguments` (editable tools only) is a patch onto
         the proposal: an argument it leaves out keeps its proposed value, `None` removes one.
@@ -319,7 +353,14 @@ class Agent:
         `platform_context` must be the one the call was proposed in, its credentials aside (else
         ContextChanged); the policy is asked again about the call as it would run (PolicyDenied)."""
         decision = ToolDecision.approved(call_id, edited_arguments=edited_arguments)
-        return self.decide(conversation_id, [decision], platform_context=platform_context, user=user)
+        return self.decide(
+            conversation_id,
+            [decision],
+            platform_context=platform_context,
+            user=user,
+            identity=identity,
+            deps=deps,
+        )
 
     def reject(
         self,
@@ -329,10 +370,19 @@ class Agent:
         *,
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
         """Reject one pending call; the reason goes back to the model."""
         decision = ToolDecision.rejected(call_id, reason)
-        return self.decide(conversation_id, [decision], platform_context=platform_context, user=user)
+        return self.decide(
+            conversation_id,
+            [decision],
+            platform_context=platform_context,
+            user=user,
+            identity=identity,
+            deps=deps,
+        )
 
     def decide(
         self,
@@ -341,6 +391,8 @@ class Agent:
         *,
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
         """Apply several decisions at once, each keyed by call id, then go on."""
         request = AgentRequest(
@@ -348,6 +400,8 @@ class Agent:
             decisions=tuple(decisions),
             platform_context=dict(platform_context or {}),
             user=user,
+            identity=identity,
+            deps=deps,
         )
         return self._ready().execute(request)
 
@@ -358,12 +412,16 @@ class Agent:
         *,
         platform_context: Mapping[str, Any] | None = None,
         user: str = "user",
+        identity: Identity | None = None,
+        deps: Any = None,
     ) -> AgentResponse:
         request = AgentRequest(
             conversation_id=conversation_id,
             decisions=tuple(decisions),
             platform_context=dict(platform_context or {}),
             user=user,
+            identity=identity,
+            deps=deps,
         )
         return await (await self._aready()).aexecute(request)
 
@@ -430,11 +488,16 @@ def _request(
     platform_context: Mapping[str, Any] | None,
     session: Mapping[str, Any] | None,
     user: str,
+    identity: Identity | None,
+    deps: Any,
 ) -> AgentRequest:
-    return read_messages(
+    request = read_messages(
         messages,
         conversation_id=conversation_id,
         platform_context=platform_context,
         session=session,
         user=user,
     )
+    if identity is None and deps is None:
+        return request
+    return replace(request, identity=identity, deps=deps)

@@ -21,4 +21,5 @@ def blocks() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("where", "code"), blocks(), ids=[w for w, _ in blocks()])
 def test_the_documented_code_runs(where, code):
-    exec(compile(code, where, "exec"), {"__name__": "__docs__"})
+    # dont_inherit: a block runs as a reader would run it, without this module's `from __future__` import.
+    exec(compile(code, where, "exec", dont_inherit=True), {"__name__": "__docs__"})

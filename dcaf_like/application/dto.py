@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import ToolCall, ToolCallStatus
+from dcaf_like.domain import Identity, ToolCall, ToolCallStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,11 @@ class AgentRequest:
     sees_all: bool = False
     # Where the request came in (http, stream, a2a, python), written in the records of its decisions.
     entrance: str = "python"
+    # Who the server authenticated (its API key's identity and scopes); set by the server from the
+    # key alone, never read from a body. None: nobody (no keys, or a Python caller that gave none).
+    identity: Identity | None = None
+    # The run's own dependencies (``agent.run(..., deps=...)``), over the agent's; never from a client.
+    deps: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_messages(cls, messages: Any, **kwargs: Any) -> AgentRequest:

@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, cast, runtime_checkable
 
 from dcaf_like.application.concurrency import iterate_in_thread
 from dcaf_like.application.context import estimate_tokens
@@ -29,7 +29,8 @@ from dcaf_like.application.messages import (
 )
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
-from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, PlatformContext, Session
+from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, Identity, PlatformContext, Session
+from dcaf_like.domain.identity import DepsT
 
 
 class AgentRuntime(ABC):
@@ -214,13 +215,19 @@ class ConversationRepository(ABC):
 
 
 @dataclass(frozen=True, slots=True)
-class ToolContext:
-    """What a running tool may see besides its arguments, and how it reports its progress."""
+class ToolContext(Generic[DepsT]):
+    """What a running tool may see besides its arguments, and how it reports its progress.
+
+    `session` and `platform_context` are what the client sent (it writes both): never authority.
+    `identity` is who the server authenticated (None without API keys) and `deps` the agent's
+    dependencies (``Agent(deps=...)``): no client sets either. ``ToolContext[MyDeps]`` types `deps`."""
 
     conversation_id: str
     call_id: str
     platform_context: PlatformContext
     session: Session
+    identity: Identity | None = None
+    deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
     #: Where :meth:`progress` goes: the stream of the run, when someone reads one.
     on_progress: Callable[[str, float | None], None] | None = field(default=None, repr=False, compare=False)
 
@@ -257,9 +264,9 @@ class ExecutableTool(Protocol):
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Arguments checked (and coerced) against the schema; raises InvalidToolArguments."""
 
-    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str: ...
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str: ...
 
-    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str: ...
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +358,10 @@ class ToolProvider(Protocol):
 
     @property
     def approval_policy(self) -> ApprovalPolicy: ...
+
+    @property
+    def deps(self) -> Any:
+        """The dependencies its tools get (``ToolContext.deps``)."""
 
     @property
     def tools(self) -> Sequence[ExecutableTool]:

@@ -80,6 +80,7 @@ from dcaf_like.domain import (
     DomainError,
     PlatformContext,
     Role,
+    Trusted,
 )
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
@@ -88,7 +89,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("dcaf_like.service")
 
-InstructionProvider = Callable[[RunContext], str | Awaitable[str]]
+InstructionProvider = Callable[[RunContext[Any]], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
 
 EXPIRED = "the approval window closed before a decision"
@@ -119,6 +120,7 @@ class AgentService:
         context: ContextPolicy | None = None,
         notifier: ApprovalNotifier | None = None,
         hooks: Sequence[object] = (),
+        deps: Any = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -146,6 +148,8 @@ class AgentService:
         self.lease_ttl = lease_ttl
         self.model_timeout = model_timeout
         self.notifier = notifier
+        #: The agent's dependencies, given to its instructions, tools and policy; never stored or sent.
+        self.deps = deps
         self._settings = TurnSettings(
             toolbox=toolbox,
             policy=policy or ApprovalPolicy(),
@@ -321,7 +325,7 @@ class AgentService:
             return self.repository.cancel_requested(conversation_id, since=since)
         return await self.repository.acancel_requested(conversation_id, since=since)
 
-    async def _instructions(self, context: RunContext, run: _Run) -> str:
+    async def _instructions(self, context: RunContext[Any], run: _Run) -> str:
         if isinstance(self.system, str):
             return self.system
         return _checked_instructions(await _resolved(self.system(context), run.blocking))
@@ -552,8 +556,9 @@ class AgentService:
             conversation.replace_session(dict(request.session))
         approved: list[str] = []
         rejected: list[str] = []
+        trusted = Trusted(request.identity, self.deps if request.deps is None else request.deps)
         for decision in request.decisions:
-            if self._decide(conversation, decision, request.user, now, span, refused):
+            if self._decide(conversation, decision, request.user, trusted, now, span, refused):
                 approved.append(decision.call_id)
             else:
                 rejected.append(decision.call_id)
@@ -575,6 +580,7 @@ class AgentService:
             approved_now=approved,
             rejected_now=rejected,
             interrupted_now=interrupted,
+            trusted=trusted,
             emits=streams,
         )
         return _Run(turn, conversation, expected, now, span, blocking, claim=bool(approved))
@@ -584,6 +590,7 @@ class AgentService:
         conversation: Conversation,
         decision: ToolDecision,
         user: str,
+        trusted: Trusted[Any],
         now: float,
         parent: Span,
         refused: list[DecisionRecord],
@@ -596,7 +603,9 @@ class AgentService:
         }
         span = self.tracer.start("dcaf.decision", attributes, parent)
         try:
-            approved = apply_decision(conversation, self._settings, decision, by=user, at=now)
+            approved = apply_decision(
+                conversation, self._settings, decision, by=user, at=now, trusted=trusted
+            )
             call = conversation.tool_call(decision.call_id)
             span.set("dcaf.tool", call.name)
             span.set("dcaf.waited_seconds", max(0.0, now - call.proposed_at))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, cast
 
 from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
 from dcaf_like.application.dto import AgentResponse, ToolCallView, ToolDecision
@@ -38,10 +38,12 @@ from dcaf_like.application.messages import (
 )
 from dcaf_like.application.ports import ApprovalAnswer, ExecutableTool, PendingApproval, ToolContext
 from dcaf_like.domain import (
+    NOBODY,
     ApprovalPolicy,
     Conversation,
     DeciderKind,
     EditNotAllowed,
+    Identity,
     InvalidToolInput,
     Message,
     PlatformContext,
@@ -51,8 +53,10 @@ from dcaf_like.domain import (
     ToolCall,
     ToolCallStatus,
     ToolInput,
+    Trusted,
     Verdict,
 )
+from dcaf_like.domain.identity import DepsT
 
 # -- effects: what the turn asks its driver to do ---------------------------------------------------
 # Effects and outcomes live for one step of one turn and never leave the application layer. They are
@@ -60,13 +64,17 @@ from dcaf_like.domain import (
 
 
 @dataclass(frozen=True, slots=True)
-class RunContext:
-    """What dynamic instructions and custom agent functions see of a run."""
+class RunContext(Generic[DepsT]):
+    """What dynamic instructions see of a run. `session` and `platform_context` are the client's
+    (never authority); `identity` (None without API keys) and `deps` are the server's.
+    ``RunContext[MyDeps]`` types `deps`."""
 
     conversation_id: str
     platform_context: PlatformContext
     session: Mapping[str, Any]
     agent_name: str = ""
+    identity: Identity | None = None
+    deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -205,6 +213,8 @@ class Turn:
     rejected_now: list[str] = field(default_factory=list)
     #: Calls found abandoned when the conversation was loaded, and settled as interrupted.
     interrupted_now: list[str] = field(default_factory=list)
+    #: Who the server authenticated, and the agent's dependencies: for instructions, tools, policy.
+    trusted: Trusted[Any] = NOBODY
     emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
@@ -251,6 +261,8 @@ class Turn:
                 conversation.platform_context,
                 dict(conversation.session),
                 self.settings.agent_name,
+                self.trusted.identity,
+                self.trusted.deps,
             )
             system = yield ResolveInstructions(context)
         policy = self.settings.context
@@ -348,6 +360,7 @@ class Turn:
             arguments,
             tool_requires_approval=tool.requires_approval,
             context=conversation.platform_context,
+            trusted=self.trusted,
         )
         call.policy_reason = decision.reason
         if decision.verdict is Verdict.ALLOW:
@@ -382,7 +395,13 @@ class Turn:
             now = settings.clock()
             try:
                 approved = apply_decision(
-                    self.conversation, settings, decision, by="approver", kind=DeciderKind.APPROVER, at=now
+                    self.conversation,
+                    settings,
+                    decision,
+                    by="approver",
+                    kind=DeciderKind.APPROVER,
+                    at=now,
+                    trusted=self.trusted,
                 )
             except PolicyDenied as denied:  # an edit the policy denies: the call is refused
                 why = f"denied by policy: {denied.reason}"
@@ -431,7 +450,14 @@ class Turn:
                 outcome: ToolOutcome = yield RunTool(
                     tool,
                     call.effective_input.as_dict(),
-                    ToolContext(conversation.id, call_id, conversation.platform_context, session),
+                    ToolContext(
+                        conversation.id,
+                        call_id,
+                        conversation.platform_context,
+                        session,
+                        self.trusted.identity,
+                        self.trusted.deps,
+                    ),
                     timeout,
                     limit,
                 )
@@ -600,6 +626,7 @@ def apply_decision(
     by: str,
     kind: DeciderKind = DeciderKind.HUMAN,
     at: float,
+    trusted: Trusted[Any] = NOBODY,
 ) -> bool:
     """Apply a decision about a pending call, whoever made it (a request's, the approver's): True if
     the call is approved, False if rejected. It raises, changing nothing, on a decision it refuses: an
@@ -627,6 +654,7 @@ def apply_decision(
         tool_input=echoed,
         edited_input=edited,
         policy=settings.policy,
+        trusted=trusted,
         at=at,
     )
     return True

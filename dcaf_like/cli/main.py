@@ -8,6 +8,7 @@ import getpass
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import sys
 import tempfile
@@ -188,6 +189,17 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--store", default=None, help="with a target: where conversations live (default: memory)"
     )
+    chat.add_argument(
+        "--session",
+        metavar="JSON",
+        help="a JSON object the conversation's session starts with (sent with the first message, as "
+        "a client may: to test what your tools do with it; the session is never authority)",
+    )
+    chat.add_argument(
+        "--platform-context",
+        metavar="JSON",
+        help="a JSON object sent as the platform context of every message (tenant, namespace, ...)",
+    )
     _audit_parser(commands)
     return parser
 
@@ -317,6 +329,12 @@ def _chat(args: argparse.Namespace) -> int:
     if (args.target is None) == (args.url is None):
         print("dcaf-like chat: name an agent (FILE.py:NAME) or a server (--url), not both", file=sys.stderr)
         return 2
+    try:
+        session = _json_object(args.session, "--session")
+        platform_context = _json_object(args.platform_context, "--platform-context")
+    except ValueError as exc:
+        print(f"dcaf-like chat: {exc}", file=sys.stderr)
+        return 2
     transport: LocalAgent | RemoteAgent
     try:
         if args.url is not None:
@@ -329,12 +347,25 @@ def _chat(args: argparse.Namespace) -> int:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
     try:
-        TerminalChat(transport, out=sys.stdout).run()
+        TerminalChat(transport, out=sys.stdout, session=session, platform_context=platform_context).run()
     except KeyboardInterrupt:
         print()
     finally:
         transport.close()
     return 0
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    """The JSON object an option holds (None if not given); ValueError saying what is wrong."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{option} is not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{option} must be a JSON object ({{...}}), not {type(value).__name__}: {text!r}")
+    return value
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -160,10 +160,23 @@ class RemoteAgent:
 class TerminalChat:
     """The conversation loop: read a line, stream the turn, decide what waits, repeat until EOF."""
 
-    def __init__(self, transport: Transport, *, ask: Callable[[str], str] = input, out: TextIO) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        ask: Callable[[str], str] = input,
+        out: TextIO,
+        session: dict[str, Any] | None = None,
+        platform_context: dict[str, Any] | None = None,
+    ) -> None:
         self.transport = transport
         self.ask = ask
         self.out = out
+        #: Sent with the first message only: it seeds the conversation's session, which its tools
+        #: then change (sending it again would undo their changes).
+        self.session = session
+        #: Sent with every message: a decision is checked against the context its call was proposed in.
+        self.platform_context = platform_context
         self.conversation_id: str | None = None
         self.pending: list[Event] = []  # calls waiting for a decision after the last turn
 
@@ -235,8 +248,13 @@ class TerminalChat:
         }
         if commands := [d for d in decisions if "argv" in d]:  # a command's decision, with its argv
             data["cmds"] = commands
+        message: dict[str, Any] = {"role": "user", "content": text, "data": data}
+        if self.session is not None:
+            data["session"], self.session = self.session, None
+        if self.platform_context is not None:
+            message["platform_context"] = self.platform_context
         at_line_start = True
-        for event in self.transport.turn({"role": "user", "content": text, "data": data}):
+        for event in self.transport.turn(message):
             kind = event.get("type")
             if kind == "text_delta":
                 self.out.write(("agent> " if at_line_start else "") + _printable(event["text"]))

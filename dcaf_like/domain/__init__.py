@@ -24,15 +24,18 @@ from dcaf_like.domain.errors import (
     UnknownTask,
     UnknownToolCall,
 )
+from dcaf_like.domain.identity import NOBODY, Identity, Trusted
 from dcaf_like.domain.policy import (
     ApprovalPolicy,
     PolicyDecision,
     Rule,
     Verdict,
+    anyone_but,
     argument_in,
     context_in,
     deny,
     require_approval,
+    without_scope,
 )
 from dcaf_like.domain.session import Session
 from dcaf_like.domain.tool_call import (
@@ -59,11 +62,13 @@ __all__ = [
     "DuplicateToolCall",
     "EditNotAllowed",
     "IllegalTransition",
+    "Identity",
     "InvalidToolInput",
     "Message",
     "MessageContent",
     "PendingToolCalls",
     "NO_CONTEXT",
+    "NOBODY",
     "PlatformContext",
     "PolicyDecision",
     "PolicyDenied",
@@ -76,12 +81,15 @@ __all__ = [
     "ToolCallId",
     "ToolCallStatus",
     "ToolInput",
+    "Trusted",
     "UnknownTask",
     "UnknownToolCall",
     "Verdict",
+    "anyone_but",
     "argument_in",
     "context_in",
     "deny",
     "fingerprint",
     "require_approval",
+    "without_scope",
 ]

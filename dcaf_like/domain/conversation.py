@@ -18,6 +18,7 @@ from dcaf_like.domain.errors import (
     UnknownTask,
     UnknownToolCall,
 )
+from dcaf_like.domain.identity import NOBODY, Trusted
 from dcaf_like.domain.policy import ApprovalPolicy
 from dcaf_like.domain.tool_call import DeciderKind, ToolCall, ToolCallId, ToolCallStatus, ToolInput
 
@@ -227,9 +228,11 @@ class Conversation:
         edited_input: ToolInput | None = None,
         kind: DeciderKind = DeciderKind.HUMAN,
         policy: ApprovalPolicy | None = None,
+        trusted: Trusted[Any] = NOBODY,
         at: float | None = None,
     ) -> ToolCall:
-        """Approve a pending call, to run in this conversation's current platform context.
+        """Approve a pending call, to run in this conversation's current platform context (and the
+        policy's conditions see `trusted`: who approves, the agent's dependencies).
 
         `tool_name` and `tool_input`, when the approver sends them, must be exactly what was proposed:
         an approval binds to the proposal's fingerprint. Changing the arguments is a separate decision,
@@ -246,7 +249,13 @@ class Conversation:
             )
         now = _now(at)
         call.approve(
-            by=by, at=now, edited_input=edited_input, kind=kind, context=self.platform_context, policy=policy
+            by=by,
+            at=now,
+            edited_input=edited_input,
+            kind=kind,
+            context=self.platform_context,
+            policy=policy,
+            trusted=trusted,
         )
         self._changed(call_id)
         self.version += 1

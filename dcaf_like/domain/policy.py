@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from dcaf_like.domain.context import PlatformContext
+from dcaf_like.domain.identity import NOBODY, Trusted
 
 
 class Verdict(StrEnum):
@@ -32,9 +35,39 @@ class PolicyDecision:
 Predicate = Callable[[str, Mapping[str, Any], PlatformContext], bool]
 """A rule's condition: ``(tool_name, arguments, platform_context) -> bool``."""
 
+TrustedPredicate = Callable[[str, Mapping[str, Any], PlatformContext, Trusted[Any]], bool]
+"""A rule's condition that also sees what the server vouches for:
+``(tool_name, arguments, platform_context, trusted) -> bool``, where ``trusted.identity`` is the
+authenticated caller (None without API keys) and ``trusted.deps`` the agent's dependencies."""
+
+Condition = Predicate | TrustedPredicate
+"""Either form: a function with a fourth positional parameter gets :class:`Trusted`."""
+
 
 def _always(_name: str, _args: Mapping[str, Any], _ctx: PlatformContext) -> bool:
     return True
+
+
+def _takes_trusted(condition: Condition) -> bool:
+    """True if `condition` has a fourth positional parameter (the :class:`Trusted` of the run)."""
+    try:
+        return _read_once(condition)
+    except TypeError:  # not hashable: read each time
+        return _positional_count(condition) >= 4
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_once(condition: Condition) -> bool:
+    return _positional_count(condition) >= 4
+
+
+def _positional_count(condition: Condition) -> int:
+    try:
+        parameters = inspect.signature(condition).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): the three-argument form
+        return 3
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in positional for p in parameters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +76,28 @@ class Rule:
 
     verdict: Verdict
     reason: str
-    when: Predicate = _always
+    when: Condition = _always
     tools: frozenset[str] | None = None
 
-    def evaluate(self, tool_name: str, arguments: Mapping[str, Any], context: PlatformContext) -> bool:
+    def evaluate(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        context: PlatformContext,
+        trusted: Trusted[Any] = NOBODY,
+    ) -> bool:
         if self.tools is not None and tool_name not in self.tools:
             return False
-        return bool(self.when(tool_name, arguments, context))
+        if _takes_trusted(self.when):
+            return bool(cast(TrustedPredicate, self.when)(tool_name, arguments, context, trusted))
+        return bool(cast(Predicate, self.when)(tool_name, arguments, context))
 
 
-def require_approval(reason: str, *, when: Predicate = _always, tools: Iterable[str] | None = None) -> Rule:
+def require_approval(reason: str, *, when: Condition = _always, tools: Iterable[str] | None = None) -> Rule:
     return Rule(Verdict.REQUIRE_APPROVAL, reason, when, None if tools is None else frozenset(tools))
 
 
-def deny(reason: str, *, when: Predicate = _always, tools: Iterable[str] | None = None) -> Rule:
+def deny(reason: str, *, when: Condition = _always, tools: Iterable[str] | None = None) -> Rule:
     return Rule(Verdict.DENY, reason, when, None if tools is None else frozenset(tools))
 
 
@@ -78,12 +119,36 @@ def context_in(key: str, *values: Any) -> Predicate:
     return predicate
 
 
+def anyone_but(*names: str) -> TrustedPredicate:
+    """Holds unless the request was authenticated as one of `names` (an API key's identity): also
+    without keys, when nobody is authenticated. ``deny("only ops scales", when=anyone_but("ops"))``."""
+    allowed = frozenset(names)
+
+    def predicate(_tool: str, _args: Mapping[str, Any], _ctx: PlatformContext, trusted: Trusted[Any]) -> bool:
+        return trusted.identity is None or trusted.identity.name not in allowed
+
+    return predicate
+
+
+def without_scope(scope: str) -> TrustedPredicate:
+    """Holds unless the request's API key has `scope` (or ``admin``): also without keys."""
+
+    def predicate(_tool: str, _args: Mapping[str, Any], _ctx: PlatformContext, trusted: Trusted[Any]) -> bool:
+        return trusted.identity is None or not trusted.identity.can(scope)
+
+    return predicate
+
+
 class ApprovalPolicy:
     """The strictest verdict wins: the tool's own flag, then every matching rule.
 
     Rules only tighten. To auto-run a tool in dev but ask in prod, mark the tool as not requiring
     approval and add ``require_approval(..., when=context_in("k8s_namespace", "prod"))``.
     A rule whose condition raises applies its verdict anyway (it fails closed).
+
+    A condition sees who is asking only through its fourth argument (:class:`Trusted`), which the
+    server fills in from the request's API key: never from the session or the platform context,
+    which the client writes.
     """
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
@@ -99,6 +164,7 @@ class ApprovalPolicy:
         *,
         tool_requires_approval: bool,
         context: PlatformContext,
+        trusted: Trusted[Any] = NOBODY,
     ) -> PolicyDecision:
         if tool_requires_approval:
             decision = PolicyDecision(Verdict.REQUIRE_APPROVAL, f"{tool_name} requires approval")
@@ -108,7 +174,7 @@ class ApprovalPolicy:
             if rule.verdict.strictness <= decision.verdict.strictness:
                 continue
             try:
-                matched = rule.evaluate(tool_name, arguments, context)
+                matched = rule.evaluate(tool_name, arguments, context, trusted)
                 reason = rule.reason
             except Exception as exc:
                 matched = True

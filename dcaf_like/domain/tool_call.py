@@ -20,6 +20,7 @@ from dcaf_like.domain.errors import (
     IllegalTransition,
     PolicyDenied,
 )
+from dcaf_like.domain.identity import NOBODY, Trusted
 from dcaf_like.domain.merge_patch import merge_patch
 from dcaf_like.domain.policy import ApprovalPolicy, Verdict
 
@@ -284,8 +285,10 @@ class ToolCall:
         kind: DeciderKind = DeciderKind.HUMAN,
         context: PlatformContext | None = None,
         policy: ApprovalPolicy | None = None,
+        trusted: Trusted[Any] = NOBODY,
     ) -> None:
-        """Approve the call to run with `edited_input` (if given) or its proposal, in `context`.
+        """Approve the call to run with `edited_input` (if given) or its proposal, in `context`, for
+        the run `trusted` describes (who approves it, the agent's dependencies).
 
         Refused, changing nothing: an edit of a call that is not editable; a call whose window closed;
         a `context` whose fingerprint is not the proposal's (:class:`ContextChanged`); and with a
@@ -299,7 +302,7 @@ class ToolCall:
                 self._check_context(context)
             if policy is not None:
                 runs_with = self.proposed_input if edited_input is None else edited_input
-                self._check_policy(policy, runs_with, context or PlatformContext())
+                self._check_policy(policy, runs_with, context or PlatformContext(), trusted)
         self._move(ToolCallStatus.APPROVED)
         self.approved_input = edited_input if edited_input != self.proposed_input else None
         self.decided_by = by
@@ -310,9 +313,15 @@ class ToolCall:
         if self.context_fingerprint is not None and context.fingerprint != self.context_fingerprint:
             raise ContextChanged(self.id.value)
 
-    def _check_policy(self, policy: ApprovalPolicy, tool_input: ToolInput, context: PlatformContext) -> None:
+    def _check_policy(
+        self, policy: ApprovalPolicy, tool_input: ToolInput, context: PlatformContext, trusted: Trusted[Any]
+    ) -> None:
         decision = policy.decide(
-            self.name, tool_input.as_dict(), tool_requires_approval=self.requires_approval, context=context
+            self.name,
+            tool_input.as_dict(),
+            tool_requires_approval=self.requires_approval,
+            context=context,
+            trusted=trusted,
         )
         if decision.verdict is Verdict.DENY:
             raise PolicyDenied(self.id.value, decision.reason)

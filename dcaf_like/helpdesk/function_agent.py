@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.concurrency import iterate_in_thread, resolve, run_sync
@@ -33,7 +33,7 @@ from dcaf_like.application.events import (
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
-from dcaf_like.domain import PlatformContext, Session
+from dcaf_like.domain import Identity, PlatformContext, Session
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.helpdesk.protocol import function_messages, read_messages
 
@@ -84,6 +84,11 @@ class AgentContext(Mapping[str, Any]):
     session: Session
     user: str = "user"
     unverified_decisions: tuple[UnverifiedDecision, ...] = ()
+    #: Who the server authenticated (None without API keys): unlike `session` and `platform_context`,
+    #: which the client writes, authority.
+    identity: Identity | None = None
+    #: The run's dependencies (``agent.run(..., deps=...)``); never a client's.
+    deps: Any = field(default=None, repr=False, compare=False)
 
     def _as_dict(self) -> dict[str, Any]:
         return {
@@ -242,6 +247,8 @@ def _context(request: AgentRequest) -> AgentContext:
             UnverifiedDecision(d.call_id, d.approve, d.tool_name, d.arguments, d.edited_arguments, d.reason)
             for d in request.decisions
         ),
+        identity=request.identity,
+        deps=request.deps,
     )
 
 

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dcaf_like.application.dto import AgentRequest
-from dcaf_like.domain import Conversation
+from dcaf_like.domain import Conversation, Identity
 from dcaf_like.server.errors import MissingScope
 from dcaf_like.server.middleware import current_request_id
 
@@ -62,6 +62,11 @@ class Caller:
         return self.name if self.keyed else None
 
     @property
+    def identity(self) -> Identity | None:
+        """Who the key authenticated, as instructions, tools and policies see it (None without keys)."""
+        return Identity(self.name, self.scopes) if self.keyed else None
+
+    @property
     def sees_all(self) -> bool:
         return not self.keyed or "admin" in self.scopes
 
@@ -86,7 +91,16 @@ def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentReq
         caller.require("approve", "decide tool calls")
     if request.text or not request.decisions:
         caller.require("chat", "send messages")
-    return replace(request, owner=caller.owner, sees_all=caller.sees_all, entrance=entrance)
+    # Everything about who is asking comes from the key alone: whatever a request's body said is
+    # replaced here (the session and the platform context stay the client's, and are no authority).
+    return replace(
+        request,
+        owner=caller.owner,
+        sees_all=caller.sees_all,
+        entrance=entrance,
+        identity=caller.identity,
+        deps=None,
+    )
 
 
 def parse_holder(holder: str) -> Caller:

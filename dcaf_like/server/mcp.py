@@ -19,7 +19,7 @@ from typing import Any
 
 from dcaf_like.application.errors import InvalidToolArguments
 from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolProvider
-from dcaf_like.domain import PlatformContext, Session, Verdict
+from dcaf_like.domain import PlatformContext, Session, Trusted, Verdict
 
 logger = logging.getLogger("dcaf_like.toolsets.mcp")
 
@@ -87,8 +87,11 @@ class MCPEndpoint:
         except InvalidToolArguments as exc:
             return _result(str(exc), error=True)
         context = PlatformContext({})
+        # MCP carries no caller the tools could trust: nobody is authenticated here (a rule on who is
+        # asking holds, failing closed); the agent's deps are given as on any other entrance.
+        trusted = Trusted(None, self.agent.deps)
         decision = self.agent.approval_policy.decide(
-            name, arguments, tool_requires_approval=False, context=context
+            name, arguments, tool_requires_approval=False, context=context, trusted=trusted
         )
         if decision.verdict is Verdict.DENY:
             return _result(f"{name} was not run: denied by policy: {decision.reason}", error=True)
@@ -97,7 +100,8 @@ class MCPEndpoint:
         call_id = f"mcp_{uuid.uuid4().hex[:24]}"
         logger.info("MCP call %s ran %s", call_id, name, extra={"call_id": call_id, "tool": name})
         try:
-            output = await tool.ainvoke(arguments, ToolContext(call_id, call_id, context, Session()))
+            tool_context = ToolContext(call_id, call_id, context, Session(), None, trusted.deps)
+            output = await tool.ainvoke(arguments, tool_context)
         except Exception as exc:
             return _result(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, error=True)
         return _result(output, error=False)

@@ -20,12 +20,17 @@ from typing import TYPE_CHECKING, Any, overload
 
 from dcaf_like.application.messages import ToolSpec
 from dcaf_like.application.ports import ToolContext
-from dcaf_like.tools._injected import injected_kind
+from dcaf_like.tools._injected import IDENTITY_OR_NONE, injected_kind
 
 if TYPE_CHECKING:
     from dcaf_like.tools.schema import ArgumentSchema
 
 _NO_SECRETS: frozenset[str] = frozenset()
+
+
+class Unauthenticated(PermissionError):
+    """A tool that takes an :class:`~dcaf_like.Identity` was called in a run nobody authenticated:
+    the call fails rather than run for an unknown caller."""
 
 
 class UndocumentedToolWarning(UserWarning):
@@ -41,9 +46,12 @@ class Tool:
     ``secret`` names arguments whose values responses, logs and approvers see masked as ``***``; the
     tool still gets them as the model proposed them (an approver can replace one, never read it).
     ``schema`` is a JSON schema dict or a pydantic model; without it the signature is the schema.
-    Parameters annotated ``Session``, ``PlatformContext`` or ``ToolContext`` are filled in by the framework
-    and hidden from the model. ``companions`` are tools an agent given this one gets too (a remote
-    agent's tool comes with the approval-gated tool that forwards decisions to it).
+    Parameters annotated ``Session``, ``PlatformContext``, ``ToolContext`` (or ``ToolContext[MyDeps]``),
+    ``Identity`` or ``Identity | None`` are filled in by the framework and hidden from the model.
+    ``Identity`` is who the server authenticated (never something the client wrote): a bare
+    ``Identity`` parameter fails the call when nobody was (no API keys), ``Identity | None`` gets None.
+    ``companions`` are tools an agent given this one gets too (a remote agent's tool comes with the
+    approval-gated tool that forwards decisions to it).
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
@@ -118,20 +126,20 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return self._arguments.validate(arguments)
 
-    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str:
         if self.is_async:
             from dcaf_like.application.concurrency import run_sync
 
             return run_sync(self.ainvoke(arguments, context))
         return render(self.func(**self._kwargs(arguments, context)))
 
-    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str:
         kwargs = self._kwargs(arguments, context)
         if self.is_async:
             return render(await self.func(**kwargs))
         return render(await asyncio.to_thread(self.func, **kwargs))
 
-    def _kwargs(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+    def _kwargs(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> dict[str, Any]:
         kwargs = self._arguments.bind(arguments)
         if not self._injected:
             return kwargs
@@ -139,8 +147,16 @@ class Tool:
             "session": context.session,
             "platform_context": context.platform_context,
             "context": context,
+            "identity": context.identity,
+            IDENTITY_OR_NONE: context.identity,
         }
         for param, kind in self._injected.items():
+            if kind == "identity" and context.identity is None:
+                raise Unauthenticated(
+                    f"tool {self.name!r} needs an authenticated caller (its parameter {param!r} is an "
+                    "Identity) and nobody was authenticated: serve it with API keys (DCAF_API_KEYS), "
+                    "or annotate the parameter 'Identity | None' to run for anonymous callers too"
+                )
             kwargs[param] = values[kind]
         return kwargs
 

@@ -253,3 +253,65 @@ def test_chat_wants_an_agent_or_a_url():
 
     assert result.returncode == 2
     assert "name an agent (FILE.py:NAME) or a server (--url)" in result.stderr
+
+
+SESSION_AGENT = '''
+from dcaf_like import Agent, PlatformContext, Session, tool
+from dcaf_like.testing import FakeRuntime, reply, tool_calls
+
+
+@tool(requires_approval=False)
+def where(platform_context: PlatformContext, session: Session) -> str:
+    """Say where the agent acts."""
+    return f"{platform_context.get('tenant')}/{session.get('namespace', 'default')}"
+
+
+agent = Agent(tools=[where], name="ops", runtime=FakeRuntime([tool_calls("where"), reply("There.")]))
+'''
+
+
+def test_chat_sends_the_session_and_platform_context_given_on_the_command_line(terminals, tmp_path):
+    (tmp_path / "where_agent.py").write_text(SESSION_AGENT)
+    chat = terminals(
+        str(tmp_path / "where_agent.py") + ":agent",
+        "--session",
+        '{"namespace": "prod"}',
+        "--platform-context",
+        '{"tenant": "acme"}',
+    )
+
+    chat.expect("you> ")
+    chat.type("where are you?")
+    chat.expect("executed: where {}")
+    chat.expect("acme/prod")
+    chat.expect("agent> There.")
+    chat.type("/quit")
+    assert chat.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--session", "{namespace: prod}", "--session is not valid JSON"),
+        ("--session", '["prod"]', "--session must be a JSON object ({...}), not list"),
+        ("--platform-context", "acme", "--platform-context is not valid JSON"),
+        ("--platform-context", "42", "--platform-context must be a JSON object ({...}), not int"),
+    ],
+)
+def test_chat_refuses_a_session_or_platform_context_that_is_not_a_json_object(
+    tmp_path, option, value, message
+):
+    (tmp_path / "where_agent.py").write_text(SESSION_AGENT)
+    result = subprocess.run(
+        [COMMAND, "chat", str(tmp_path / "where_agent.py") + ":agent", option, value],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

@@ -570,3 +570,53 @@ def test_a_command_shows_as_the_argv_it_runs_and_runs_once_approved(page, start_
     page.goto(f"{client.base_url}/#conversation={conversation['id']}")
     page.reload()
     expect(page.locator(".card.executed .args")).to_have_text("$ kubectl rollout restart 'web app' -n prod")
+
+
+WHERE_AGENT_SCRIPT = [tool_calls("where"), reply("There."), tool_calls("where"), reply("Still there.")]
+
+
+def where_agent() -> Agent:
+    @tool(requires_approval=False)
+    def where(context: ToolContext) -> str:
+        """Say where the agent acts."""
+        return f"{context.platform_context.get('tenant')}/{context.session.get('namespace', 'default')}"
+
+    return Agent(tools=[where], runtime=FakeRuntime(WHERE_AGENT_SCRIPT))
+
+
+def test_in_developer_mode_the_session_and_platform_context_are_edited_and_sent(page, start_server):
+    client = start_server(where_agent())
+    page.goto(str(client.base_url) + "/?dev=1")
+
+    page.get_by_label("Session (data.session)").fill('{"namespace": "prod"}')
+    page.get_by_label("Platform context").fill('{"tenant": "acme"}')
+    send(page, "where are you?")
+
+    expect(page.locator(".card.executed pre.output").last).to_have_text("acme/prod")
+    expect(page.locator(".message.assistant").last).to_have_text("There.")
+    screenshot(page, "10-developer-mode")
+    # The session shown is the server's after the turn; edited again, the next message sends it.
+    expect(page.get_by_label("Session (data.session)")).to_have_value('{\n  "namespace": "prod"\n}')
+    page.get_by_label("Session (data.session)").fill('{"namespace": "staging"}')
+    send(page, "and now?")
+    expect(page.locator(".card.executed pre.output").last).to_have_text("acme/staging")
+
+
+def test_developer_mode_refuses_json_that_is_not_an_object_and_sends_nothing(page, start_server):
+    agent = where_agent()
+    client = start_server(agent)
+    page.goto(str(client.base_url) + "/?dev=1")
+
+    page.get_by_label("Platform context").fill("[1, 2]")
+    send(page, "where are you?")
+
+    expect(page.locator("#error")).to_have_text("Platform context must be a JSON object ({...})")
+    assert agent.runtime.requests == []
+
+
+def test_without_developer_mode_the_page_shows_the_session_and_offers_no_editor(page, start_server):
+    client = start_server(where_agent())
+    page.goto(str(client.base_url))
+
+    expect(page.locator("#session")).to_be_visible()
+    expect(page.locator("#dev")).to_be_hidden()

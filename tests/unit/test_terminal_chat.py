@@ -219,3 +219,24 @@ def test_an_edit_is_a_patch_shown_as_a_diff_and_runs_only_once_confirmed():
         {"id": "tc_1", "execute": True, "edited_input": {"replicas": 3, "namespace": None}}
     ]
     assert len(transport.sent) == 2  # the first, unconfirmed edit sent nothing
+
+
+def test_the_session_seeds_the_first_message_and_the_platform_context_goes_with_every_one():
+    transport = ScriptedTransport([done()], [done()])
+    out = io.StringIO()
+    answers = iter(["first", "second"])
+
+    def ask(prompt: str) -> str:
+        answer = next(answers, None)
+        if answer is None:
+            raise EOFError
+        return answer
+
+    TerminalChat(
+        transport, ask=ask, out=out, session={"namespace": "prod"}, platform_context={"tenant": "acme"}
+    ).run()
+
+    first, second = transport.sent
+    assert first["data"]["session"] == {"namespace": "prod"}
+    assert "session" not in second["data"], "resent, it would undo what the tools changed"
+    assert first["platform_context"] == second["platform_context"] == {"tenant": "acme"}

@@ -6,6 +6,9 @@
 const $ = (id) => document.getElementById(id);
 const KEY = "dcaf_like.api_key";
 const state = { conversationId: null, assistant: null, busy: false, streamed: false };
+// Developer mode (?dev=1): the session and the platform context can be edited and are sent with each
+// message, as any client may send them (they are the client's, never authority).
+const DEV = new URLSearchParams(location.search).get("dev") === "1";
 
 // An element with attributes and children; strings become text nodes.
 function el(tag, attributes = {}, ...children) {
@@ -63,7 +66,13 @@ async function turn(content, decisions, commandDecisions) {
   $("stop").disabled = false;
   if (decisions) data.tool_calls = decisions;
   if (commandDecisions) data.cmds = commandDecisions;
-  const body = JSON.stringify({ messages: [{ role: "user", content, data }] });
+  const message = { role: "user", content, data };
+  if (DEV) {
+    data.session = jsonObject("dev-session", "Session");
+    const context = jsonObject("dev-context", "Platform context");
+    if (Object.keys(context).length) message.platform_context = context;
+  }
+  const body = JSON.stringify({ messages: [message] });
   const response = await request("api/chat-stream", { method: "POST", body });
   state.streamed = false;
   const reader = response.body.getReader();
@@ -383,8 +392,23 @@ async function stop() {
   }
 }
 
+// The JSON object typed in a developer-mode field; an Error naming the field if it is not one.
+function jsonObject(id, what) {
+  let value;
+  try {
+    value = JSON.parse($(id).value.trim() || "{}");
+  } catch (error) {
+    throw new Error(`${what} is not valid JSON: ${error.message}`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new Error(`${what} must be a JSON object ({...})`);
+  }
+  return value;
+}
+
 function showSession(session) {
   $("session").textContent = pretty(session || {});
+  if (DEV) $("dev-session").value = pretty(session || {});
   $("conversation-id").textContent = state.conversationId || "";
 }
 
@@ -488,6 +512,11 @@ $("key-form").addEventListener("submit", (event) => {
   $("error").hidden = true;
   loadConversations();
 });
+
+if (DEV) {
+  $("dev").hidden = false;
+  $("session").hidden = true;
+}
 
 fetch("health").then((r) => r.json()).then((health) => {
   $("agent-name").textContent = health.agent;
