@@ -250,12 +250,13 @@ class TerminalChat:
                 self.say(f"  {event['name']}: {_printable(str(event['message']))}{share}")
             elif kind == "tool_finished":
                 call = event["tool_call"]
-                edited = " (arguments edited)" if "proposed_input" in call else ""
+                edited = " (arguments edited)" if call.get("edited") else ""
                 self.say(f"  {call['status']}: {call['name']} {_args(call['input'])}{edited}")
                 self.say(_indent(call["output"]))
             elif kind == "tool_rejected":
                 call = event["tool_call"]
-                self.say(f"  rejected: {call['name']} {_args(call['input'])}: {call['reason']}")
+                why = call.get("rejection_reason", call.get("reason"))  # `reason`: a server before ADR 18
+                self.say(f"  rejected: {call['name']} {_args(call['input'])}: {why}")
             elif kind == "done":
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
@@ -274,8 +275,8 @@ class TerminalChat:
     def decide(self, call: Event) -> dict[str, Any]:
         """Ask about one waiting call until the answer is a decision."""
         self.say(f"\nThe agent wants to run {call['name']}: {call.get('tool_description', '')}")
-        if call.get("reason"):
-            self.say(f"  why it waits: {call['reason']}")
+        if why := call.get("approval_reason", call.get("reason")):  # `reason`: a server before ADR 18
+            self.say(f"  why it waits: {why}")
         self.say(f"  arguments: {_args(call['input'])}")
         choices = "[y]es / [n]o / [e]dit" if call.get("editable") else "[y]es / [n]o"
         while True:
@@ -293,7 +294,7 @@ class TerminalChat:
                 if not call.get("editable"):
                     self.say(f"  {call['name']} does not allow editing its arguments")
                     continue
-                edited = self.edit(call["input"])
+                edited = self.edit(call.get("proposed_input") or call["input"])
                 if edited is not None:
                     return {"id": call["id"], "execute": True, "edited_input": edited}
 

@@ -144,8 +144,11 @@ function callCard(id, name, status, ...body) {
     el("span", { class: "status" }, status), el("div", { class: "tool" }, name), ...body);
 }
 
+// Every form of a call (the chat response, the stream's events, a stored conversation) names its
+// arguments alike (ADR 18): `input` as it runs, `proposed_input` as proposed, `edited`, and
+// `approval_reason` / `rejection_reason`.
 function executedCard(call) {
-  const edited = call.proposed_input ? el("div", { class: "why" },
+  const edited = call.edited ? el("div", { class: "why" },
     el("p", {}, "Arguments edited before approval; proposed: ", el("code", {}, JSON.stringify(call.proposed_input))),
     el("ul", { class: "diff" }, ...diffLines(call.proposed_input, call.input, false))) : null;
   return callCard(call.id, call.name, call.status, el("pre", { class: "args" }, JSON.stringify(call.input)), edited,
@@ -164,7 +167,7 @@ function showProgress(event) {
 
 function rejectedCard(call) {
   return callCard(call.id, call.name, "rejected", el("pre", { class: "args" }, JSON.stringify(call.input)),
-    el("p", { class: "why" }, `Rejected: ${call.reason || "no reason given"}`));
+    el("p", { class: "why" }, `Rejected: ${call.rejection_reason || "no reason given"}`));
 }
 
 // A call waiting for a decision: what it is and why it waits, its exact arguments, and the buttons.
@@ -172,7 +175,7 @@ function rejectedCard(call) {
 function pendingCard(call) {
   const card = callCard(call.id, call.name, "pending",
     el("p", { class: "description" }, call.tool_description || ""),
-    el("p", { class: "why" }, call.reason || ""),
+    el("p", { class: "why" }, call.approval_reason || ""),
     el("pre", { class: "args" }, pretty(call.input)));
 
   const decide = async (decision, label) => {
@@ -373,16 +376,14 @@ async function openConversation(id) {
   for (const message of conversation.messages) {
     if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
     for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
-      const input = call.edited_input || call.input;
       if (call.status === "pending") {
         place(pendingCard({ ...call, tool_description: call.description }));
       } else if (call.status === "rejected") {
-        place(rejectedCard({ ...call, reason: call.rejection_reason }));
+        place(rejectedCard(call));
       } else if (["executed", "failed", "interrupted"].includes(call.status)) {
-        const proposed = call.edited_input ? call.input : null;
-        place(executedCard({ ...call, input, proposed_input: proposed, output: call.output ?? `Error: ${call.error}` }));
+        place(executedCard({ ...call, output: call.output ?? `Error: ${call.error}` }));
       } else {
-        place(callCard(call.id, call.name, call.status, el("pre", { class: "args" }, pretty(input))));
+        place(callCard(call.id, call.name, call.status, el("pre", { class: "args" }, pretty(call.input))));
       }
     }
   }
