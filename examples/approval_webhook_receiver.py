@@ -31,8 +31,8 @@ def chat_text(notice: dict[str, Any]) -> str:
     """The message an approver reads: who waits, for what, with which arguments, and where to decide."""
     lines = [f"*{notice['agent']}* waits for approval (conversation `{notice['conversation_id']}`):"]
     for call in notice["calls"]:
-        why = f" ({call['reason']})" if call.get("reason") else ""
-        lines.append(f"- `{call['name']}` {json.dumps(call['arguments'], ensure_ascii=False)}{why}")
+        why = f" ({call['approval_reason']})" if call.get("approval_reason") else ""
+        lines.append(f"- `{call['name']}` {json.dumps(call['input'], ensure_ascii=False)}{why}")
     if notice.get("link"):
         lines.append(f"Decide: {notice['link']}")
     return "\n".join(lines)

@@ -77,7 +77,7 @@ def ask(question: str, *, url: str = URL, answer: Any = input) -> dict[str, Any]
             decisions = []
             for call in reply["data"]["tool_calls"]:
                 print(f"\nThe agent wants to run {call['name']}({json.dumps(call['input'])})")
-                print(f"  why it needs approval: {call.get('reason') or 'the tool requires it'}")
+                print(f"  why it needs approval: {call.get('approval_reason') or 'the tool requires it'}")
                 yes = _confirm(answer, "  approve? [y/N] ")
                 decisions.append(
                     {**call, "execute": yes}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import Identity, ToolCall, ToolCallStatus
+from dcaf_like.domain import DeciderKind, Identity, ToolCall, ToolCallStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,18 @@ class AgentRequest:
 
 @dataclass(slots=True)
 class ToolCallView:
-    """A tool call as a client sees it."""
+    """A tool call as a client sees it, in the names every surface uses (ADR 20):
+
+    - `input`: the arguments the call runs (or ran) with: the proposal while it waits, the approved
+      (possibly edited) arguments once decided;
+    - `proposed_input`: the arguments the model proposed, always;
+    - `edited`: whether the approver changed them;
+    - `approval_reason`: why it waits (or waited) for a human: the policy's reason for asking;
+    - `rejection_reason`: why it was rejected.
+
+    Secret arguments are masked in both. A view built by hand that gives no `proposed_input` and is
+    not `edited` was proposed as it runs.
+    """
 
     id: str
     name: str
@@ -94,28 +105,48 @@ class ToolCallView:
     description: str = ""
     requires_approval: bool = True
     editable: bool = False
-    reason: str | None = None
-    edited_input: dict[str, Any] | None = None
+    proposed_input: dict[str, Any] = field(default_factory=dict)
+    edited: bool = False
+    approval_reason: str | None = None
+    rejection_reason: str | None = None
     output: str | None = None
     error: str | None = None
-    rejection_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.edited and not self.proposed_input:
+            self.proposed_input = dict(self.input)
 
     @classmethod
     def of(cls, call: ToolCall) -> ToolCallView:
+        edited = call.edited
         return cls(
             id=call.id.value,
             name=call.name,
-            input=call.shown(call.proposed_input),
+            input=call.shown(call.effective_input),
             status=str(call.status),
             description=call.description,
             requires_approval=call.requires_approval,
             editable=call.editable,
-            reason=call.policy_reason,
-            edited_input=call.shown(call.approved_input) if call.edited and call.approved_input else None,
+            proposed_input=call.shown(call.proposed_input),
+            edited=edited,
+            # A call the policy decided never waited (records stored before ADR 20 kept its reason).
+            approval_reason=None if call.decided_by_kind is DeciderKind.POLICY else call.approval_reason,
+            rejection_reason=call.rejection_reason if call.status is ToolCallStatus.REJECTED else None,
             output=call.result,
             error=call.error,
-            rejection_reason=call.decision_note if call.status is ToolCallStatus.REJECTED else None,
         )
+
+    @property
+    def reason(self) -> str | None:
+        """Deprecated: :attr:`approval_reason`."""
+        _renamed("ToolCallView.reason", "ToolCallView.approval_reason")
+        return self.approval_reason
+
+    @property
+    def edited_input(self) -> dict[str, Any] | None:
+        """Deprecated: :attr:`input` (the arguments it runs with) when :attr:`edited`, else None."""
+        _renamed("ToolCallView.edited_input", "ToolCallView.input, with ToolCallView.edited")
+        return self.input if self.edited else None
 
     def to_pending_dict(self) -> dict[str, Any]:
         """Deprecated: :func:`dcaf_like.helpdesk.protocol.pending_call`."""
@@ -235,3 +266,10 @@ def _deprecated(old: str, new: str) -> Any:
         stacklevel=3,
     )
     return getattr(importlib.import_module("dcaf_like.helpdesk.protocol"), new)
+
+
+def _renamed(old: str, new: str) -> None:
+    """Warn that `old`, a name kept for one release, is `new` now (ADR 20)."""
+    warnings.warn(
+        f"{old} is deprecated and goes in the next release; use {new}", DeprecationWarning, stacklevel=3
+    )

@@ -14,12 +14,14 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class WaitingCall:
-    """A call waiting for a decision, as an approver is told of it (secret arguments masked)."""
+    """A call waiting for a decision, as an approver is told of it (secret arguments masked), in the
+    names of every form of a call (ADR 20): `input`, the arguments it would run with (its proposal),
+    and `approval_reason`, why it waits."""
 
     id: str
     name: str
-    arguments: dict[str, Any]
-    reason: str | None
+    input: dict[str, Any]
+    approval_reason: str | None
     description: str = ""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -271,14 +272,26 @@ class ExecutableTool(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
-    """What a synchronous approver is shown about one call."""
+    """What a synchronous approver is shown about one call: `arguments` as proposed (secret ones
+    masked) and `approval_reason`, why it waits (ADR 20)."""
 
     call_id: str
     tool_name: str
     description: str
     arguments: Mapping[str, Any]
-    reason: str
+    approval_reason: str
     editable: bool
+
+    @property
+    def reason(self) -> str:
+        """Deprecated: :attr:`approval_reason`."""
+        warnings.warn(
+            "PendingApproval.reason is deprecated and goes in the next release; use "
+            "PendingApproval.approval_reason",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.approval_reason
 
 
 @dataclass(frozen=True, slots=True)

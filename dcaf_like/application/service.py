@@ -345,7 +345,7 @@ class AgentService:
         new = [call for call in response.pending_tool_calls if call.id not in waiting_before]
         if self.notifier is None or not new:
             return
-        calls = tuple(WaitingCall(c.id, c.name, dict(c.input), c.reason, c.description) for c in new)
+        calls = tuple(WaitingCall(c.id, c.name, dict(c.input), c.approval_reason, c.description) for c in new)
         notice = ApprovalNotice(self.name, response.conversation_id, calls, user=request.user)
         try:
             self.notifier.approval_required(notice)

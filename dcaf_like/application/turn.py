@@ -362,7 +362,8 @@ class Turn:
             context=conversation.platform_context,
             trusted=self.trusted,
         )
-        call.policy_reason = decision.reason
+        if decision.verdict is Verdict.REQUIRE_APPROVAL:
+            call.approval_reason = decision.reason
         if decision.verdict is Verdict.ALLOW:
             conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
         elif decision.verdict is Verdict.DENY:
@@ -385,7 +386,7 @@ class Turn:
                     call.name,
                     call.description,
                     call.shown(call.proposed_input),
-                    call.policy_reason or "",
+                    call.approval_reason or "",
                     call.editable,
                 )
             )
@@ -706,7 +707,7 @@ def _result_of(call: ToolCall) -> ToolResult:
         return ToolResult(call.id.value, call.name, content)
     if call.status is ToolCallStatus.REJECTED:
         return ToolResult(
-            call.id.value, call.name, f"Not run. Rejected: {call.decision_note or 'no reason given'}", True
+            call.id.value, call.name, f"Not run. Rejected: {call.rejection_reason or 'no reason given'}", True
         )
     if call.status is ToolCallStatus.INTERRUPTED:
         return ToolResult(call.id.value, call.name, f"Outcome unknown: {call.error}", True)

@@ -275,12 +275,13 @@ class TerminalChat:
                 self.say(f"  {event['name']}: {_printable(str(event['message']))}{share}")
             elif kind == "tool_finished":
                 call = event["tool_call"]
-                edited = " (arguments edited)" if "proposed_input" in call else ""
+                edited = " (arguments edited)" if call.get("edited") else ""
                 self.say(f"  {call['status']}: {_shown(call['name'], call['input'])}{edited}")
                 self.say(_indent(call["output"]))
             elif kind == "tool_rejected":
                 call = event["tool_call"]
-                self.say(f"  rejected: {_shown(call['name'], call['input'])}: {call['reason']}")
+                why = call.get("rejection_reason", call.get("reason"))  # `reason`: a server before ADR 20
+                self.say(f"  rejected: {_shown(call['name'], call['input'])}: {why}")
             elif kind == "done":
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
@@ -302,8 +303,8 @@ class TerminalChat:
         if "argv" in call:
             return self.decide_command(call)
         self.say(f"\nThe agent wants to run {call['name']}: {call.get('tool_description', '')}")
-        if call.get("reason"):
-            self.say(f"  why it waits: {call['reason']}")
+        if why := call.get("approval_reason", call.get("reason")):  # `reason`: a server before ADR 20
+            self.say(f"  why it waits: {why}")
         self.say(f"  arguments: {_args(call['input'])}")
         choices = "[y]es / [n]o / [e]dit" if call.get("editable") else "[y]es / [n]o"
         while True:
@@ -321,7 +322,7 @@ class TerminalChat:
                 if not call.get("editable"):
                     self.say(f"  {call['name']} does not allow editing its arguments")
                     continue
-                edited = self.edit(call["input"])
+                edited = self.edit(call.get("proposed_input") or call["input"])
                 if edited is not None:
                     return {"id": call["id"], "execute": True, "edited_input": edited}
 

@@ -185,7 +185,7 @@ class Conversation:
         requires_approval: bool,
         editable: bool = False,
         description: str = "",
-        policy_reason: str | None = None,
+        approval_reason: str | None = None,
         secret_arguments: frozenset[str] = frozenset(),
         approval_ttl: float | None = None,
         call_id: ToolCallId | None = None,
@@ -207,7 +207,7 @@ class Conversation:
             description=description,
             proposed_at=now,
             expires_at=None if approval_ttl is None else now + approval_ttl,
-            policy_reason=policy_reason,
+            approval_reason=approval_reason,
             secret_arguments=secret_arguments,
             context_fingerprint=self.platform_context.fingerprint,
         )

@@ -193,12 +193,14 @@ class ToolCall:
     approved_input: ToolInput | None = None
     decided_by: str | None = None
     decided_at: float | None = None
-    decision_note: str | None = None
+    # Why it was rejected: the approver's reason, or the policy's denial (``denied by policy: ...``).
+    rejection_reason: str | None = None
     result: str | None = None
     error: str | None = None
     finished_at: float | None = None
-    # Why the policy asked for approval or denied the call, for the person deciding.
-    policy_reason: str | None = None
+    # Why it waits for a human: the policy's reason for asking, shown to the person deciding (None
+    # when the policy did not ask: the call ran, or was denied, without waiting).
+    approval_reason: str | None = None
     # Arguments whose values people, logs and responses never see (the tool gets them as proposed).
     secret_arguments: frozenset[str] = frozenset()
     # Who runs an approved call, and until when that claim holds unless renewed (a lease). A call
@@ -328,7 +330,7 @@ class ToolCall:
 
     def reject(self, reason: str, *, by: str, at: float, kind: DeciderKind = DeciderKind.HUMAN) -> None:
         self._move(ToolCallStatus.REJECTED)
-        self.decision_note = reason
+        self.rejection_reason = reason
         self.decided_by = by
         self.decided_by_kind = kind
         self.decided_at = at

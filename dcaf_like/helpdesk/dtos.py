@@ -30,7 +30,7 @@ class ToolCallDTO:
     execute: bool = False
     tool_description: str = ""
     editable: bool = False
-    reason: str | None = None
+    approval_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,7 +40,8 @@ class ToolCallDTO:
             "execute": self.execute,
             "tool_description": self.tool_description,
             "editable": self.editable,
-            "reason": self.reason,
+            "approval_reason": self.approval_reason,
+            "reason": self.approval_reason,  # deprecated: approval_reason (ADR 20)
         }
 
     @classmethod
@@ -52,7 +53,7 @@ class ToolCallDTO:
             execute=data.get("execute", False) is True,
             tool_description=data.get("tool_description") or "",
             editable=data.get("editable", False) is True,
-            reason=data.get("reason"),
+            approval_reason=data.get("approval_reason", data.get("reason")),
         )
 
     def view(self) -> ToolCallView:
@@ -63,7 +64,7 @@ class ToolCallDTO:
             "approved" if self.execute else "pending",
             description=self.tool_description,
             editable=self.editable,
-            reason=self.reason,
+            approval_reason=self.approval_reason,
         )
 
 

@@ -286,37 +286,52 @@ def _decision(raw: Any, path: str) -> ToolDecision | None:
 # -- writing --------------------------------------------------------------------------------------
 
 
-def pending_call(call: ToolCallView) -> dict[str, Any]:
-    """A call waiting for a decision, as ``data.tool_calls`` lists it (a client echoes it back)."""
+# Every form of a call names its arguments and reasons alike (ADR 20): `input` the arguments it runs
+# (or ran) with, the seed's own field; `proposed_input` the model's proposal; `edited`; and
+# `approval_reason` / `rejection_reason`. `reason` is the deprecated name of the reason a form had
+# before (why it waits, on a pending call; why it was rejected, on a rejected one), kept one release.
+
+
+def _call_fields(call: ToolCallView) -> dict[str, Any]:
     return {
         "id": call.id,
         "name": call.name,
         "input": call.input,
+        "proposed_input": call.proposed_input,
+        "edited": call.edited,
+        "approval_reason": call.approval_reason,
+    }
+
+
+def pending_call(call: ToolCallView) -> dict[str, Any]:
+    """A call waiting for a decision, as ``data.tool_calls`` lists it (a client echoes it back)."""
+    return {
+        **_call_fields(call),
         "execute": False,
         "tool_description": call.description,
         "editable": call.editable,
-        "reason": call.reason,
+        "reason": call.approval_reason,  # deprecated: approval_reason
     }
 
 
 def executed_call(call: ToolCallView) -> dict[str, Any]:
     """A call that ran (or failed, or was interrupted), as ``data.executed_tool_calls`` lists it."""
-    result: dict[str, Any] = {
-        "id": call.id,
-        "name": call.name,
-        "input": call.edited_input if call.edited_input is not None else call.input,
-        "output": call.output if call.output is not None else f"Error: {call.error}",
-        "status": call.status,
-    }
-    if call.edited_input is not None:
-        result["proposed_input"] = call.input
+    result = _call_fields(call)
+    result["output"] = call.output if call.output is not None else f"Error: {call.error}"
+    result["status"] = call.status
     if call.error is not None:
         result["error"] = call.error
     return result
 
 
 def rejected_call(call: ToolCallView) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "input": call.input, "reason": call.rejection_reason}
+    """A call that was rejected, by a person, the policy or the server, as ``data.rejected_tool_calls``
+    lists it."""
+    return {
+        **_call_fields(call),
+        "rejection_reason": call.rejection_reason,
+        "reason": call.rejection_reason,  # deprecated: rejection_reason
+    }
 
 
 def pending_command(call: ToolCallView, argv: Sequence[str]) -> dict[str, Any]:
@@ -328,7 +343,8 @@ def pending_command(call: ToolCallView, argv: Sequence[str]) -> dict[str, Any]:
         "argv": list(argv),
         "execute": False,
         "tool_description": call.description,
-        "reason": call.reason,
+        "approval_reason": call.approval_reason,
+        "reason": call.approval_reason,  # deprecated: approval_reason
     }
 
 

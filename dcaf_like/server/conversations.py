@@ -23,7 +23,16 @@ from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 from dcaf_like.server.auth import Caller, caller_of
 from dcaf_like.server.failures import failure
-from dcaf_like.server.wire import CONVERSATION_ID_PATTERN, MAX_CONVERSATION_ID, ErrorBody
+from dcaf_like.server.wire import (
+    APPROVAL_REASON_DOC,
+    CONVERSATION_ID_PATTERN,
+    EDITED_DOC,
+    INPUT_DOC,
+    MAX_CONVERSATION_ID,
+    PROPOSED_INPUT_DOC,
+    REJECTION_REASON_DOC,
+    ErrorBody,
+)
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 60
@@ -79,18 +88,22 @@ class MessageOut(BaseModel):
 
 
 class ToolCallRecord(BaseModel):
+    """A call with its decision and outcome, in the names of every form of a call (ADR 20)."""
+
     id: str
     name: str
-    input: dict[str, Any]
+    input: dict[str, Any] = Field(description=INPUT_DOC)
+    proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
+    edited: bool = Field(description=EDITED_DOC)
     status: str
     description: str
     requires_approval: bool
     editable: bool
-    reason: str | None
-    edited_input: dict[str, Any] | None
+    approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
+    rejection_reason: str | None = Field(description=REJECTION_REASON_DOC)
+    reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
     output: str | None
     error: str | None
-    rejection_reason: str | None
     decided_by: str | None
     decided_by_kind: str | None
     proposed_at: float
@@ -290,15 +303,17 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "id": view.id,
                 "name": view.name,
                 "input": view.input,
+                "proposed_input": view.proposed_input,
+                "edited": view.edited,
                 "status": view.status,
                 "description": view.description,
                 "requires_approval": view.requires_approval,
                 "editable": view.editable,
-                "reason": view.reason,
-                "edited_input": view.edited_input,
+                "approval_reason": view.approval_reason,
+                "rejection_reason": view.rejection_reason,
+                "reason": view.approval_reason,  # deprecated: approval_reason
                 "output": view.output,
                 "error": view.error,
-                "rejection_reason": view.rejection_reason,
                 "decided_by": call.decided_by,
                 "decided_by_kind": None if call.decided_by_kind is None else call.decided_by_kind.value,
                 "proposed_at": call.proposed_at,

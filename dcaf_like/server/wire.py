@@ -52,7 +52,8 @@ class ToolCallIn(BaseModel):
     )
     execute: bool = Field(False, description="true approves the call.")
     edited_input: dict[str, Any] | None = Field(
-        None, description="Approve with these arguments instead (editable tools only)."
+        None,
+        description="Approve with this patch onto the proposal (JSON merge patch; editable tools only).",
     )
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
 
@@ -107,31 +108,64 @@ class ChatRequest(BaseModel):
     platform_context: dict[str, Any] | None = None
 
 
+# A call's fields in every form (ADR 20; docs/protocol.md has the table).
+INPUT_DOC = (
+    "The arguments the call runs (or ran) with: the proposal while it waits, the approved (possibly "
+    "edited) ones once decided."
+)
+PROPOSED_INPUT_DOC = "The arguments the model proposed."
+EDITED_DOC = "Whether the approver changed the arguments (then `input` differs from `proposed_input`)."
+APPROVAL_REASON_DOC = "Why it waits (or waited) for a human: the policy's reason for asking."
+REJECTION_REASON_DOC = "Why it was rejected: the approver's reason, or the policy's denial."
+
+
 class ToolCallOut(BaseModel):
+    """A call waiting for a decision (``data.tool_calls``)."""
+
     id: str
     name: str
-    input: dict[str, Any]
+    input: dict[str, Any] = Field(description=INPUT_DOC)
+    proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
+    edited: bool = Field(description=EDITED_DOC)
+    approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
     execute: bool
     tool_description: str
     editable: bool
-    reason: str | None
+    reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
 
 
 class ExecutedToolCallOut(BaseModel):
+    """A call that ran, failed or was interrupted (``data.executed_tool_calls``)."""
+
     id: str
     name: str
-    input: dict[str, Any]
+    input: dict[str, Any] = Field(description=INPUT_DOC)
+    proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
+    edited: bool = Field(description=EDITED_DOC)
+    approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
     output: str
     status: str
-    proposed_input: dict[str, Any] | None = None
     error: str | None = None
+
+
+class RejectedToolCallOut(BaseModel):
+    """A call that was rejected (``data.rejected_tool_calls``)."""
+
+    id: str
+    name: str
+    input: dict[str, Any] = Field(description=INPUT_DOC)
+    proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
+    edited: bool = Field(description=EDITED_DOC)
+    approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
+    rejection_reason: str | None = Field(description=REJECTION_REASON_DOC)
+    reason: str | None = Field(deprecated="use rejection_reason; goes in the next release")
 
 
 class DataOut(BaseModel):
     conversation_id: str
     tool_calls: list[ToolCallOut]
     executed_tool_calls: list[ExecutedToolCallOut]
-    rejected_tool_calls: list[dict[str, Any]]
+    rejected_tool_calls: list[RejectedToolCallOut]
     cmds: list[dict[str, Any]]
     executed_cmds: list[dict[str, Any]]
     session: dict[str, Any]

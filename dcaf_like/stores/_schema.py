@@ -166,8 +166,13 @@ ADDED: dict[type, dict[str, Any]] = {
     Message: {"runtime": None},  # absent before the runtime that answered was kept
 }
 
-# Stored under another name than the attribute's.
-KEYS: dict[type, dict[str, str]] = {Message: {"content": "text"}}
+# Stored under another name than the attribute's: an attribute renamed keeps the key it was first
+# stored under, so records written before the rename read the same and no migration is needed.
+KEYS: dict[type, dict[str, str]] = {
+    Message: {"content": "text"},
+    # ADR 20: one vocabulary for a call; the stored keys are format 1's.
+    ToolCall: {"approval_reason": "policy_reason", "rejection_reason": "decision_note"},
+}
 
 
 # -- the generated forms --------------------------------------------------------------------------------

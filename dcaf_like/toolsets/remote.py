@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,17 @@ class RemoteCall:
     call_id: str
     tool: str
     arguments: dict[str, Any]
-    reason: str = ""
+    approval_reason: str = ""  # why it waits for a human (the remote policy's reason)
+
+    @property
+    def reason(self) -> str:
+        """Deprecated: :attr:`approval_reason`."""
+        warnings.warn(
+            "RemoteCall.reason is deprecated and goes in the next release; use RemoteCall.approval_reason",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.approval_reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +344,10 @@ def _result(task: Task) -> RemoteResult:
         elif isinstance(part.get("data"), dict):
             data.update(part["data"])
     pending = tuple(
-        RemoteCall(c["id"], c["name"], dict(c.get("input") or {}), c.get("reason") or "")
+        # `reason`: the name of `approval_reason` on a remote agent from before ADR 20.
+        RemoteCall(
+            c["id"], c["name"], dict(c.get("input") or {}), c.get("approval_reason", c.get("reason")) or ""
+        )
         for c in data.get("tool_calls", [])
         if isinstance(c, dict) and "id" in c and "name" in c
     )
@@ -368,7 +382,12 @@ def _for_model(result: RemoteResult, base: str) -> dict[str, Any]:
         answer["executed_tool_calls"] = list(result.executed)
     if result.pending:
         answer["pending"] = [
-            {"call_id": c.call_id, "tool": c.tool, "arguments": c.arguments, "reason": c.reason}
+            {
+                "call_id": c.call_id,
+                "tool": c.tool,
+                "arguments": c.arguments,
+                "approval_reason": c.approval_reason,
+            }
             for c in result.pending
         ]
         answer["next"] = (

@@ -103,7 +103,7 @@ def full_conversation(conversation_id: str | None = None) -> Conversation:
             requires_approval=True,
             editable=name == "edited",
             description="Delete a pod.",
-            policy_reason="deletes are dangerous",
+            approval_reason="deletes are dangerous",
             approval_ttl=600 if name == "pending" else None,
             at=1_700_000_003.0,
         )

@@ -174,7 +174,7 @@ async def test_a_rejected_call_never_runs_and_the_model_is_told(start_server, cl
     done = await send_task(url, message(decisions=[decision], task=waiting), streaming=True)
 
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
-    assert status_data(done)["rejected_tool_calls"][0]["reason"] == "not during business hours"
+    assert status_data(done)["rejected_tool_calls"][0]["rejection_reason"] == "not during business hours"
     assert cluster.deleted == []
     assert "not during business hours" in str(agent.runtime.requests[-1].messages[-1])
 
@@ -232,7 +232,7 @@ async def test_canceling_a_waiting_task_rejects_its_calls_and_a_finished_one_can
         await client.close()
 
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-    assert status_data(canceled)["rejected_tool_calls"][0]["reason"] == "the task was canceled"
+    assert status_data(canceled)["rejected_tool_calls"][0]["rejection_reason"] == "the task was canceled"
     assert cluster.deleted == []
 
 

@@ -72,7 +72,7 @@ def test_a_rejection_with_a_reason_runs_nothing_and_tells_the_model_why(start_se
     assert body["content"] == "Understood, I left web-1 alone."
     assert body["data"]["executed_tool_calls"] == []
     [rejected] = body["data"]["rejected_tool_calls"]
-    assert rejected == {**rejected, "id": pending["id"], "reason": "web-1 serves traffic"}
+    assert rejected == {**rejected, "id": pending["id"], "rejection_reason": "web-1 serves traffic"}
     results = [m for m in runtime.requests[-1].messages if isinstance(m, ToolResult)]
     assert results[-1].is_error
     assert "web-1 serves traffic" in results[-1].content

@@ -92,7 +92,7 @@ async def test_the_async_twins_reject_and_the_call_never_runs(start_server, clus
     done = await remote.areject(waiting, waiting.pending[0].call_id, "not today")
 
     assert (done.status, done.text) == ("completed", "Left it alone.")
-    assert done.data["rejected_tool_calls"][0]["reason"] == "not today"
+    assert done.data["rejected_tool_calls"][0]["rejection_reason"] == "not today"
     assert cluster.deleted == []
 
 

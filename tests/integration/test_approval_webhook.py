@@ -64,8 +64,8 @@ def notice(conversation_id: str = "conv_1") -> ApprovalNotice:
     call = WaitingCall(
         id="tc_1",
         name="rotate_key",
-        arguments={"user": "alice", "new_key": "***"},
-        reason="rotate_key requires approval",
+        input={"user": "alice", "new_key": "***"},
+        approval_reason="rotate_key requires approval",
         description="Rotate a user's key.",
     )
     return ApprovalNotice(agent="ops", conversation_id=conversation_id, calls=(call,), user="bob")
@@ -86,7 +86,7 @@ def test_a_delivery_is_signed_and_a_receiver_can_check_it(receiver):
     assert document["type"] == "approval_required"
     assert document["delivery"] == headers["X-Dcaf-Delivery"]
     assert (document["agent"], document["conversation_id"], document["user"]) == ("ops", "conv 1/2", "bob")
-    assert document["calls"][0]["arguments"] == {"user": "alice", "new_key": "***"}
+    assert document["calls"][0]["input"] == {"user": "alice", "new_key": "***"}
     assert document["link"] == "https://ops.example/agent/#conversation=conv%201%2F2"
     assert webhook.delivered == 1
 
@@ -255,8 +255,8 @@ def test_an_agent_tells_the_webhook_once_per_call_that_starts_waiting_secrets_ma
         {
             "id": call.id,
             "name": "rotate_key",
-            "arguments": {"user": "alice", "new_key": "***"},
-            "reason": "rotate_key requires approval",
+            "input": {"user": "alice", "new_key": "***"},
+            "approval_reason": "rotate_key requires approval",
             "description": "Rotate a user's key.",
         }
     ]

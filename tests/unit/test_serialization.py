@@ -29,7 +29,7 @@ def conversation() -> Conversation:
             requires_approval=name != "run",
             editable=name == "edit",
             description='Does "things".\n',
-            policy_reason=None if name == "run" else "asks first",
+            approval_reason=None if name == "run" else "asks first",
             approval_ttl=ttl,
             secret_arguments=frozenset({"name", "deep"}) if name == "wait" else frozenset(),
             at=1_700_000_003.1,

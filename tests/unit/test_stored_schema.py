@@ -88,6 +88,22 @@ def test_a_conversation_stored_before_the_fields_added_since_reads_with_what_the
     ]  # fmt: skip
 
 
+def test_a_call_stored_under_its_old_names_reads_with_the_new_ones_and_is_stored_under_the_old():
+    # ADR 20 renamed the attributes (policy_reason, decision_note); the stored keys stayed: no migration.
+    stored = MAIN_SAMPLE.read_text(encoding="utf-8").rstrip("\n")
+    raw = {c["name"]: c for c in json.loads(stored)["tool_calls"]}
+
+    loaded = {c.name: c for c in decode(stored, "conv").tool_calls.values()}
+
+    assert raw["tool_reject"]["decision_note"] == "not now\t(please)"
+    assert loaded["tool_reject"].rejection_reason == "not now\t(please)"
+    assert raw["tool_wait"]["policy_reason"] == "asks first"
+    assert loaded["tool_wait"].approval_reason == "asks first"
+    assert {"decision_note", "policy_reason"} <= set(CALL.keys)
+    assert not {"rejection_reason", "approval_reason"} & set(CALL.keys)
+    assert encode(decode(stored, "conv")) == stored
+
+
 def test_a_record_missing_a_field_it_always_had_is_unreadable_not_half_read():
     data = json.loads(MAIN_SAMPLE.read_text(encoding="utf-8"))
     del data["tool_calls"][0]["status"]
@@ -117,11 +133,11 @@ calls = st.builds(
     approved_input=st.none() | tool_inputs,
     decided_by=st.none() | texts,
     decided_at=st.none() | times,
-    decision_note=st.none() | texts,
+    rejection_reason=st.none() | texts,
     result=st.none() | texts,
     error=st.none() | texts,
     finished_at=st.none() | times,
-    policy_reason=st.none() | texts,
+    approval_reason=st.none() | texts,
     secret_arguments=st.frozensets(texts, max_size=3),
     lease_owner=st.none() | texts,
     lease_expires_at=st.none() | times,

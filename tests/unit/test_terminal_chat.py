@@ -18,7 +18,7 @@ PENDING = {
     "execute": False,
     "tool_description": "Delete a pod.",
     "editable": False,
-    "reason": "delete_pod requires approval",
+    "approval_reason": "delete_pod requires approval",
 }
 
 
@@ -240,3 +240,28 @@ def test_the_session_seeds_the_first_message_and_the_platform_context_goes_with_
     assert first["data"]["session"] == {"namespace": "prod"}
     assert "session" not in second["data"], "resent, it would undo what the tools changed"
     assert first["platform_context"] == second["platform_context"] == {"tenant": "acme"}
+
+
+def test_the_terminal_reads_a_calls_reasons_and_edit_by_their_names_and_a_server_before_them_by_reason():
+    edited = {"id": "tc_0", "name": "scale", "input": {"replicas": 3}, "proposed_input": {"replicas": 5}}
+    rejected = {"id": "tc_2", "name": "restart_pod", "input": {}, "rejection_reason": "not today"}
+    before = {key: value for key, value in PENDING.items() if key != "approval_reason"}
+    old_server = {**before, "id": "tc_3", "reason": "an older server says why"}
+    transport = ScriptedTransport(
+        [
+            {
+                "type": "tool_finished",
+                "tool_call": {**edited, "edited": True, "output": "ok", "status": "executed"},
+            },
+            {"type": "tool_rejected", "tool_call": rejected},
+            done(PENDING, old_server),
+        ],
+        [done()],
+    )
+
+    shown = chat(transport, "go", "y", "y")
+
+    assert 'executed: scale {"replicas": 3} (arguments edited)' in shown
+    assert "rejected: restart_pod {}: not today" in shown
+    assert "why it waits: delete_pod requires approval" in shown
+    assert "why it waits: an older server says why" in shown

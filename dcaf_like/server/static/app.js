@@ -175,8 +175,11 @@ function argsOf(call, format = JSON.stringify) {
 
 const titleOf = (call) => (argvOf(call) ? "command" : call.name);
 
+// Every form of a call (the chat response, the stream's events, a stored conversation) names its
+// arguments alike (ADR 20): `input` as it runs, `proposed_input` as proposed, `edited`, and
+// `approval_reason` / `rejection_reason`.
 function executedCard(call) {
-  const edited = call.proposed_input ? el("div", { class: "why" },
+  const edited = call.edited ? el("div", { class: "why" },
     el("p", {}, "Arguments edited before approval; proposed: ", el("code", {}, JSON.stringify(call.proposed_input))),
     el("ul", { class: "diff" }, ...diffLines(call.proposed_input, call.input, false))) : null;
   return callCard(call.id, titleOf(call), call.status, argsOf(call), edited,
@@ -195,7 +198,7 @@ function showProgress(event) {
 
 function rejectedCard(call) {
   return callCard(call.id, titleOf(call), "rejected", argsOf(call),
-    el("p", { class: "why" }, `Rejected: ${call.reason || "no reason given"}`));
+    el("p", { class: "why" }, `Rejected: ${call.rejection_reason || "no reason given"}`));
 }
 
 // A call waiting for a decision: what it is and why it waits, its exact arguments, and the buttons.
@@ -203,7 +206,7 @@ function rejectedCard(call) {
 function pendingCard(call) {
   const card = callCard(call.id, call.name, "pending",
     el("p", { class: "description" }, call.tool_description || ""),
-    el("p", { class: "why" }, call.reason || ""),
+    el("p", { class: "why" }, call.approval_reason || ""),
     el("pre", { class: "args" }, pretty(call.input)));
 
   const decide = decider(card, (decision) => turn("", [{ id: call.id, ...decision }]));
@@ -243,7 +246,7 @@ function pendingCard(call) {
 // the agent proposes another). The decision goes back in `cmds`, with the argv the user saw.
 function commandCard(command) {
   const card = callCard(command.id, "command", "pending",
-    el("p", { class: "why" }, command.reason || ""),
+    el("p", { class: "why" }, command.approval_reason || ""),
     el("pre", { class: "args command" }, commandLine(command.argv)));
   const decide = decider(card, (decision) => turn("", null, [{ id: command.id, argv: command.argv, ...decision }]));
   const [reason, rejectForm] = rejection(decide);
@@ -446,18 +449,16 @@ async function openConversation(id) {
   for (const message of conversation.messages) {
     if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
     for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
-      const input = call.edited_input || call.input;
       if (call.status === "pending" && argvOf(call)) {
-        place(commandCard({ id: call.id, argv: argvOf(call), reason: call.reason }));
+        place(commandCard({ id: call.id, argv: argvOf(call), approval_reason: call.approval_reason }));
       } else if (call.status === "pending") {
         place(pendingCard({ ...call, tool_description: call.description }));
       } else if (call.status === "rejected") {
-        place(rejectedCard({ ...call, reason: call.rejection_reason }));
+        place(rejectedCard(call));
       } else if (["executed", "failed", "interrupted"].includes(call.status)) {
-        const proposed = call.edited_input ? call.input : null;
-        place(executedCard({ ...call, input, proposed_input: proposed, output: call.output ?? `Error: ${call.error}` }));
+        place(executedCard({ ...call, output: call.output ?? `Error: ${call.error}` }));
       } else {
-        place(callCard(call.id, titleOf(call), call.status, argsOf({ ...call, input }, pretty)));
+        place(callCard(call.id, titleOf(call), call.status, argsOf(call, pretty)));
       }
     }
   }

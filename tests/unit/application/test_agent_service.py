@@ -105,8 +105,8 @@ def test_an_edited_approval_runs_the_edited_arguments_and_records_both(cluster):
 
     assert cluster.deleted == [("default", "web-2")]
     [executed] = second.executed_tool_calls
-    assert executed.input == {"name": "web-1", "namespace": "default"}
-    assert executed.edited_input == {"name": "web-2", "namespace": "default"}
+    assert executed.proposed_input == {"name": "web-1", "namespace": "default"}
+    assert (executed.input, executed.edited) == ({"name": "web-2", "namespace": "default"}, True)
     helpdesk = assistant_message(second)["data"]["executed_tool_calls"][0]
     assert helpdesk["proposed_input"] == {"name": "web-1", "namespace": "default"}
     assert helpdesk["input"] == {"name": "web-2", "namespace": "default"}

@@ -126,7 +126,7 @@ def test_pause_on_tool_calls_suspends_even_on_tools_that_run_without_approval(cl
     first = agent.run("list pods")
 
     assert [c.name for c in first.pending_tool_calls] == ["list_pods"]
-    assert first.pending_tool_calls[0].reason == "this agent pauses on every tool call"
+    assert first.pending_tool_calls[0].approval_reason == "this agent pauses on every tool call"
     second = agent.approve(first.conversation_id, first.pending_tool_calls[0].id)
     assert second.text == "listed"
 
@@ -151,7 +151,10 @@ def test_a_synchronous_approver_is_asked_instead_of_suspending(cluster):
     response = agent.run("delete both")
 
     assert [p.arguments["name"] for p in asked] == ["web-1", "web-2"]
-    assert asked[0].description == "Delete a pod."
+    assert (asked[0].description, asked[0].approval_reason) == (
+        "Delete a pod.",
+        "delete_pod requires approval",
+    )
     assert cluster.deleted == [("default", "web-1")]
     assert response.rejected_tool_calls[0].rejection_reason == "not that one"
     assert response.text == "Done."

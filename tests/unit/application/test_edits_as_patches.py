@@ -37,7 +37,7 @@ def test_an_edit_of_some_arguments_keeps_the_others_as_proposed():
     )
 
     assert ran == [{"deployment": "api", "replicas": 3, "namespace": "prod", "reason": "load"}]
-    assert second.executed_tool_calls[0].edited_input == {**PROPOSED, "replicas": 3, "reason": "load"}
+    assert second.executed_tool_calls[0].input == {**PROPOSED, "replicas": 3, "reason": "load"}
 
 
 def test_null_removes_an_optional_argument_so_the_tool_default_applies():

@@ -79,7 +79,7 @@ def test_an_approver_can_replace_a_secret_without_reading_it():
     )
 
     assert received == [("alice", PASSWORD), ("bob", "chosen-by-the-approver")]
-    assert second.executed_tool_calls[0].edited_input == keep_secret
+    assert second.executed_tool_calls[0].input == keep_secret
 
 
 def test_marking_an_argument_the_tool_does_not_take_is_refused():
