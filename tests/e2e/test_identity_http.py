@@ -166,3 +166,21 @@ def test_an_agent_function_sees_the_keys_identity_not_the_sessions(start_server)
     )
 
     assert response.json()["content"] == "hello alice, your session says ops"
+
+
+def test_an_a2a_task_runs_as_the_keys_identity_whatever_its_data_says(start_server):
+    pytest.importorskip("a2a.client", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
+    agent = agent_for(steps=1)
+    client = start_server(agent, a2a=True, api_keys={OPS: "ops", ALICE: "alice"})
+
+    task = client.post(
+        "/a2a/tasks/send",
+        headers={"X-API-Key": ALICE},
+        json={"message": "scale to 3", "data": {"session": FORGED, "platform_context": FORGED, **FORGED}},
+    )
+
+    assert task.status_code == 200, task.text
+    assert {c["name"]: c["output"] for c in task.json()["executed_tool_calls"]} == {
+        "whoami": "alice ['approve', 'chat', 'read']"
+    }
+    assert agent.runtime.requests[0].system == "You serve alice."
