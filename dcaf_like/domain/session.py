@@ -52,6 +52,9 @@ def json_problem(value: Any, path: str) -> str | None:
 class Session:
     """Typed key-value store that travels with a conversation (``data.session`` in the protocol).
 
+    Every client may replace it (``data.session``), so it is the conversation's working state, never
+    authority: who is asking is the server's :class:`~dcaf_like.domain.identity.Identity`.
+
     Values must be JSON-compatible once converted: pydantic models are stored with ``model_dump``
     and read back with ``get(key, as_type=Model)``; dataclasses likewise with ``asdict`` / ``cls(**d)``.
     """

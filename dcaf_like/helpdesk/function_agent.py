@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dcaf_like.application.concurrency import iterate_in_thread, resolve, run_sync
@@ -124,11 +124,27 @@ class FunctionAgent:
         self.name: str = name or str(getattr(func, "__name__", "agent"))
         self.description: str = description or (inspect.getdoc(func) or "").split("\n\n", 1)[0]
 
-    def run(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
-        return self.handle(read_messages(messages, **kwargs))
+    def run(
+        self,
+        messages: str | Sequence[Mapping[str, Any] | str],
+        *,
+        identity: Identity | None = None,
+        deps: Any = None,
+        **kwargs: Any,
+    ) -> AgentResponse:
+        """One call of the function; `identity` and `deps` as for ``Agent.run`` (``context.identity``,
+        ``context.deps``), the other keyword arguments as ``read_messages`` takes them."""
+        return self.handle(_trusted(read_messages(messages, **kwargs), identity, deps))
 
-    async def arun(self, messages: str | Sequence[Mapping[str, Any] | str], **kwargs: Any) -> AgentResponse:
-        return await self.ahandle(read_messages(messages, **kwargs))
+    async def arun(
+        self,
+        messages: str | Sequence[Mapping[str, Any] | str],
+        *,
+        identity: Identity | None = None,
+        deps: Any = None,
+        **kwargs: Any,
+    ) -> AgentResponse:
+        return await self.ahandle(_trusted(read_messages(messages, **kwargs), identity, deps))
 
     def handle(self, request: AgentRequest) -> AgentResponse:
         context = _context(request)
@@ -235,6 +251,10 @@ async def _answer(events: AsyncIterator[StreamEvent]) -> AgentResponse:
         if isinstance(event, Done):
             return event.response
     raise RuntimeError("the agent function ended without an answer")  # unreachable: _events ends with Done
+
+
+def _trusted(request: AgentRequest, identity: Identity | None, deps: Any) -> AgentRequest:
+    return request if identity is None and deps is None else replace(request, identity=identity, deps=deps)
 
 
 def _context(request: AgentRequest) -> AgentContext:

@@ -20,6 +20,7 @@ from typing import Any
 from dcaf_like.application.errors import InvalidToolArguments
 from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolProvider
 from dcaf_like.domain import PlatformContext, Session, Trusted, Verdict
+from dcaf_like.server.auth import caller_of
 
 logger = logging.getLogger("dcaf_like.toolsets.mcp")
 
@@ -87,9 +88,11 @@ class MCPEndpoint:
         except InvalidToolArguments as exc:
             return _result(str(exc), error=True)
         context = PlatformContext({})
-        # MCP carries no caller the tools could trust: nobody is authenticated here (a rule on who is
-        # asking holds, failing closed); the agent's deps are given as on any other entrance.
-        trusted = Trusted(None, self.agent.deps)
+        # Who is asking is the API key the server checked on this HTTP request (None without keys),
+        # as on every other entrance; never something in the MCP message.
+        request = getattr(ctx, "request", None)
+        identity = caller_of(request).identity if request is not None else None
+        trusted = Trusted(identity, self.agent.deps)
         decision = self.agent.approval_policy.decide(
             name, arguments, tool_requires_approval=False, context=context, trusted=trusted
         )
@@ -100,7 +103,7 @@ class MCPEndpoint:
         call_id = f"mcp_{uuid.uuid4().hex[:24]}"
         logger.info("MCP call %s ran %s", call_id, name, extra={"call_id": call_id, "tool": name})
         try:
-            tool_context = ToolContext(call_id, call_id, context, Session(), None, trusted.deps)
+            tool_context = ToolContext(call_id, call_id, context, Session(), identity, trusted.deps)
             output = await tool.ainvoke(arguments, tool_context)
         except Exception as exc:
             return _result(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, error=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dcaf_like import Agent, ModelRequest, ModelResponse
-from dcaf_like.testing import FakeRuntime, reply, tool_call
+from dcaf_like import Agent, Identity, ModelRequest, ModelResponse, PlatformContext, Session, tool
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = str(Path(sys.executable).parent / "dcaf-like")
@@ -285,6 +285,34 @@ def test_chat_sends_the_session_and_platform_context_given_on_the_command_line(t
     chat.expect("executed: where {}")
     chat.expect("acme/prod")
     chat.expect("agent> There.")
+    chat.type("/quit")
+    assert chat.close() == 0
+
+
+def test_over_http_a_session_claiming_another_user_leaves_the_keys_identity(terminals, start_server):
+    @tool(requires_approval=False)
+    def whoami(who: Identity | None, platform_context: PlatformContext, session: Session) -> str:
+        """Say who is asking, and what the client says."""
+        name = who.name if who else "nobody"
+        return f"{name} in {platform_context.get('tenant')}, session user {session.get('user')}"
+
+    key = "alice-key-0123456789abcdef"
+    agent = Agent(tools=[whoami], runtime=FakeRuntime([tool_calls("whoami"), reply("That is you.")]))
+    client = start_server(agent, api_keys={key: "alice"})
+    chat = terminals(
+        "--url",
+        str(client.base_url),
+        "--session",
+        '{"user": "ops"}',
+        "--platform-context",
+        '{"tenant": "acme"}',
+        DCAF_API_KEY=key,
+    )
+
+    chat.expect("you> ")
+    chat.type("who am I?")
+    chat.expect("alice in acme, session user ops")
+    chat.expect("agent> That is you.")
     chat.type("/quit")
     assert chat.close() == 0
 

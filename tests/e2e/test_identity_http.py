@@ -8,7 +8,18 @@ import json
 import pytest
 from _helpdesk import user
 
-from dcaf_like import Agent, ApprovalPolicy, Identity, RunContext, ToolContext, anyone_but, deny, tool
+from dcaf_like import (
+    Agent,
+    AgentContext,
+    ApprovalPolicy,
+    FunctionAgent,
+    Identity,
+    RunContext,
+    ToolContext,
+    anyone_but,
+    deny,
+    tool,
+)
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 OPS = "ops-key-0123456789abcdef"
@@ -141,3 +152,35 @@ def test_without_keys_nobody_is_authenticated_whatever_the_session_says(start_se
     assert outputs(response.json())["whoami"] == "anonymous"
     assert "denied by policy: only the ops key may scale" in response.text
     assert agent.runtime.requests[0].system == "You serve nobody."
+
+
+def test_an_agent_function_sees_the_keys_identity_not_the_sessions(start_server):
+    def greet(messages: list[dict], context: AgentContext) -> str:
+        who = context.identity.name if context.identity else "nobody"
+        return f"hello {who}, your session says {context.session.get('user')}"
+
+    client = start_server(FunctionAgent(greet), api_keys={ALICE: "alice"})
+
+    response = client.post(
+        "/api/chat", headers={"X-API-Key": ALICE}, json={"messages": [user("hi", session={"user": "ops"})]}
+    )
+
+    assert response.json()["content"] == "hello alice, your session says ops"
+
+
+def test_an_a2a_task_runs_as_the_keys_identity_whatever_its_data_says(start_server):
+    pytest.importorskip("a2a.client", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
+    agent = agent_for(steps=1)
+    client = start_server(agent, a2a=True, api_keys={OPS: "ops", ALICE: "alice"})
+
+    task = client.post(
+        "/a2a/tasks/send",
+        headers={"X-API-Key": ALICE},
+        json={"message": "scale to 3", "data": {"session": FORGED, "platform_context": FORGED, **FORGED}},
+    )
+
+    assert task.status_code == 200, task.text
+    assert {c["name"]: c["output"] for c in task.json()["executed_tool_calls"]} == {
+        "whoami": "alice ['approve', 'chat', 'read']"
+    }
+    assert agent.runtime.requests[0].system == "You serve alice."

@@ -9,7 +9,7 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from mcp import Client
 
-from dcaf_like import Agent, ApprovalPolicy, argument_in, deny, require_approval, tool
+from dcaf_like import Agent, ApprovalPolicy, Identity, anyone_but, argument_in, deny, require_approval, tool
 from dcaf_like.testing import FakeRuntime
 
 
@@ -112,3 +112,35 @@ def test_another_agent_uses_the_served_tools_through_an_mcp_toolset_with_an_api_
 
     assert [t.name for t in model.requests[0].tools] == ["list_pods"]  # the gated tools are not offered
     assert response.executed_tool_calls[0].output == '{"api-1": "Running"}'
+
+
+async def test_an_mcp_call_runs_as_the_api_keys_identity_and_the_policy_sees_it(start_server):
+    from dcaf_like.toolsets.mcp import _http_with_headers
+
+    @tool(requires_approval=False)
+    def whoami(who: Identity | None) -> str:
+        """Say who is asking."""
+        return "anonymous" if who is None else who.name
+
+    @tool(requires_approval=False)
+    def scale(replicas: int) -> str:
+        """Scale the web deployment."""
+        return f"scaled to {replicas}"
+
+    policy = ApprovalPolicy([deny("only the ops key may scale", when=anyone_but("ops"), tools=["scale"])])
+    agent = Agent(tools=[whoami, scale], runtime=FakeRuntime(), approval_policy=policy)
+    keys = {"ops-key-0123456789abcdef": "ops", "alice-key-0123456789abcdef": "alice"}
+    base = start_server(agent, mcp=True, api_keys=keys).base_url
+    url = str(base.join("/mcp"))
+
+    outputs = {}
+    for key, name in keys.items():
+        async with Client(_http_with_headers(url, {"Authorization": f"Bearer {key}"})) as client:
+            outputs[name] = (
+                _text(await client.call_tool("whoami", {})),
+                _text(await client.call_tool("scale", {"replicas": 3})),
+            )
+
+    assert outputs["ops"] == ("ops", "scaled to 3")
+    assert outputs["alice"][0] == "alice"
+    assert "denied by policy: only the ops key may scale" in outputs["alice"][1]

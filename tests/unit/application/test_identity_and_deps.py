@@ -14,7 +14,9 @@ import pytest
 
 from dcaf_like import (
     Agent,
+    AgentContext,
     ApprovalPolicy,
+    FunctionAgent,
     Identity,
     PlatformContext,
     RunContext,
@@ -250,3 +252,17 @@ class TestPolicies:
         approved = agent.approve(waiting.conversation_id, call_id, identity=Identity("ops"))
 
         assert approved.executed_tool_calls[0].output == "restarted api"
+
+
+def test_an_agent_function_gets_the_identity_and_deps_it_was_run_with():
+    def greet(messages: list[dict[str, Any]], context: AgentContext) -> str:
+        who = context.identity.name if context.identity else "nobody"
+        return f"hello {who} from {context.deps.region}"
+
+    agent = FunctionAgent(greet)
+
+    assert (
+        agent.run("hi", identity=ALICE, deps=Inventory("eu-west-1", TOKEN)).text
+        == "hello alice from eu-west-1"
+    )
+    assert TOKEN not in repr(agent)
