@@ -537,3 +537,31 @@ def test_a_link_to_a_conversation_opens_it_with_its_waiting_call(page, start_ser
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator(".message.assistant").last).to_have_text("Deleted.")
     assert cluster.deleted == [("default", "web-2")]
+
+
+def test_a_conversation_opened_again_shows_an_edited_call_as_run_and_a_rejected_one_with_its_reason(
+    page, start_server, cluster
+):
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("delete_pod", name="web-1"), tool_call("restart_pod", name="web-3")),
+            reply("Deleted web-2; left web-3."),
+        ]
+    )
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    client = start_server(agent)
+    proposal = agent.run("delete web-1, restart web-3")
+    delete, restart = proposal.pending_tool_calls
+    agent.approve(proposal.conversation_id, delete.id, edited_arguments={"name": "web-2"})
+    agent.reject(proposal.conversation_id, restart.id, "not now")
+
+    page.goto(f"{client.base_url}/#conversation={proposal.conversation_id}")
+
+    ran = page.locator(".card.executed")
+    expect(ran.locator(".args")).to_have_text('{"name":"web-2","namespace":"default"}')  # as it ran
+    expect(ran).to_contain_text('proposed: {"name":"web-1","namespace":"default"}')
+    expect(ran.locator(".diff li")).to_have_text(
+        ['name: "web-1" -> "web-2"', 'namespace: "default" (unchanged)']
+    )
+    expect(page.locator(".card.rejected")).to_contain_text("Rejected: not now")
+    assert cluster.deleted == [("default", "web-2")]
