@@ -118,22 +118,23 @@ class ToolCallView:
 
     @classmethod
     def of(cls, call: ToolCall) -> ToolCallView:
-        edited = call.edited
+        status = call.status
+        # Positional, in the fields' order: every turn builds these, and keywords cost a third more.
         return cls(
-            id=call.id.value,
-            name=call.name,
-            input=call.shown(call.effective_input),
-            status=str(call.status),
-            description=call.description,
-            requires_approval=call.requires_approval,
-            editable=call.editable,
-            proposed_input=call.shown(call.proposed_input),
-            edited=edited,
+            call.id.value,
+            call.name,
+            call.shown(call.effective_input),
+            str(status),
+            call.description,
+            call.requires_approval,
+            call.editable,
+            call.shown(call.proposed_input),
+            call.edited,
             # A call the policy decided never waited (records stored before ADR 20 kept its reason).
-            approval_reason=None if call.decided_by_kind is DeciderKind.POLICY else call.approval_reason,
-            rejection_reason=call.rejection_reason if call.status is ToolCallStatus.REJECTED else None,
-            output=call.result,
-            error=call.error,
+            None if call.decided_by_kind is DeciderKind.POLICY else call.approval_reason,
+            call.rejection_reason if status is ToolCallStatus.REJECTED else None,
+            call.result,
+            call.error,
         )
 
     @property

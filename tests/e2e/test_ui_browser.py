@@ -620,3 +620,31 @@ def test_without_developer_mode_the_page_shows_the_session_and_offers_no_editor(
 
     expect(page.locator("#session")).to_be_visible()
     expect(page.locator("#dev")).to_be_hidden()
+
+
+def test_a_conversation_opened_again_shows_an_edited_call_as_run_and_a_rejected_one_with_its_reason(
+    page, start_server, cluster
+):
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("delete_pod", name="web-1"), tool_call("restart_pod", name="web-3")),
+            reply("Deleted web-2; left web-3."),
+        ]
+    )
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    client = start_server(agent)
+    proposal = agent.run("delete web-1, restart web-3")
+    delete, restart = proposal.pending_tool_calls
+    agent.approve(proposal.conversation_id, delete.id, edited_arguments={"name": "web-2"})
+    agent.reject(proposal.conversation_id, restart.id, "not now")
+
+    page.goto(f"{client.base_url}/#conversation={proposal.conversation_id}")
+
+    ran = page.locator(".card.executed")
+    expect(ran.locator(".args")).to_have_text('{"name":"web-2","namespace":"default"}')  # as it ran
+    expect(ran).to_contain_text('proposed: {"name":"web-1","namespace":"default"}')
+    expect(ran.locator(".diff li")).to_have_text(
+        ['name: "web-1" -> "web-2"', 'namespace: "default" (unchanged)']
+    )
+    expect(page.locator(".card.rejected")).to_contain_text("Rejected: not now")
+    assert cluster.deleted == [("default", "web-2")]

@@ -57,6 +57,12 @@ def test_a_waiting_call_shows_its_proposal_as_input_and_why_it_waits_in_python_a
     }
     assert named(view) == named(wire) == expected
     assert view.rejection_reason is None
+    assert (view.status, view.description, view.requires_approval, view.editable) == (
+        "pending",
+        "Delete a pod.",
+        True,
+        True,
+    )
     assert wire["reason"] == "delete_pod requires approval"  # the deprecated alias, still sent
 
 
@@ -66,6 +72,12 @@ def test_an_edited_call_that_ran_and_a_rejected_one_have_the_same_names_in_pytho
     done = agent.decide(first.conversation_id, decisions(first))
 
     [ran], [rejected] = done.executed_tool_calls, done.rejected_tool_calls
+    assert (ran.status, ran.output, ran.error, rejected.editable) == (
+        "executed",
+        'pod "web-2" deleted',
+        None,
+        False,
+    )
     data = assistant_message(done)["data"]
     assert (
         named(ran)
