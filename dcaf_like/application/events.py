@@ -9,6 +9,14 @@ from dcaf_like.application.messages import ReasoningDelta, TextDelta
 
 
 @dataclass(frozen=True, slots=True)
+class RunStarted:
+    """The first event of a run whose turn began: the conversation it runs in (a new one's id too)."""
+
+    conversation_id: str
+    type: str = field(default="run_started", init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallProposed:
     """The model proposed a call; `call.status` says whether it waits, runs, or was refused."""
 
@@ -76,7 +84,8 @@ class RunFailed:
 
 
 StreamEvent = (
-    TextDelta
+    RunStarted
+    | TextDelta
     | ReasoningDelta
     | ToolCallProposed
     | ApprovalRequired

@@ -17,6 +17,7 @@ from dcaf_like.application.dto import AgentResponse, ToolCallView, ToolDecision
 from dcaf_like.application.errors import InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
     ApprovalRequired,
+    RunStarted,
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
@@ -207,6 +208,8 @@ class Turn:
         started = time.perf_counter()
         if self.settings.turn_timeout is not None:
             self._deadline = time.monotonic() + self.settings.turn_timeout
+        if self.emits:
+            yield Emit(RunStarted(self.conversation.id))
         for call_id in self.interrupted_now:
             self._finished.append(call_id)
             if self.emits:

@@ -13,7 +13,7 @@ from typing import Any
 
 from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
-from dcaf_like.application.events import Done, RunFailed, StreamEvent
+from dcaf_like.application.events import Done, RunFailed, RunStarted, StreamEvent
 from dcaf_like.application.messages import TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
@@ -100,6 +100,7 @@ class FunctionAgent:
         except Exception as exc:
             yield RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
             return
+        yield RunStarted(response.conversation_id)
         if response.text:
             yield TextDelta(response.text)
         yield Done(response)

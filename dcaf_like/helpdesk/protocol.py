@@ -14,7 +14,8 @@ the NDJSON lines of a streamed turn (:func:`event_lines`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView, ToolDecision
@@ -23,6 +24,7 @@ from dcaf_like.application.events import (
     ApprovalRequired,
     Done,
     RunFailed,
+    RunStarted,
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
@@ -317,6 +319,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
     ``executed_tool_calls``, ``commands``, ``done``, ``error``) come with typed lifecycle events."""
     if isinstance(event, TextDelta):
         return [{"type": "text_delta", "text": event.text}]
+    if isinstance(event, RunStarted):
+        return [{"type": "run_started", "conversation_id": event.conversation_id, "request_id": request_id}]
     if isinstance(event, ReasoningDelta):
         return [{"type": "reasoning_delta", "text": event.text}]
     if isinstance(event, ToolCallProposed):
@@ -351,6 +355,40 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
     if isinstance(event, RunFailed):
         raise TypeError("a failed run is written by the server, which knows its HTTP status")
     raise TypeError(f"unknown stream event {type(event).__name__}")
+
+
+# -- a streamed run's order: every line numbered and timed ------------------------------------------
+
+
+class Stamps:
+    """Numbers and times the lines of one streamed run: ``seq`` counts from 0 with no gap, so a client
+    that misses one can tell; ``ts`` is when the line was written, ISO-8601 UTC with milliseconds,
+    never earlier than the line before it (a wall clock stepped back is held), so a client can tell a
+    slow run from a lost line."""
+
+    __slots__ = ("_clock", "_last", "_next")
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._next = 0
+        self._last = 0.0
+
+    def stamp(self, line: dict[str, Any]) -> dict[str, Any]:
+        """`line` with its ``seq`` and ``ts`` added (the seed's fields left as they are)."""
+        now = self._last = max(self._last, self._clock())
+        line["seq"] = self._next
+        line["ts"] = iso_time(now)
+        self._next += 1
+        return line
+
+
+def iso_time(epoch: float) -> str:
+    """``2026-11-27T03:18:57.123Z``: ISO-8601, UTC, milliseconds (what JavaScript's Date writes)."""
+    seconds = int(epoch)
+    millis = round((epoch - seconds) * 1000)
+    if millis == 1000:
+        seconds, millis = seconds + 1, 0
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 def ndjson(obj: dict[str, Any]) -> bytes:

@@ -19,6 +19,7 @@ from dcaf_like.application.dto import AgentRequest, ToolDecision
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.helpdesk.protocol import (
+    Stamps,
     assistant_message,
     command_refused,
     decision,
@@ -229,14 +230,15 @@ async def _stream_lines(
     first: StreamEvent | None, events: AsyncGenerator[StreamEvent], conversation_id: str | None
 ) -> AsyncIterator[bytes]:
     request_id = current_request_id()
+    stamps = Stamps()
     try:
         event = first
         while event is not None:
             if isinstance(event, RunFailed):
-                yield ndjson(_error_event(event, request_id))
+                yield ndjson(stamps.stamp(_error_event(event, request_id)))
                 return
             for line in event_lines(event, request_id):
-                yield ndjson(line)
+                yield ndjson(stamps.stamp(line))
             try:
                 event = await anext(events)
             except StopAsyncIteration:
@@ -244,7 +246,7 @@ async def _stream_lines(
     except Exception as exc:
         error = http_error(exc, conversation_id)
         log_failure(error, exc)
-        yield ndjson({"type": "error", "status": error.status, **error.body(request_id)})
+        yield ndjson(stamps.stamp({"type": "error", "status": error.status, **error.body(request_id)}))
     finally:
         await events.aclose()
 

@@ -185,3 +185,21 @@ def test_the_request_id_goes_last_in_meta_when_given():
 
     assert "request_id" not in protocol.assistant_message(response)["meta"]
     assert list(protocol.assistant_message(response, request_id="r1")["meta"])[-1] == "request_id"
+
+
+def test_stream_lines_are_numbered_from_zero_and_timed_never_earlier_than_the_line_before():
+    from dcaf_like.helpdesk.protocol import Stamps
+
+    times = iter([1795750737.1234, 1795750737.9999, 1795750700.0, 1795750738.5])  # the clock stepped back
+    stamps = Stamps(clock=lambda: next(times))
+
+    lines = [stamps.stamp({"type": "text_delta", "text": str(n)}) for n in range(4)]
+
+    assert [line["seq"] for line in lines] == [0, 1, 2, 3]
+    assert [line["ts"] for line in lines] == [
+        "2026-11-27T03:38:57.123Z",
+        "2026-11-27T03:38:58.000Z",  # .9999 rounds up to the next second
+        "2026-11-27T03:38:58.000Z",  # held, not earlier
+        "2026-11-27T03:38:58.500Z",
+    ]
+    assert lines[0] == {"type": "text_delta", "text": "0", "seq": 0, "ts": lines[0]["ts"]}  # only added

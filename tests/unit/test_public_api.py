@@ -62,6 +62,7 @@ EXPORTED = {
     "RoutingRuntime",
     "RunContext",
     "RunFailed",
+    "RunStarted",
     "RuntimeNotConfigured",
     "Session",
     "SqliteConversationRepository",
