@@ -8,7 +8,15 @@ from typing import Any
 
 from dcaf_like.agent import Agent
 from dcaf_like.application.context import ContextPolicy, ContextWindow
-from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
+from dcaf_like.application.dto import (
+    AgentRequest,
+    AgentResponse,
+    AgentResult,
+    QuestionAnswer,
+    QuestionView,
+    ToolCallView,
+    ToolDecision,
+)
 from dcaf_like.application.errors import (
     ApplicationError,
     ConcurrencyConflict,
@@ -29,6 +37,7 @@ from dcaf_like.application.errors import (
 from dcaf_like.application.events import (
     ApprovalRequired,
     Done,
+    QuestionAsked,
     RunFailed,
     RunStarted,
     StreamEvent,
@@ -58,6 +67,7 @@ from dcaf_like.application.ports import (
     PendingApproval,
     ToolContext,
 )
+from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.turn import RunContext
 from dcaf_like.domain import (
     ApprovalExpired,
@@ -67,10 +77,14 @@ from dcaf_like.domain import (
     DomainError,
     EditNotAllowed,
     IllegalTransition,
+    InvalidAnswer,
+    OpenQuestions,
     PendingToolCalls,
     PlatformContext,
     PolicyDenied,
+    QuestionClosed,
     Session,
+    UnknownQuestion,
     UnknownToolCall,
     argument_in,
     context_in,
@@ -98,6 +112,8 @@ _LAZY = {
     "RemoteCall": "dcaf_like.toolsets.remote",
     "RemoteResult": "dcaf_like.toolsets.remote",
     "RemoteText": "dcaf_like.toolsets.remote",
+    # A Tool, built when first named.
+    "ask_user": "dcaf_like.tools.ask",
 }
 
 
@@ -192,6 +208,15 @@ __all__ = [
     "UnverifiedDecision",
     "Usage",
     "UserTurn",
+    "InvalidAnswer",
+    "OpenQuestions",
+    "QuestionAnswer",
+    "QuestionAsked",
+    "QuestionClosed",
+    "QuestionView",
+    "UnknownQuestion",
+    "UserInputRequired",
+    "ask_user",
     "__version__",
     "create_app",
     "serve",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import ToolCall, ToolCallStatus
+from dcaf_like.domain import Question, ToolCall, ToolCallStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,21 @@ class ToolDecision:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionAnswer:
+    """The user's answer to an open question, keyed by its id: `value` is a bool for a confirmation,
+    one of the options for a selection, text for a text question. `declined`: the user will not
+    answer, and the call that asked fails, not run."""
+
+    question_id: str
+    value: Any = None
+    declined: bool = False
+
+    @classmethod
+    def decline(cls, question_id: str) -> QuestionAnswer:
+        return cls(question_id, declined=True)
+
+
+@dataclass(frozen=True, slots=True)
 class AgentRequest:
     """One turn: the user's text (may be empty), decisions on pending calls, and the request's context.
 
@@ -61,6 +76,8 @@ class AgentRequest:
     sees_all: bool = False
     # Where the request came in (http, stream, a2a, python), written in the records of its decisions.
     entrance: str = "python"
+    #: Answers to the questions the run asked (docs/runs.md, "Questions").
+    answers: tuple[QuestionAnswer, ...] = ()
 
     @classmethod
     def from_messages(cls, messages: Any, **kwargs: Any) -> AgentRequest:
@@ -129,6 +146,35 @@ class ToolCallView:
 
 
 @dataclass(slots=True)
+class QuestionView:
+    """An open question as a client sees it: what to ask, and how it may be answered."""
+
+    id: str
+    call_id: str
+    tool: str
+    kind: str
+    prompt: str
+    options: list[str]
+    max_length: int
+    status: str = "open"
+    answer: str | bool | None = None
+
+    @classmethod
+    def of(cls, question: Question, tool: str) -> QuestionView:
+        return cls(
+            id=question.id,
+            call_id=question.call_id,
+            tool=tool,
+            kind=question.kind.value,
+            prompt=question.prompt,
+            options=list(question.options),
+            max_length=question.max_length,
+            status=question.status.value,
+            answer=question.value,
+        )
+
+
+@dataclass(slots=True)
 class AgentResponse:
     conversation_id: str
     text: str = ""
@@ -140,6 +186,9 @@ class AgentResponse:
     usage: Usage = NO_USAGE
     runtime: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: Questions waiting for the user's answer (``stop_reason`` is then ``awaiting_input``, unless
+    #: calls also wait for approval).
+    questions: tuple[QuestionView, ...] = ()
 
     @property
     def has_pending_approvals(self) -> bool:

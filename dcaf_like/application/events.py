@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dcaf_like.application.dto import AgentResponse, ToolCallView
+from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
 
 
@@ -67,6 +67,15 @@ class ToolRejected:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """A tool (or the model, through ``ask_user``) asked the user: the run suspends, once its running
+    calls are done, until the question is answered (``stop_reason: "awaiting_input"``)."""
+
+    question: QuestionView
+    type: str = field(default="question_asked", init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     response: AgentResponse
     type: str = field(default="done", init=False)
@@ -93,6 +102,7 @@ StreamEvent = (
     | ToolProgress
     | ToolFinished
     | ToolRejected
+    | QuestionAsked
     | Done
     | RunFailed
 )

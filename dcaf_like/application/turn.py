@@ -13,10 +13,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
-from dcaf_like.application.dto import AgentResponse, ToolCallView, ToolDecision
+from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
 from dcaf_like.application.errors import InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
     ApprovalRequired,
+    QuestionAsked,
     RunStarted,
     StreamEvent,
     ToolCallProposed,
@@ -37,15 +38,18 @@ from dcaf_like.application.messages import (
     UserTurn,
 )
 from dcaf_like.application.ports import ApprovalAnswer, ExecutableTool, PendingApproval, ToolContext
+from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
     DeciderKind,
     EditNotAllowed,
+    InvalidQuestion,
     InvalidToolInput,
     Message,
     PlatformContext,
     PolicyDenied,
+    Question,
     Role,
     Session,
     ToolCall,
@@ -125,6 +129,8 @@ class ToolOutcome:
     error: str | None = None
     #: The run went past ``RunTool.timeout``: `error` says so.
     timed_out: bool = False
+    #: The tool asked the user before acting (it raised UserInputRequired): no output, no error.
+    question: UserInputRequired | None = None
 
 
 @dataclass(slots=True)
@@ -136,6 +142,8 @@ class Stopped:
 
 TURN_TIMEOUT = "turn_timeout"
 CANCELLED = "cancelled"
+AWAITING_APPROVAL = "awaiting_approval"
+AWAITING_INPUT = "awaiting_input"
 
 
 def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
@@ -191,6 +199,8 @@ class Turn:
     rejected_now: list[str] = field(default_factory=list)
     #: Calls found abandoned when the conversation was loaded, and settled as interrupted.
     interrupted_now: list[str] = field(default_factory=list)
+    #: Calls whose question the request declined: they failed, not run.
+    declined_now: list[str] = field(default_factory=list)
     emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
@@ -210,7 +220,7 @@ class Turn:
             self._deadline = time.monotonic() + self.settings.turn_timeout
         if self.emits:
             yield Emit(RunStarted(self.conversation.id))
-        for call_id in self.interrupted_now:
+        for call_id in (*self.interrupted_now, *self.declined_now):
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(self._view(call_id)))
@@ -219,8 +229,8 @@ class Turn:
                 yield Emit(ToolRejected(self._view(call_id)))
         stop_reason = yield from self._execute(self.approved_now)
         if stop_reason is None:
-            stop_reason = "awaiting_approval"
-            if not self.conversation.pending_tool_calls:
+            stop_reason = self._waiting()
+            if stop_reason is None:
                 stop_reason = yield from self._loop()
         self._timings["total"] = time.perf_counter() - started
         return self._response(stop_reason)
@@ -282,12 +292,23 @@ class Turn:
                 stopped = yield from self._ask_approver()
                 if stopped is not None:
                     return stopped
-            pending = conversation.pending_tool_calls
-            if pending:
-                if self.emits:
+            waiting = self._waiting()
+            if waiting is not None:
+                pending = conversation.pending_tool_calls
+                if pending and self.emits:
                     yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
-                return "awaiting_approval"
+                return waiting
         return "max_iterations"
+
+    def _waiting(self) -> str | None:
+        """Why the run must wait for the user (a call waits for approval, a question for an answer),
+        or None: it can go on."""
+        conversation = self.conversation
+        if conversation.pending_tool_calls:
+            return AWAITING_APPROVAL
+        if conversation.questions and conversation.open_questions:
+            return AWAITING_INPUT
+        return None
 
     def _propose(self, proposed: ModelToolCall) -> ToolCall:
         """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it."""
@@ -403,16 +424,18 @@ class Turn:
                 conversation.lease_tool_call(
                     call_id, settings.worker, until=settings.clock() + settings.lease_ttl
                 )
+                context = ToolContext(conversation.id, call_id, conversation.platform_context, session)
+                if conversation.questions:
+                    context = replace(context, answers=self._answers(call_id))
                 outcome: ToolOutcome = yield RunTool(
-                    tool,
-                    call.effective_input.as_dict(),
-                    ToolContext(conversation.id, call_id, conversation.platform_context, session),
-                    timeout,
-                    limit,
+                    tool, call.effective_input.as_dict(), context, timeout, limit
                 )
                 self._timings["tools"] += time.perf_counter() - started
                 now = settings.clock()
-                if outcome.error is None:
+                asked = None
+                if outcome.question is not None:
+                    asked = self._ask(call_id, outcome.question, now)
+                elif outcome.error is None:
                     conversation.record_tool_result(call_id, outcome.output or "", at=now)
                 else:
                     conversation.record_tool_failure(call_id, outcome.error, at=now)
@@ -420,10 +443,43 @@ class Turn:
                     stopped = TURN_TIMEOUT
                 if session.changed:
                     conversation.replace_session(session.to_dict())
+                if asked is not None:  # the call waits for the user's answer: not finished
+                    if self.emits:
+                        yield Emit(QuestionAsked(QuestionView.of(asked, call.name)))
+                    continue
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(ToolCallView.of(call)))
         return stopped
+
+    def _answers(self, call_id: str) -> tuple[Answered, ...]:
+        return tuple(
+            Answered(q.kind.value, q.prompt, tuple(q.options), value)
+            for q in self.conversation.answered_questions(call_id)
+            if (value := q.value) is not None
+        )
+
+    def _ask(self, call_id: str, asked: UserInputRequired, now: float) -> Question | None:
+        """Open the question a tool asked, the call waiting for it; or fail the call (None) for a
+        question that cannot be asked, or one it already had answered (a tool that ignores answers
+        would ask forever)."""
+        conversation = self.conversation
+        again = [
+            q
+            for q in conversation.answered_questions(call_id)
+            if q.asks(asked.kind, asked.question, asked.options)
+        ]
+        if again:
+            problem = f"asked again a question the user already answered: {asked.question!r}"
+            conversation.record_tool_failure(call_id, problem, at=now)
+            return None
+        try:
+            return conversation.ask_question(
+                call_id, asked.kind, asked.question, asked.options, max_length=asked.max_length, at=now
+            )
+        except InvalidQuestion as exc:
+            conversation.record_tool_failure(call_id, f"asked a question that cannot be asked: {exc}", at=now)
+            return None
 
     def _time_left(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
@@ -518,7 +574,16 @@ class Turn:
             usage=self._usage,
             runtime=self.settings.runtime_name,
             timings=dict(self._timings),
+            questions=tuple(self._questions()),
         )
+
+    def _questions(self) -> list[QuestionView]:
+        conversation = self.conversation
+        if not conversation.questions:
+            return []
+        return [
+            QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
+        ]
 
 
 def apply_decision(

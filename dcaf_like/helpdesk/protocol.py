@@ -18,11 +18,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView, ToolDecision
+from dcaf_like.application.dto import (
+    AgentRequest,
+    AgentResponse,
+    QuestionAnswer,
+    QuestionView,
+    ToolCallView,
+    ToolDecision,
+)
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import (
     ApprovalRequired,
     Done,
+    QuestionAsked,
     RunFailed,
     RunStarted,
     StreamEvent,
@@ -115,6 +123,7 @@ def read_messages(
         raise users_turn_expected(last_path)
     data = last.data
     decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
+    answers = read_answers(data.get("answers"), f"{last_path}.data.answers")
     check_commands(data.get("cmds"), f"{last_path}.data.cmds")
     request_session = session
     if request_session is None and "session" in data:
@@ -135,6 +144,7 @@ def read_messages(
         session=request_session,
         history=tuple((m.role, m.content) for m in parsed[:-1] if m.content),
         user=user,
+        answers=answers,
     )
 
 
@@ -292,6 +302,7 @@ def assistant_message(response: AgentResponse, *, request_id: str | None = None)
             "cmds": [],
             "executed_cmds": [],
             "session": dict(response.session),
+            "questions": [question_data(q) for q in response.questions],
         },
         "meta": meta,
     }
@@ -309,6 +320,48 @@ def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
         data["session"] = dict(request.session)
     messages.append({"role": "user", "content": request.text, "data": data})
     return messages
+
+
+# -- questions the run asks the user (docs/runs.md, "Questions") ------------------------------------
+
+
+def question_data(question: QuestionView) -> dict[str, Any]:
+    """An open question as ``data.questions`` lists it and ``question_asked`` streams it."""
+    return {
+        "id": question.id,
+        "call_id": question.call_id,
+        "tool": question.tool,
+        "kind": question.kind,
+        "prompt": question.prompt,
+        "options": list(question.options),
+        "max_length": question.max_length,
+    }
+
+
+def answer(question_id: str, value: Any = None, *, declined: bool = False) -> QuestionAnswer:
+    """An answer as a request carries it (``data.answers[]``: ``{"id", "value"}`` or ``{"id",
+    "declined": true}``); its value is checked against the question by the agent."""
+    return QuestionAnswer(question_id, None if declined else value, declined=declined)
+
+
+def read_answers(answers: Any, path: str) -> tuple[QuestionAnswer, ...]:
+    """The answers of a ``data.answers`` list (None: none) at `path`."""
+    read: list[QuestionAnswer] = []
+    for i, raw in enumerate(_list(answers, path)):
+        where = f"{path}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InvalidRequest(where, "expected an object")
+        question_id = raw.get("id")
+        if not isinstance(question_id, str) or not question_id:
+            raise InvalidRequest(f"{where}.id", "expected the id of the question")
+        declined = raw.get("declined", False)
+        if not isinstance(declined, bool):
+            raise InvalidRequest(f"{where}.declined", "expected true or false")
+        value = raw.get("value")
+        if not declined and not isinstance(value, str | bool):
+            raise InvalidRequest(f"{where}.value", "expected true or false, or a string")
+        read.append(answer(question_id, value, declined=declined))
+    return tuple(read)
 
 
 # -- a streamed turn --------------------------------------------------------------------------------
@@ -349,6 +402,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         ]
     if isinstance(event, ToolRejected):
         return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
+    if isinstance(event, QuestionAsked):
+        return [{"type": "question_asked", "question": question_data(event.question)}]
     if isinstance(event, Done):
         message = assistant_message(event.response, request_id=request_id)
         return [{"type": "done", "conversation_id": event.response.conversation_id, "message": message}]

@@ -81,10 +81,11 @@ def caller_of(connection: HTTPConnection | Any) -> Caller:
 
 def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentRequest:
     """`request` as `caller` may send it (MissingScope otherwise): decisions need ``approve``, a message
-    ``chat``; the conversation must be the caller's (the service checks that as it loads it)."""
+    ``chat``, and so does an answer to a question the run asked (the user's reply, as a message is;
+    docs/runs.md); the conversation must be the caller's (the service checks that as it loads it)."""
     if request.decisions:
         caller.require("approve", "decide tool calls")
-    if request.text or not request.decisions:
+    if request.text or request.answers or not request.decisions:
         caller.require("chat", "send messages")
     return replace(request, owner=caller.owner, sees_all=caller.sees_all, entrance=entrance)
 

@@ -15,11 +15,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from dcaf_like.application.dto import AgentRequest, ToolDecision
+from dcaf_like.application.dto import AgentRequest, QuestionAnswer, ToolDecision
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.helpdesk.protocol import (
     Stamps,
+    answer,
     assistant_message,
     command_refused,
     decision,
@@ -167,6 +168,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
     if last.role != "user":
         raise users_turn_expected(path)
     decisions: tuple[ToolDecision, ...] = ()
+    answers: tuple[QuestionAnswer, ...] = ()
     session = None
     if last.data is not None:
         decisions = tuple(
@@ -189,6 +191,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
             if command.execute:
                 raise command_refused(f"{path}.data.cmds[{i}]")
         session = last.data.session  # JSON already: it was parsed from JSON text
+        answers = tuple(answer(a.id, a.value, declined=a.declined) for a in last.data.answers or ())
     request = AgentRequest(
         text=last.content or "",
         conversation_id=body.conversation_id or _conversation_id(messages),
@@ -197,6 +200,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
         session=session,
         history=tuple((m.role, m.content) for m in messages[:-1] if m.content),
         user=caller.name,
+        answers=answers,
     )
     return authorized(request, caller, entrance)
 

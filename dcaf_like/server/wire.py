@@ -57,6 +57,18 @@ class ToolCallIn(BaseModel):
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
 
 
+class AnswerIn(BaseModel):
+    """The user's answer to a question the run asked (``data.questions[]`` of the response)."""
+
+    model_config = _OPEN
+
+    id: str = Field(min_length=1, description="The id the server gave the question.")
+    value: str | bool | None = Field(
+        None, description="true or false for a confirmation, one of the options for a selection, else text."
+    )
+    declined: bool = Field(False, description="true: the user will not answer; the call that asked fails.")
+
+
 class CommandIn(BaseModel):
     model_config = _OPEN
 
@@ -73,6 +85,7 @@ class MessageData(BaseModel):
     cmds: list[CommandIn] | None = None
     executed_cmds: list[dict[str, Any]] | None = None
     session: dict[str, Any] | None = Field(None, description="Session state, returned as the server sent it.")
+    answers: list[AnswerIn] | None = Field(None, description="Answers to the questions the run asked.")
     conversation_id: ConversationId | None = Field(
         None, description="Ties turns together (the seed's thread id)."
     )
@@ -121,6 +134,16 @@ class ExecutedToolCallOut(BaseModel):
     error: str | None = None
 
 
+class QuestionOut(BaseModel):
+    id: str
+    call_id: str
+    tool: str
+    kind: Literal["text", "confirmation", "selection"]
+    prompt: str
+    options: list[str]
+    max_length: int
+
+
 class DataOut(BaseModel):
     conversation_id: str
     tool_calls: list[ToolCallOut]
@@ -129,6 +152,7 @@ class DataOut(BaseModel):
     cmds: list[dict[str, Any]]
     executed_cmds: list[dict[str, Any]]
     session: dict[str, Any]
+    questions: list[QuestionOut] = Field(default_factory=list)
 
 
 class ChatResponse(BaseModel):
@@ -145,6 +169,7 @@ class ErrorDetail(BaseModel):
     field: str | None = None
     call_id: str | None = None
     conversation_id: str | None = None
+    question_id: str | None = None
 
 
 class ErrorBody(BaseModel):

@@ -36,6 +36,7 @@ from dcaf_like.domain import (
     Message,
     MessageContent,
     PlatformContext,
+    Question,
     TaskRecord,
     ToolCall,
     ToolCallId,
@@ -264,3 +265,4 @@ CALL = forms(ToolCall)
 MESSAGE = forms(Message)
 TASK = forms(TaskRecord)
 SUMMARY = forms(ContextSummary)
+QUESTION = forms(Question)

@@ -203,3 +203,46 @@ def test_stream_lines_are_numbered_from_zero_and_timed_never_earlier_than_the_li
         "2026-11-27T03:38:58.500Z",
     ]
     assert lines[0] == {"type": "text_delta", "text": "0", "seq": 0, "ts": lines[0]["ts"]}  # only added
+
+
+def test_answers_are_read_from_plain_data_and_from_the_http_body_alike():
+    data = {
+        "answers": [
+            {"id": "q_1", "value": True},
+            {"id": "q_2", "value": "staging"},
+            {"id": "q_3", "declined": True},
+        ]
+    }
+    message = {"role": "user", "content": "", "data": data}
+
+    plain = protocol.read_messages([message])
+    served = agent_request(ChatRequest.model_validate({"messages": [message]}), ANYONE, "http")
+
+    expected = (
+        protocol.answer("q_1", True),
+        protocol.answer("q_2", "staging"),
+        protocol.answer("q_3", declined=True),
+    )
+    assert plain.answers == served.answers == expected
+
+
+@pytest.mark.parametrize(
+    ("answers", "field"),
+    [
+        ([{"value": True}], "messages[0].data.answers[0].id"),
+        ([{"id": "q_1", "value": 3}], "messages[0].data.answers[0].value"),
+        ([{"id": "q_1", "value": True, "declined": "yes"}], "messages[0].data.answers[0].declined"),
+        ({"id": "q_1"}, "messages[0].data.answers"),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_is_refused_naming_where(answers, field):
+    with pytest.raises(InvalidRequest) as info:
+        protocol.read_messages([{"role": "user", "data": {"answers": answers}}])
+
+    assert info.value.field == field
+
+
+def test_a2a_data_carries_answers_too():
+    request = a2a_request(Incoming("", {"answers": [{"id": "q_1", "value": "prod"}]}), ANYONE)
+
+    assert request.answers == (protocol.answer("q_1", "prod"),)
