@@ -54,13 +54,14 @@ function newConversationId() {
   return "conv_" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-// One turn: the user's text and/or decisions. Events are handled as each line arrives.
-async function turn(content, decisions) {
+// One turn: the user's text, decisions and/or answers. Events are handled as each line arrives.
+async function turn(content, decisions, answers) {
   if (!state.conversationId) state.conversationId = newConversationId();
   const data = { conversation_id: state.conversationId };
   $("stop").hidden = false; // hidden again when the exchange ends (run)
   $("stop").disabled = false;
   if (decisions) data.tool_calls = decisions;
+  if (answers) data.answers = answers;
   const body = JSON.stringify({ messages: [{ role: "user", content, data }] });
   const response = await request("api/chat-stream", { method: "POST", body });
   state.streamed = false;
@@ -90,6 +91,7 @@ function handle(event) {
     case "tool_progress": showProgress(event); break;
     case "tool_finished": place(executedCard(event.tool_call)); break;
     case "tool_rejected": place(rejectedCard(event.tool_call)); break;
+    case "question_asked": place(questionCard(event.question)); break;
     case "tool_calls":
       event.tool_calls.forEach((call) => place(pendingCard(call)));
       offerApproveAll(event.tool_calls);
@@ -220,6 +222,45 @@ function pendingCard(call) {
     call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; showChanges(); } },
       "Edit") : null);
   card.append(actions, rejectForm, editForm);
+  return card;
+}
+
+// A question a tool (or the model, through ask_user) asks: Yes/No, a button per option, or a text box;
+// and Decline. It replaces the card of the call that asked, and stays until the server takes an answer.
+function questionCard(question) {
+  const card = callCard(question.call_id, question.tool, "question", el("p", { class: "prompt" }, question.prompt));
+  card.dataset.questionId = question.id;
+
+  const reply = async (answer, label) => {
+    const buttons = card.querySelectorAll("button, input");
+    buttons.forEach((button) => { button.disabled = true; });
+    if (await run(() => turn("", null, [{ id: question.id, ...answer }]), card)) {
+      card.querySelector(".status").textContent = label;
+      card.classList.replace("question", "decided");
+      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
+    } else {
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  };
+  const button = (label, answer, cls) =>
+    el("button", { type: "button", class: cls, onclick: () => reply(answer, `answered: ${label}`) }, label);
+
+  const actions = el("div", { class: "actions" });
+  if (question.kind === "confirmation") {
+    actions.append(button("Yes", { value: true }, "approve"), button("No", { value: false }, "reject"));
+  } else if (question.kind === "selection") {
+    actions.append(...question.options.map((option) => button(option, { value: option }, "option")));
+  }
+  actions.append(el("button", { type: "button", class: "decline", onclick: () => reply({ declined: true }, "declined") },
+    "Decline"));
+  card.append(actions);
+  if (question.kind === "text") {
+    const text = el("input", { name: "answer", "aria-label": "Answer", maxlength: question.max_length, required: true });
+    card.append(el("form", { class: "answer-form", onsubmit: (event) => {
+      event.preventDefault();
+      reply({ value: text.value }, "answered");
+    } }, text, el("button", { type: "submit" }, "Answer")));
+  }
   return card;
 }
 
@@ -370,12 +411,15 @@ async function openConversation(id) {
   newChat();
   state.conversationId = conversation.id;
   const calls = new Map(conversation.tool_calls.map((call) => [call.id, call]));
+  const asked = new Map((conversation.questions || []).filter((q) => q.status === "open").map((q) => [q.call_id, q]));
   for (const message of conversation.messages) {
     if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
     for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
       const input = call.edited_input || call.input;
       if (call.status === "pending") {
         place(pendingCard({ ...call, tool_description: call.description }));
+      } else if (call.status === "asking" && asked.has(call.id)) {
+        place(questionCard({ ...asked.get(call.id), tool: call.name }));
       } else if (call.status === "rejected") {
         place(rejectedCard({ ...call, reason: call.rejection_reason }));
       } else if (["executed", "failed", "interrupted"].includes(call.status)) {
