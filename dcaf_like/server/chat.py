@@ -44,13 +44,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         400: "The request is malformed (its body, or the framing of its body); `error.field` names where.",
         403: "A cross-origin request, an edit of a tool that does not allow editing, a call the policy "
         "denies as it would run, or the API key lacks a scope.",
-        404: "The tool call was never proposed in this conversation, or the conversation is not yours.",
-        409: "Already decided, not the proposal, in another platform context, or a concurrent turn won.",
+        404: "The tool call was never proposed (or the question never asked) in this conversation, or the "
+        "conversation is not yours.",
+        409: "Already decided or answered, not the proposal, in another platform context, calls or questions "
+        "still waiting, or a concurrent turn won.",
         410: "The approval window of the call has closed.",
         413: "The body is over the server's limit.",
         415: "The body is not sent as JSON (`Content-Type: application/json`).",
         421: "The `Host` is not one this server answers for (DNS rebinding).",
-        422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
+        422: "The body does not have the protocol's shape, edited arguments break the tool's schema, or an "
+        "answer is not one the question takes.",
         500: "The server failed; the log has the details under the request id.",
         502: "The model runtime failed.",
         503: "The model is rate limited, or the conversation store or a toolset (MCP server) is unavailable.",
