@@ -9,7 +9,15 @@ from typing import Any
 from dcaf_like.agent import Agent
 from dcaf_like.application.commands import CommandResult, CommandRunner
 from dcaf_like.application.context import ContextPolicy, ContextWindow
-from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolCallView, ToolDecision
+from dcaf_like.application.dto import (
+    AgentRequest,
+    AgentResponse,
+    AgentResult,
+    QuestionAnswer,
+    QuestionView,
+    ToolCallView,
+    ToolDecision,
+)
 from dcaf_like.application.errors import (
     ApplicationError,
     ConcurrencyConflict,
@@ -31,7 +39,9 @@ from dcaf_like.application.errors import (
 from dcaf_like.application.events import (
     ApprovalRequired,
     Done,
+    QuestionAsked,
     RunFailed,
+    RunStarted,
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
@@ -60,6 +70,7 @@ from dcaf_like.application.ports import (
     PendingApproval,
     ToolContext,
 )
+from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.service import InstructionProvider
 from dcaf_like.application.turn import RunContext
 from dcaf_like.commands import LocalCommandRunner, command_tool
@@ -72,11 +83,15 @@ from dcaf_like.domain import (
     EditNotAllowed,
     Identity,
     IllegalTransition,
+    InvalidAnswer,
+    OpenQuestions,
     PendingToolCalls,
     PlatformContext,
     PolicyDenied,
+    QuestionClosed,
     Session,
     Trusted,
+    UnknownQuestion,
     UnknownToolCall,
     anyone_but,
     argument_in,
@@ -107,6 +122,8 @@ _LAZY = {
     "RemoteCall": "dcaf_like.toolsets.remote",
     "RemoteResult": "dcaf_like.toolsets.remote",
     "RemoteText": "dcaf_like.toolsets.remote",
+    # A Tool, built when first named.
+    "ask_user": "dcaf_like.tools.ask",
 }
 
 
@@ -188,6 +205,7 @@ __all__ = [
     "RoutingRuntime",
     "RunContext",
     "RunFailed",
+    "RunStarted",
     "RuntimeNotConfigured",
     "Session",
     "SqliteConversationRepository",
@@ -218,6 +236,15 @@ __all__ = [
     "Usage",
     "UserTurn",
     "Veto",
+    "InvalidAnswer",
+    "OpenQuestions",
+    "QuestionAnswer",
+    "QuestionAsked",
+    "QuestionClosed",
+    "QuestionView",
+    "UnknownQuestion",
+    "UserInputRequired",
+    "ask_user",
     "__version__",
     "create_app",
     "serve",

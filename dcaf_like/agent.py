@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from dcaf_like.application.context import ContextPolicy
-from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
+from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.notifications import ApprovalNotifier
@@ -424,6 +424,47 @@ class Agent:
             deps=deps,
         )
         return await (await self._aready()).aexecute(request)
+
+    # -- answering a question ---------------------------------------------------------------------
+
+    def answer(
+        self,
+        conversation_id: str,
+        question_id: str,
+        value: Any,
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        """Answer an open question of the run (``response.questions``), then go on: the tool that
+        asked runs again with the answer. `value` is a bool for a confirmation, one of the options for
+        a selection, text otherwise."""
+        return self._ready().execute(
+            self._answering(conversation_id, question_id, value, platform_context, user)
+        )
+
+    async def aanswer(
+        self,
+        conversation_id: str,
+        question_id: str,
+        value: Any,
+        *,
+        platform_context: Mapping[str, Any] | None = None,
+        user: str = "user",
+    ) -> AgentResponse:
+        request = self._answering(conversation_id, question_id, value, platform_context, user)
+        return await (await self._aready()).aexecute(request)
+
+    @staticmethod
+    def _answering(
+        conversation_id: str, question_id: str, value: Any, context: Mapping[str, Any] | None, user: str
+    ) -> AgentRequest:
+        return AgentRequest(
+            conversation_id=conversation_id,
+            answers=(QuestionAnswer(question_id, value),),
+            platform_context=dict(context or {}),
+            user=user,
+        )
 
     # -- stopping a run ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import DeciderKind, Identity, ToolCall, ToolCallStatus
+from dcaf_like.domain import DeciderKind, Identity, Question, ToolCall, ToolCallStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,21 @@ class ToolDecision:
     @classmethod
     def rejected(cls, call_id: str, reason: str = "") -> ToolDecision:
         return cls(call_id, False, reason=reason)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAnswer:
+    """The user's answer to an open question, keyed by its id: `value` is a bool for a confirmation,
+    one of the options for a selection, text for a text question. `declined`: the user will not
+    answer, and the call that asked fails, not run."""
+
+    question_id: str
+    value: Any = None
+    declined: bool = False
+
+    @classmethod
+    def decline(cls, question_id: str) -> QuestionAnswer:
+        return cls(question_id, declined=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +81,8 @@ class AgentRequest:
     identity: Identity | None = None
     # The run's own dependencies (``agent.run(..., deps=...)``), over the agent's; never from a client.
     deps: Any = field(default=None, repr=False, compare=False)
+    #: Answers to the questions the run asked (docs/runs.md, "Questions").
+    answers: tuple[QuestionAnswer, ...] = ()
 
     @classmethod
     def from_messages(cls, messages: Any, **kwargs: Any) -> AgentRequest:
@@ -165,6 +182,35 @@ class ToolCallView:
         return result
 
 
+@dataclass(slots=True)
+class QuestionView:
+    """An open question as a client sees it: what to ask, and how it may be answered."""
+
+    id: str
+    call_id: str
+    tool: str
+    kind: str
+    prompt: str
+    options: list[str]
+    max_length: int
+    status: str = "open"
+    answer: str | bool | None = None
+
+    @classmethod
+    def of(cls, question: Question, tool: str) -> QuestionView:
+        return cls(
+            id=question.id,
+            call_id=question.call_id,
+            tool=tool,
+            kind=question.kind.value,
+            prompt=question.prompt,
+            options=list(question.options),
+            max_length=question.max_length,
+            status=question.status.value,
+            answer=question.value,
+        )
+
+
 class ResponseData(Protocol):
     """What ``AgentResponse(data=...)`` takes: the HelpDesk protocol's ``DataDTO``, or any object
     giving the calls waiting and the calls that ran as views, and the session."""
@@ -194,6 +240,9 @@ class AgentResponse:
     runtime: str
     answered_by: str | None
     timings: dict[str, float]
+    #: Questions waiting for the user's answer (``stop_reason`` is then ``awaiting_input``, unless
+    #: calls also wait for approval).
+    questions: tuple[QuestionView, ...]
 
     def __init__(
         self,
@@ -209,6 +258,7 @@ class AgentResponse:
         timings: dict[str, float] | None = None,
         *,
         answered_by: str | None = None,
+        questions: tuple[QuestionView, ...] = (),
         data: ResponseData | None = None,
         has_pending_approvals: bool | None = None,
     ) -> None:
@@ -234,6 +284,7 @@ class AgentResponse:
         self.runtime = runtime
         self.answered_by = answered_by
         self.timings = timings if timings is not None else {}
+        self.questions = questions
 
     @property
     def has_pending_approvals(self) -> bool:

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dcaf_like.application.dto import AgentResponse, ToolCallView
+from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """The first event of a run whose turn began: the conversation it runs in (a new one's id too)."""
+
+    conversation_id: str
+    type: str = field(default="run_started", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,15 @@ class ToolRejected:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """A tool (or the model, through ``ask_user``) asked the user: the run suspends, once its running
+    calls are done, until the question is answered (``stop_reason: "awaiting_input"``)."""
+
+    question: QuestionView
+    type: str = field(default="question_asked", init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     response: AgentResponse
     type: str = field(default="done", init=False)
@@ -76,7 +93,8 @@ class RunFailed:
 
 
 StreamEvent = (
-    TextDelta
+    RunStarted
+    | TextDelta
     | ReasoningDelta
     | ToolCallProposed
     | ApprovalRequired
@@ -84,6 +102,7 @@ StreamEvent = (
     | ToolProgress
     | ToolFinished
     | ToolRejected
+    | QuestionAsked
     | Done
     | RunFailed
 )

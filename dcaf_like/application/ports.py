@@ -28,10 +28,12 @@ from dcaf_like.application.messages import (
     TextDelta,
     ToolSpec,
 )
+from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, Identity, PlatformContext, Session
 from dcaf_like.domain.identity import DepsT
+from dcaf_like.domain.question import MAX_TEXT_ANSWER
 
 
 class AgentRuntime(ABC):
@@ -231,6 +233,26 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
     #: Where :meth:`progress` goes: the stream of the run, when someone reads one.
     on_progress: Callable[[str, float | None], None] | None = field(default=None, repr=False, compare=False)
+    #: The questions this call asked the user that were answered, for a run after the answer.
+    answers: tuple[Answered, ...] = ()
+
+    def ask(
+        self,
+        question: str,
+        *,
+        kind: str = "text",
+        options: Sequence[str] | None = None,
+        max_length: int = MAX_TEXT_ANSWER,
+    ) -> str | bool:
+        """The user's answer to `question`: when this call asked it and it was answered, the answer (a
+        bool for ``kind="confirmation"``, one of `options` for a selection, else text); otherwise raises
+        :class:`UserInputRequired`, the run suspends until the user answers, and the tool is run again.
+        Ask before acting: everything the tool did before asking is done again on that run."""
+        error = UserInputRequired(question, kind=kind, options=options, max_length=max_length)
+        for answered in self.answers:
+            if answered.answers(error.kind, question, error.options):
+                return answered.value
+        raise error
 
     def progress(self, message: str, *, fraction: float | None = None) -> None:
         """Tell whoever follows the run how far the tool got (``"3/10 pods restarted"``, ``fraction=0.3``):

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.errors import scrub_exception
+from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
 
@@ -48,6 +49,8 @@ async def arun_tool(
         if effect.timeout is None:
             return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
         return await _alimited(effect)
+    except UserInputRequired as asked:  # the tool asks the user before it acts
+        return ToolOutcome(question=asked)
     except Exception as exc:
         _scrub_tool_failure(exc, effect)
         span.fail(exc)
@@ -143,6 +146,8 @@ def run_tool(effect: RunTool, span: Span, *, renew: Callable[[], None], every: f
             except OutOfTime:
                 return timed_out(effect, cancelled=True)
         return _in_thread(effect)
+    except UserInputRequired as asked:
+        return ToolOutcome(question=asked)
     except Exception as exc:
         _scrub_tool_failure(exc, effect)
         span.fail(exc)

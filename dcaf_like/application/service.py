@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
-from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolDecision
+from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import (
     ApplicationError,
     ConversationNotFound,
@@ -562,6 +562,10 @@ class AgentService:
                 approved.append(decision.call_id)
             else:
                 rejected.append(decision.call_id)
+        declined: list[str] = []
+        for answer in request.answers:  # an answered question claims its call to run again
+            asked_by = self._answer(conversation, answer, request.user, now)
+            (declined if answer.declined else approved).append(asked_by)
         if request.text:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
@@ -570,7 +574,7 @@ class AgentService:
                     )
                     rejected.append(call.id.value)
             conversation.add_user_message(request.text, at=now)
-        elif not request.decisions and not _awaits_model(conversation):
+        elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
         for call_id in approved:  # this worker runs them: the claim's save carries its lease
             conversation.lease_tool_call(call_id, self.worker, until=now + self.lease_ttl)
@@ -581,9 +585,21 @@ class AgentService:
             rejected_now=rejected,
             interrupted_now=interrupted,
             trusted=trusted,
+            declined_now=declined,
             emits=streams,
         )
         return _Run(turn, conversation, expected, now, span, blocking, claim=bool(approved))
+
+    def _answer(self, conversation: Conversation, answer: QuestionAnswer, user: str, now: float) -> str:
+        """Apply an answer (or a refusal to answer) to an open question: the id of the call that asked.
+        It raises, changing nothing stored, for a question this conversation never asked, one already
+        answered, or a value the question does not take."""
+        if answer.declined:
+            return conversation.decline_question(answer.question_id, by=user, at=now).id.value
+        call = conversation.answer_question(
+            answer.question_id, answer.value, by=user, worker=self.worker, until=now + self.lease_ttl, at=now
+        )
+        return call.id.value
 
     def _decide(
         self,

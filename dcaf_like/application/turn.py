@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, cast
 
 from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
-from dcaf_like.application.dto import AgentResponse, ToolCallView, ToolDecision
+from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
 from dcaf_like.application.errors import HookFailed, InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
     ApprovalRequired,
+    QuestionAsked,
+    RunStarted,
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
@@ -37,6 +39,7 @@ from dcaf_like.application.messages import (
     UserTurn,
 )
 from dcaf_like.application.ports import ApprovalAnswer, ExecutableTool, PendingApproval, ToolContext
+from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.domain import (
     NOBODY,
     ApprovalPolicy,
@@ -44,10 +47,12 @@ from dcaf_like.domain import (
     DeciderKind,
     EditNotAllowed,
     Identity,
+    InvalidQuestion,
     InvalidToolInput,
     Message,
     PlatformContext,
     PolicyDenied,
+    Question,
     Role,
     Session,
     ToolCall,
@@ -143,6 +148,8 @@ class ToolOutcome:
     error: str | None = None
     #: The run went past ``RunTool.timeout``: `error` says so.
     timed_out: bool = False
+    #: The tool asked the user before acting (it raised UserInputRequired): no output, no error.
+    question: UserInputRequired | None = None
 
 
 @dataclass(slots=True)
@@ -156,6 +163,8 @@ TURN_TIMEOUT = "turn_timeout"
 CANCELLED = "cancelled"
 # Not a stop reason a response carries: the turn raises the hook's HookFailed once its calls are settled.
 HOOK_FAILED = "hook_failed"
+AWAITING_APPROVAL = "awaiting_approval"
+AWAITING_INPUT = "awaiting_input"
 
 
 def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
@@ -215,6 +224,8 @@ class Turn:
     interrupted_now: list[str] = field(default_factory=list)
     #: Who the server authenticated, and the agent's dependencies: for instructions, tools, policy.
     trusted: Trusted[Any] = NOBODY
+    #: Calls whose question the request declined: they failed, not run.
+    declined_now: list[str] = field(default_factory=list)
     emits: bool = True
     _finished: list[str] = field(default_factory=list)
     _texts: list[str] = field(default_factory=list)
@@ -237,7 +248,9 @@ class Turn:
         started = time.perf_counter()
         if self.settings.turn_timeout is not None:
             self._deadline = time.monotonic() + self.settings.turn_timeout
-        for call_id in self.interrupted_now:
+        if self.emits:
+            yield Emit(RunStarted(self.conversation.id))
+        for call_id in (*self.interrupted_now, *self.declined_now):
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(self._view(call_id)))
@@ -246,8 +259,8 @@ class Turn:
                 yield Emit(ToolRejected(self._view(call_id)))
         stop_reason = yield from self._execute(self.approved_now)
         if stop_reason is None:
-            stop_reason = "awaiting_approval"
-            if not self.conversation.pending_tool_calls:
+            stop_reason = self._waiting()
+            if stop_reason is None:
                 stop_reason = yield from self._loop()
         self._timings["total"] = time.perf_counter() - started
         return self._response(stop_reason)
@@ -316,12 +329,23 @@ class Turn:
                 stopped = yield from self._ask_approver()
                 if stopped is not None:
                     return stopped
-            pending = conversation.pending_tool_calls
-            if pending:
-                if self.emits:
+            waiting = self._waiting()
+            if waiting is not None:
+                pending = conversation.pending_tool_calls
+                if pending and self.emits:
                     yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
-                return "awaiting_approval"
+                return waiting
         return "max_iterations"
+
+    def _waiting(self) -> str | None:
+        """Why the run must wait for the user (a call waits for approval, a question for an answer),
+        or None: it can go on."""
+        conversation = self.conversation
+        if conversation.pending_tool_calls:
+            return AWAITING_APPROVAL
+        if conversation.questions and conversation.open_questions:
+            return AWAITING_INPUT
+        return None
 
     def _propose(self, proposed: ModelToolCall) -> ToolCall:
         """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it."""
@@ -448,23 +472,25 @@ class Turn:
                 conversation.lease_tool_call(
                     call_id, settings.worker, until=settings.clock() + settings.lease_ttl
                 )
+                context = ToolContext(
+                    conversation.id,
+                    call_id,
+                    conversation.platform_context,
+                    session,
+                    self.trusted.identity,
+                    self.trusted.deps,
+                )
+                if conversation.questions:
+                    context = replace(context, answers=self._answers(call_id))
                 outcome: ToolOutcome = yield RunTool(
-                    tool,
-                    call.effective_input.as_dict(),
-                    ToolContext(
-                        conversation.id,
-                        call_id,
-                        conversation.platform_context,
-                        session,
-                        self.trusted.identity,
-                        self.trusted.deps,
-                    ),
-                    timeout,
-                    limit,
+                    tool, call.effective_input.as_dict(), context, timeout, limit
                 )
                 self._timings["tools"] += time.perf_counter() - started
                 now = settings.clock()
-                if outcome.error is None:
+                asked = None
+                if outcome.question is not None:
+                    asked = self._ask(call_id, outcome.question, now)
+                elif outcome.error is None:
                     conversation.record_tool_result(call_id, outcome.output or "", at=now)
                 else:
                     conversation.record_tool_failure(call_id, outcome.error, at=now)
@@ -474,6 +500,10 @@ class Turn:
                     conversation.replace_session(session.to_dict())
                 if not (yield from self._after_tool(call)):
                     stopped = HOOK_FAILED
+                if asked is not None:  # the call waits for the user's answer: not finished
+                    if self.emits:
+                        yield Emit(QuestionAsked(QuestionView.of(asked, call.name)))
+                    continue
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(ToolCallView.of(call)))
@@ -519,6 +549,35 @@ class Turn:
                 self.settings.agent_name, conversation.id, conversation.platform_context.public()
             )
         return self._hook_context
+
+    def _answers(self, call_id: str) -> tuple[Answered, ...]:
+        return tuple(
+            Answered(q.kind.value, q.prompt, tuple(q.options), value)
+            for q in self.conversation.answered_questions(call_id)
+            if (value := q.value) is not None
+        )
+
+    def _ask(self, call_id: str, asked: UserInputRequired, now: float) -> Question | None:
+        """Open the question a tool asked, the call waiting for it; or fail the call (None) for a
+        question that cannot be asked, or one it already had answered (a tool that ignores answers
+        would ask forever)."""
+        conversation = self.conversation
+        again = [
+            q
+            for q in conversation.answered_questions(call_id)
+            if q.asks(asked.kind, asked.question, asked.options)
+        ]
+        if again:
+            problem = f"asked again a question the user already answered: {asked.question!r}"
+            conversation.record_tool_failure(call_id, problem, at=now)
+            return None
+        try:
+            return conversation.ask_question(
+                call_id, asked.kind, asked.question, asked.options, max_length=asked.max_length, at=now
+            )
+        except InvalidQuestion as exc:
+            conversation.record_tool_failure(call_id, f"asked a question that cannot be asked: {exc}", at=now)
+            return None
 
     def _time_left(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
@@ -616,7 +675,16 @@ class Turn:
             runtime=self.settings.runtime_name,
             answered_by=self._answered_by,
             timings=dict(self._timings),
+            questions=tuple(self._questions()),
         )
+
+    def _questions(self) -> list[QuestionView]:
+        conversation = self.conversation
+        if not conversation.questions:
+            return []
+        return [
+            QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
+        ]
 
 
 def apply_decision(

@@ -10,6 +10,9 @@ Ctrl-C during a turn asks the agent to stop it (``agent.acancel``, or ``POST
 /api/conversations/{id}/cancel``) and shows the turn to its end, which comes at its next step; a
 second Ctrl-C leaves the chat. Calls left undecided (Ctrl-D at the approval prompt) are asked about
 again before the next message is sent, since the agent takes no message while calls wait.
+
+A question the run asks (docs/runs.md, "Questions") is prompted for in its kind: a line of text, y or
+n for a confirmation, an option's number (or text) for a selection; "/decline" declines it.
 """
 
 from __future__ import annotations
@@ -29,17 +32,19 @@ from dcaf_like.domain.merge_patch import merge_patch
 
 Event = dict[str, Any]
 
-# Refusals of what the user typed in an edit: nothing was applied, so the same calls are asked again.
-EDIT_REFUSALS = frozenset({"invalid_tool_arguments", "edit_not_allowed"})
+# Refusals of what the user typed in an edit or an answer: nothing was applied, so the same calls and
+# questions are asked again.
+EDIT_REFUSALS = frozenset({"invalid_tool_arguments", "edit_not_allowed", "invalid_answer"})
 
 HELP = """commands:
-  /pending         decide the calls still waiting for approval
+  /pending         decide the calls still waiting for approval, answer the questions waiting
   /reject REASON   reject every waiting call, telling the agent REASON
   /help            this list
   /quit, Ctrl-D    leave (undecided calls keep waiting in the store)
   Ctrl-C           stop the running turn at its next step; twice leaves
 at an approval prompt: y approves, n asks for a reason, "/reject REASON" rejects with it, e edits
-(editable tools: the proposal is pre-filled; what you leave out keeps its proposed value)"""
+(editable tools: the proposal is pre-filled; what you leave out keeps its proposed value)
+at a question: type the answer (y or n; an option's number); "/decline" declines to answer"""
 
 
 class Transport(Protocol):
@@ -179,6 +184,7 @@ class TerminalChat:
         self.platform_context = platform_context
         self.conversation_id: str | None = None
         self.pending: list[Event] = []  # calls waiting for a decision after the last turn
+        self.questions: list[Event] = []  # questions waiting for an answer after the last turn
 
     def run(self) -> None:
         while True:
@@ -192,18 +198,21 @@ class TerminalChat:
             if text == "/help":
                 self.say(HELP)
             elif text == "/pending":
-                if not self.pending:
+                if not self.pending and not self.questions:
                     self.say("  nothing waits for a decision")
                 self.settle()
             elif text == "/reject" or text.startswith("/reject "):
                 self.reject_all(text.removeprefix("/reject").strip())
             elif text.startswith("/"):
                 self.say(f"  unknown command {text.split()[0]}; /help lists them")
-            elif text and self.pending:
-                # The agent takes no message while calls wait (it would answer 409): decide them first.
-                self.say(
-                    f"  {len(self.pending)} call(s) still wait for your decision; your message was not sent"
+            elif text and (self.pending or self.questions):
+                # The agent takes no message while calls or questions wait (it would answer 409).
+                waiting = (
+                    f"{len(self.pending)} call(s) still wait for your decision"
+                    if self.pending
+                    else f"{len(self.questions)} question(s) still wait for your answer"
                 )
+                self.say(f"  {waiting}; your message was not sent")
                 self.settle()
             elif text:
                 self.exchange(text)
@@ -216,13 +225,15 @@ class TerminalChat:
     def settle(self) -> None:
         """Ask about every waiting call, send the decisions, repeat while calls wait. Ctrl-D leaves them
         waiting: the chat goes on and asks again before the next message."""
-        while self.pending:
+        while self.pending or self.questions:
             try:
                 decisions = [self.decide(call) for call in self.pending]
+                answers = [self.reply(question) for question in self.questions]
             except EOFError:
-                self.say("\n(left undecided: the calls keep waiting; /pending decides them, /quit leaves)")
+                what = "the calls keep" if self.pending else "the questions keep"
+                self.say(f"\n(left undecided: {what} waiting; /pending decides them, /quit leaves)")
                 return
-            self.send_decisions(decisions)
+            self.send_decisions(decisions, answers)
 
     def reject_all(self, reason: str) -> None:
         if not self.pending:
@@ -232,14 +243,22 @@ class TerminalChat:
         self.send_decisions([_rejection(call, reason) for call in self.pending])
         self.settle()
 
-    def send_decisions(self, decisions: list[dict[str, Any]]) -> None:
-        waiting, refused = self.turn("", decisions)
-        # A refused edit changed nothing: the same calls wait, decide them again.
+    def send_decisions(
+        self, decisions: list[dict[str, Any]], answers: list[dict[str, Any]] | None = None
+    ) -> None:
+        asked = self.questions
+        waiting, refused = self.turn("", decisions, answers or [])
+        # A refused edit or answer changed nothing: the same calls and questions wait, ask again.
         if refused not in EDIT_REFUSALS:
             self.pending = waiting
+        else:
+            self.questions = asked
 
-    def turn(self, text: str, decisions: list[dict[str, Any]]) -> tuple[list[Event], str | None]:
-        """Stream one turn; the calls left waiting, and the error code if it failed."""
+    def turn(
+        self, text: str, decisions: list[dict[str, Any]], answers: list[dict[str, Any]] | None = None
+    ) -> tuple[list[Event], str | None]:
+        """Stream one turn; the calls left waiting, and the error code if it failed. The questions
+        left waiting are in :attr:`questions` after it."""
         if self.conversation_id is None:  # chosen here, so that Ctrl-C can name it in its first turn
             self.conversation_id = new_conversation_id()
         data: dict[str, Any] = {
@@ -248,6 +267,9 @@ class TerminalChat:
         }
         if commands := [d for d in decisions if "argv" in d]:  # a command's decision, with its argv
             data["cmds"] = commands
+        if answers:
+            data["answers"] = answers
+        self.questions = []
         message: dict[str, Any] = {"role": "user", "content": text, "data": data}
         if self.session is not None:
             data["session"], self.session = self.session, None
@@ -282,9 +304,12 @@ class TerminalChat:
                 call = event["tool_call"]
                 why = call.get("rejection_reason", call.get("reason"))  # `reason`: a server before ADR 20
                 self.say(f"  rejected: {_shown(call['name'], call['input'])}: {why}")
+            elif kind == "question_asked":
+                self.say(f"  {event['question']['tool']} asks: {event['question']['prompt']}")
             elif kind == "done":
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
+                self.questions = list(message["data"].get("questions", []))
                 if message.get("meta", {}).get("stop_reason") == "cancelled":
                     self.say("  (run cancelled)")
                 data = message["data"]
@@ -330,8 +355,8 @@ class TerminalChat:
         """Ask about one waiting command, shown as the argv it runs (no shell reads it)."""
         self.say("\nThe agent wants to run a command:")
         self.say(f"  $ {shlex.join(command['argv'])}")
-        if command.get("reason"):
-            self.say(f"  why it waits: {command['reason']}")
+        if why := command.get("approval_reason", command.get("reason")):  # `reason`: before ADR 20
+            self.say(f"  why it waits: {why}")
         while True:
             answer = self.ask("run it? [y]es / [n]o: ").strip().lower()
             if answer in ("y", "yes"):
@@ -342,6 +367,35 @@ class TerminalChat:
                 return _rejection(command, reason or "rejected on the terminal")
             if answer == "/help":
                 self.say(HELP)
+
+    def reply(self, question: Event) -> dict[str, Any]:
+        """Ask one question until the answer is one it takes (or "/decline")."""
+        kind, options = question["kind"], question.get("options") or []
+        self.say(f"\nThe agent asks: {question['prompt']}")
+        for number, option in enumerate(options, start=1):
+            self.say(f"  {number}. {option}")
+        prompt = {"confirmation": "[y]es / [n]o: ", "selection": f"choose 1-{len(options)}: "}.get(
+            kind, "answer: "
+        )
+        while True:
+            typed = self.ask(prompt)
+            said = typed.strip()
+            if said == "/decline":
+                return {"id": question["id"], "declined": True}
+            if said == "/help":
+                self.say(HELP)
+            elif kind == "confirmation":
+                if said.lower() in ("y", "yes", "n", "no"):
+                    return {"id": question["id"], "value": said.lower() in ("y", "yes")}
+                self.say("  y or n")
+            elif kind == "selection":
+                if said.isdigit() and 1 <= int(said) <= len(options):
+                    return {"id": question["id"], "value": options[int(said) - 1]}
+                if said in options:
+                    return {"id": question["id"], "value": said}
+                self.say(f"  a number from 1 to {len(options)}")
+            else:
+                return {"id": question["id"], "value": typed}
 
     def edit(self, proposed: dict[str, Any]) -> dict[str, Any] | None:
         """The approver's patch onto the proposal, once they have seen what it changes; None to ask again."""

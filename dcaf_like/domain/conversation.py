@@ -14,12 +14,21 @@ from dcaf_like.domain.errors import (
     ApprovalMismatch,
     DomainError,
     DuplicateToolCall,
+    IllegalTransition,
     PendingToolCalls,
     UnknownTask,
     UnknownToolCall,
 )
 from dcaf_like.domain.identity import NOBODY, Trusted
 from dcaf_like.domain.policy import ApprovalPolicy
+from dcaf_like.domain.question import (
+    MAX_TEXT_ANSWER,
+    OpenQuestions,
+    Question,
+    QuestionKind,
+    QuestionStatus,
+    UnknownQuestion,
+)
 from dcaf_like.domain.tool_call import DeciderKind, ToolCall, ToolCallId, ToolCallStatus, ToolInput
 
 INTERRUPTED = (
@@ -113,6 +122,8 @@ class Conversation:
     session: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     summary: ContextSummary | None = None
+    #: Questions its tools asked the user (docs/runs.md, "Questions"), by id, in the order asked.
+    questions: dict[str, Question] = field(default_factory=dict)
     version: int = 0
     created_at: float = field(default_factory=time.time)
     # The identity that started it, on a server with API keys (None: no one in particular).
@@ -147,6 +158,10 @@ class Conversation:
         """Calls not yet in a final state: pending, or approved and not yet run."""
         return [c for c in self.tool_calls.values() if not c.status.is_terminal]
 
+    @property
+    def open_questions(self) -> list[Question]:
+        return [q for q in self.questions.values() if q.status is QuestionStatus.OPEN]
+
     def tool_call(self, call_id: str) -> ToolCall:
         try:
             return self.tool_calls[call_id]
@@ -162,6 +177,8 @@ class Conversation:
         pending = self.pending_tool_calls
         if pending:
             raise PendingToolCalls([c.id.value for c in pending])
+        if self.questions and (asked := self.open_questions):
+            raise OpenQuestions([q.id for q in asked])
         return self._add_message(Role.USER, text, at)
 
     def add_assistant_message(
@@ -369,6 +386,67 @@ class Conversation:
         self._changed(call_id)
         self.version += 1
         return call
+
+    # -- questions -----------------------------------------------------------------------------
+
+    def question(self, question_id: str) -> Question:
+        """A question asked in this conversation; any other id (forged, another conversation's) is
+        an UnknownQuestion."""
+        try:
+            return self.questions[question_id]
+        except KeyError:
+            raise UnknownQuestion(question_id, self.id) from None
+
+    def ask_question(
+        self,
+        call_id: str,
+        kind: QuestionKind | str,
+        prompt: str,
+        options: list[str] | tuple[str, ...] = (),
+        *,
+        max_length: int = MAX_TEXT_ANSWER,
+        at: float | None = None,
+    ) -> Question:
+        """The running call `call_id` asks the user: a new open question, and the call waits for it."""
+        call = self.tool_call(call_id)
+        question = Question.ask(call_id, kind, prompt, options, max_length=max_length, at=_now(at))
+        call.ask()
+        self.questions[question.id] = question
+        self._changed(call_id)
+        self.version += 1
+        return question
+
+    def answer_question(
+        self, question_id: str, value: object, *, by: str, worker: str, until: float, at: float | None = None
+    ) -> ToolCall:
+        """Answer an open question: its call is claimed by `worker` (leased until `until`) to run again
+        with the answer. Refused, changing nothing, for a question not open or a value it does not take."""
+        question = self.question(question_id)
+        call = self.tool_call(question.call_id)
+        if question.is_open and call.status is not ToolCallStatus.ASKING:
+            raise IllegalTransition(call.id.value, call.status.value, ToolCallStatus.APPROVED.value)
+        question.accept(value, by=by, at=_now(at))
+        call.resume(worker, until=until)
+        self._changed(call.id.value)
+        self.version += 1
+        return call
+
+    def decline_question(self, question_id: str, *, by: str, at: float | None = None) -> ToolCall:
+        """The user will not answer: the question is closed and the call that asked fails, not run."""
+        question = self.question(question_id)
+        call = self.tool_call(question.call_id)
+        now = _now(at)
+        question.decline(by=by, at=now)
+        call.record_failure(f"not run: the user declined to answer {question.prompt!r}", at=now)
+        self._changed(call.id.value)
+        self.version += 1
+        return call
+
+    def answered_questions(self, call_id: str) -> list[Question]:
+        """The questions `call_id` asked that were answered, in the order asked."""
+        return [
+            q for q in self.questions.values() if q.call_id == call_id and q.status is QuestionStatus.ANSWERED
+        ]
 
     # -- tasks ---------------------------------------------------------------------------------
 

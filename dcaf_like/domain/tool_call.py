@@ -138,6 +138,9 @@ class ToolCallStatus(StrEnum):
     #: Claimed to run, and its run ended without a result (a crashed or killed worker, a lease that
     #: ran out): it may or may not have run. Never run again; running it again is a new proposal.
     INTERRUPTED = "interrupted"
+    #: Its tool asked the user a question before acting (a Question is open for it): it holds no lease
+    #: and waits, as a pending call waits for approval. The answer claims it again to run anew.
+    ASKING = "asking"
 
     @property
     def is_terminal(self) -> bool:
@@ -150,7 +153,9 @@ _TERMINAL = frozenset(
 
 # The whole state machine. PENDING -> FAILED is a call that could not run at all (unknown tool,
 # arguments that fail the schema); it never reaches a tool. APPROVED -> INTERRUPTED is a call whose
-# run's lease ran out with no result recorded: its outcome is unknown.
+# run's lease ran out with no result recorded: its outcome is unknown. APPROVED -> ASKING is a tool that
+# asked the user before it acted; ASKING -> APPROVED is the answer, claiming it to run again with it;
+# ASKING -> FAILED is a question the user declined.
 _TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
     {
         (ToolCallStatus.PENDING, ToolCallStatus.APPROVED),
@@ -159,6 +164,9 @@ _TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
         (ToolCallStatus.APPROVED, ToolCallStatus.EXECUTED),
         (ToolCallStatus.APPROVED, ToolCallStatus.FAILED),
         (ToolCallStatus.APPROVED, ToolCallStatus.INTERRUPTED),
+        (ToolCallStatus.APPROVED, ToolCallStatus.ASKING),
+        (ToolCallStatus.ASKING, ToolCallStatus.APPROVED),
+        (ToolCallStatus.ASKING, ToolCallStatus.FAILED),
     }
 )
 
@@ -273,6 +281,17 @@ class ToolCall:
         self.lease_owner = owner
         self.lease_expires_at = until
 
+    def ask(self) -> None:
+        """Its tool asked the user a question before it acted: the call waits, holding no lease."""
+        self._move(ToolCallStatus.ASKING)
+        self.lease_owner = None
+        self.lease_expires_at = None
+
+    def resume(self, owner: str, *, until: float) -> None:
+        """Its question was answered: `owner` claims it to run again, with the answer, until `until`."""
+        self._move(ToolCallStatus.APPROVED)
+        self.lease(owner, until=until)
+
     def _move(self, to_status: ToolCallStatus) -> None:
         if not can_transition(self.status, to_status):
             raise IllegalTransition(self.id.value, self.status.value, to_status.value)
@@ -297,14 +316,15 @@ class ToolCall:
         `policy`, arguments and context it denies at this moment (:class:`PolicyDenied`)."""
         if edited_input is not None and edited_input != self.proposed_input and not self.editable:
             raise EditNotAllowed(self.id.value, self.name)
-        if self.status is ToolCallStatus.PENDING:
-            if self.is_expired(at):
-                raise ApprovalExpired(self.id.value)
-            if context is not None:
-                self._check_context(context)
-            if policy is not None:
-                runs_with = self.proposed_input if edited_input is None else edited_input
-                self._check_policy(policy, runs_with, context or PlatformContext(), trusted)
+        if self.status is not ToolCallStatus.PENDING:  # a call waiting for an answer resumes by it only
+            raise IllegalTransition(self.id.value, self.status.value, ToolCallStatus.APPROVED.value)
+        if self.is_expired(at):
+            raise ApprovalExpired(self.id.value)
+        if context is not None:
+            self._check_context(context)
+        if policy is not None:
+            runs_with = self.proposed_input if edited_input is None else edited_input
+            self._check_policy(policy, runs_with, context or PlatformContext(), trusted)
         self._move(ToolCallStatus.APPROVED)
         self.approved_input = edited_input if edited_input != self.proposed_input else None
         self.decided_by = by

@@ -23,6 +23,7 @@ from dcaf_like.application.events import (
     ApprovalRequired,
     Done,
     RunFailed,
+    RunStarted,
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
@@ -159,6 +160,7 @@ class FunctionAgent:
 
     async def ahandle_stream(self, request: AgentRequest) -> AsyncIterator[StreamEvent]:
         context = _context(request)
+        yield RunStarted(context.conversation_id)
         try:
             async for event in _events(self.func(function_messages(request), context), context):
                 yield event

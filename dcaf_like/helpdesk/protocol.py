@@ -16,16 +16,26 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dcaf_like.application.commands import RUN_COMMAND, command_argv
-from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView, ToolDecision
+from dcaf_like.application.dto import (
+    AgentRequest,
+    AgentResponse,
+    QuestionAnswer,
+    QuestionView,
+    ToolCallView,
+    ToolDecision,
+)
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import (
     ApprovalRequired,
     Done,
+    QuestionAsked,
     RunFailed,
+    RunStarted,
     StreamEvent,
     ToolCallProposed,
     ToolFinished,
@@ -119,6 +129,7 @@ def read_messages(
     data = last.data
     decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
     decisions += read_command_decisions(data.get("cmds"), f"{last_path}.data.cmds")
+    answers = read_answers(data.get("answers"), f"{last_path}.data.answers")
     request_session = session
     if request_session is None and "session" in data:
         raw_session = data["session"]
@@ -138,6 +149,7 @@ def read_messages(
         session=request_session,
         history=tuple((m.role, m.content) for m in parsed[:-1] if m.content),
         user=user,
+        answers=answers,
     )
 
 
@@ -410,6 +422,7 @@ def assistant_message(response: AgentResponse, *, request_id: str | None = None)
                 response.pending_tool_calls, response.executed_tool_calls, response.rejected_tool_calls
             ),
             "session": dict(response.session),
+            "questions": [question_data(q) for q in response.questions],
         },
         "meta": meta,
     }
@@ -429,6 +442,48 @@ def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
     return messages
 
 
+# -- questions the run asks the user (docs/runs.md, "Questions") ------------------------------------
+
+
+def question_data(question: QuestionView) -> dict[str, Any]:
+    """An open question as ``data.questions`` lists it and ``question_asked`` streams it."""
+    return {
+        "id": question.id,
+        "call_id": question.call_id,
+        "tool": question.tool,
+        "kind": question.kind,
+        "prompt": question.prompt,
+        "options": list(question.options),
+        "max_length": question.max_length,
+    }
+
+
+def answer(question_id: str, value: Any = None, *, declined: bool = False) -> QuestionAnswer:
+    """An answer as a request carries it (``data.answers[]``: ``{"id", "value"}`` or ``{"id",
+    "declined": true}``); its value is checked against the question by the agent."""
+    return QuestionAnswer(question_id, None if declined else value, declined=declined)
+
+
+def read_answers(answers: Any, path: str) -> tuple[QuestionAnswer, ...]:
+    """The answers of a ``data.answers`` list (None: none) at `path`."""
+    read: list[QuestionAnswer] = []
+    for i, raw in enumerate(_list(answers, path)):
+        where = f"{path}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InvalidRequest(where, "expected an object")
+        question_id = raw.get("id")
+        if not isinstance(question_id, str) or not question_id:
+            raise InvalidRequest(f"{where}.id", "expected the id of the question")
+        declined = raw.get("declined", False)
+        if not isinstance(declined, bool):
+            raise InvalidRequest(f"{where}.declined", "expected true or false")
+        value = raw.get("value")
+        if not declined and not isinstance(value, str | bool):
+            raise InvalidRequest(f"{where}.value", "expected true or false, or a string")
+        read.append(answer(question_id, value, declined=declined))
+    return tuple(read)
+
+
 # -- a streamed turn --------------------------------------------------------------------------------
 
 
@@ -438,6 +493,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
     lifecycle events, which name a command as a call of the command tool."""
     if isinstance(event, TextDelta):
         return [{"type": "text_delta", "text": event.text}]
+    if isinstance(event, RunStarted):
+        return [{"type": "run_started", "conversation_id": event.conversation_id, "request_id": request_id}]
     if isinstance(event, ReasoningDelta):
         return [{"type": "reasoning_delta", "text": event.text}]
     if isinstance(event, ToolCallProposed):
@@ -470,12 +527,48 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         return [{"type": "tool_finished", "tool_call": executed}, seed]
     if isinstance(event, ToolRejected):
         return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
+    if isinstance(event, QuestionAsked):
+        return [{"type": "question_asked", "question": question_data(event.question)}]
     if isinstance(event, Done):
         message = assistant_message(event.response, request_id=request_id)
         return [{"type": "done", "conversation_id": event.response.conversation_id, "message": message}]
     if isinstance(event, RunFailed):
         raise TypeError("a failed run is written by the server, which knows its HTTP status")
     raise TypeError(f"unknown stream event {type(event).__name__}")
+
+
+# -- a streamed run's order: every line numbered and timed ------------------------------------------
+
+
+class Stamps:
+    """Numbers and times the lines of one streamed run: ``seq`` counts from 0 with no gap, so a client
+    that misses one can tell; ``ts`` is when the line was written, ISO-8601 UTC with milliseconds,
+    never earlier than the line before it (a wall clock stepped back is held), so a client can tell a
+    slow run from a lost line."""
+
+    __slots__ = ("_clock", "_last", "_next")
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._next = 0
+        self._last = 0.0
+
+    def stamp(self, line: dict[str, Any]) -> dict[str, Any]:
+        """`line` with its ``seq`` and ``ts`` added (the seed's fields left as they are)."""
+        now = self._last = max(self._last, self._clock())
+        line["seq"] = self._next
+        line["ts"] = iso_time(now)
+        self._next += 1
+        return line
+
+
+def iso_time(epoch: float) -> str:
+    """``2026-11-27T03:18:57.123Z``: ISO-8601, UTC, milliseconds (what JavaScript's Date writes)."""
+    seconds = int(epoch)
+    millis = round((epoch - seconds) * 1000)
+    if millis == 1000:
+        seconds, millis = seconds + 1, 0
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 def ndjson(obj: dict[str, Any]) -> bytes:

@@ -130,7 +130,9 @@ class SendTask(BaseModel):
 
     message: StrictStr = Field("", description="The text for the agent.")
     data: dict[str, Any] | None = Field(
-        None, description="Decisions on pending calls, as the HelpDesk protocol's `data.tool_calls`."
+        None,
+        description="Decisions on pending calls, as the HelpDesk protocol's `data.tool_calls`; answers to "
+        "questions, as its `data.answers`.",
     )
     task_id: TaskId | None = Field(None, description="A task's id, as the server gave it.")
     context_id: ConversationId | None = Field(
@@ -379,6 +381,8 @@ def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
     if history_length is not None:
         history = history[-history_length:] if history_length > 0 else []
     status_text = view.note if view.state in (TaskState.FAILED, TaskState.CANCELED) else view.text
+    if view.state is TaskState.INPUT_REQUIRED and view.questions:  # what the next message answers
+        status_text = "\n".join(q.prompt for q in view.questions)
     body: dict[str, Any] = {
         "id": view.id,
         "contextId": view.context_id,

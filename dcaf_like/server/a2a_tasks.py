@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from dcaf_like.application.dto import AgentRequest, AgentResponse, ToolCallView
+from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, QuestionView, ToolCallView
 from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound, InvalidRequest
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
@@ -28,10 +28,17 @@ from dcaf_like.domain import (
     Role,
     TaskOutcome,
     TaskRecord,
+    ToolCall,
     ToolCallStatus,
     UnknownToolCall,
 )
-from dcaf_like.helpdesk.protocol import calls_data, read_command_decisions, read_decisions
+from dcaf_like.helpdesk.protocol import (
+    calls_data,
+    question_data,
+    read_answers,
+    read_command_decisions,
+    read_decisions,
+)
 from dcaf_like.server.auth import ANYONE, Caller, authorized
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.runs import Runs, ShuttingDown
@@ -81,10 +88,15 @@ class TaskView:
     rejected: tuple[ToolCallView, ...]
     history: tuple[tuple[str, str], ...]
     note: str = ""
+    #: Questions the task's calls asked that wait for the user's answer.
+    questions: tuple[QuestionView, ...] = ()
 
     def data(self) -> dict[str, Any]:
-        """The calls of the task in the HelpDesk protocol's form (``data`` of a message)."""
-        return calls_data(self.pending, self.executed, self.rejected)
+        """The calls of the task in the HelpDesk protocol's form (``data`` of a message), and the
+        questions that wait."""
+        data = calls_data(self.pending, self.executed, self.rejected)
+        data["questions"] = [question_data(q) for q in self.questions]
+        return data
 
     def to_dict(self) -> dict[str, Any]:
         """The task as the simple endpoints (``/a2a/tasks/...``) answer it."""
@@ -108,7 +120,7 @@ def task_view(conversation: Conversation, task_id: str) -> TaskView:
     replies = [m for m in messages if m.role is Role.ASSISTANT]
     if record.outcome is not None:
         state = TaskState(record.outcome.value)
-    elif any(c.status is ToolCallStatus.PENDING for c in calls):
+    elif any(c.status in _WAITING for c in calls):
         state = TaskState.INPUT_REQUIRED
     elif later or (messages and _answered(messages[-1].role, messages[-1].tool_call_ids)):
         state = TaskState.COMPLETED
@@ -127,7 +139,36 @@ def task_view(conversation: Conversation, task_id: str) -> TaskView:
         rejected=tuple(v for v in views if v.status == ToolCallStatus.REJECTED.value),
         history=tuple((m.role.value, m.text) for m in messages if m.text),
         note=record.note,
+        questions=_open_questions(conversation, calls),
     )
+
+
+# A call waiting for the user: for a decision, or for the answer to its question.
+_WAITING = (ToolCallStatus.PENDING, ToolCallStatus.ASKING)
+
+
+def _open_questions(conversation: Conversation, calls: list[ToolCall]) -> tuple[QuestionView, ...]:
+    if not conversation.questions:
+        return ()
+    names = {c.id.value: c.name for c in calls}
+    return tuple(
+        QuestionView.of(q, names[q.call_id]) for q in conversation.open_questions if q.call_id in names
+    )
+
+
+def answered_by_text(question: QuestionView, text: str) -> QuestionAnswer:
+    """A message's text as the answer to the one question its task waits for (A2A: the next message
+    answers it): ``yes`` / ``no`` for a confirmation, an option (as written) for a selection."""
+    if question.kind == "confirmation":
+        said = text.strip().lower()
+        if said in ("yes", "y", "true"):
+            return QuestionAnswer(question.id, True)
+        if said in ("no", "n", "false"):
+            return QuestionAnswer(question.id, False)
+        raise InvalidRequest("message", f"question {question.id} is answered yes or no")
+    if question.kind == "selection":
+        return QuestionAnswer(question.id, text.strip())
+    return QuestionAnswer(question.id, text)
 
 
 def _answered(role: Role, call_ids: Sequence[str]) -> bool:
@@ -149,9 +190,11 @@ def agent_request(message: Incoming, caller: Caller) -> AgentRequest:
     protocol's form (``{"tool_calls": [{"id": ..., "execute": true}]}``), as `caller` may ask it."""
     decisions = read_decisions(message.data.get("tool_calls"), "data.tool_calls")
     decisions += read_command_decisions(message.data.get("cmds"), "data.cmds")
+    answers = read_answers(message.data.get("answers"), "data.answers")
     request = AgentRequest(
         text=message.text,
         decisions=decisions,
+        answers=answers,
         platform_context=dict(_platform_context(message.data)),
         user=caller.name,
     )
@@ -242,6 +285,7 @@ class A2ATasks:
         request = agent_request(message, caller)
         waiting = await self._waiting_task(message, caller)
         if waiting is not None:
+            request = await self._answering(waiting, request, caller)
             return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True
         if request.decisions:
             return await self._begin_deciding(message.context_id, request, caller, deltas)
@@ -271,6 +315,8 @@ class A2ATasks:
             conversation.entrance = "a2a"
             for call in view.pending:
                 conversation.reject_tool_call(call.id, CANCELED, by=caller.name)
+            for question in view.questions:  # its call fails, not run
+                conversation.decline_question(question.id, by=caller.name)
             conversation.end_task(task_id, TaskOutcome.CANCELED, CANCELED)
             try:
                 await self.repository.asave(conversation, expected)
@@ -289,6 +335,15 @@ class A2ATasks:
             await asyncio.sleep(0.05)
             view = await self.get(task_id, caller)
         return view
+
+    async def _answering(self, task_id: str, request: AgentRequest, caller: Caller) -> AgentRequest:
+        """A message to a task waiting on one question, with text and nothing else, answers it."""
+        if request.answers or request.decisions or not request.text:
+            return request
+        view = await self.get(task_id, caller)
+        if len(view.questions) != 1:
+            return request
+        return replace(request, text="", answers=(answered_by_text(view.questions[0], request.text),))
 
     async def _waiting_task(self, message: Incoming, caller: Caller) -> str | None:
         """The task a message continues: the one it names, which must wait for input, or else the

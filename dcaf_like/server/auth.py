@@ -86,10 +86,11 @@ def caller_of(connection: HTTPConnection | Any) -> Caller:
 
 def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentRequest:
     """`request` as `caller` may send it (MissingScope otherwise): decisions need ``approve``, a message
-    ``chat``; the conversation must be the caller's (the service checks that as it loads it)."""
+    ``chat``, and so does an answer to a question the run asked (the user's reply, as a message is;
+    docs/runs.md); the conversation must be the caller's (the service checks that as it loads it)."""
     if request.decisions:
         caller.require("approve", "decide tool calls")
-    if request.text or not request.decisions:
+    if request.text or request.answers or not request.decisions:
         caller.require("chat", "send messages")
     # Everything about who is asking comes from the key alone: whatever a request's body said is
     # replaced here (the session and the platform context stay the client's, and are no authority).

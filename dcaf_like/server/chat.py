@@ -15,10 +15,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from dcaf_like.application.dto import AgentRequest, ToolDecision
+from dcaf_like.application.dto import AgentRequest, QuestionAnswer, ToolDecision
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.helpdesk.protocol import (
+    Stamps,
+    answer,
     assistant_message,
     command_decision,
     decision,
@@ -42,13 +44,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         400: "The request is malformed (its body, or the framing of its body); `error.field` names where.",
         403: "A cross-origin request, an edit of a tool that does not allow editing, a call the policy "
         "denies as it would run, or the API key lacks a scope.",
-        404: "The tool call was never proposed in this conversation, or the conversation is not yours.",
-        409: "Already decided, not the proposal, in another platform context, or a concurrent turn won.",
+        404: "The tool call was never proposed (or the question never asked) in this conversation, or the "
+        "conversation is not yours.",
+        409: "Already decided or answered, not the proposal, in another platform context, calls or questions "
+        "still waiting, or a concurrent turn won.",
         410: "The approval window of the call has closed.",
         413: "The body is over the server's limit.",
         415: "The body is not sent as JSON (`Content-Type: application/json`).",
         421: "The `Host` is not one this server answers for (DNS rebinding).",
-        422: "The body does not have the protocol's shape, or edited arguments break the tool's schema.",
+        422: "The body does not have the protocol's shape, edited arguments break the tool's schema, or an "
+        "answer is not one the question takes.",
         500: "The server failed; the log has the details under the request id.",
         502: "The model runtime failed.",
         503: "The model is rate limited, or the conversation store or a toolset (MCP server) is unavailable.",
@@ -167,6 +172,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
     if last.role != "user":
         raise users_turn_expected(path)
     decisions: tuple[ToolDecision, ...] = ()
+    answers: tuple[QuestionAnswer, ...] = ()
     session = None
     if last.data is not None:
         decisions = tuple(
@@ -202,6 +208,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
             is not None
         )
         session = last.data.session  # JSON already: it was parsed from JSON text
+        answers = tuple(answer(a.id, a.value, declined=a.declined) for a in last.data.answers or ())
     request = AgentRequest(
         text=last.content or "",
         conversation_id=body.conversation_id or _conversation_id(messages),
@@ -210,6 +217,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
         session=session,
         history=tuple((m.role, m.content) for m in messages[:-1] if m.content),
         user=caller.name,
+        answers=answers,
     )
     return authorized(request, caller, entrance)
 
@@ -243,14 +251,15 @@ async def _stream_lines(
     first: StreamEvent | None, events: AsyncGenerator[StreamEvent], conversation_id: str | None
 ) -> AsyncIterator[bytes]:
     request_id = current_request_id()
+    stamps = Stamps()
     try:
         event = first
         while event is not None:
             if isinstance(event, RunFailed):
-                yield ndjson(_error_event(event, request_id))
+                yield ndjson(stamps.stamp(_error_event(event, request_id)))
                 return
             for line in event_lines(event, request_id):
-                yield ndjson(line)
+                yield ndjson(stamps.stamp(line))
             try:
                 event = await anext(events)
             except StopAsyncIteration:
@@ -258,7 +267,7 @@ async def _stream_lines(
     except Exception as exc:
         error = http_error(exc, conversation_id)
         log_failure(error, exc)
-        yield ndjson({"type": "error", "status": error.status, **error.body(request_id)})
+        yield ndjson(stamps.stamp({"type": "error", "status": error.status, **error.body(request_id)}))
     finally:
         await events.aclose()
 

@@ -114,6 +114,22 @@ class ToolCallRecord(BaseModel):
     lease_expires_at: float | None = None
 
 
+class QuestionRecord(BaseModel):
+    """A question a call asked the user: open, answered (with the answer) or declined."""
+
+    id: str
+    call_id: str
+    kind: str
+    prompt: str
+    options: list[str]
+    max_length: int
+    status: str
+    answer: str | bool | None
+    asked_at: float
+    answered_at: float | None
+    answered_by: str | None
+
+
 class CancelOut(BaseModel):
     conversation_id: str
     cancel_requested: bool
@@ -127,6 +143,7 @@ class ConversationOut(BaseModel):
     messages: list[MessageOut]
     tool_calls: list[ToolCallRecord]
     session: dict[str, Any]
+    questions: list[QuestionRecord] = []
 
 
 def conversation_routes(
@@ -340,4 +357,20 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
         ],
         "tool_calls": calls,
         "session": dict(conversation.session),
+        "questions": [
+            {
+                "id": q.id,
+                "call_id": q.call_id,
+                "kind": q.kind.value,
+                "prompt": q.prompt,
+                "options": list(q.options),
+                "max_length": q.max_length,
+                "status": q.status.value,
+                "answer": q.value,
+                "asked_at": q.asked_at,
+                "answered_at": q.answered_at,
+                "answered_by": q.answered_by,
+            }
+            for q in conversation.questions.values()
+        ],
     }

@@ -29,8 +29,12 @@ from dcaf_like.domain import (
     DomainError,
     EditNotAllowed,
     IllegalTransition,
+    InvalidAnswer,
+    OpenQuestions,
     PendingToolCalls,
     PolicyDenied,
+    QuestionClosed,
+    UnknownQuestion,
     UnknownToolCall,
 )
 from dcaf_like.server.runs import ShuttingDown
@@ -52,6 +56,7 @@ class HttpError:
     field: str | None = None
     call_id: str | None = None
     conversation_id: str | None = None
+    question_id: str | None = None
 
     @property
     def is_client_error(self) -> bool:
@@ -59,7 +64,7 @@ class HttpError:
 
     def body(self, request_id: str) -> dict[str, Any]:
         detail: dict[str, Any] = {"code": self.code, "message": self.message, "request_id": request_id}
-        for key in ("field", "call_id", "conversation_id"):
+        for key in ("field", "call_id", "conversation_id", "question_id"):
             value = getattr(self, key)
             if value is not None:
                 detail[key] = value
@@ -102,6 +107,8 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(
                 409, "tool_calls_pending", message, call_id=exc.call_ids[0], conversation_id=conv
             )
+        case UnknownQuestion() | QuestionClosed() | InvalidAnswer() | OpenQuestions():
+            return _question_error(exc, conv)
         case InvalidToolArguments():
             return HttpError(422, "invalid_tool_arguments", message, field="edited_input")
         case UnknownTool():
@@ -126,3 +133,32 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(503, "toolset_unavailable", message, conversation_id=conv)
         case _:
             return HttpError(500, "internal_error", "the server failed; its log has the details")
+
+
+def _question_error(exc: DomainError, conversation_id: str | None) -> HttpError:
+    """A refused answer, or a message sent while questions wait: refused as a forged or replayed
+    approval is, naming the question."""
+    message, conv = str(exc), conversation_id
+    match exc:
+        case UnknownQuestion():
+            return HttpError(
+                404, "unknown_question", message, conversation_id=conv, question_id=exc.question_id
+            )
+        case QuestionClosed():
+            return HttpError(
+                409, "question_already_answered", message, conversation_id=conv, question_id=exc.question_id
+            )
+        case InvalidAnswer():
+            return HttpError(
+                422,
+                "invalid_answer",
+                message,
+                field="answers",
+                conversation_id=conv,
+                question_id=exc.question_id,
+            )
+        case OpenQuestions():
+            return HttpError(
+                409, "questions_open", message, conversation_id=conv, question_id=exc.question_ids[0]
+            )
+    raise TypeError(f"not a question's error: {type(exc).__name__}")

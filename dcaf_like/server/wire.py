@@ -58,6 +58,18 @@ class ToolCallIn(BaseModel):
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
 
 
+class AnswerIn(BaseModel):
+    """The user's answer to a question the run asked (``data.questions[]`` of the response)."""
+
+    model_config = _OPEN
+
+    id: str = Field(min_length=1, description="The id the server gave the question.")
+    value: str | bool | None = Field(
+        None, description="true or false for a confirmation, one of the options for a selection, else text."
+    )
+    declined: bool = Field(False, description="true: the user will not answer; the call that asked fails.")
+
+
 class CommandIn(BaseModel):
     """A command as the client echoes it back, with its decision. Only a command this server
     proposed (named by its id) can be approved; its argv must be the proposal's exactly."""
@@ -80,6 +92,7 @@ class MessageData(BaseModel):
     cmds: list[CommandIn] | None = None
     executed_cmds: list[dict[str, Any]] | None = None
     session: dict[str, Any] | None = Field(None, description="Session state, returned as the server sent it.")
+    answers: list[AnswerIn] | None = Field(None, description="Answers to the questions the run asked.")
     conversation_id: ConversationId | None = Field(
         None, description="Ties turns together (the seed's thread id)."
     )
@@ -161,6 +174,16 @@ class RejectedToolCallOut(BaseModel):
     reason: str | None = Field(deprecated="use rejection_reason; goes in the next release")
 
 
+class QuestionOut(BaseModel):
+    id: str
+    call_id: str
+    tool: str
+    kind: Literal["text", "confirmation", "selection"]
+    prompt: str
+    options: list[str]
+    max_length: int
+
+
 class DataOut(BaseModel):
     conversation_id: str
     tool_calls: list[ToolCallOut]
@@ -169,6 +192,7 @@ class DataOut(BaseModel):
     cmds: list[dict[str, Any]]
     executed_cmds: list[dict[str, Any]]
     session: dict[str, Any]
+    questions: list[QuestionOut] = Field(default_factory=list)
 
 
 class ChatResponse(BaseModel):
@@ -185,6 +209,7 @@ class ErrorDetail(BaseModel):
     field: str | None = None
     call_id: str | None = None
     conversation_id: str | None = None
+    question_id: str | None = None
 
 
 class ErrorBody(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 
 from dcaf_like.application.errors import StoredConversationUnreadable
 from dcaf_like.domain import Conversation, PlatformContext, ToolCall
-from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps, integer, number, string
+from dcaf_like.stores._schema import CALL, MESSAGE, QUESTION, SUMMARY, TASK, dumps, integer, number, string
 
 FORMAT = 1
 # A header: the conversation without its messages and tool calls, which are stored apart, one record
@@ -44,6 +44,12 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
         **({} if conversation.owner is None else {"owner": conversation.owner}),
         # Likewise a conversation without a summary.
         **({} if conversation.summary is None else {"summary": SUMMARY.to_dict(conversation.summary)}),
+        # Likewise a conversation whose tools never asked the user anything.
+        **(
+            {"questions": [QUESTION.to_dict(q) for q in conversation.questions.values()]}
+            if conversation.questions
+            else {}
+        ),
     }
 
 
@@ -65,6 +71,7 @@ def _from_dict(data: dict[str, Any]) -> Conversation:
         # Absent from conversations stored before tasks existed.
         tasks={t["id"]: TASK.from_dict(t, context) for t in data.get("tasks", ())},
         summary=None if (summary := data.get("summary")) is None else SUMMARY.from_dict(summary, context),
+        questions={q["id"]: QUESTION.from_dict(q, context) for q in data.get("questions", ())},
         version=data["version"],
         created_at=data["created_at"],
         owner=data.get("owner"),
@@ -92,11 +99,14 @@ def _encode_conversation(c: Conversation) -> str:
     tasks = ",".join(map(TASK.write, c.tasks.values()))
     owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
     summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
+    questions = (
+        "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
+    )
     return (
         f'{{"format":{FORMAT},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
         f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}'
-        f"{summary}}}"
+        f"{summary}{questions}}}"
     )
 
 
@@ -177,11 +187,14 @@ def _encode_header(c: Conversation) -> str:
     tasks = ",".join(map(TASK.write, c.tasks.values()))
     owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
     summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
+    questions = (
+        "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
+    )
     return (
         f'{{"format":{HEADER},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
         f'"session":{session},"messages":{len(c.messages)},"tool_calls":{len(c.tool_calls)},'
-        f'"tasks":[{tasks}]{owner}{summary}}}'
+        f'"tasks":[{tasks}]{owner}{summary}{questions}}}'
     )
 
 

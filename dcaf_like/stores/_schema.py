@@ -36,6 +36,7 @@ from dcaf_like.domain import (
     Message,
     MessageContent,
     PlatformContext,
+    Question,
     TaskRecord,
     ToolCall,
     ToolCallId,
@@ -270,3 +271,4 @@ CALL = forms(ToolCall)
 MESSAGE = forms(Message)
 TASK = forms(TaskRecord)
 SUMMARY = forms(ContextSummary)
+QUESTION = forms(Question)

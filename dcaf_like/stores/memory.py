@@ -12,7 +12,7 @@ from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext
 from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
-from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, dumps
+from dcaf_like.stores._schema import CALL, MESSAGE, QUESTION, SUMMARY, TASK, dumps
 from dcaf_like.stores._shared import check_retention
 
 
@@ -132,6 +132,7 @@ def _header(c: Conversation) -> tuple[Any, ...]:
         tuple(map(TASK.to_tuple, c.tasks.values())),
         c.owner,
         None if c.summary is None else SUMMARY.to_tuple(c.summary),
+        tuple(map(QUESTION.to_tuple, c.questions.values())),
     )
 
 
@@ -141,7 +142,7 @@ def _thaw(
     messages: tuple[tuple[Any, ...], ...],
     calls: tuple[tuple[Any, ...], ...],
 ) -> Conversation:
-    version, created_at, context, session, tasks, owner, summary = header
+    version, created_at, context, session, tasks, owner, summary, questions = header
     conversation = Conversation(
         id=conversation_id,
         messages=MESSAGE.from_tuples(messages),
@@ -150,6 +151,7 @@ def _thaw(
         session=json.loads(session) if session else {},
         tasks={task[0]: TASK.from_tuple(task) for task in tasks},
         summary=None if summary is None else SUMMARY.from_tuple(summary),
+        questions={question[0]: QUESTION.from_tuple(question) for question in questions},
         version=version,
         created_at=created_at,
         owner=owner,

@@ -165,6 +165,37 @@ def test_every_domain_field_survives_a_round_trip(make: Factory) -> None:
     )
 
 
+def test_a_question_and_the_call_waiting_for_it_survive_saves_and_its_answer_too(make: Factory) -> None:
+    """Questions are stored with the conversation (docs/runs.md, "Questions"): a restart or another
+    worker finds the open question, and then its answer, as they were."""
+    store = make()
+    conversation = Conversation.start("conv_asks", at=1_700_000_000.0)
+    conversation.add_user_message("scale web to zero", at=1_700_000_000.0)
+    conversation.add_assistant_message("", at=1_700_000_001.0)
+    call = conversation.request_tool_call("scale", ToolInput.of({"name": "web"}), requires_approval=False)
+    conversation.approve_tool_call(call.id.value, by="policy", kind=DeciderKind.POLICY, at=1_700_000_001.0)
+    conversation.lease_tool_call(call.id.value, "worker-a", until=1_700_000_061.0)
+    pick = conversation.ask_question(call.id.value, "selection", "Which namespace?", ["prod", "stäging"])
+    store.save(conversation, 0)
+
+    asked = store.get(conversation.id)
+    assert asked is not None
+    assert same(asked, conversation)
+    assert [(q.id, q.kind.value, q.options, q.status.value) for q in asked.open_questions] == [
+        (pick.id, "selection", ["prod", "stäging"], "open")
+    ]
+    assert asked.tool_call(call.id.value).status.value == "asking"
+
+    asked.answer_question(pick.id, "stäging", by="alice", worker="worker-b", until=1_700_000_099.0)
+    store.save(asked, conversation.version)
+
+    answered = store.get(conversation.id)
+    assert answered is not None
+    assert same(answered, asked)
+    assert (answered.question(pick.id).value, answered.question(pick.id).answered_by) == ("stäging", "alice")
+    assert answered.tool_call(call.id.value).lease_owner == "worker-b"
+
+
 def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:
     store = make()
     conversation = full_conversation()

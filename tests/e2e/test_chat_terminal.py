@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from dcaf_like import Agent, Identity, ModelRequest, ModelResponse, PlatformContext, Session, tool
+from dcaf_like import (
+    Agent,
+    Identity,
+    ModelRequest,
+    ModelResponse,
+    PlatformContext,
+    Session,
+    ToolContext,
+    tool,
+)
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -343,3 +352,41 @@ def test_chat_refuses_a_session_or_platform_context_that_is_not_a_json_object(
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_over_http_a_question_is_prompted_for_and_the_tool_runs_with_the_answer(terminals, start_server):
+    scaled: list[str] = []
+
+    @tool(requires_approval=False)
+    def scale(name: str, context: ToolContext) -> str:
+        """Scale a deployment to zero in a namespace the user picks, once they confirmed it."""
+        namespace = context.ask("Which namespace?", options=["prod", "staging"])
+        if not context.ask(f"Scale {name} in {namespace} to zero?", kind="confirmation"):
+            return "left as it is"
+        scaled.append(f"{namespace}/{name}")
+        return f"{name} scaled to zero in {namespace}"
+
+    runtime = FakeRuntime([tool_calls(tool_call("scale", name="web")), reply("Done.")])
+    client = start_server(Agent(tools=[scale], runtime=runtime))
+    chat = terminals("--url", str(client.base_url))
+    chat.expect("you> ")
+    chat.type("scale web to zero")
+
+    shown = chat.expect("choose 1-2: ")
+    assert "scale asks: Which namespace?" in shown
+    assert "  1. prod\n  2. staging\n" in shown
+    chat.type("3")
+    chat.expect("a number from 1 to 2")
+    chat.type("2")
+    chat.expect("The agent asks: Scale web in staging to zero?")
+    chat.expect("[y]es / [n]o: ")
+    assert scaled == []
+    chat.type("y")
+
+    chat.expect("executed: scale")
+    chat.expect("web scaled to zero in staging")
+    chat.expect("agent> Done.")
+    chat.expect("you> ")
+    chat.type("/quit")
+    assert chat.close() == 0
+    assert scaled == ["staging/web"]

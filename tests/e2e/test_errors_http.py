@@ -102,7 +102,8 @@ def test_a_failing_model_ends_the_stream_with_an_error_event(start_server, clust
     response = client.post("/api/chat-stream", json={"messages": [user("hello")]})
 
     assert response.status_code == 200
-    [event] = [json.loads(line) for line in response.text.splitlines() if line]
+    [started, event] = [json.loads(line) for line in response.text.splitlines() if line]
+    assert (started["type"], started["seq"], event["seq"]) == ("run_started", 0, 1)
     assert event["type"] == "error"
     assert event["status"] == 504
     assert event["error"]["code"] == "model_timeout"

@@ -158,7 +158,8 @@ def test_a_custom_agent_function_is_served_with_the_same_protocol(start_server):
     assert response.json()["content"] == "turn 3 for prod: hello"
     assert response.json()["data"]["session"] == {"turns": 3}
     streamed = [line for line in client.post("/api/chat-stream", json=body).text.splitlines() if line]
-    assert '"type":"text_delta"' in streamed[0]
+    assert '"type":"run_started"' in streamed[0]
+    assert '"type":"text_delta"' in streamed[1]
     assert '"type":"done"' in streamed[-1]
 
 

@@ -58,8 +58,9 @@ def test_a_client_that_goes_away_after_approving_does_not_stop_the_approved_work
     if route == "/api/chat-stream":
         with client.stream("POST", route, json=body) as response:
             assert response.status_code == 200
-            first = json.loads(next(response.iter_lines()))
-            assert first["type"] == "tool_started"
+            lines = response.iter_lines()
+            assert json.loads(next(lines))["type"] == "run_started"
+            assert json.loads(next(lines))["type"] == "tool_started"
         # leaving the block closed the connection mid-stream
     else:
         with pytest.raises(httpx.ReadTimeout):
@@ -134,7 +135,8 @@ def test_a_server_shutting_down_lets_a_run_whose_client_went_away_finish_and_sav
         conversation_id, [pending] = proposed["conversation_id"], proposed["tool_calls"]
         body = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
         with client.stream("POST", "/api/chat-stream", json=body) as response:
-            assert json.loads(next(response.iter_lines()))["type"] == "tool_started"
+            lines = response.iter_lines()
+            assert [json.loads(next(lines))["type"] for _ in range(2)] == ["run_started", "tool_started"]
         threading.Timer(0.5, release.set).start()  # the tool ends while the server shuts down
     # the block waited for the server's shutdown, which waited for the run
 
@@ -160,6 +162,7 @@ def test_a_tools_progress_is_streamed_as_it_happens(start_server):
     [started] = [e for e in events if e["type"] == "tool_started"]
     reports = [e for e in events if e["type"] == "tool_progress"]
     progress = {"type": "tool_progress", "id": started["id"], "name": "restart_pods"}
+    reports = [{k: v for k, v in e.items() if k not in ("seq", "ts")} for e in reports]
     assert reports == [
         {**progress, "message": "1/2 pods restarted", "fraction": 0.5},
         {**progress, "message": "2/2 pods restarted", "fraction": 1.0},

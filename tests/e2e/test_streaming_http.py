@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from _helpdesk import approve, user
@@ -21,6 +22,35 @@ def stream(client: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [json.loads(line) for line in response.iter_lines() if line]
 
 
+def unstamped(event: dict[str, Any]) -> dict[str, Any]:
+    """An event without the order every line carries (``seq``, ``ts``)."""
+    return {k: v for k, v in event.items() if k not in ("seq", "ts")}
+
+
+def test_a_run_starts_with_run_started_and_numbers_and_times_every_line(start_server, cluster):
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("list_pods"), text="Looking."),
+            reply("Three pods.", chunks=["Three ", "pods."]),
+            reply("Still three."),
+        ]
+    )
+    client = start_server(Agent(tools=cluster.tools(), runtime=runtime))
+
+    events = stream(client, [user("list the pods")])
+    again = stream(client, [user("and now?", conversation_id=events[-1]["conversation_id"])])
+
+    for run in (events, again):
+        assert run[0]["type"] == "run_started"
+        assert run[0]["conversation_id"] == run[-1]["conversation_id"]
+        assert [e["seq"] for e in run] == list(range(len(run)))  # from 0, no gap: each run its own
+        times = [datetime.fromisoformat(e["ts"]) for e in run]
+        assert all(t.tzinfo is not None and t.utcoffset() == timedelta(0) for t in times)
+        assert times == sorted(times)
+        assert abs(times[0] - datetime.now(UTC)) < timedelta(minutes=5)
+    assert run[-1]["type"] == "done"
+
+
 def test_a_proposal_streams_text_then_the_calls_that_wait_then_done(start_server, cluster):
     runtime = FakeRuntime(
         [
@@ -33,6 +63,7 @@ def test_a_proposal_streams_text_then_the_calls_that_wait_then_done(start_server
 
     types = [e["type"] for e in events]
     assert types == [
+        "run_started",
         "text_delta",
         "tool_call_proposed",
         "tool_call_proposed",
@@ -43,11 +74,11 @@ def test_a_proposal_streams_text_then_the_calls_that_wait_then_done(start_server
         "tool_calls",
         "done",
     ]
-    assert events[0]["text"] == "Looking."
-    assert events[5]["executed_tool_calls"][0]["name"] == "list_pods"
-    [waiting] = events[7]["tool_calls"]
+    assert events[1]["text"] == "Looking."
+    assert events[6]["executed_tool_calls"][0]["name"] == "list_pods"
+    [waiting] = events[8]["tool_calls"]
     assert waiting == {**waiting, "name": "delete_pod", "execute": False}
-    assert events[-1]["message"]["data"]["tool_calls"] == events[7]["tool_calls"]
+    assert events[-1]["message"]["data"]["tool_calls"] == events[8]["tool_calls"]
     assert cluster.deleted == []
 
 
@@ -64,6 +95,7 @@ def test_an_approval_streams_the_execution_then_the_answer_in_chunks(start_serve
 
     types = [e["type"] for e in events]
     assert types == [
+        "run_started",
         "tool_started",
         "tool_finished",
         "executed_tool_calls",
@@ -71,7 +103,7 @@ def test_an_approval_streams_the_execution_then_the_answer_in_chunks(start_serve
         "text_delta",
         "done",
     ]
-    assert events[2]["executed_tool_calls"][0]["output"] == 'pod "web-2" deleted'
+    assert events[3]["executed_tool_calls"][0]["output"] == 'pod "web-2" deleted'
     assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "Deleted web-2."
     assert events[-1]["message"]["content"] == "Deleted web-2."
 
@@ -110,7 +142,7 @@ def test_each_event_reaches_the_client_before_the_next_exists(start_server):
                 runtime.seen.set()
 
     assert not runtime.waited_in_vain, "the first delta was held back until the run went on"
-    assert [e["type"] for e in received] == ["text_delta", "text_delta", "done"]
+    assert [e["type"] for e in received] == ["run_started", "text_delta", "text_delta", "done"]
 
 
 def test_reasoning_streams_as_its_own_event(start_server):
@@ -119,5 +151,5 @@ def test_reasoning_streams_as_its_own_event(start_server):
 
     events = stream(client, [user("answer?")])
 
-    assert events[0] == {"type": "reasoning_delta", "text": "six times seven"}
-    assert events[1] == {"type": "text_delta", "text": "42"}
+    assert unstamped(events[1]) == {"type": "reasoning_delta", "text": "six times seven"}
+    assert unstamped(events[2]) == {"type": "text_delta", "text": "42"}

@@ -24,6 +24,7 @@ from dcaf_like import (
     Session,
     TextDelta,
     ToolContext,
+    ToolResult,
     tool,
 )
 from dcaf_like.application.errors import ModelError
@@ -648,3 +649,57 @@ def test_a_conversation_opened_again_shows_an_edited_call_as_run_and_a_rejected_
     )
     expect(page.locator(".card.rejected")).to_contain_text("Rejected: not now")
     assert cluster.deleted == [("default", "web-2")]
+
+
+def test_a_question_shows_as_a_form_and_the_model_reads_the_answer(page, start_server):
+    from dcaf_like import ask_user
+
+    def told(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text=f"You said: {request.messages[-1].content}.")
+
+    pick = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
+    sure = tool_call("ask_user", question="Delete every pod of staging?", kind="confirmation")
+    why = tool_call("ask_user", question="Why now?")
+    runtime = FakeRuntime([tool_calls(pick), tool_calls(sure), tool_calls(why), told])
+    client = start_server(Agent(tools=[ask_user], runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "clean up")
+
+    selection = page.locator(".card.question")
+    expect(selection.locator(".prompt")).to_have_text("Which namespace?")
+    expect(selection.get_by_role("button")).to_have_text(["prod", "staging", "Decline"])
+    screenshot(page, "5-question")
+    selection.get_by_role("button", name="staging", exact=True).click()
+
+    confirmation = page.locator(".card.question", has_text="Delete every pod of staging?")
+    expect(confirmation.get_by_role("button")).to_have_text(["Yes", "No", "Decline"])
+    confirmation.get_by_role("button", name="Yes", exact=True).click()
+
+    text = page.locator(".card.question", has_text="Why now?")
+    text.get_by_label("Answer").fill("the release is tonight")
+    text.get_by_role("button", name="Answer", exact=True).click()
+
+    expect(page.locator(".message.assistant").last).to_have_text("You said: the release is tonight.")
+    results = [m.content for m in runtime.requests[-1].messages if isinstance(m, ToolResult)]
+    assert results == ["staging", "yes", "the release is tonight"]
+    expect(page.locator(".card.question")).to_have_count(0)
+
+
+def test_a_question_reopened_from_the_list_can_still_be_answered(page, start_server):
+    from dcaf_like import ask_user
+
+    sure = tool_call("ask_user", question="Restart web?", kind="confirmation")
+    client = start_server(
+        Agent(tools=[ask_user], runtime=FakeRuntime([tool_calls(sure), reply("Not restarted.")]))
+    )
+    asked = client.post("/api/chat", json={"messages": [{"role": "user", "content": "restart web"}]}).json()
+    page.goto(str(client.base_url))
+
+    page.locator("#conversations button").first.click()
+    card = page.locator(".card.question")
+    expect(card.locator(".prompt")).to_have_text("Restart web?")
+    card.get_by_role("button", name="No", exact=True).click()
+
+    expect(page.locator(".message.assistant").last).to_have_text("Not restarted.")
+    stored = client.get(f"/api/conversations/{asked['data']['conversation_id']}").json()
+    assert [(q["status"], q["answer"]) for q in stored["questions"]] == [("answered", False)]

@@ -225,3 +225,64 @@ def test_the_request_id_goes_last_in_meta_when_given():
 
     assert "request_id" not in protocol.assistant_message(response)["meta"]
     assert list(protocol.assistant_message(response, request_id="r1")["meta"])[-1] == "request_id"
+
+
+def test_stream_lines_are_numbered_from_zero_and_timed_never_earlier_than_the_line_before():
+    from dcaf_like.helpdesk.protocol import Stamps
+
+    times = iter([1795750737.1234, 1795750737.9999, 1795750700.0, 1795750738.5])  # the clock stepped back
+    stamps = Stamps(clock=lambda: next(times))
+
+    lines = [stamps.stamp({"type": "text_delta", "text": str(n)}) for n in range(4)]
+
+    assert [line["seq"] for line in lines] == [0, 1, 2, 3]
+    assert [line["ts"] for line in lines] == [
+        "2026-11-27T03:38:57.123Z",
+        "2026-11-27T03:38:58.000Z",  # .9999 rounds up to the next second
+        "2026-11-27T03:38:58.000Z",  # held, not earlier
+        "2026-11-27T03:38:58.500Z",
+    ]
+    assert lines[0] == {"type": "text_delta", "text": "0", "seq": 0, "ts": lines[0]["ts"]}  # only added
+
+
+def test_answers_are_read_from_plain_data_and_from_the_http_body_alike():
+    data = {
+        "answers": [
+            {"id": "q_1", "value": True},
+            {"id": "q_2", "value": "staging"},
+            {"id": "q_3", "declined": True},
+        ]
+    }
+    message = {"role": "user", "content": "", "data": data}
+
+    plain = protocol.read_messages([message])
+    served = agent_request(ChatRequest.model_validate({"messages": [message]}), ANYONE, "http")
+
+    expected = (
+        protocol.answer("q_1", True),
+        protocol.answer("q_2", "staging"),
+        protocol.answer("q_3", declined=True),
+    )
+    assert plain.answers == served.answers == expected
+
+
+@pytest.mark.parametrize(
+    ("answers", "field"),
+    [
+        ([{"value": True}], "messages[0].data.answers[0].id"),
+        ([{"id": "q_1", "value": 3}], "messages[0].data.answers[0].value"),
+        ([{"id": "q_1", "value": True, "declined": "yes"}], "messages[0].data.answers[0].declined"),
+        ({"id": "q_1"}, "messages[0].data.answers"),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_is_refused_naming_where(answers, field):
+    with pytest.raises(InvalidRequest) as info:
+        protocol.read_messages([{"role": "user", "data": {"answers": answers}}])
+
+    assert info.value.field == field
+
+
+def test_a2a_data_carries_answers_too():
+    request = a2a_request(Incoming("", {"answers": [{"id": "q_1", "value": "prod"}]}), ANYONE)
+
+    assert request.answers == (protocol.answer("q_1", "prod"),)

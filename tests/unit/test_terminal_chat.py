@@ -265,3 +265,41 @@ def test_the_terminal_reads_a_calls_reasons_and_edit_by_their_names_and_a_server
     assert "rejected: restart_pod {}: not today" in shown
     assert "why it waits: delete_pod requires approval" in shown
     assert "why it waits: an older server says why" in shown
+
+
+def test_a_question_is_prompted_in_its_kind_until_the_answer_is_one_it_takes():
+    from dcaf_like import ask_user
+    from dcaf_like.testing import reply, tool_call, tool_calls
+
+    pick = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
+    sure = tool_call("ask_user", question="Delete them all?", kind="confirmation")
+    runtime = FakeRuntime([tool_calls(pick), tool_calls(sure), reply("Deleting staging's pods.")])
+    agent = LocalAgent(Agent(tools=[ask_user], runtime=runtime))
+    try:
+        shown = chat(agent, "clean up", "3", "2", "maybe", "y", "thanks")
+    finally:
+        agent.close()
+
+    assert "ask_user asks: Which namespace?" in shown
+    assert "  1. prod\n  2. staging\n" in shown
+    assert "a number from 1 to 2" in shown  # "3" was asked again
+    assert "y or n" in shown  # so was "maybe"
+    assert "agent> Deleting staging's pods." in shown
+    [first, second] = runtime.requests[1:3]
+    assert first.messages[-1].content == "staging"
+    assert second.messages[-1].content == "yes"
+
+
+def test_a_declined_question_fails_the_call_and_the_chat_goes_on():
+    from dcaf_like import ask_user
+    from dcaf_like.testing import reply, tool_call, tool_calls
+
+    runtime = FakeRuntime([tool_calls(tool_call("ask_user", question="Why?")), reply("As you wish.")])
+    agent = LocalAgent(Agent(tools=[ask_user], runtime=runtime))
+    try:
+        shown = chat(agent, "go", "/decline")
+    finally:
+        agent.close()
+
+    assert "failed: ask_user" in shown
+    assert "agent> As you wish." in shown

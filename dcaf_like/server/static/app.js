@@ -57,15 +57,16 @@ function newConversationId() {
   return "conv_" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-// One turn: the user's text and/or decisions (on calls, and on commands, which go in `cmds`). Events
-// are handled as each line arrives.
-async function turn(content, decisions, commandDecisions) {
+// One turn: the user's text, decisions (on calls, and on commands, which go in `cmds`) and/or answers
+// to questions. Events are handled as each line arrives.
+async function turn(content, decisions, commandDecisions, answers) {
   if (!state.conversationId) state.conversationId = newConversationId();
   const data = { conversation_id: state.conversationId };
   $("stop").hidden = false; // hidden again when the exchange ends (run)
   $("stop").disabled = false;
   if (decisions) data.tool_calls = decisions;
   if (commandDecisions) data.cmds = commandDecisions;
+  if (answers) data.answers = answers;
   const message = { role: "user", content, data };
   if (DEV) {
     data.session = jsonObject("dev-session", "Session");
@@ -101,6 +102,7 @@ function handle(event) {
     case "tool_progress": showProgress(event); break;
     case "tool_finished": place(executedCard(event.tool_call)); break;
     case "tool_rejected": place(rejectedCard(event.tool_call)); break;
+    case "question_asked": place(questionCard(event.question)); break;
     case "tool_calls":
       event.tool_calls.forEach((call) => place(pendingCard(call)));
       offerApproveAll(event.tool_calls);
@@ -284,6 +286,45 @@ function rejection(decide) {
   return [reason, form];
 }
 
+// A question a tool (or the model, through ask_user) asks: Yes/No, a button per option, or a text box;
+// and Decline. It replaces the card of the call that asked, and stays until the server takes an answer.
+function questionCard(question) {
+  const card = callCard(question.call_id, question.tool, "question", el("p", { class: "prompt" }, question.prompt));
+  card.dataset.questionId = question.id;
+
+  const reply = async (answer, label) => {
+    const buttons = card.querySelectorAll("button, input");
+    buttons.forEach((button) => { button.disabled = true; });
+    if (await run(() => turn("", null, null, [{ id: question.id, ...answer }]), card)) {
+      card.querySelector(".status").textContent = label;
+      card.classList.replace("question", "decided");
+      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
+    } else {
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  };
+  const button = (label, answer, cls) =>
+    el("button", { type: "button", class: cls, onclick: () => reply(answer, `answered: ${label}`) }, label);
+
+  const actions = el("div", { class: "actions" });
+  if (question.kind === "confirmation") {
+    actions.append(button("Yes", { value: true }, "approve"), button("No", { value: false }, "reject"));
+  } else if (question.kind === "selection") {
+    actions.append(...question.options.map((option) => button(option, { value: option }, "option")));
+  }
+  actions.append(el("button", { type: "button", class: "decline", onclick: () => reply({ declined: true }, "declined") },
+    "Decline"));
+  card.append(actions);
+  if (question.kind === "text") {
+    const text = el("input", { name: "answer", "aria-label": "Answer", maxlength: question.max_length, required: true });
+    card.append(el("form", { class: "answer-form", onsubmit: (event) => {
+      event.preventDefault();
+      reply({ value: text.value }, "answered");
+    } }, text, el("button", { type: "submit" }, "Answer")));
+  }
+  return card;
+}
+
 // An edit is a JSON merge patch onto the proposal (RFC 7396), as the server applies it: a key left out
 // keeps its proposed value, null removes it. `asPatch` false compares two whole argument objects.
 function mergePatch(target, patch) {
@@ -446,6 +487,7 @@ async function openConversation(id) {
   newChat();
   state.conversationId = conversation.id;
   const calls = new Map(conversation.tool_calls.map((call) => [call.id, call]));
+  const asked = new Map((conversation.questions || []).filter((q) => q.status === "open").map((q) => [q.call_id, q]));
   for (const message of conversation.messages) {
     if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
     for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
@@ -453,6 +495,8 @@ async function openConversation(id) {
         place(commandCard({ id: call.id, argv: argvOf(call), approval_reason: call.approval_reason }));
       } else if (call.status === "pending") {
         place(pendingCard({ ...call, tool_description: call.description }));
+      } else if (call.status === "asking" && asked.has(call.id)) {
+        place(questionCard({ ...asked.get(call.id), tool: call.name }));
       } else if (call.status === "rejected") {
         place(rejectedCard(call));
       } else if (["executed", "failed", "interrupted"].includes(call.status)) {

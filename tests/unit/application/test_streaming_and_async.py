@@ -11,6 +11,7 @@ from dcaf_like import (
     ModelRateLimited,
     ReasoningDelta,
     RunFailed,
+    RunStarted,
     TextDelta,
     ToolCallProposed,
     ToolFinished,
@@ -42,6 +43,7 @@ def test_a_stream_yields_deltas_in_order_then_tool_events_then_suspends_on_appro
     events = list(agent.run_stream("fix the cluster"))
 
     assert event_types(events) == [
+        "run_started",
         "tool_call_proposed",
         "tool_started",
         "tool_finished",
@@ -54,7 +56,8 @@ def test_a_stream_yields_deltas_in_order_then_tool_events_then_suspends_on_appro
         "done",
     ]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Deleting web-2 now."
-    assert isinstance(events[3], ReasoningDelta)
+    assert isinstance(events[4], ReasoningDelta)
+    assert events[0] == RunStarted(events[-1].response.conversation_id)
     proposed = [e for e in events if isinstance(e, ToolCallProposed)]
     assert [p.call.status for p in proposed] == ["approved", "pending"]
     [approval] = [e for e in events if isinstance(e, ApprovalRequired)]
@@ -79,11 +82,18 @@ def test_resuming_a_stream_after_approval_runs_the_call_then_streams_the_answer(
 
     events = list(agent.run_stream([decision], conversation_id=first.conversation_id))
 
-    assert event_types(events) == ["tool_started", "tool_finished", "text_delta", "text_delta", "done"]
-    assert isinstance(events[1], ToolFinished)
-    assert events[1].call.output == 'pod "web-2" deleted'
-    assert isinstance(events[0], ToolStarted)
-    assert events[0].name == "delete_pod"
+    assert event_types(events) == [
+        "run_started",
+        "tool_started",
+        "tool_finished",
+        "text_delta",
+        "text_delta",
+        "done",
+    ]
+    assert isinstance(events[2], ToolFinished)
+    assert events[2].call.output == 'pod "web-2" deleted'
+    assert isinstance(events[1], ToolStarted)
+    assert events[1].name == "delete_pod"
 
 
 def test_a_failure_while_streaming_ends_the_stream_with_an_error_event(cluster):
@@ -91,7 +101,8 @@ def test_a_failure_while_streaming_ends_the_stream_with_an_error_event(cluster):
 
     events = list(agent.run_stream("hi"))
 
-    [failed] = events
+    [started, failed] = events  # the run had begun when the model failed
+    assert isinstance(started, RunStarted)
     assert isinstance(failed, RunFailed)
     assert failed.type == "error"
     assert failed.kind == "ModelRateLimited"
@@ -113,8 +124,8 @@ def test_a_rejected_decision_is_announced_in_the_stream(cluster):
 
     events = list(agent.run_stream([decision], conversation_id=first.conversation_id))
 
-    assert isinstance(events[0], ToolRejected)
-    assert events[0].call.rejection_reason == "no"
+    assert isinstance(events[1], ToolRejected)
+    assert events[1].call.rejection_reason == "no"
 
 
 async def test_the_async_api_runs_the_same_approval_flow(cluster):

@@ -24,7 +24,8 @@ from dcaf_like.domain.tool_call import can_transition
 
 S = ToolCallStatus
 LEGAL = {(S.PENDING, S.APPROVED), (S.PENDING, S.REJECTED), (S.PENDING, S.FAILED),
-         (S.APPROVED, S.EXECUTED), (S.APPROVED, S.FAILED), (S.APPROVED, S.INTERRUPTED)}  # fmt: skip
+         (S.APPROVED, S.EXECUTED), (S.APPROVED, S.FAILED), (S.APPROVED, S.INTERRUPTED),
+         (S.APPROVED, S.ASKING), (S.ASKING, S.APPROVED), (S.ASKING, S.FAILED)}  # fmt: skip
 ILLEGAL = sorted(set(itertools.product(S, S)) - LEGAL)
 
 
@@ -38,8 +39,17 @@ def conversation_with_call(**kwargs):
     return conversation, call
 
 
+def approve_or_answer(conversation, call_id):
+    """A pending call is approved; one asking the user resumes with the answer (nothing else resumes it)."""
+    if conversation.tool_call(call_id).status is S.ASKING:
+        [question] = conversation.open_questions
+        return conversation.answer_question(question.id, "prod", by="u", worker="w", until=9.0, at=1.0)
+    return conversation.approve_tool_call(call_id, by="u", at=1.0)
+
+
 MOVES = {
-    S.APPROVED: lambda c, i: c.approve_tool_call(i, by="u", at=1.0),
+    S.APPROVED: approve_or_answer,
+    S.ASKING: lambda c, i: c.ask_question(i, "text", "Which namespace?", at=1.0),
     S.REJECTED: lambda c, i: c.reject_tool_call(i, "no", by="u", at=1.0),
     S.EXECUTED: lambda c, i: c.record_tool_result(i, "ok", at=1.0),
     S.FAILED: lambda c, i: c.record_tool_failure(i, "boom", at=1.0),
@@ -47,7 +57,7 @@ MOVES = {
 }
 PATHS = {S.PENDING: [], S.APPROVED: [S.APPROVED], S.REJECTED: [S.REJECTED],
          S.EXECUTED: [S.APPROVED, S.EXECUTED], S.FAILED: [S.APPROVED, S.FAILED],
-         S.INTERRUPTED: [S.APPROVED, S.INTERRUPTED]}  # fmt: skip
+         S.INTERRUPTED: [S.APPROVED, S.INTERRUPTED], S.ASKING: [S.APPROVED, S.ASKING]}  # fmt: skip
 
 
 def in_status(status):
@@ -79,6 +89,17 @@ def test_every_illegal_transition_is_refused_naming_from_and_to(source, target):
     assert f"from {source.value} to {target.value}" in str(info.value)
     assert call.status is source
     assert conversation.version == version
+
+
+def test_an_asking_call_is_not_approved_again_by_a_decision_only_by_its_answer():
+    conversation, call = in_status(S.ASKING)
+
+    with pytest.raises(IllegalTransition):
+        conversation.approve_tool_call(call.id.value, by="u", at=2.0)
+
+    assert call.status is S.ASKING
+    assert (call.lease_owner, call.lease_expires_at) == (None, None)  # nobody holds it: never "interrupted"
+    assert not call.is_abandoned(now=1e12)
 
 
 def test_nothing_leads_back_to_pending():

@@ -1,0 +1,283 @@
+"""Questions a run asks the user, over real HTTP: asked in ``data.questions`` and a ``question_asked``
+event, answered in ``data.answers`` (on any worker, after a restart), refused like a forged approval."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _helpdesk import user
+from _server import dcaf_like_serve
+
+from dcaf_like import Agent, ToolContext, ask_user, tool
+from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+ASKING = "tests/e2e/asking_agent.py:make_agent"
+
+
+def scaling_agent(ran: list[str], *script: Any) -> Agent:
+    @tool(requires_approval=False)
+    def scale(name: str, context: ToolContext) -> str:
+        """Scale a deployment to zero, once the user confirmed it."""
+        if not context.ask(f"Scale {name} to zero?", kind="confirmation"):
+            return f"{name} left as it is"
+        ran.append(name)
+        return f"{name} scaled to zero"
+
+    return Agent(tools=[scale, ask_user], runtime=FakeRuntime(list(script)))
+
+
+def chat(client: httpx.Client, content: str = "", **data: Any) -> httpx.Response:
+    return client.post("/api/chat", json={"messages": [user(content, **data)]})
+
+
+def answer(client: httpx.Client, conversation_id: str, *answers: dict[str, Any]) -> httpx.Response:
+    return chat(client, conversation_id=conversation_id, answers=list(answers))
+
+
+def test_a_question_is_asked_in_the_response_and_its_answer_resumes_the_run(start_server):
+    ran: list[str] = []
+    client = start_server(
+        scaling_agent(ran, tool_calls(tool_call("scale", name="web")), reply("web is at zero."))
+    )
+
+    asked = chat(client, "scale web to zero")
+
+    assert asked.status_code == 200, asked.text
+    body = asked.json()
+    assert body["meta"]["stop_reason"] == "awaiting_input"
+    [question] = body["data"]["questions"]
+    assert question == {
+        "id": question["id"],
+        "call_id": question["call_id"],
+        "tool": "scale",
+        "kind": "confirmation",
+        "prompt": "Scale web to zero?",
+        "options": [],
+        "max_length": 4000,
+    }
+    assert question["id"].startswith("q_")
+    assert ran == []
+
+    answered = answer(client, body["data"]["conversation_id"], {"id": question["id"], "value": True})
+
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["content"] == "web is at zero."
+    assert answered.json()["data"]["questions"] == []
+    [executed] = answered.json()["data"]["executed_tool_calls"]
+    assert (executed["status"], executed["output"]) == ("executed", "web scaled to zero")
+    assert ran == ["web"]
+
+
+def test_the_stream_sends_question_asked_and_the_model_reads_the_selection(start_server):
+    ask = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
+    runtime = FakeRuntime([tool_calls(ask), reply("Cleaning up staging.")])
+    client = start_server(Agent(tools=[ask_user], runtime=runtime))
+
+    with client.stream("POST", "/api/chat-stream", json={"messages": [user("clean up")]}) as response:
+        events = [json.loads(line) for line in response.iter_lines() if line]
+
+    kinds = [e["type"] for e in events]
+    assert kinds == ["run_started", "tool_call_proposed", "tool_started", "question_asked", "done"]
+    asked = events[3]["question"]
+    assert (asked["kind"], asked["prompt"], asked["options"]) == (
+        "selection",
+        "Which namespace?",
+        ["prod", "staging"],
+    )
+    assert events[-1]["message"]["data"]["questions"] == [asked]
+    assert events[-1]["message"]["meta"]["stop_reason"] == "awaiting_input"
+
+    answered = answer(client, events[-1]["conversation_id"], {"id": asked["id"], "value": "staging"})
+
+    assert answered.json()["content"] == "Cleaning up staging."
+    assert answered.json()["data"]["executed_tool_calls"][0]["output"] == "staging"
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "code"),
+    [
+        ({"id": "q_0123456789abcdef01234567", "value": True}, 404, "unknown_question"),  # forged
+        ({"id": "QUESTION", "value": "yes"}, 422, "invalid_answer"),  # a string for a confirmation
+        ({"id": "QUESTION"}, 422, "invalid_answer"),  # no value
+        ({"id": "QUESTION", "value": 1}, 422, "invalid_request"),  # not a string nor a boolean: the body
+    ],
+)
+def test_a_forged_or_ill_typed_answer_is_refused_and_the_conversation_is_unchanged(
+    start_server, sent, status, code
+):
+    ran: list[str] = []
+    client = start_server(scaling_agent(ran, tool_calls(tool_call("scale", name="web"))))
+    body = chat(client, "scale web to zero").json()
+    conversation_id, [question] = body["data"]["conversation_id"], body["data"]["questions"]
+    before = client.get(f"/api/conversations/{conversation_id}").json()
+    if sent["id"] == "QUESTION":
+        sent = {**sent, "id": question["id"]}
+
+    refused = answer(client, conversation_id, sent)
+
+    assert refused.status_code == status, refused.text
+    assert refused.json()["error"]["code"] == code
+    if code != "invalid_request":
+        assert refused.json()["error"]["question_id"] == sent["id"]
+    assert client.get(f"/api/conversations/{conversation_id}").json() == before
+    assert ran == []
+
+
+def test_an_answer_outside_the_options_a_replay_and_another_conversations_question_are_refused(start_server):
+    ask = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
+    client = start_server(
+        Agent(tools=[ask_user], runtime=FakeRuntime([tool_calls(ask), reply("Ok."), tool_calls(ask)]))
+    )
+    mine = chat(client, "clean up").json()["data"]
+    conversation_id, [question] = mine["conversation_id"], mine["questions"]
+
+    outside = answer(client, conversation_id, {"id": question["id"], "value": "dev"})
+    assert (outside.status_code, outside.json()["error"]["code"]) == (422, "invalid_answer")
+    assert "'dev' is not one of the options ['prod', 'staging']" in outside.json()["error"]["message"]
+
+    assert answer(client, conversation_id, {"id": question["id"], "value": "prod"}).status_code == 200
+    replayed = answer(client, conversation_id, {"id": question["id"], "value": "prod"})
+    assert (replayed.status_code, replayed.json()["error"]["code"]) == (409, "question_already_answered")
+
+    theirs = chat(client, "clean up").json()["data"]
+    crossed = answer(client, conversation_id, {"id": theirs["questions"][0]["id"], "value": "prod"})
+    assert (crossed.status_code, crossed.json()["error"]["code"]) == (404, "unknown_question")
+    still = client.get(f"/api/conversations/{theirs['conversation_id']}").json()
+    assert [q["status"] for q in still["questions"]] == ["open"]
+
+
+def test_a_new_message_is_refused_while_a_question_waits(start_server):
+    client = start_server(scaling_agent([], tool_calls(tool_call("scale", name="web"))))
+    body = chat(client, "scale web to zero").json()
+
+    refused = chat(client, "something else", conversation_id=body["data"]["conversation_id"])
+
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "questions_open")
+    assert refused.json()["error"]["question_id"] == body["data"]["questions"][0]["id"]
+
+
+def test_answering_needs_the_chat_scope_not_approve(start_server):
+    chatter, approver = "k" * 32, "a" * 32
+    agent = scaling_agent([], tool_calls(tool_call("scale", name="web")), reply("Scaled."))
+    client = start_server(agent, api_keys={chatter: "alice:chat+read", approver: "alice:approve"})
+    asked = client.post(
+        "/api/chat",
+        json={"messages": [user("scale web to zero")]},
+        headers={"Authorization": f"Bearer {chatter}"},
+    ).json()["data"]
+    turn = {
+        "messages": [
+            user(
+                conversation_id=asked["conversation_id"],
+                answers=[{"id": asked["questions"][0]["id"], "value": True}],
+            )
+        ]
+    }
+
+    refused = client.post("/api/chat", json=turn, headers={"Authorization": f"Bearer {approver}"})
+    taken = client.post("/api/chat", json=turn, headers={"Authorization": f"Bearer {chatter}"})
+
+    assert (refused.status_code, refused.json()["error"]["code"]) == (403, "missing_scope")
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["content"] == "Scaled."
+
+
+# -- real server processes on one store ---------------------------------------------------------------
+
+
+def ask(url: str) -> tuple[str, dict[str, Any]]:
+    response = httpx.post(f"{url}/api/chat", json={"messages": [user("scale web to zero")]}, timeout=10)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    [question] = body["data"]["questions"]
+    return body["data"]["conversation_id"], question
+
+
+def answered_on(url: str, conversation_id: str, question: dict[str, Any]) -> httpx.Response:
+    turn = {
+        "messages": [user(conversation_id=conversation_id, answers=[{"id": question["id"], "value": True}])]
+    }
+    return httpx.post(f"{url}/api/chat", json=turn, timeout=10)
+
+
+def environment(ledger: Path) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, "DCAF_TEST_LEDGER": str(ledger)}
+
+
+def test_a_question_asked_on_worker_a_is_answered_on_worker_b(redis_url, redis_prefix, tmp_path):
+    ledger = tmp_path / "ledger.log"
+    ledger.touch()
+    serve = (ASKING, "--factory", "--port", "0", "--store", f"{redis_url}?prefix={redis_prefix}")
+    with (
+        dcaf_like_serve(*serve, env=environment(ledger)) as worker_a,
+        dcaf_like_serve(*serve, env=environment(ledger)) as worker_b,
+    ):
+        conversation_id, question = ask(worker_a.url)
+        assert ledger.read_text() == ""  # asked before it acted
+
+        taken = answered_on(worker_b.url, conversation_id, question)
+        replayed = answered_on(worker_a.url, conversation_id, question)
+
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["content"] == "Done: web scaled to zero"
+    assert (replayed.status_code, replayed.json()["error"]["code"]) == (409, "question_already_answered")
+    [line] = ledger.read_text().splitlines()  # ran once, on worker B
+    assert line.endswith(" web")
+    assert worker_b.process is not None
+    assert line.split()[0] == str(worker_b.process.pid)
+
+
+def test_a_question_survives_a_restart_between_ask_and_answer(tmp_path):
+    ledger = tmp_path / "ledger.log"
+    ledger.touch()
+    serve = (ASKING, "--factory", "--port", "0", "--store", f"sqlite:///{tmp_path / 'conversations.sqlite3'}")
+    with dcaf_like_serve(*serve, env=environment(ledger)) as before:
+        conversation_id, question = ask(before.url)
+    with dcaf_like_serve(*serve, env=environment(ledger)) as after:
+        stored = httpx.get(f"{after.url}/api/conversations/{conversation_id}", timeout=10).json()
+        taken = answered_on(after.url, conversation_id, question)
+
+    assert [(q["id"], q["status"]) for q in stored["questions"]] == [(question["id"], "open")]
+    assert [c["status"] for c in stored["tool_calls"]] == ["asking"]
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["content"] == "Done: web scaled to zero"
+    assert len(ledger.read_text().splitlines()) == 1
+
+
+# -- A2A -------------------------------------------------------------------------------------------------
+
+
+def test_an_a2a_task_waiting_on_a_question_is_input_required_and_the_next_message_answers_it(start_server):
+    pytest.importorskip("a2a.types", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
+    ran: list[str] = []
+    http = start_server(
+        scaling_agent(ran, tool_calls(tool_call("scale", name="web")), reply("Scaled.")), a2a=True
+    )
+
+    def send(text: str, **ids: str) -> dict[str, Any]:
+        message = {
+            "kind": "message",
+            "messageId": os.urandom(4).hex(),
+            "role": "user",
+            "parts": [{"kind": "text", "text": text}],
+            **ids,
+        }
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+        result: dict[str, Any] = http.post("/a2a", json=rpc).json()["result"]
+        return result
+
+    waiting = send("scale web to zero")
+    done = send("yes", taskId=waiting["id"], contextId=waiting["contextId"])
+
+    assert waiting["status"]["state"] == "input-required"
+    status = waiting["status"]["message"]["parts"]
+    assert status[0]["text"] == "Scale web to zero?"
+    [question] = next(p["data"] for p in status if p["kind"] == "data")["questions"]
+    assert question["kind"] == "confirmation"
+    assert done["status"]["state"] == "completed"
+    assert ran == ["web"]
