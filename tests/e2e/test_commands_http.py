@@ -287,15 +287,15 @@ def test_a_streamed_turn_sends_the_seeds_commands_and_executed_commands_events(s
 
     proposal = stream(client, [user("list pods")])
     types = [e["type"] for e in proposal]
-    assert types == ["tool_call_proposed", "approval_required", "commands", "done"]
-    [command] = proposal[2]["commands"]
+    assert types == ["run_started", "tool_call_proposed", "approval_required", "commands", "done"]
+    [command] = proposal[3]["commands"]
     assert command["argv"] == ["kubectl", "get", "pods"]
     conversation_id = proposal[-1]["conversation_id"]
 
     run = stream(client, [user("", cmds=[{**command, "execute": True}], conversation_id=conversation_id)])
     types = [e["type"] for e in run]
-    assert types[:3] == ["tool_started", "tool_finished", "executed_commands"]
-    [executed] = run[2]["executed_commands"]
+    assert types[:4] == ["run_started", "tool_started", "tool_finished", "executed_commands"]
+    [executed] = run[3]["executed_commands"]
     assert executed == {**executed, "id": command["id"], "output": "fake kubectl ran: get pods\n"}
     assert run[-1]["message"]["data"]["executed_cmds"] == [executed]
     assert log.read_text() == "get pods\n"
