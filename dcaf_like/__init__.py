@@ -26,6 +26,7 @@ from dcaf_like.application.errors import (
     ToolDefinitionError,
     ToolsetUnavailable,
     UnknownTool,
+    UnsupportedPart,
 )
 from dcaf_like.application.events import (
     ApprovalRequired,
@@ -62,19 +63,25 @@ from dcaf_like.application.service import InstructionProvider
 from dcaf_like.application.turn import RunContext
 from dcaf_like.commands import LocalCommandRunner, command_tool
 from dcaf_like.domain import (
+    MAX_PART_BYTES,
+    MAX_PARTS_BYTES,
     ApprovalExpired,
     ApprovalMismatch,
     ApprovalPolicy,
+    Attachment,
     ContextChanged,
     DomainError,
     EditNotAllowed,
     IllegalTransition,
+    InvalidPart,
+    PartTooLarge,
     PendingToolCalls,
     PlatformContext,
     PolicyDenied,
     Session,
     UnknownToolCall,
     argument_in,
+    attachment,
     context_in,
     deny,
     require_approval,
@@ -115,6 +122,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_PARTS_BYTES",
+    "MAX_PART_BYTES",
+    "Attachment",
+    "InvalidPart",
+    "PartTooLarge",
+    "UnsupportedPart",
+    "attachment",
     "CommandDTO",
     "CommandResult",
     "CommandRunner",

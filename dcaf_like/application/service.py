@@ -21,6 +21,7 @@ from dcaf_like.application.errors import (
     InvalidRequest,
     ModelError,
     ModelTimeout,
+    UnsupportedPart,
     scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
@@ -533,14 +534,17 @@ class AgentService:
                 approved.append(decision.call_id)
             else:
                 rejected.append(decision.call_id)
-        if request.text:
+        for i, part in enumerate(request.attachments):
+            if part.kind.value not in self.runtime.accepts:
+                raise UnsupportedPart(i, part.describe(), part.kind.value, self.runtime.name)
+        if request.text or request.attachments:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
                     conversation.reject_tool_call(
                         call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
                     )
                     rejected.append(call.id.value)
-            conversation.add_user_message(request.text, at=now)
+            conversation.add_user_message(request.text, attachments=request.attachments, at=now)
         elif not request.decisions and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
         for call_id in approved:  # this worker runs them: the claim's save carries its lease

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dcaf_like.domain.attachment import Attachment, check_total
 from dcaf_like.domain.audit import DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.errors import (
@@ -53,6 +54,8 @@ class Message:
     at: float
     # Ids of the tool calls an assistant message proposed, in the order the model gave them.
     tool_call_ids: list[str] = field(default_factory=list)
+    # Images and files a user's message carries besides its text, in the order the user gave them.
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def text(self) -> str:
@@ -147,14 +150,20 @@ class Conversation:
 
     # -- messages ------------------------------------------------------------------------------
 
-    def add_user_message(self, text: str, *, at: float | None = None) -> Message:
-        """A new user turn. Refused while calls wait for a decision; a turn that carries decisions
-        applies them first. Approved calls may still be running: their results stay attached to the
-        message that proposed them."""
+    def add_user_message(
+        self, text: str, *, attachments: tuple[Attachment, ...] = (), at: float | None = None
+    ) -> Message:
+        """A new user turn, with the images and files it carries (at most MAX_PARTS_BYTES in all).
+        Refused while calls wait for a decision; a turn that carries decisions applies them first.
+        Approved calls may still be running: their results stay attached to the message that proposed
+        them."""
         pending = self.pending_tool_calls
         if pending:
             raise PendingToolCalls([c.id.value for c in pending])
-        return self._add_message(Role.USER, text, at)
+        check_total(attachments)
+        message = self._add_message(Role.USER, text, at)
+        message.attachments = tuple(attachments)
+        return message
 
     def add_assistant_message(self, text: str, *, at: float | None = None) -> Message:
         return self._add_message(Role.ASSISTANT, text, at)
