@@ -519,6 +519,7 @@ class AgentService:
                     conversation.add_assistant_message(text, at=now)
         else:
             conversation = stored
+            _check_parts(conversation, self.runtime)
         expected = conversation.version if stored is not None else 0
         conversation.entrance = request.entrance
         # Calls whose run ended without a result (their worker died) are settled, never run again.
@@ -702,3 +703,16 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
+
+
+def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:
+    """Refuse a stored conversation whose messages carry a kind of part `runtime` does not take (its
+    runtime changed since): the model would not see it, and must not be asked as if it had."""
+    if runtime.accepts >= {"image", "file"}:
+        return
+    for message in conversation.messages:
+        for i, part in enumerate(message.attachments):
+            if part.kind.value not in runtime.accepts:
+                raise UnsupportedPart(
+                    i, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name
+                )

@@ -443,15 +443,27 @@ def assistant_message(response: AgentResponse, *, request_id: str | None = None)
 def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
     """The request as the messages a custom agent function receives: without the client's decisions
     (no ``execute: true`` the server never checked), which the function's context holds as
-    `unverified_decisions`."""
+    `unverified_decisions`. A message with images or files has its content as the list of parts the
+    client sent (its text first)."""
     messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in request.history]
     data: dict[str, Any] = {}
     if request.conversation_id:
         data["conversation_id"] = request.conversation_id
     if request.session is not None:
         data["session"] = dict(request.session)
-    messages.append({"role": "user", "content": request.text, "data": data})
+    content: str | list[dict[str, Any]] = request.text
+    if request.attachments:
+        text = [{"type": "text", "text": request.text}] if request.text else []
+        content = text + [part_of(a) for a in request.attachments]
+    messages.append({"role": "user", "content": content, "data": data})
     return messages
+
+
+def part_of(attachment: Attachment) -> dict[str, Any]:
+    """An attachment in the form a client sends it (see :func:`read_content`)."""
+    fields = (("media_type", attachment.media_type), ("data", attachment.data), ("url", attachment.url))
+    part = {"type": attachment.kind.value, **{k: v for k, v in fields if v}}
+    return {**part, "name": attachment.name} if attachment.name else part
 
 
 # -- a streamed turn --------------------------------------------------------------------------------

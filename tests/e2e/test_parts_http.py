@@ -185,3 +185,37 @@ def test_the_test_server_refuses_a_part_the_api_would_refuse():
 
     assert answer.status_code == 400
     assert "messages[0].content[0]" in answer.json()["error"]["message"]
+
+
+def test_an_agent_function_receives_the_parts_as_the_client_sent_them(start_server):
+    seen: list[Any] = []
+
+    def describe(messages: list[dict[str, Any]], context: Any) -> str:
+        seen.append(messages[-1]["content"])
+        return "seen"
+
+    client = start_server(describe)
+
+    answer = client.post("/api/chat", json={"messages": [user(parts(IMAGE, REPORT))]})
+
+    assert answer.status_code == 200, answer.text
+    assert seen == [parts(IMAGE, REPORT)]
+
+
+def test_a_conversation_with_images_continued_by_a_runtime_that_cannot_take_them_is_refused(start_server):
+    from dcaf_like import InMemoryConversationRepository
+
+    store = InMemoryConversationRepository()
+    seeing = start_server(Agent(runtime=FakeRuntime(["A crash loop."], accepts={"image"}), repository=store))
+    first = seeing.post("/api/chat", json={"messages": [user(parts(IMAGE))]}).json()
+    blind_runtime = FakeRuntime(["never"])
+    blind = start_server(Agent(runtime=blind_runtime, repository=store))
+
+    answer = blind.post(
+        "/api/chat", json={"messages": [user("and now?", conversation_id=first["data"]["conversation_id"])]}
+    )
+
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "unsupported_part"
+    assert "earlier message" in answer.json()["error"]["message"]
+    assert blind_runtime.requests == []
