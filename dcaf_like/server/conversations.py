@@ -68,11 +68,22 @@ class ConversationList(BaseModel):
     )
 
 
+class AttachmentOut(BaseModel):
+    """An image or a file the message carried: what it is, not its bytes (which can be megabytes)."""
+
+    type: str
+    media_type: str
+    size: int = Field(description="Decoded bytes (an image by URL: the URL's length).")
+    name: str | None = None
+    url: str | None = None
+
+
 class MessageOut(BaseModel):
     role: str
     content: str
     at: float
     tool_call_ids: list[str]
+    attachments: list[AttachmentOut] = Field(default_factory=list, description="Its images and files.")
 
 
 class ToolCallRecord(BaseModel):
@@ -311,7 +322,22 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
         "created_at": conversation.created_at,
         "updated_at": _updated_at(conversation),
         "messages": [
-            {"role": m.role.value, "content": m.text, "at": m.at, "tool_call_ids": list(m.tool_call_ids)}
+            {
+                "role": m.role.value,
+                "content": m.text,
+                "at": m.at,
+                "tool_call_ids": list(m.tool_call_ids),
+                "attachments": [
+                    {
+                        "type": a.kind.value,
+                        "media_type": a.media_type,
+                        "size": a.size,
+                        "name": a.name,
+                        "url": a.url,
+                    }
+                    for a in m.attachments
+                ],
+            }
             for m in conversation.messages
         ],
         "tool_calls": calls,

@@ -53,6 +53,18 @@ def test_an_image_and_a_file_reach_the_model_with_the_text_and_stay_with_the_mes
     stored = agent.repository.get(conversation_id)
     assert stored is not None
     assert stored.messages[0].attachments == turn.attachments
+    shown = client.get(f"/api/conversations/{conversation_id}").json()["messages"]
+    assert shown[0]["attachments"] == [
+        {
+            "type": "image",
+            "media_type": "image/png",
+            "size": len(base64.b64decode(PNG)),
+            "name": None,
+            "url": None,
+        },
+        {"type": "file", "media_type": "application/pdf", "size": 8, "name": "report.pdf", "url": None},
+    ]  # what they are, not their bytes
+    assert shown[1]["attachments"] == []
 
 
 def test_an_image_by_url_is_taken(seeing):
