@@ -148,3 +148,13 @@ def test_a_strategy_needs_runtimes():
         RoutingRuntime(lambda _: "a", {})
     with pytest.raises(RuntimeNotConfigured, match="no runtime provider named 'nope'"):
         FallbackRuntime(["nope:model"])
+
+
+def test_a_strategy_takes_the_kinds_of_parts_every_runtime_behind_it_takes():
+    seeing = FakeRuntime(accepts={"image", "file"})
+    images_only = FakeRuntime(accepts={"image"})
+    blind = FakeRuntime()
+
+    assert FallbackRuntime([seeing, images_only]).accepts == {"image"}
+    assert FallbackRuntime([seeing, blind]).accepts == frozenset()
+    assert RoutingRuntime(lambda _: "a", {"a": seeing, "b": seeing}).accepts == {"image", "file"}
