@@ -35,6 +35,7 @@ from dcaf_like.application.errors import (
     ToolDefinitionError,
     ToolsetUnavailable,
     UnknownTool,
+    UnsupportedPart,
 )
 from dcaf_like.application.events import (
     ApprovalRequired,
@@ -75,16 +76,21 @@ from dcaf_like.application.service import InstructionProvider
 from dcaf_like.application.turn import RunContext
 from dcaf_like.commands import LocalCommandRunner, command_tool
 from dcaf_like.domain import (
+    MAX_PART_BYTES,
+    MAX_PARTS_BYTES,
     ApprovalExpired,
     ApprovalMismatch,
     ApprovalPolicy,
+    Attachment,
     ContextChanged,
     DomainError,
     EditNotAllowed,
     Identity,
     IllegalTransition,
     InvalidAnswer,
+    InvalidPart,
     OpenQuestions,
+    PartTooLarge,
     PendingToolCalls,
     PlatformContext,
     PolicyDenied,
@@ -95,6 +101,7 @@ from dcaf_like.domain import (
     UnknownToolCall,
     anyone_but,
     argument_in,
+    attachment,
     context_in,
     deny,
     require_approval,
@@ -138,6 +145,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_PARTS_BYTES",
+    "MAX_PART_BYTES",
+    "Attachment",
+    "InvalidPart",
+    "PartTooLarge",
+    "UnsupportedPart",
+    "attachment",
     "CommandDTO",
     "CommandResult",
     "CommandRunner",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import DeciderKind, Identity, Question, ToolCall, ToolCallStatus
+from dcaf_like.domain import Attachment, DeciderKind, Identity, Question, ToolCall, ToolCallStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,8 @@ class AgentRequest:
     text: str = ""
     conversation_id: str | None = None
     decisions: tuple[ToolDecision, ...] = ()
+    # Images and files the user's message carries besides its text (``dcaf_like.attachment(...)``).
+    attachments: tuple[Attachment, ...] = ()
     platform_context: Mapping[str, Any] = field(default_factory=dict)
     session: Mapping[str, Any] | None = None
     history: tuple[tuple[str, str], ...] = ()

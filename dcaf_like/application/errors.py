@@ -21,6 +21,19 @@ class InvalidRequest(ApplicationError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class UnsupportedPart(ApplicationError):
+    """The runtime cannot take a part of the user's message (an image, a file): the turn is refused
+    before anything is saved or sent. `index` is the part's place among the message's attachments."""
+
+    def __init__(self, index: int, part: str, kind: str, runtime: str) -> None:
+        self.index = index
+        self.runtime = runtime
+        super().__init__(
+            f"attachment {index} ({part}): the runtime {runtime!r} cannot take {kind} parts "
+            "(send it to an agent whose runtime does, or leave it out)"
+        )
+
+
 class InvalidToolArguments(ApplicationError):
     """Arguments that do not satisfy a tool's schema."""
 

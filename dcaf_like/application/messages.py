@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dcaf_like.domain.attachment import Attachment
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -28,7 +30,11 @@ class ModelToolCall:
 
 @dataclass(frozen=True, slots=True)
 class UserTurn:
+    """A user's message: its text, and the images and files it carries (a runtime that does not
+    take a kind of part never sees one: the turn is refused first, see ``AgentRuntime.accepts``)."""
+
     text: str
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

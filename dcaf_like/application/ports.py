@@ -45,6 +45,9 @@ class AgentRuntime(ABC):
     #: The model's context window in tokens when known (``context_window=`` on each runtime; the local
     #: model's is its ``n_ctx``). None: the whole transcript is sent, as the model may take it.
     context_window: int | None = None
+    #: The kinds of message parts besides text its model reads (``"image"``, ``"file"``); a message
+    #: carrying another kind is refused before the model is called. None by default.
+    accepts: frozenset[str] = frozenset()
 
     def count_tokens(self, text: str) -> int:
         """Tokens `text` takes for this model: the runtime's tokenizer where it has one, else the

@@ -21,6 +21,7 @@ from dcaf_like.application.errors import (
     InvalidRequest,
     ModelError,
     ModelTimeout,
+    UnsupportedPart,
     scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
@@ -546,6 +547,7 @@ class AgentService:
                     conversation.add_assistant_message(text, at=now)
         else:
             conversation = stored
+            _check_parts(conversation, self.runtime)
         expected = conversation.version if stored is not None else 0
         conversation.entrance = request.entrance
         # Calls whose run ended without a result (their worker died) are settled, never run again.
@@ -566,14 +568,17 @@ class AgentService:
         for answer in request.answers:  # an answered question claims its call to run again
             asked_by = self._answer(conversation, answer, request.user, now)
             (declined if answer.declined else approved).append(asked_by)
-        if request.text:
+        for i, part in enumerate(request.attachments):
+            if part.kind.value not in self.runtime.accepts:
+                raise UnsupportedPart(i, part.describe(), part.kind.value, self.runtime.name)
+        if request.text or request.attachments:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
                     conversation.reject_tool_call(
                         call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
                     )
                     rejected.append(call.id.value)
-            conversation.add_user_message(request.text, at=now)
+            conversation.add_user_message(request.text, attachments=request.attachments, at=now)
         elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
         for call_id in approved:  # this worker runs them: the claim's save carries its lease
@@ -749,3 +754,16 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
+
+
+def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:
+    """Refuse a stored conversation whose messages carry a kind of part `runtime` does not take (its
+    runtime changed since): the model would not see it, and must not be asked as if it had."""
+    if runtime.accepts >= {"image", "file"}:
+        return
+    for message in conversation.messages:
+        for i, part in enumerate(message.attachments):
+            if part.kind.value not in runtime.accepts:
+                raise UnsupportedPart(
+                    i, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name
+                )

@@ -740,7 +740,7 @@ def transcript(conversation: Conversation) -> tuple[ModelMessage, ...]:
 def _transcribe(conversation: Conversation, message: Message, into: list[ModelMessage]) -> bool:
     """Append `message`'s model form to `into`; True if that form is final (every call settled)."""
     if message.role is Role.USER:
-        into.append(UserTurn(message.text))
+        into.append(UserTurn(message.text, message.attachments))
         return True
     calls = [conversation.tool_calls[i] for i in message.tool_call_ids]
     into.append(

@@ -1,5 +1,14 @@
 """The pure domain: conversations, tool calls and their approval. Standard library only."""
 
+from dcaf_like.domain.attachment import (
+    MAX_PART_BYTES,
+    MAX_PARTS_BYTES,
+    Attachment,
+    InvalidPart,
+    PartKind,
+    PartTooLarge,
+    attachment,
+)
 from dcaf_like.domain.audit import DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.conversation import (
@@ -59,6 +68,13 @@ from dcaf_like.domain.tool_call import (
 )
 
 __all__ = [
+    "MAX_PARTS_BYTES",
+    "MAX_PART_BYTES",
+    "Attachment",
+    "InvalidPart",
+    "PartKind",
+    "PartTooLarge",
+    "attachment",
     "ApprovalExpired",
     "ApprovalMismatch",
     "ApprovalPolicy",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dcaf_like.domain.attachment import Attachment, check_total
 from dcaf_like.domain.audit import DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.errors import (
@@ -70,6 +71,8 @@ class Message:
     # The model runtime that wrote an assistant message (the one that answered, when the agent's
     # runtime chose among several); None for a user's message, or one stored before this was kept.
     runtime: str | None = None
+    # Images and files a user's message carries besides its text, in the order the user gave them.
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def text(self) -> str:
@@ -170,16 +173,22 @@ class Conversation:
 
     # -- messages ------------------------------------------------------------------------------
 
-    def add_user_message(self, text: str, *, at: float | None = None) -> Message:
-        """A new user turn. Refused while calls wait for a decision; a turn that carries decisions
-        applies them first. Approved calls may still be running: their results stay attached to the
-        message that proposed them."""
+    def add_user_message(
+        self, text: str, *, attachments: tuple[Attachment, ...] = (), at: float | None = None
+    ) -> Message:
+        """A new user turn, with the images and files it carries (at most MAX_PARTS_BYTES in all).
+        Refused while calls wait for a decision; a turn that carries decisions applies them first.
+        Approved calls may still be running: their results stay attached to the message that proposed
+        them."""
         pending = self.pending_tool_calls
         if pending:
             raise PendingToolCalls([c.id.value for c in pending])
         if self.questions and (asked := self.open_questions):
             raise OpenQuestions([q.id for q in asked])
-        return self._add_message(Role.USER, text, at)
+        check_total(attachments)
+        message = self._add_message(Role.USER, text, at)
+        message.attachments = tuple(attachments)
+        return message
 
     def add_assistant_message(
         self, text: str, *, at: float | None = None, runtime: str | None = None

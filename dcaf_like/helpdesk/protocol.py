@@ -44,6 +44,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
+from dcaf_like.domain.attachment import Attachment, InvalidPart, attachment, check_total
 from dcaf_like.domain.session import json_problem
 
 Messages = str | Sequence[Mapping[str, Any] | str]
@@ -71,6 +72,49 @@ def decision(
     if reason is not None or rejected:
         return ToolDecision(call_id, False, name, arguments, reason=reason or "")
     return None
+
+
+def read_content(
+    content: Any, path: str, *, parts_allowed: bool = True
+) -> tuple[str, tuple[Attachment, ...]]:
+    """A message's ``content`` at `path`: a string, or a list of parts (``{"type": "text", "text":
+    ...}``, ``{"type": "image", "url": ...}`` or ``{"type": "image", "media_type": ..., "data":
+    <base64>}``, ``{"type": "file", "name": ..., "media_type": ..., "data": <base64>}``): the text
+    parts joined by a blank line, and the others as attachments in their order. A part that is not
+    one, or too large (:class:`~dcaf_like.domain.PartTooLarge`), is refused naming its path; so is any
+    part but text where `parts_allowed` is False (a message of the history)."""
+    if content is None:
+        return "", ()
+    if isinstance(content, str):
+        return content, ()
+    if not isinstance(content, list):
+        raise InvalidRequest(path, f"expected a string or a list of parts, got {type(content).__name__}")
+    texts: list[str] = []
+    attachments: list[Attachment] = []
+    for j, part in enumerate(content):
+        where = f"{path}[{j}]"
+        if not isinstance(part, Mapping):
+            raise InvalidRequest(where, f"expected a part (an object), got {type(part).__name__}")
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidRequest(f"{where}.text", "expected a string")
+            texts.append(text)
+            continue
+        if not parts_allowed:
+            raise InvalidRequest(where, "only the user's last message may carry images and files")
+        fields = {k: part.get(k) for k in ("media_type", "data", "url", "name")}
+        for key, value in fields.items():
+            if value is not None and not isinstance(value, str):
+                raise InvalidRequest(f"{where}.{key}", "expected a string")
+        try:
+            attachments.append(attachment(str(kind), index=len(attachments), **fields))
+            check_total(attachments)
+        except InvalidPart as exc:
+            exc.field = where
+            raise
+    return "\n\n".join(texts), tuple(attachments)
 
 
 def users_turn_expected(path: str) -> InvalidRequest:
@@ -121,7 +165,7 @@ def read_messages(
         )
     if not isinstance(messages, Sequence) or not messages:
         raise InvalidRequest("messages", "expected a non-empty list of messages")
-    parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    parsed = [_message(m, f"messages[{i}]", last=i == len(messages) - 1) for i, m in enumerate(messages)]
     last_path = f"messages[{len(parsed) - 1}]"
     last = parsed[-1]
     if last.role != "user":
@@ -143,6 +187,7 @@ def read_messages(
         context = dict(last.platform_context)
     return AgentRequest(
         text=last.content,
+        attachments=last.attachments,
         conversation_id=conversation_id or conversation_id_in(m.data for m in parsed),
         decisions=decisions,
         platform_context=context,
@@ -230,10 +275,11 @@ class _Message(NamedTuple):
     content: str
     data: Mapping[str, Any]
     platform_context: Mapping[str, Any] | None
+    attachments: tuple[Attachment, ...] = ()
 
 
-def _message(raw: Mapping[str, Any] | str, path: str) -> _Message:
-    """One message, each of its fields checked."""
+def _message(raw: Mapping[str, Any] | str, path: str, *, last: bool) -> _Message:
+    """One message, each of its fields checked (only the `last` may carry images and files)."""
     if isinstance(raw, str):
         return _Message("user", raw, {}, None)
     if not isinstance(raw, Mapping):
@@ -241,18 +287,14 @@ def _message(raw: Mapping[str, Any] | str, path: str) -> _Message:
     role = raw.get("role", "user")
     if role not in ROLES:
         raise InvalidRequest(f"{path}.role", f"unknown role {role!r}; expected 'user' or 'assistant'")
-    content = raw.get("content")
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        raise InvalidRequest(f"{path}.content", f"expected a string, got {type(content).__name__}")
+    content, attachments = read_content(raw.get("content"), f"{path}.content", parts_allowed=last)
     data = raw.get("data") or {}
     if not isinstance(data, Mapping):
         raise InvalidRequest(f"{path}.data", f"expected an object, got {type(data).__name__}")
     context = raw.get("platform_context")
     if context is not None and not isinstance(context, Mapping):
         raise InvalidRequest(f"{path}.platform_context", "expected an object")
-    return _Message(role, content, data, context)
+    return _Message(role, content, data, context, attachments)
 
 
 def _list(value: Any, path: str) -> list[Any]:
@@ -431,14 +473,19 @@ def assistant_message(response: AgentResponse, *, request_id: str | None = None)
 def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
     """The request as the messages a custom agent function receives: without the client's decisions
     (no ``execute: true`` the server never checked), which the function's context holds as
-    `unverified_decisions`."""
+    `unverified_decisions`. A message with images or files has its content as the list of parts the
+    client sent (its text first)."""
     messages: list[dict[str, Any]] = [{"role": role, "content": text} for role, text in request.history]
     data: dict[str, Any] = {}
     if request.conversation_id:
         data["conversation_id"] = request.conversation_id
     if request.session is not None:
         data["session"] = dict(request.session)
-    messages.append({"role": "user", "content": request.text, "data": data})
+    content: str | list[dict[str, Any]] = request.text
+    if request.attachments:
+        text = [{"type": "text", "text": request.text}] if request.text else []
+        content = text + [part_of(a) for a in request.attachments]
+    messages.append({"role": "user", "content": content, "data": data})
     return messages
 
 
@@ -482,6 +529,13 @@ def read_answers(answers: Any, path: str) -> tuple[QuestionAnswer, ...]:
             raise InvalidRequest(f"{where}.value", "expected true or false, or a string")
         read.append(answer(question_id, value, declined=declined))
     return tuple(read)
+
+
+def part_of(attachment: Attachment) -> dict[str, Any]:
+    """An attachment in the form a client sends it (see :func:`read_content`)."""
+    fields = (("media_type", attachment.media_type), ("data", attachment.data), ("url", attachment.url))
+    part = {"type": attachment.kind.value, **{k: v for k, v in fields if v}}
+    return {**part, "name": attachment.name} if attachment.name else part
 
 
 # -- a streamed turn --------------------------------------------------------------------------------

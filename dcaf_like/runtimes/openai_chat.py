@@ -12,7 +12,7 @@ import json
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from dcaf_like.application.messages import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.domain.context import scrub
 from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls
 
@@ -61,6 +62,10 @@ class OpenAIRuntime(AgentRuntime):
     :class:`~dcaf_like.runtimes.local.LocalRuntime` does: a call is taken only when every call in the
     answer names a tool offered in the request; otherwise the answer stays text. Such an answer is not
     streamed as text while it may still be a call.
+
+    Images and files in a user's message go in the API's content parts (``image_url``, ``file``);
+    `accepts` says which kinds the model takes (both by default: a server whose model cannot read
+    them answers 400, a :class:`~dcaf_like.ModelRequestInvalid`); ``accepts=()`` refuses them first.
     """
 
     def __init__(
@@ -76,8 +81,10 @@ class OpenAIRuntime(AgentRuntime):
         async_client: Any = None,
         context_window: int | None = None,
         tool_calls_in_text: bool = False,
+        accepts: Iterable[str] = ("image", "file"),
     ) -> None:
         self.context_window = context_window
+        self.accepts = frozenset(accepts)
         self.tool_calls_in_text = tool_calls_in_text
         try:
             import openai
@@ -274,9 +281,20 @@ def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
                     for c in m.tool_calls
                 ]
             messages.append(message)
+        elif m.attachments:
+            parts = [{"type": "text", "text": m.text}] if m.text else []
+            messages.append({"role": "user", "content": parts + [_part(a) for a in m.attachments]})
         else:
             messages.append({"role": "user", "content": m.text})
     return messages
+
+
+def _part(attachment: Attachment) -> dict[str, Any]:
+    """An image or a file as a content part of the Chat Completions API."""
+    inline = f"data:{attachment.media_type};base64,{attachment.data}"
+    if attachment.kind is PartKind.FILE:
+        return {"type": "file", "file": {"filename": attachment.name, "file_data": inline}}
+    return {"type": "image_url", "image_url": {"url": attachment.url or inline}}
 
 
 def _tool_call(call_id: str | None, name: str, arguments: str | None) -> ModelToolCall:

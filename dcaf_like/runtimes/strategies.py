@@ -48,6 +48,11 @@ async def _aanswered_each(
         yield _answered_each(runtime, event)
 
 
+def _common_parts(runtimes: list[AgentRuntime]) -> frozenset[str]:
+    """The kinds of message parts every one of `runtimes` takes: whichever answers, it reads them."""
+    return frozenset.intersection(*(r.accepts for r in runtimes)) if runtimes else frozenset()
+
+
 class FallbackRuntime(AgentRuntime):
     """Tries `runtimes` in order; moves to the next when one fails with an error `fall_back_on`
     accepts (by default a retryable one: rate limit, timeout, server error, connection).
@@ -71,6 +76,7 @@ class FallbackRuntime(AgentRuntime):
         self.fall_back_on = fall_back_on
         self.name = f"fallback({', '.join(r.name for r in self.runtimes)})"
         self.context_window = _smallest_window(self.runtimes)
+        self.accepts = _common_parts(self.runtimes)
 
     def count_tokens(self, text: str) -> int:
         """By the first runtime's tokenizer (the one that answers unless it fails)."""
@@ -171,6 +177,7 @@ class RoutingRuntime(AgentRuntime):
         self.runtimes = {key: resolve_runtime(r) for key, r in runtimes.items()}
         self.name = f"router({', '.join(f'{k}={r.name}' for k, r in self.runtimes.items())})"
         self.context_window = _smallest_window(list(self.runtimes.values()))
+        self.accepts = _common_parts(list(self.runtimes.values()))
 
     def choose(self, request: ModelRequest) -> AgentRuntime:
         key = self.route(request)

@@ -26,6 +26,7 @@ from dcaf_like.helpdesk.protocol import (
     decision,
     event_lines,
     ndjson,
+    read_content,
     users_turn_expected,
 )
 from dcaf_like.server.auth import Caller, authorized, caller_of
@@ -209,13 +210,19 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
         )
         session = last.data.session  # JSON already: it was parsed from JSON text
         answers = tuple(answer(a.id, a.value, declined=a.declined) for a in last.data.answers or ())
+    text, attachments = read_content(last.content, f"{path}.content")
+    history = tuple(
+        (m.role, read_content(m.content, f"messages[{i}].content", parts_allowed=False)[0])
+        for i, m in enumerate(messages[:-1])
+    )
     request = AgentRequest(
-        text=last.content or "",
+        text=text,
+        attachments=attachments,
         conversation_id=body.conversation_id or _conversation_id(messages),
         decisions=decisions,
         platform_context=dict(body.platform_context or last.platform_context or {}),
         session=session,
-        history=tuple((m.role, m.content) for m in messages[:-1] if m.content),
+        history=tuple((role, content) for role, content in history if content),
         user=caller.name,
         answers=answers,
     )

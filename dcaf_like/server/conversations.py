@@ -77,6 +77,16 @@ class ConversationList(BaseModel):
     )
 
 
+class AttachmentOut(BaseModel):
+    """An image or a file the message carried: what it is, not its bytes (which can be megabytes)."""
+
+    type: str
+    media_type: str
+    size: int = Field(description="Decoded bytes (an image by URL: the URL's length).")
+    name: str | None = None
+    url: str | None = None
+
+
 class MessageOut(BaseModel):
     role: str
     content: str
@@ -85,6 +95,7 @@ class MessageOut(BaseModel):
     runtime: str | None = Field(
         None, description="The model runtime that wrote an assistant message (the one that answered)."
     )
+    attachments: list[AttachmentOut] = Field(default_factory=list, description="Its images and files.")
 
 
 class ToolCallRecord(BaseModel):
@@ -352,6 +363,16 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "at": m.at,
                 "tool_call_ids": list(m.tool_call_ids),
                 "runtime": m.runtime,
+                "attachments": [
+                    {
+                        "type": a.kind.value,
+                        "media_type": a.media_type,
+                        "size": a.size,
+                        "name": a.name,
+                        "url": a.url,
+                    }
+                    for a in m.attachments
+                ],
             }
             for m in conversation.messages
         ],

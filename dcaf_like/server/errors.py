@@ -21,6 +21,7 @@ from dcaf_like.application.errors import (
     StoreUnavailable,
     ToolsetUnavailable,
     UnknownTool,
+    UnsupportedPart,
 )
 from dcaf_like.domain import (
     ApprovalExpired,
@@ -30,7 +31,9 @@ from dcaf_like.domain import (
     EditNotAllowed,
     IllegalTransition,
     InvalidAnswer,
+    InvalidPart,
     OpenQuestions,
+    PartTooLarge,
     PendingToolCalls,
     PolicyDenied,
     QuestionClosed,
@@ -111,6 +114,12 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return _question_error(exc, conv)
         case InvalidToolArguments():
             return HttpError(422, "invalid_tool_arguments", message, field="edited_input")
+        case PartTooLarge():
+            return HttpError(413, "part_too_large", message, field=exc.field or f"attachments[{exc.index}]")
+        case InvalidPart():
+            return HttpError(422, "invalid_part", message, field=exc.field or f"attachments[{exc.index}]")
+        case UnsupportedPart():
+            return HttpError(422, "unsupported_part", message, field=f"attachments[{exc.index}]")
         case UnknownTool():
             return HttpError(422, "unknown_tool", message)
         case ConcurrencyConflict():

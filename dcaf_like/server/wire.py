@@ -103,7 +103,14 @@ class MessageIn(BaseModel):
     model_config = _OPEN
 
     role: Literal["user", "assistant"]
-    content: str | None = ""
+    content: str | list[dict[str, Any]] | None = Field(
+        "",
+        description=(
+            "The text, or a list of parts: {type: text, text}, {type: image, url} or {type: image, "
+            "media_type, data (base64)}, {type: file, name, media_type, data (base64)}; images and files "
+            "in the last message only. Limits: 5 MiB a part, 10 MiB a message's parts."
+        ),
+    )
     data: MessageData | None = None
     platform_context: dict[str, Any] | None = None
 

@@ -31,10 +31,12 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from dcaf_like.domain import (
+    Attachment,
     ContextSummary,
     DeciderKind,
     Message,
     MessageContent,
+    PartKind,
     PlatformContext,
     Question,
     TaskRecord,
@@ -76,6 +78,7 @@ class Kind:
     read: str = "{x}"
     to_tuple: str | None = None  # None: as to_dict (a tuple must hold no list: the GC tracks those)
     names: tuple[tuple[str, Any], ...] = ()  # what the expressions name, besides the helpers above
+    omitted_when_empty: bool = False  # not written when empty (read back as empty: an ADDED entry)
 
     def optional(self) -> Kind:
         """The same type or None."""
@@ -123,6 +126,32 @@ _KINDS: dict[Any, Kind] = {
 }
 
 
+def _attachments_to_list(parts: tuple[Attachment, ...]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in (("kind", p.kind._value_), ("media_type", p.media_type), ("data", p.data),
+             ("url", p.url), ("name", p.name)) if v is not None} for p in parts]  # fmt: skip
+
+
+def _attachments_from_list(stored: Sequence[Any]) -> tuple[Attachment, ...]:
+    """Attachments from their stored dicts (or as they are: the in-memory tuple form keeps them)."""
+    return tuple(
+        p
+        if isinstance(p, Attachment)
+        else Attachment(PartKind(p["kind"]), p["media_type"], p.get("data"), p.get("url"), p.get("name"))
+        for p in stored
+    )
+
+
+_KINDS[tuple[Attachment, ...]] = Kind(
+    "_attachments_to_list({v})",
+    "dumps(_attachments_to_list({v}))",
+    "_attachments_from_list({x})",
+    "{v}",
+    names=(("_attachments_to_list", _attachments_to_list), ("_attachments_from_list", _attachments_from_list),
+           ("dumps", dumps)),
+    omitted_when_empty=True,
+)  # fmt: skip
+
+
 def _kind(hint: Any) -> Kind:
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         others = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -156,6 +185,10 @@ def _kind_of_old_record(data: dict[str, Any], context: PlatformContext) -> Decid
 
 
 ADDED: dict[type, dict[str, Any]] = {
+    Message: {
+        "runtime": None,  # absent before the runtime that answered was kept
+        "attachments": (),  # absent before attachments, and whenever a message has none
+    },
     ToolCall: {
         "secret_arguments": (),  # absent before secrets were marked
         # Absent before leases: such an approved call is settled as interrupted when next loaded.
@@ -164,7 +197,6 @@ ADDED: dict[type, dict[str, Any]] = {
         "context_fingerprint": _bound_context,
         "decided_by_kind": _kind_of_old_record,
     },
-    Message: {"runtime": None},  # absent before the runtime that answered was kept
 }
 
 # Stored under another name than the attribute's: an attribute renamed keeps the key it was first
@@ -230,9 +262,16 @@ def _generate(record: type[Any]) -> dict[str, Any]:
             raise TypeError(f"a stored name is an identifier, not {key!r}")
         keys.append(key)
         v = f"r.{f.name}"
-        to_dict.append(f"{key!r}: {kind.to_dict.format(v=v)}")
-        write.append(("{{" if i == 0 else ",") + f'"{key}":')
-        write.append("{" + kind.write.format(v=v) + "}")
+        if kind.omitted_when_empty:
+            if i == 0 or f.name not in added:
+                raise TypeError(f"{key} may be omitted only after the first field, with an ADDED entry")
+            to_dict.append(f"**({{{key!r}: {kind.to_dict.format(v=v)}}} if {v} else {{}})")
+            namespace[f"_key_{key}"] = f',"{key}":'
+            write.append("{" + f'(_key_{key} + {kind.write.format(v=v)}) if {v} else ""' + "}")
+        else:
+            to_dict.append(f"{key!r}: {kind.to_dict.format(v=v)}")
+            write.append(("{{" if i == 0 else ",") + f'"{key}":')
+            write.append("{" + kind.write.format(v=v) + "}")
         to_tuple.append((kind.to_tuple or kind.to_dict).format(v=v))
         from_tuple.append(kind.read.format(x=f"t[{i}]"))
         if f.name not in added:

@@ -78,12 +78,20 @@ ScriptItem = Step | ModelToolCall | str | Callable[[ModelRequest], ModelResponse
 class FakeRuntime(AgentRuntime):
     """Scripted per model call, in order. Each item is a :class:`Step`, a bare string (a reply), a
     :class:`ModelToolCall` (one call), or a function of the request (for answers that depend on it).
-    Every request is kept in :attr:`requests` for assertions."""
+    Every request is kept in :attr:`requests` for assertions. `accepts` names the kinds of message
+    parts it takes besides text (``{"image", "file"}``); none by default, as a text model."""
 
     name = "fake"
 
-    def __init__(self, script: Iterable[ScriptItem] = (), *, context_window: int | None = None) -> None:
+    def __init__(
+        self,
+        script: Iterable[ScriptItem] = (),
+        *,
+        context_window: int | None = None,
+        accepts: Iterable[str] = (),
+    ) -> None:
         self.context_window = context_window
+        self.accepts = frozenset(accepts)
         self.script: list[ScriptItem] = list(script)
         self.requests: list[ModelRequest] = []
 

@@ -112,6 +112,10 @@ def _handler(owner: OpenAICompatibleServer) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._json(404, _error("not_found", f"no route {self.path}"))
                 return
+            if problem := _content_problem(body.get("messages") or []):  # as OpenAI's schema says
+                owner.requests.append(body)
+                self._json(400, _error("invalid_request_error", problem))
+                return
             unanswered = _unanswered_tool_calls(body.get("messages") or [])
             if unanswered:  # as OpenAI does, before the script is consulted
                 owner.requests.append(body)
@@ -154,6 +158,31 @@ def _handler(owner: OpenAICompatibleServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+def _content_problem(messages: list[Any]) -> str | None:
+    """What is wrong with a user message's content parts, as the Chat Completions API checks them:
+    ``text`` with its text, ``image_url`` with a URL (``https:`` or a ``data:`` URL), ``file`` with a
+    ``filename`` and ``file_data`` (a ``data:`` URL)."""
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            where = f"messages[{i}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind == "image_url":
+                url = (part.get("image_url") or {}).get("url")
+                if isinstance(url, str) and url.startswith(("https://", "http://", "data:image/")):
+                    continue
+            if kind == "file":
+                file = part.get("file") or {}
+                if isinstance(file.get("filename"), str) and str(file.get("file_data")).startswith("data:"):
+                    continue
+            return f"Invalid content part at '{where}': {json.dumps(part)[:200]}"
+    return None
 
 
 def _unanswered_tool_calls(messages: list[Any]) -> list[str]:

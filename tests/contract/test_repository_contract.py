@@ -28,6 +28,7 @@ from dcaf_like.domain import (
     Role,
     TaskOutcome,
     ToolInput,
+    attachment,
 )
 from dcaf_like.stores._codec import conversation_to_dict
 
@@ -194,6 +195,26 @@ def test_a_question_and_the_call_waiting_for_it_survive_saves_and_its_answer_too
     assert same(answered, asked)
     assert (answered.question(pick.id).value, answered.question(pick.id).answered_by) == ("stäging", "alice")
     assert answered.tool_call(call.id.value).lease_owner == "worker-b"
+
+
+def test_the_images_and_files_of_a_message_survive_a_round_trip_and_a_later_save(make: Factory) -> None:
+    store = make()
+    image = attachment("image", media_type="image/png", data="iVBORw0KGgo=")
+    by_url = attachment("image", url="https://example.com/pod.png")
+    report = attachment("file", media_type="application/pdf", data="JVBERi0=", name="report é.pdf")
+    conversation = Conversation.start(at=1_700_000_000.0)
+    conversation.add_user_message("what is wrong here?", attachments=(image, by_url), at=1_700_000_001.0)
+    conversation.add_assistant_message("A crash loop.", at=1_700_000_002.0)
+    store.save(conversation, 0)
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    loaded.add_user_message("and this?", attachments=(report,), at=1_700_000_003.0)  # a delta save
+    store.save(loaded, conversation.version)
+
+    again = store.get(conversation.id)
+
+    assert again is not None
+    assert [m.attachments for m in again.messages] == [(image, by_url), (), (report,)]
 
 
 def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:

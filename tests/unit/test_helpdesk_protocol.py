@@ -286,3 +286,48 @@ def test_a2a_data_carries_answers_too():
     request = a2a_request(Incoming("", {"answers": [{"id": "q_1", "value": "prod"}]}), ANYONE)
 
     assert request.answers == (protocol.answer("q_1", "prod"),)
+
+
+# -- images and files in a message --------------------------------------------------------------------
+
+
+def test_a_message_of_parts_reads_as_its_text_and_its_attachments_in_python():
+    from dcaf_like import Agent, attachment
+    from dcaf_like.testing import FakeRuntime
+
+    runtime = FakeRuntime(["A crash loop."], accepts={"image"})
+    agent = Agent(runtime=runtime)
+    content = [
+        {"type": "text", "text": "what is wrong"},
+        {"type": "image", "url": "https://example.com/a.png"},
+        {"type": "text", "text": "here?"},
+    ]
+
+    agent.run([{"role": "user", "content": content}])
+
+    [turn] = runtime.requests[0].messages
+    assert turn.text == "what is wrong\n\nhere?"
+    assert turn.attachments == (attachment("image", url="https://example.com/a.png"),)
+
+
+def test_a_part_over_its_limit_is_refused_in_python_naming_it():
+    import base64
+
+    from dcaf_like import MAX_PART_BYTES, PartTooLarge
+
+    big = base64.b64encode(b"\0" * (MAX_PART_BYTES + 1)).decode()
+
+    part = {"type": "file", "name": "a", "media_type": "a/b", "data": big}
+
+    with pytest.raises(PartTooLarge) as refused:
+        protocol.read_messages([{"role": "user", "content": [part]}])
+
+    assert refused.value.field == "messages[0].content[0]"
+
+
+def test_an_attachments_repr_shows_its_size_not_its_data():
+    from dcaf_like import attachment
+
+    part = attachment("file", media_type="application/pdf", data="JVBERi0xLjQ=", name="r.pdf")
+
+    assert repr(part) == "Attachment(file, 'application/pdf', 8 bytes, name='r.pdf')"

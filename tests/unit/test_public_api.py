@@ -10,6 +10,13 @@ import pytest
 import dcaf_like
 
 EXPORTED = {
+    "MAX_PARTS_BYTES",
+    "MAX_PART_BYTES",
+    "Attachment",
+    "InvalidPart",
+    "PartTooLarge",
+    "UnsupportedPart",
+    "attachment",
     "CommandDTO",
     "CommandResult",
     "CommandRunner",

@@ -223,3 +223,13 @@ def test_a_plain_runtime_answers_itself_and_a_turn_without_a_model_call_names_no
     assert proposed.answered_by == "plain"
     assert half_decided.answered_by is None
     assert [name for _, name in cluster.deleted] == ["web-1"]
+
+
+def test_a_strategy_takes_the_kinds_of_parts_every_runtime_behind_it_takes():
+    seeing = FakeRuntime(accepts={"image", "file"})
+    images_only = FakeRuntime(accepts={"image"})
+    blind = FakeRuntime()
+
+    assert FallbackRuntime([seeing, images_only]).accepts == {"image"}
+    assert FallbackRuntime([seeing, blind]).accepts == frozenset()
+    assert RoutingRuntime(lambda _: "a", {"a": seeing, "b": seeing}).accepts == {"image", "file"}

@@ -231,3 +231,23 @@ def test_a_field_of_a_type_with_no_stored_form_is_refused_when_its_forms_are_fir
 
     with pytest.raises(TypeError, match="no stored form for a field of type set"):
         odd.to_dict(Odd({1}))
+
+
+def test_a_messages_attachments_are_written_only_when_it_has_some_and_read_back_alike():
+    from dcaf_like.domain import attachment
+
+    plain = Message(Role.USER, MessageContent("hi"), 1.0)
+    carrying = Message(Role.USER, MessageContent("look"), 2.0)
+    carrying.attachments = (
+        attachment("image", media_type="image/png", data="iVBORw0KGgo="),
+        attachment("file", media_type="text/plain", data="aGk=", name="notes é.txt"),
+        attachment("image", url="https://example.com/a.png"),
+    )
+
+    assert "attachments" not in MESSAGE.to_dict(plain)
+    assert MESSAGE.write(plain) == plain_json(MESSAGE.to_dict(plain))
+    for message in (plain, carrying):
+        written = MESSAGE.write(message)
+        assert written == plain_json(MESSAGE.to_dict(message))
+        assert MESSAGE.from_dict(json.loads(written), PlatformContext()) == message
+        assert MESSAGE.from_tuple(MESSAGE.to_tuple(message)) == message
