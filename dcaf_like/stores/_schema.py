@@ -199,6 +199,10 @@ ADDED: dict[type, dict[str, Any]] = {
     },
 }
 
+# Written only when set (read back as the ADDED value): fields most records leave empty, so records
+# without them are stored as they were before the field existed.
+SPARSE: dict[type, frozenset[str]] = {Message: frozenset({"runtime"})}
+
 # Stored under another name than the attribute's: an attribute renamed keeps the key it was first
 # stored under, so records written before the rename read the same and no migration is needed.
 KEYS: dict[type, dict[str, str]] = {
@@ -262,7 +266,7 @@ def _generate(record: type[Any]) -> dict[str, Any]:
             raise TypeError(f"a stored name is an identifier, not {key!r}")
         keys.append(key)
         v = f"r.{f.name}"
-        if kind.omitted_when_empty:
+        if kind.omitted_when_empty or f.name in SPARSE.get(record, ()):
             if i == 0 or f.name not in added:
                 raise TypeError(f"{key} may be omitted only after the first field, with an ADDED entry")
             to_dict.append(f"**({{{key!r}: {kind.to_dict.format(v=v)}}} if {v} else {{}})")
