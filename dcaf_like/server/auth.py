@@ -82,11 +82,17 @@ def caller_of(connection: HTTPConnection | Any) -> Caller:
 def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentRequest:
     """`request` as `caller` may send it (MissingScope otherwise): decisions need ``approve``, a message
     ``chat``; the conversation must be the caller's (the service checks that as it loads it)."""
-    if request.decisions:
-        caller.require("approve", "decide tool calls")
-    if request.text or not request.decisions:
-        caller.require("chat", "send messages")
+    check_scopes(caller, decides=bool(request.decisions), chats=bool(request.text))
     return replace(request, owner=caller.owner, sees_all=caller.sees_all, entrance=entrance)
+
+
+def check_scopes(caller: Caller, *, decides: bool, chats: bool) -> None:
+    """What :func:`authorized` checks, for a request not built yet: MissingScope unless `caller` may
+    decide tool calls (`decides`) and send a message (`chats`, or a request that decides nothing)."""
+    if decides:
+        caller.require("approve", "decide tool calls")
+    if chats or not decides:
+        caller.require("chat", "send messages")
 
 
 def parse_holder(holder: str) -> Caller:

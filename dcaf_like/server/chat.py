@@ -26,7 +26,7 @@ from dcaf_like.helpdesk.protocol import (
     ndjson,
     users_turn_expected,
 )
-from dcaf_like.server.auth import Caller, authorized, caller_of
+from dcaf_like.server.auth import Caller, caller_of, check_scopes
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
@@ -188,16 +188,20 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
             if command.execute:
                 raise command_refused(f"{path}.data.cmds[{i}]")
         session = last.data.session  # JSON already: it was parsed from JSON text
-    request = AgentRequest(
-        text=last.content or "",
+    text = last.content or ""
+    check_scopes(caller, decides=bool(decisions), chats=bool(text))  # as authorized() checks
+    return AgentRequest(
+        text=text,
         conversation_id=body.conversation_id or _conversation_id(messages),
         decisions=decisions,
         platform_context=dict(body.platform_context or last.platform_context or {}),
         session=session,
         history=tuple((m.role, m.content) for m in messages[:-1] if m.content),
         user=caller.name,
+        owner=caller.owner,
+        sees_all=caller.sees_all,
+        entrance=entrance,
     )
-    return authorized(request, caller, entrance)
 
 
 def _conversation_id(messages: list[MessageIn]) -> str | None:
