@@ -8,6 +8,11 @@ answers), then times one instant turn on it through ``Agent.run(..., conversatio
 store's read, the turn (one auto-approved tool call, then text) and the store's compare-and-set
 save. Every sample starts again from N messages, so N is the length the turn saw. "per message" is
 the turn's time divided by N: flat means linear growth, rising means worse than linear.
+
+The second table is the same turn with a summarizing context window (``ContextWindow(summarize=True)``
+and a runtime declaring 100,000 tokens), on a conversation whose stored summary covers all but its
+last nine messages, as a long conversation under such a window has: the turn reads and transcribes
+only the recent part (ADR 22), so its cost should not grow with N.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import stores as store_benchmarks
 
-from dcaf_like import Agent, ConversationRepository, ModelResponse, tool
+from dcaf_like import Agent, ContextWindow, ConversationRepository, ModelResponse, tool
 from dcaf_like.application.messages import ModelRequest, ModelToolCall, ToolResult
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain import Conversation, ToolInput
@@ -45,6 +50,16 @@ class InstantRuntime(AgentRuntime):
         return ModelResponse(tool_calls=(call,), stop_reason="tool_use")
 
 
+class WindowedRuntime(InstantRuntime):
+    """The same, declaring a context window (large enough that nothing after the summary is cut)."""
+
+    context_window = 100_000
+
+
+#: Messages a summarized conversation keeps after its summary's end.
+RECENT = 9
+
+
 def conversation(messages: int) -> Conversation:
     """`messages` messages in rounds of three: a question, a list_pods call with its result, an answer."""
     c = Conversation.start(at=1_700_000_000.0)
@@ -66,14 +81,28 @@ def conversation(messages: int) -> Conversation:
     return c
 
 
-def per_turn(store: ConversationRepository, messages: int, turns: int) -> float:
-    """Seconds per turn on a stored conversation of `messages` messages (the seeding is not timed)."""
-    agent = Agent(tools=[list_pods], runtime=InstantRuntime(), repository=store)
+def per_turn(store: ConversationRepository, messages: int, turns: int, *, summarized: bool = False) -> float:
+    """Seconds per turn on a stored conversation of `messages` messages (the seeding is not timed);
+    `summarized`: under a summarizing window, the summary covering all but the last messages."""
+    if summarized:
+        runtime: AgentRuntime = WindowedRuntime()
+        agent = Agent(
+            tools=[list_pods], runtime=runtime, repository=store, context=ContextWindow(summarize=True)
+        )
+    else:
+        agent = Agent(tools=[list_pods], runtime=InstantRuntime(), repository=store)
     seed = conversation(messages)
+    if summarized and messages > RECENT:
+        seed.summarize("Pods of prod were listed; web-2 is crash-looping.", through=messages - RECENT)
     total = 0.0
     for i in range(turns + 1):  # the first turn warms up
         c = conversation(0)  # a fresh id, the seed's content
-        c.messages, c.tool_calls, c.version = seed.messages, seed.tool_calls, seed.version
+        c.messages, c.tool_calls, c.version, c.summary = (
+            seed.messages,
+            seed.tool_calls,
+            seed.version,
+            seed.summary,
+        )
         store.save(c, 0)
         start = time.perf_counter()
         response = agent.run("and now?", conversation_id=c.id)
@@ -91,14 +120,17 @@ def report(quick: bool) -> dict[str, Any]:
     turns = {10: 3, 100: 3, 1000: 2} if quick else {10: 300, 100: 200, 1000: 40}
     with store_benchmarks.every_store() as found:
         stores: dict[str, ConversationRepository] = dict(found)
-        rows = []
+        rows, recent = [], []
         for messages in LENGTHS:
             size = len(encode(conversation(messages)).encode())
             row: dict[str, Any] = {"messages": messages, "kib": size / 1024}
+            summarized: dict[str, Any] = dict(row)
             for name, store in stores.items():
                 row[name] = per_turn(store, messages, turns[messages]) * 1000
+                summarized[name] = per_turn(store, messages, turns[messages], summarized=True) * 1000
             rows.append(row)
-    return {"rows": rows, "stores": list(stores), "turns": turns}
+            recent.append(summarized)
+    return {"rows": rows, "recent": recent, "stores": list(stores), "turns": turns}
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -111,6 +143,18 @@ def markdown(results: dict[str, Any]) -> str:
     for row in results["rows"]:
         cells = " | ".join(f"{row[n]:.3f} | {row[n] * 1000 / row['messages']:.1f}" for n in names)
         lines.append(f"| {row['messages']} | {row['kib']:.1f} | {cells} |")
+    first = results["recent"][0]
+    base = first["messages"]
+    columns = " | ".join(f"{n}: ms per turn | {n}: vs {base}" for n in names)
+    lines += [
+        "",
+        f"| Growth under a summarizing window (all but the last {RECENT} messages summarized): "
+        f"messages stored | {columns} |",
+        "|---" * (1 + 2 * len(names)) + "|",
+    ]
+    for row in results["recent"]:
+        cells = " | ".join(f"{row[n]:.3f} | {row[n] / first[n]:.2f}x" for n in names)
+        lines.append(f"| {row['messages']} | {cells} |")
     return "\n".join(lines)
 
 

@@ -87,6 +87,10 @@ class ContextPolicy(ABC):
 
     #: The window in tokens; None takes the runtime's (``runtime.context_window``).
     window: int | None = None
+    #: Whether :meth:`fit` may send messages the stored summary covers (besides those whose calls are
+    #: not settled yet). One that never does (:class:`ContextWindow`) lets a turn read only the
+    #: conversation's recent messages from the store (``ConversationRepository.get_recent``, ADR 22).
+    sends_summarized: bool = True
 
     @abstractmethod
     def fit(self, view: ContextView) -> Fitted: ...
@@ -114,6 +118,8 @@ class ContextWindow(ContextPolicy):
     When even the latest exchange does not fit, its oldest tool rounds go, its user message stays.
     With `summarize`, what is cut is summarized first, once, by the agent's runtime.
     """
+
+    sends_summarized = False  # a summary stands for the messages it covers
 
     def __init__(
         self, window: int | None = None, *, reserve: int = 512, margin: float = 0.05, summarize: bool = False

@@ -124,6 +124,19 @@ class ConversationRepository(ABC):
     @abstractmethod
     def save(self, conversation: Conversation, expected_version: int) -> None: ...
 
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        """The conversation as a turn needs it (ADR 22): its header, and its messages and calls from
+        :meth:`Conversation.window_start` on, which the store recorded with its last save: every call
+        not settled yet, and every message a context window may still send the model (the stored
+        summary stands for those before). The conversation says what it leaves out
+        (:attr:`~Conversation.message_offset`, :attr:`~Conversation.call_offset`), and a save of it
+        writes its changes like any other's.
+
+        This default reads the whole conversation, which is also a correct answer: stores whose
+        records can be read from a position on override it, so that a turn on a long conversation
+        reads what it needs rather than all of it."""
+        return self.get(conversation_id)
+
     @abstractmethod
     def delete(self, conversation_id: str) -> bool:
         """Remove a conversation; False if there was none."""
@@ -171,6 +184,13 @@ class ConversationRepository(ABC):
     # Stores whose I/O blocks override these with a native async client.
     async def aget(self, conversation_id: str) -> Conversation | None:
         return self.get(conversation_id)
+
+    async def aget_recent(self, conversation_id: str) -> Conversation | None:
+        """:meth:`get_recent` on the event loop. This default is :meth:`aget` for a store without a
+        windowed read of its own, else its :meth:`get_recent`, in place (as :meth:`aget` reads)."""
+        if type(self).get_recent is ConversationRepository.get_recent:
+            return await self.aget(conversation_id)
+        return self.get_recent(conversation_id)
 
     async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """:meth:`get_many` on the event loop: at most :data:`READ_CONCURRENCY` reads at once, so a

@@ -171,6 +171,14 @@ class AgentService:
             count_request_tokens=runtime.count_request_tokens,
             hooks=Hooks.of(hooks),
         )
+        fitting = self._settings.context
+        #: A turn reads the conversation's recent part only (ADR 22) when its policy never sends what
+        #: the summary covers and a window is known (without one the whole transcript is sent).
+        self._reads_recent = (
+            fitting is not None
+            and not fitting.sends_summarized
+            and ((fitting.window or runtime.context_window) is not None)
+        )
 
     @property
     def tools(self) -> dict[str, ExecutableTool]:
@@ -225,7 +233,9 @@ class AgentService:
         run: _Run | None = None
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
-            waiting_before = {call.id.value for call in run.conversation.pending_tool_calls}
+            # The calls waiting before the turn, which the notifier is not told about again.
+            notifies = self.notifier is not None
+            waiting_before = {c.id.value for c in run.conversation.pending_tool_calls} if notifies else set()
             try:
                 machine = run.turn.run()
                 value: Any = None
@@ -268,7 +278,10 @@ class AgentService:
         # before the model is called or a tool runs.
         conversation_id = request.conversation_id or new_conversation_id()
         repository = self.repository
-        stored = repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
+        if self._reads_recent:
+            stored = await self._recent(conversation_id, request, blocking)
+        else:
+            stored = repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
         refused: list[DecisionRecord] = []
         try:
             run = self._prepare(request, conversation_id, stored, span, refused, blocking, streams)
@@ -282,6 +295,21 @@ class AgentService:
         if run.claim:
             await self._save(run)
         return run
+
+    async def _recent(
+        self, conversation_id: str, request: AgentRequest, blocking: bool
+    ) -> Conversation | None:
+        """The stored conversation's recent part, all a turn needs (ADR 22); the whole conversation
+        when the request decides a call that part does not hold (so it is refused as before)."""
+        repository = self.repository
+        stored = (
+            repository.get_recent(conversation_id)
+            if blocking
+            else await repository.aget_recent(conversation_id)
+        )
+        if stored is None or all(d.call_id in stored.tool_calls for d in request.decisions):
+            return stored
+        return repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
 
     def _streamed(
         self, effect: Effect, run: _Run

@@ -637,7 +637,7 @@ class Turn:
 
     def _blocks(self) -> list[Block]:
         conversation, blocks = self.conversation, []
-        for index, message in enumerate(conversation.messages):
+        for index, message in enumerate(conversation.messages, conversation.message_offset):
             messages: list[ModelMessage] = []
             settled = _transcribe(conversation, message, messages)
             blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))

@@ -63,11 +63,15 @@ class MessageContent:
 
 @dataclass(slots=True)
 class Message:
+    """A message is a value: once added to a conversation it is never changed in place (attaching a
+    call replaces the last message with one that names it too), so a store may hand the same object
+    to every reader of it."""
+
     role: Role
     content: MessageContent
     at: float
     # Ids of the tool calls an assistant message proposed, in the order the model gave them.
-    tool_call_ids: list[str] = field(default_factory=list)
+    tool_call_ids: tuple[str, ...] = ()
     # The model runtime that wrote an assistant message (the one that answered, when the agent's
     # runtime chose among several); None for a user's message, or one stored before this was kept.
     runtime: str | None = None
@@ -142,6 +146,11 @@ class Conversation:
     # or changed since. None: not known to be stored (a new conversation): a save writes all of it.
     saved_messages: int = field(default=0, repr=False)
     changed_calls: set[str] | None = field(default=None, repr=False)
+    # Not stored: what a store's windowed read left out (ADR 22). ``messages[i]`` is message
+    # ``message_offset + i`` of the conversation and the calls held are its calls from position
+    # `call_offset` on; the ones before were settled, and no turn needs them. 0: all of it is held.
+    message_offset: int = field(default=0, repr=False)
+    call_offset: int = field(default=0, repr=False)
 
     @classmethod
     def start(
@@ -151,6 +160,42 @@ class Conversation:
         return cls(id=conversation_id or new_conversation_id(), created_at=now, owner=owner)
 
     # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        """How many messages the conversation has, held or not (:attr:`message_offset`)."""
+        return self.message_offset + len(self.messages)
+
+    @property
+    def call_count(self) -> int:
+        """How many calls the conversation has, held or not (:attr:`call_offset`)."""
+        return self.call_offset + len(self.tool_calls)
+
+    def window_start(self) -> tuple[int, int]:
+        """Where what a turn may still show the model begins, as the positions of a message and of a
+        call: the end of the summary (what it covers is not sent again), or before it the first message
+        with a call not settled yet (its block is always sent), never past the last message; and the
+        first call of that message or of a later one. A store's windowed read starts there (ADR 22)."""
+        offset, count = self.message_offset, self.message_count
+        if self.summary is None or min(self.summary.through, count - 1) <= offset:
+            return offset, self.call_offset
+        start = min(self.summary.through, count - 1)
+        unsettled = {k for k, c in self.tool_calls.items() if not c.status.is_terminal}
+        for index in range(len(self.messages) - 1, -1, -1):  # the first message holding one of them
+            if not unsettled:
+                break
+            ids = self.messages[index].tool_call_ids
+            if not unsettled.isdisjoint(ids):
+                start = min(start, offset + index)
+                unsettled.difference_update(ids)
+        wanted = {i for m in self.messages[start - offset :] for i in m.tool_call_ids}
+        first_call = self.call_count  # no call from `start` on: none is needed
+        for position, call_id in enumerate(reversed(self.tool_calls)):  # the earliest of `wanted`
+            if not wanted:
+                break
+            first_call = self.call_count - 1 - position
+            wanted.discard(call_id)
+        return start, first_call
 
     @property
     def pending_tool_calls(self) -> list[ToolCall]:
@@ -186,17 +231,22 @@ class Conversation:
         if self.questions and (asked := self.open_questions):
             raise OpenQuestions([q.id for q in asked])
         check_total(attachments)
-        message = self._add_message(Role.USER, text, at)
-        message.attachments = tuple(attachments)
-        return message
+        return self._add_message(Role.USER, text, at, attachments=tuple(attachments))
 
     def add_assistant_message(
         self, text: str, *, at: float | None = None, runtime: str | None = None
     ) -> Message:
         return self._add_message(Role.ASSISTANT, text, at, runtime)
 
-    def _add_message(self, role: Role, text: str, at: float | None, runtime: str | None = None) -> Message:
-        message = Message(role=role, content=MessageContent(text), at=_now(at), runtime=runtime)
+    def _add_message(
+        self,
+        role: Role,
+        text: str,
+        at: float | None,
+        runtime: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
+    ) -> Message:
+        message = Message(role, MessageContent(text), _now(at), (), runtime, attachments)
         self.messages.append(message)
         self.version += 1
         return message
@@ -238,7 +288,9 @@ class Conversation:
             context_fingerprint=self.platform_context.fingerprint,
         )
         self.tool_calls[call_id.value] = call
-        self.messages[-1].tool_call_ids.append(call_id.value)
+        last = self.messages[-1]
+        ids = (*last.tool_call_ids, call_id.value)
+        self.messages[-1] = Message(last.role, last.content, last.at, ids, last.runtime, last.attachments)
         self.saved_messages = min(self.saved_messages, len(self.messages) - 1)  # the proposing message
         self._changed(call_id.value)
         self.version += 1
@@ -464,9 +516,10 @@ class Conversation:
         once it happened). Its id names this conversation (``<id>~<n>``), so a task is found from its
         id alone."""
         task_id = f"{self.id}~{len(self.tasks) + 1}"
-        start = len(self.messages) if first_message is None else first_message
-        if not 0 <= start <= len(self.messages):
-            raise DomainError(f"a task cannot start at message {start} of {len(self.messages)}")
+        count = self.message_count
+        start = count if first_message is None else first_message
+        if not 0 <= start <= count:
+            raise DomainError(f"a task cannot start at message {start} of {count}")
         record = TaskRecord(task_id, start, _now(at))
         self.tasks[task_id] = record
         self.version += 1
@@ -492,10 +545,9 @@ class Conversation:
     def summarize(self, text: str, *, through: int) -> ContextSummary:
         """Keep `text` as the summary of ``messages[:through]``; a summary only ever grows forward."""
         covered = 0 if self.summary is None else self.summary.through
-        if not covered < through <= len(self.messages):
-            raise DomainError(
-                f"a summary covers messages {covered + 1} to {len(self.messages)}, not up to {through}"
-            )
+        count = self.message_count
+        if not covered < through <= count:
+            raise DomainError(f"a summary covers messages {covered + 1} to {count}, not up to {through}")
         self.summary = ContextSummary(MessageContent(text).text, through)
         self.version += 1
         return self.summary

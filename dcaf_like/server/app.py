@@ -20,9 +20,10 @@ from starlette.routing import Match, Route
 
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.helpdesk.function_agent import as_served
+from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
 from dcaf_like.server.audit import audit_routes
 from dcaf_like.server.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, caller_of
-from dcaf_like.server.chat import add_chat_routes, document_chat_body, turn_routes_first
+from dcaf_like.server.chat import TURN_PATHS, add_chat_routes, document_chat_body, turn_routes_first
 from dcaf_like.server.conversations import conversation_routes
 from dcaf_like.server.errors import HttpError
 from dcaf_like.server.failures import error_response, failure
@@ -138,6 +139,7 @@ def create_app(
     app.include_router(probe_routes(served, runs))
     add_chat_routes(app, served, runs)
     turn_routes_first(app)
+    dispatch_turns_plainly(app, TURN_PATHS)
     document_chat_body(app)
     return app
 

@@ -88,10 +88,7 @@ def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentReq
     """`request` as `caller` may send it (MissingScope otherwise): decisions need ``approve``, a message
     ``chat``, and so does an answer to a question the run asked (the user's reply, as a message is;
     docs/runs.md); the conversation must be the caller's (the service checks that as it loads it)."""
-    if request.decisions:
-        caller.require("approve", "decide tool calls")
-    if request.text or request.answers or not request.decisions:
-        caller.require("chat", "send messages")
+    check_scopes(caller, decides=bool(request.decisions), chats=bool(request.text or request.answers))
     # Everything about who is asking comes from the key alone: whatever a request's body said is
     # replaced here (the session and the platform context stay the client's, and are no authority).
     return replace(
@@ -102,6 +99,15 @@ def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentReq
         identity=caller.identity,
         deps=None,
     )
+
+
+def check_scopes(caller: Caller, *, decides: bool, chats: bool) -> None:
+    """What :func:`authorized` checks, for a request not built yet: MissingScope unless `caller` may
+    decide tool calls (`decides`) and send a message (`chats`, or a request that decides nothing)."""
+    if decides:
+        caller.require("approve", "decide tool calls")
+    if chats or not decides:
+        caller.require("chat", "send messages")
 
 
 def parse_holder(holder: str) -> Caller:

@@ -29,7 +29,7 @@ from dcaf_like.helpdesk.protocol import (
     read_content,
     users_turn_expected,
 )
-from dcaf_like.server.auth import Caller, authorized, caller_of
+from dcaf_like.server.auth import Caller, caller_of, check_scopes
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
@@ -215,7 +215,9 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
         (m.role, read_content(m.content, f"messages[{i}].content", parts_allowed=False)[0])
         for i, m in enumerate(messages[:-1])
     )
-    request = AgentRequest(
+    # As authorized() checks, and who is asking from the key alone, in one build of the request.
+    check_scopes(caller, decides=bool(decisions), chats=bool(text or answers))
+    return AgentRequest(
         text=text,
         attachments=attachments,
         conversation_id=body.conversation_id or _conversation_id(messages),
@@ -225,8 +227,11 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
         history=tuple((role, content) for role, content in history if content),
         user=caller.name,
         answers=answers,
+        owner=caller.owner,
+        sees_all=caller.sees_all,
+        entrance=entrance,
+        identity=caller.identity,
     )
-    return authorized(request, caller, entrance)
 
 
 def _conversation_id(messages: list[MessageIn]) -> str | None:

@@ -25,8 +25,19 @@ FORMAT = 1
 HEADER = 2
 
 # Fields of Conversation a store does not keep: the events of the turn being served, its entrance,
-# the decision records a store appends apart from the conversation, and what changed since the last save.
-NOT_STORED = frozenset({"events", "entrance", "unsaved_decisions", "saved_messages", "changed_calls"})
+# the decision records a store appends apart from the conversation, what changed since the last save,
+# and what a windowed read left out.
+NOT_STORED = frozenset(
+    {
+        "events",
+        "entrance",
+        "unsaved_decisions",
+        "saved_messages",
+        "changed_calls",
+        "message_offset",
+        "call_offset",
+    }
+)
 
 
 def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
@@ -135,23 +146,32 @@ class Changes:
 
 
 def changes(conversation: Conversation, expected_version: int) -> Changes:
-    """The header and the changed records of `conversation`, for a save expecting `expected_version`."""
+    """The header and the changed records of `conversation`, for a save expecting `expected_version`
+    (positions are the conversation's, whatever a windowed read left out)."""
     c = conversation
     whole = written_whole(c, expected_version)
     first = first_changed_message(c, whole)
     messages = list(map(MESSAGE.write, c.messages[first:]))
     calls = [(i, CALL.write(call)) for i, call in changed_calls(c, whole)]
-    return Changes(encode_header(c), whole, first, messages, calls)
+    return Changes(encode_header(c), whole, c.message_offset + first, messages, calls)
 
 
 def written_whole(conversation: Conversation, expected_version: int) -> bool:
     """Whether a save writes all of `conversation`: a new one (`expected_version` 0), or one not read
-    from a header (a whole document of format 1, or one built in code)."""
-    return expected_version == 0 or conversation.changed_calls is None
+    from a header (a whole document of format 1, or one built in code). A conversation a windowed read
+    left messages out of cannot be written whole: that would lose them."""
+    whole = expected_version == 0 or conversation.changed_calls is None
+    if whole and (conversation.message_offset or conversation.call_offset):
+        raise ValueError(
+            f"conversation {conversation.id} was read without its first {conversation.message_offset} "
+            "messages (a windowed read): it can only be saved where it was read, as a change"
+        )
+    return whole
 
 
 def first_changed_message(conversation: Conversation, whole: bool) -> int:
-    """The index of the first message a save writes: those before it are stored as they are."""
+    """The index in ``conversation.messages`` of the first message a save writes: those before it are
+    stored as they are."""
     return 0 if whole else min(conversation.saved_messages, len(conversation.messages))
 
 
@@ -162,14 +182,18 @@ def changed_calls(conversation: Conversation, whole: bool) -> list[tuple[int, To
         return list(enumerate(conversation.tool_calls.values()))
     if not changed:
         return []
-    return [(i, call) for i, (k, call) in enumerate(conversation.tool_calls.items()) if k in changed]
+    offset = conversation.call_offset
+    return [(offset + i, call) for i, (k, call) in enumerate(conversation.tool_calls.items()) if k in changed]
 
 
 def header_to_dict(conversation: Conversation) -> dict[str, Any]:
     data = conversation_to_dict(conversation)
     data["format"] = HEADER
-    data["messages"] = len(conversation.messages)
-    data["tool_calls"] = len(conversation.tool_calls)
+    data["messages"] = conversation.message_count
+    data["tool_calls"] = conversation.call_count
+    window = conversation.window_start()
+    if window != (0, 0):  # only when a windowed read leaves something out
+        data["window"] = list(window)
     return data
 
 
@@ -190,12 +214,22 @@ def _encode_header(c: Conversation) -> str:
     questions = (
         "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
     )
+    start, first_call = c.window_start()
+    window = "" if start == first_call == 0 else f',"window":[{start},{first_call}]'
     return (
         f'{{"format":{HEADER},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
-        f'"session":{session},"messages":{len(c.messages)},"tool_calls":{len(c.tool_calls)},'
-        f'"tasks":[{tasks}]{owner}{summary}{questions}}}'
+        f'"session":{session},"messages":{c.message_count},"tool_calls":{c.call_count},'
+        f'"tasks":[{tasks}]{owner}{summary}{questions}{window}}}'
     )
+
+
+def window_of(header: dict[str, Any]) -> tuple[int, int]:
+    """Where a windowed read of the conversation whose header this is starts: (0, 0), all of it,
+    when the header names no window (written before windows, or nothing to leave out)."""
+    window = header.get("window") or (0, 0)
+    start, first_call = int(window[0]), int(window[1])
+    return start, first_call
 
 
 def decode_parts(
@@ -203,13 +237,18 @@ def decode_parts(
     messages: Sequence[str | bytes],
     calls: Sequence[str | bytes],
     conversation_id: str,
+    *,
+    windowed: bool = False,
 ) -> Conversation:
     """A conversation from its header and its stored messages and calls (in order; records past the
     header's counts are ignored), or from a whole document of format 1, which a store written before
     headers holds (then `messages` and `calls` are empty, and its next save writes it whole).
 
+    `windowed`: `messages` and `calls` are those from the header's window on (:func:`window_of`), a
+    windowed read (ADR 22); the conversation says what it left out.
+
     A conversation read from a header is marked saved (:meth:`Conversation.mark_saved`)."""
-    return _assemble(header, lambda: _array(messages), lambda: _array(calls), conversation_id)
+    return _assemble(header, lambda: _array(messages), lambda: _array(calls), conversation_id, windowed)
 
 
 def decode_pages(
@@ -232,6 +271,7 @@ def _assemble(
     messages: Callable[[], list[Any]],
     calls: Callable[[], list[Any]],
     conversation_id: str,
+    windowed: bool = False,
 ) -> Conversation:
     try:
         data = json.loads(header)
@@ -239,17 +279,19 @@ def _assemble(
             return _from_dict(data)
         if data.get("format") != HEADER:
             raise ValueError(f"unknown conversation format {data.get('format')!r}")
-        count, call_count = data["messages"], data["tool_calls"]
+        start, first_call = window_of(data) if windowed else (0, 0)
+        count, call_count = data["messages"] - start, data["tool_calls"] - first_call
         data["messages"], data["tool_calls"] = messages(), calls()
         if len(data["messages"]) < count or len(data["tool_calls"]) < call_count:
             raise ValueError(
-                f"the header counts {count} messages and {call_count} calls; "
+                f"the header counts {count} messages and {call_count} calls from {start} and {first_call}; "
                 f"{len(data['messages'])} and {len(data['tool_calls'])} are stored"
             )
         del data["messages"][count:], data["tool_calls"][call_count:]
         conversation = _from_dict(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+    conversation.message_offset, conversation.call_offset = start, first_call
     conversation.mark_saved()
     return conversation
 

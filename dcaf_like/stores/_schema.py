@@ -120,6 +120,7 @@ _KINDS: dict[Any, Kind] = {
         "{v}.text", "string({v}.text)", "MessageContent({x})", names=(("MessageContent", MessageContent),)
     ),
     list[str]: Kind("list({v})", '"[" + ",".join(map(string, {v})) + "]"', "list({x})", "tuple({v})"),
+    tuple[str, ...]: Kind("list({v})", '"[" + ",".join(map(string, {v})) + "]"', "tuple({x})", "{v}"),
     frozenset[str]: Kind(
         "sorted({v})", '"[" + ",".join(map(string, sorted({v}))) + "]"', "frozenset({x})", "tuple({v})"
     ),

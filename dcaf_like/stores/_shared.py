@@ -55,6 +55,9 @@ class BlockingRepository(ConversationRepository):
     async def aget(self, conversation_id: str) -> Conversation | None:
         return await asyncio.to_thread(self.get, conversation_id)
 
+    async def aget_recent(self, conversation_id: str) -> Conversation | None:
+        return await asyncio.to_thread(self.get_recent, conversation_id)
+
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         await asyncio.to_thread(self.save, conversation, expected_version)
 

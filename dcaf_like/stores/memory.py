@@ -10,40 +10,56 @@ from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.domain import Conversation, DecisionRecord, PlatformContext
+from dcaf_like.domain import Conversation, DecisionRecord, Message, PlatformContext, ToolCall
 from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
-from dcaf_like.stores._schema import CALL, MESSAGE, QUESTION, SUMMARY, TASK, dumps
+from dcaf_like.stores._schema import CALL, QUESTION, SUMMARY, TASK, dumps
 from dcaf_like.stores._shared import check_retention
 
 
 class InMemoryConversationRepository(ConversationRepository):
-    """Keeps each conversation as a record of plain values, what a persistent store would write: the
-    platform context without its credentials, the session as JSON text. A change is visible only once
-    saved and a loaded conversation shares nothing with the store.
+    """Keeps each conversation as what a persistent store would write: the platform context without its
+    credentials, the session as JSON text. A change is visible only once saved, and a loaded
+    conversation shares nothing with the store that the domain changes.
 
-    A record is a header and two lists, of the messages and of the calls, each a tuple of strings and
-    numbers, which the garbage collector stops tracking: a process holding many conversations does not
-    make every collection walk them. A save replaces the header and writes only the messages and calls
-    that changed (ADR 16).
+    A record is a header (a tuple of plain values), the messages and the calls. Messages are values
+    the domain never changes in place, and a settled call is never changed again: the store keeps
+    those objects as they were saved and hands the same ones to every reader, so a read copies a list
+    of references rather than rebuilding each message (ADR 22). A call not settled yet is kept as a
+    tuple of plain values and rebuilt on each read, as it may still change. A save replaces the header
+    and writes only the messages and calls that changed (ADR 16); :meth:`get_recent` reads from the
+    window the last save recorded.
 
     Decision records (the audit trail) are kept apart from the conversations, for `audit_ttl` seconds
     (None: as long as the process lives)."""
 
     def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
         check_retention(None, audit_ttl)
-        self._items: dict[str, tuple[tuple[Any, ...], list[Any], list[Any]]] = {}
+        self._items: dict[str, _Record] = {}
         self._audit: list[DecisionRecord] = []
         self._lock = threading.Lock()
         self.audit_ttl = audit_ttl
         self.clock = clock
 
     def get(self, conversation_id: str) -> Conversation | None:
+        return self._read(conversation_id, windowed=False)
+
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        return self._read(conversation_id, windowed=True)
+
+    def _read(self, conversation_id: str, *, windowed: bool) -> Conversation | None:
         with self._lock:
             record = self._items.get(conversation_id)
             if record is None:
                 return None
-            header, messages, calls = record[0], tuple(record[1]), tuple(record[2])
-        return _thaw(conversation_id, header, messages, calls)
+            start, first_call = record.window if windowed else (0, 0)
+            header, messages = record.header, record.messages[start:]
+            calls = dict(zip(record.ids[first_call:], record.calls[first_call:], strict=True))
+            unsettled = [record.calls[p] for p in record.unsettled if p >= first_call]
+        for values in unsettled:
+            assert isinstance(values, tuple)
+            call = CALL.from_tuple(values)
+            calls[call.id.value] = call  # in its place: the key is there already
+        return _thaw(conversation_id, header, messages, calls, start, first_call)
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
         """Writes the header and the messages and calls that changed since the conversation was loaded
@@ -51,25 +67,33 @@ class InMemoryConversationRepository(ConversationRepository):
         c = conversation
         whole = written_whole(c, expected_version)
         header = _header(c)
+        window = c.window_start()
         first = first_changed_message(c, whole)
-        messages = list(map(MESSAGE.to_tuple, c.messages[first:]))
-        calls = [(i, CALL.to_tuple(call)) for i, call in changed_calls(c, whole)]
+        messages = c.messages[first:]
+        first += c.message_offset
+        calls = [
+            (i, call, call if call.status.is_terminal else CALL.to_tuple(call))
+            for i, call in changed_calls(c, whole)
+        ]
         with self._lock:
             current = self._items.get(c.id)
-            actual = 0 if current is None else current[0][0]
+            actual = 0 if current is None else current.header[0]
             if actual != expected_version:
                 raise ConcurrencyConflict(c.id, expected_version, actual)
-            if whole or current is None:
-                record = (header, messages, [call for _, call in calls])
-            else:
-                record = (header, current[1], current[2])
-                del record[1][first:]
-                record[1].extend(messages)
-                for i, call in calls:
-                    if i < len(record[2]):
-                        record[2][i] = call
-                    else:
-                        record[2].append(call)
+            record = _Record(header, window) if whole or current is None else current
+            record.header, record.window = header, window
+            del record.messages[first:]
+            record.messages.extend(messages)
+            for i, call, stored in calls:
+                if i < len(record.calls):
+                    record.calls[i] = stored
+                else:
+                    record.ids.append(call.id.value)
+                    record.calls.append(stored)
+                if stored is call:
+                    record.unsettled.discard(i)
+                else:
+                    record.unsettled.add(i)
             # Re-inserting moves the id to the end: the dict's order is recency.
             self._items.pop(c.id, None)
             self._items[c.id] = record
@@ -136,17 +160,35 @@ def _header(c: Conversation) -> tuple[Any, ...]:
     )
 
 
+class _Record:
+    """A stored conversation: its header; the window a windowed read starts at; its messages; its
+    calls' ids and the calls (the object once settled, else a tuple), by position; the positions of
+    those not settled."""
+
+    __slots__ = ("calls", "header", "ids", "messages", "unsettled", "window")
+
+    def __init__(self, header: tuple[Any, ...], window: tuple[int, int]) -> None:
+        self.header = header
+        self.window = window
+        self.messages: list[Message] = []
+        self.ids: list[str] = []
+        self.calls: list[ToolCall | tuple[Any, ...]] = []
+        self.unsettled: set[int] = set()
+
+
 def _thaw(
     conversation_id: str,
     header: tuple[Any, ...],
-    messages: tuple[tuple[Any, ...], ...],
-    calls: tuple[tuple[Any, ...], ...],
+    messages: list[Message],
+    calls: dict[str, Any],
+    message_offset: int,
+    call_offset: int,
 ) -> Conversation:
     version, created_at, context, session, tasks, owner, summary, questions = header
     conversation = Conversation(
         id=conversation_id,
-        messages=MESSAGE.from_tuples(messages),
-        tool_calls={call.id.value: call for call in CALL.from_tuples(calls)},
+        messages=messages,
+        tool_calls=calls,
         platform_context=PlatformContext(json.loads(context) if context else None),
         session=json.loads(session) if session else {},
         tasks={task[0]: TASK.from_tuple(task) for task in tasks},
@@ -155,6 +197,8 @@ def _thaw(
         version=version,
         created_at=created_at,
         owner=owner,
+        message_offset=message_offset,
+        call_offset=call_offset,
     )
     conversation.mark_saved()
     return conversation

@@ -157,6 +157,20 @@ class PostgresConversationRepository(BlockingRepository):
             f"UNION ALL SELECT 2, seq, body FROM {t}_calls WHERE namespace = %(ns)s AND id = %(id)s "
             "ORDER BY 1, 2"
         )
+        # The same from the window the header's last save recorded on (ADR 22).
+        window = (
+            f"(SELECT COALESCE((body::json->'window'->>{{}})::integer, 0) FROM {t} "
+            "WHERE namespace = %(ns)s AND id = %(id)s)"
+        )
+        self._get_recent_sql = (
+            f"SELECT 0, 0, body FROM {t} WHERE namespace = %(ns)s AND id = %(id)s AND "
+            "(expires_at IS NULL OR expires_at > %(now)s) "
+            f"UNION ALL SELECT 1, seq, body FROM {t}_messages WHERE namespace = %(ns)s AND id = %(id)s "
+            f"AND seq >= {window.format(0)} "
+            f"UNION ALL SELECT 2, seq, body FROM {t}_calls WHERE namespace = %(ns)s AND id = %(id)s "
+            f"AND seq >= {window.format(1)} "
+            "ORDER BY 1, 2"
+        )
         insert = (
             f"INSERT INTO {t} AS c (namespace, id, version, updated_at, expires_at, body) "
             "VALUES (%(ns)s, %(id)s, %(version)s, %(now)s, %(expires)s, %(body)s) "
@@ -236,6 +250,11 @@ class PostgresConversationRepository(BlockingRepository):
         with self._connection() as db:
             rows = self._run(db, self._get_sql, self._get_params(conversation_id)).fetchall()
         return _conversation(rows, conversation_id)
+
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        with self._connection() as db:
+            rows = self._run(db, self._get_recent_sql, self._get_params(conversation_id)).fetchall()
+        return _conversation(rows, conversation_id, windowed=True)
 
     def _get_params(self, conversation_id: str) -> dict[str, Any]:
         return {"ns": self.namespace, "id": conversation_id, "now": self.clock()}
@@ -348,6 +367,12 @@ class PostgresConversationRepository(BlockingRepository):
             cursor = await self._arun(db, self._get_sql, self._get_params(conversation_id))
             rows = await cursor.fetchall()
         return _conversation(rows, conversation_id)
+
+    async def aget_recent(self, conversation_id: str) -> Conversation | None:
+        async with self._aconnection() as db:
+            cursor = await self._arun(db, self._get_recent_sql, self._get_params(conversation_id))
+            rows = await cursor.fetchall()
+        return _conversation(rows, conversation_id, windowed=True)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         if conversation.unsaved_decisions:  # a decision's save: rare, and one transaction in a thread
@@ -474,11 +499,13 @@ def _save_statement(table: str, header: str, whole: bool) -> str:
     return f"WITH {', '.join(parts)} SELECT count(*) FROM h"
 
 
-def _conversation(rows: Sequence[Any], conversation_id: str) -> Conversation | None:
+def _conversation(
+    rows: Sequence[Any], conversation_id: str, *, windowed: bool = False
+) -> Conversation | None:
     """A conversation from the rows of the read: (0, 0, header), then (1, seq, message) and
-    (2, seq, call), in order; None without a header."""
+    (2, seq, call), in order (`windowed`: from the header's window on); None without a header."""
     if not rows or rows[0][0] != 0:
         return None
     messages = [body for part, _, body in rows if part == 1]
     calls = [body for part, _, body in rows if part == 2]
-    return decode_parts(rows[0][2], messages, calls, conversation_id)
+    return decode_parts(rows[0][2], messages, calls, conversation_id, windowed=windowed)

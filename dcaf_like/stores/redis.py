@@ -102,6 +102,20 @@ return {redis.call('HGET', KEYS[1], 'body'), redis.call('LRANGE', KEYS[2], 0, -1
         redis.call('LRANGE', KEYS[3], 0, -1)}
 """
 
+# The same from the window the header's last save recorded on (ADR 22): the header ends with it,
+# ``"window":[message,call]}``, when a windowed read leaves something out.
+_READ_RECENT = """
+local header = redis.call('HGET', KEYS[1], 'body')
+local first, first_call = 0, 0
+if header then
+  local m, c = string.match(header, '"window":%[(%d+),(%d+)%]}$')
+  if m then
+    first, first_call = tonumber(m), tonumber(c)
+  end
+end
+return {header, redis.call('LRANGE', KEYS[2], first, -1), redis.call('LRANGE', KEYS[3], first_call, -1)}
+"""
+
 # KEYS: index, then the hash, messages and calls of each id of ARGV[4..]. ARGV: oldest save kept (s),
 # now (s), '1' for a dry run, then ids. Forgets each conversation last saved before ARGV[1] whose
 # approval window has closed (a save since moved its score, so it is kept); drops index entries whose
@@ -196,6 +210,7 @@ class RedisConversationRepository(ConversationRepository):
         self._redis_async = redis_async
         self._save_script = self._sync.register_script(_SAVE)
         self._read_script = self._sync.register_script(_READ)
+        self._read_recent_script = self._sync.register_script(_READ_RECENT)
         self._prune_script = self._sync.register_script(_PRUNE)
         self._audited_script = self._sync.register_script(_SAVE_AUDITED)
         self._append_script = self._sync.register_script(_APPEND)
@@ -271,6 +286,11 @@ class RedisConversationRepository(ConversationRepository):
         with self._failures:
             found = self._read_script(keys=self._parts(conversation_id))
         return _decoded([conversation_id], [found])[0]
+
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        with self._failures:
+            found = self._read_recent_script(keys=self._parts(conversation_id))
+        return _decoded([conversation_id], [found], windowed=True)[0]
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
         keys, args = self._save_call(conversation, expected_version)
@@ -360,6 +380,7 @@ class RedisConversationRepository(ConversationRepository):
                 client.register_script(_SAVE_AUDITED),
                 client.register_script(_APPEND),
                 client.register_script(_READ),
+                client.register_script(_READ_RECENT),
             )
             self._async_by_loop[loop] = found
         return found
@@ -370,10 +391,16 @@ class RedisConversationRepository(ConversationRepository):
             found = await read(keys=self._parts(conversation_id))
         return _decoded([conversation_id], [found])[0]
 
+    async def aget_recent(self, conversation_id: str) -> Conversation | None:
+        with self._failures:
+            read = self._async()[5]
+            found = await read(keys=self._parts(conversation_id))
+        return _decoded([conversation_id], [found], windowed=True)[0]
+
     async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """:meth:`get_many` with the asyncio client: one round trip, one connection."""
         with self._failures:
-            client, *_, read = self._async()
+            client, *_, read, _ = self._async()
             pipe = client.pipeline(transaction=False)
             for conversation_id in conversation_ids:
                 await read(keys=self._parts(conversation_id), client=pipe)
@@ -468,10 +495,12 @@ def _where(client: Any) -> str:
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
-def _decoded(conversation_ids: Sequence[str], found: list[Any]) -> list[Conversation | None]:
+def _decoded(
+    conversation_ids: Sequence[str], found: list[Any], *, windowed: bool = False
+) -> list[Conversation | None]:
     """Conversations from what the read script returned for each (header, messages, calls)."""
     pairs = zip(conversation_ids, found, strict=True)
     return [
-        None if header is None else decode_parts(header, messages, calls, i)
+        None if header is None else decode_parts(header, messages, calls, i, windowed=windowed)
         for i, (header, messages, calls) in pairs
     ]

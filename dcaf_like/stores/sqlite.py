@@ -104,8 +104,9 @@ BEGIN SELECT RAISE(ABORT, 'decision records are append-only'); END;
 
 # Columns added since the table was first released: added to a file that lacks them when it is opened
 # (a row an earlier version wrote has NULL there). waiting_until: when the approval window of the
-# conversation's last pending call closes (see dcaf_like.application.retention).
-_ADDED_COLUMNS = {"waiting_until": "REAL"}
+# conversation's last pending call closes (see dcaf_like.application.retention). window_message,
+# window_call: where a windowed read starts (ADR 22), NULL as 0.
+_ADDED_COLUMNS = {"waiting_until": "REAL", "window_message": "INTEGER", "window_call": "INTEGER"}
 
 
 class SqliteConversationRepository(ConversationRepository):
@@ -154,17 +155,26 @@ class SqliteConversationRepository(ConversationRepository):
     def get(self, conversation_id: str) -> Conversation | None:
         return self._get(conversation_id, self._connection())
 
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        return self._get(conversation_id, self._connection(), windowed=True)
+
     def save(self, conversation: Conversation, expected_version: int) -> None:
         self._save(
             conversation, expected_version, _rows(conversation, expected_version), self._connection(),
             self._write_turn,
         )  # fmt: skip
 
-    def _get(self, conversation_id: str, connection: sqlite3.Connection) -> Conversation | None:
-        """The header and its rows, in one statement (one snapshot of the file)."""
+    def _get(
+        self, conversation_id: str, connection: sqlite3.Connection, *, windowed: bool = False
+    ) -> Conversation | None:
+        """The header and its rows (`windowed`: those from the window its last save recorded on), in
+        one statement (one snapshot of the file)."""
         key = (self.namespace, conversation_id)
         with self._reading(connection) as db:
-            rows = db.execute(_READ, (*key, *self._kept(), *key, *key)).fetchall()
+            if windowed:
+                rows = db.execute(_READ_WINDOW, (*key, *self._kept(), *key, *key, *key, *key)).fetchall()
+            else:
+                rows = db.execute(_READ, (*key, *self._kept(), *key, *key)).fetchall()
         if not rows or rows[0][0] != 0:
             return None
         return decode_parts(
@@ -172,6 +182,7 @@ class SqliteConversationRepository(ConversationRepository):
             [_text(body, conversation_id) for part, body, _ in rows if part == 1],
             [_text(body, conversation_id) for part, body, _ in rows if part == 2],
             conversation_id,
+            windowed=windowed,
         )
 
     def _save(
@@ -184,7 +195,7 @@ class SqliteConversationRepository(ConversationRepository):
     ) -> None:
         now = self.clock()
         waiting = waiting_until(conversation)
-        body = rows.header
+        body, (window_message, window_call) = rows.header, rows.window
         key = (self.namespace, conversation.id)
         with self._writing(connection, turn) as db:
             if self.ttl is not None:
@@ -194,19 +205,31 @@ class SqliteConversationRepository(ConversationRepository):
                 )
             if expected_version == 0:
                 written = db.execute(
-                    f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body, waiting_until) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO NOTHING",
-                    (self.namespace, conversation.id, conversation.version, now, body, waiting),
+                    f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body, waiting_until, "
+                    "window_message, window_call) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (namespace, id) DO NOTHING",
+                    (
+                        self.namespace,
+                        conversation.id,
+                        conversation.version,
+                        now,
+                        body,
+                        waiting,
+                        window_message,
+                        window_call,
+                    ),
                 ).rowcount
             else:
                 written = db.execute(
-                    f"UPDATE {TABLE} SET version = ?, updated_at = ?, body = ?, waiting_until = ? "
-                    "WHERE namespace = ? AND id = ? AND version = ?",
+                    f"UPDATE {TABLE} SET version = ?, updated_at = ?, body = ?, waiting_until = ?, "
+                    "window_message = ?, window_call = ? WHERE namespace = ? AND id = ? AND version = ?",
                     (
                         conversation.version,
                         now,
                         body,
                         waiting,
+                        window_message,
+                        window_call,
                         self.namespace,
                         conversation.id,
                         expected_version,
@@ -353,6 +376,12 @@ class SqliteConversationRepository(ConversationRepository):
         except _WouldWait:
             return await asyncio.to_thread(self.get, conversation_id)
 
+    async def aget_recent(self, conversation_id: str) -> Conversation | None:
+        try:
+            return self._get(conversation_id, self._loop_connection(), windowed=True)
+        except _WouldWait:
+            return await asyncio.to_thread(self.get_recent, conversation_id)
+
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         body = _rows(conversation, expected_version)
         try:
@@ -495,6 +524,16 @@ _READ = (
     f"UNION ALL SELECT 2, body, seq FROM {CALLS} WHERE namespace = ? AND id = ? "
     "ORDER BY 1, 3"
 )  # SQLite's LIMIT is a signed 64-bit integer
+# The same from the window the last save recorded on (ADR 22).
+_WINDOW = f"(SELECT ifnull({{}}, 0) FROM {TABLE} WHERE namespace = ? AND id = ?)"
+_READ_WINDOW = (
+    f"SELECT 0, body, 0 FROM {TABLE} WHERE namespace = ? AND id = ? AND {_KEPT} "
+    f"UNION ALL SELECT 1, body, seq FROM {MESSAGES} WHERE namespace = ? AND id = ? "
+    f"AND seq >= {_WINDOW.format('window_message')} "
+    f"UNION ALL SELECT 2, body, seq FROM {CALLS} WHERE namespace = ? AND id = ? "
+    f"AND seq >= {_WINDOW.format('window_call')} "
+    "ORDER BY 1, 3"
+)
 
 
 def _add_columns(db: sqlite3.Connection) -> None:
@@ -531,10 +570,11 @@ class _Rows:
     """What a save writes (:class:`~dcaf_like.stores._codec.Changes`), each text as stored: compressed
     from :data:`COMPRESS_FROM` on."""
 
-    __slots__ = ("calls", "first", "header", "messages", "whole")
+    __slots__ = ("calls", "first", "header", "messages", "whole", "window")
 
-    def __init__(self, changed: Changes) -> None:
+    def __init__(self, changed: Changes, window: tuple[int, int]) -> None:
         self.header = _stored(changed.header)
+        self.window = window
         self.whole = changed.whole
         self.first = changed.first_message
         self.messages = [_stored(m) for m in changed.messages]
@@ -542,7 +582,7 @@ class _Rows:
 
 
 def _rows(conversation: Conversation, expected_version: int) -> _Rows:
-    return _Rows(changes(conversation, expected_version))
+    return _Rows(changes(conversation, expected_version), conversation.window_start())
 
 
 def _stored(text: str) -> str | bytes:

@@ -27,10 +27,12 @@ from dcaf_like.domain import (
     PlatformContext,
     Role,
     TaskOutcome,
+    ToolCallId,
     ToolInput,
     attachment,
 )
 from dcaf_like.stores._codec import conversation_to_dict
+from dcaf_like.stores._schema import MESSAGE
 
 Factory = Callable[..., ConversationRepository]
 """``make(namespace="default", **options)``: a repository on the store under test."""
@@ -153,7 +155,7 @@ def test_every_domain_field_survives_a_round_trip(make: Factory) -> None:
     assert edited.proposed_input.as_dict()["name"] == "web-edited"
     assert edited.effective_input.as_dict() == {"name": "web-2", "namespace": "prod"}
     assert loaded.session == {"cluster": "prod-eu", "nested": {"list": [1, 2.5, None, True]}}
-    assert loaded.messages[1].tool_call_ids == list(original.tool_calls)
+    assert loaded.messages[1].tool_call_ids == tuple(original.tool_calls)
     failed, current = loaded.tasks.values()
     assert (failed.id, failed.outcome) == (f"{original.id}~1", TaskOutcome.FAILED)
     assert failed.note == "the model timed out"
@@ -794,6 +796,130 @@ async def test_the_async_twins_append_and_read_the_trail(make: Factory) -> None:
     close = getattr(store, "aclose", None)
     if close is not None:
         await close()
+
+
+# -- a turn's recent part (ADR 22) -------------------------------------------------------------------
+
+
+def long_conversation(exchanges: int = 30, at: float = 1_700_000_000.0) -> Conversation:
+    """Exchanges of a question, a call with its result and an answer; in the fifth a call approved and
+    still running (leased, no result yet); a summary of all but the last five exchanges."""
+    c = Conversation.start(at=at)
+    for n in range(exchanges):
+        c.add_user_message(f"question {n}", at=at + n)
+        c.add_assistant_message("", at=at + n)
+        call = c.request_tool_call(
+            "list_pods", ToolInput.of({"namespace": f"ns-{n}"}), requires_approval=False, at=at + n
+        )
+        c.approve_tool_call(call.id.value, by="policy", kind=DeciderKind.POLICY, at=at + n)
+        if n == 5:
+            c.lease_tool_call(call.id.value, "worker-1", until=at + 3600)
+        else:
+            c.record_tool_result(call.id.value, f"pods of ns-{n}", at=at + n)
+        c.add_assistant_message(f"answer {n}", at=at + n)
+    c.summarize("what came before", through=3 * (exchanges - 5))
+    return c
+
+
+def has_a_recent_read(store: ConversationRepository) -> bool:
+    return type(store).get_recent is not ConversationRepository.get_recent
+
+
+def test_a_recent_read_holds_every_message_a_turn_may_send_and_every_call_not_settled(make: Factory) -> None:
+    store = make()
+    conversation = long_conversation()
+    store.save(conversation, 0)
+    whole = store.get(conversation.id)
+
+    recent = store.get_recent(conversation.id)
+
+    assert whole is not None
+    assert recent is not None
+    start, first_call = recent.message_offset, recent.call_offset
+    assert [MESSAGE.to_dict(m) for m in recent.messages] == [
+        MESSAGE.to_dict(m) for m in whole.messages[start:]
+    ]
+    assert list(recent.tool_calls) == list(whole.tool_calls)[first_call:]
+    assert (recent.message_count, recent.call_count) == (len(whole.messages), len(whole.tool_calls))
+    assert [c.id for c in recent.unfinished_tool_calls] == [c.id for c in whole.unfinished_tool_calls] != []
+    assert (recent.version, recent.summary, recent.session) == (whole.version, whole.summary, whole.session)
+    # From the message of the call still running (exchange 5): the summary's end is later.
+    assert start <= 3 * 5 + 1
+    if has_a_recent_read(store):
+        assert (start, first_call) == (3 * 5 + 1, 5)
+
+
+def test_a_turn_on_a_recent_read_saves_what_the_same_turn_on_a_whole_read_would(make: Factory) -> None:
+    store = make()
+    conversation = long_conversation()
+    store.save(conversation, 0)
+
+    def turn(c: Conversation) -> None:
+        [running] = c.unfinished_tool_calls
+        c.record_tool_result(running.id.value, "done", at=1_700_000_101.0)
+        c.add_user_message("and now?", at=1_700_000_102.0)
+        c.add_assistant_message("", at=1_700_000_103.0)
+        c.request_tool_call(
+            "list_pods",
+            ToolInput.of({"namespace": "prod"}),
+            requires_approval=True,
+            call_id=ToolCallId("tc_the_new_one"),
+            at=1_700_000_104.0,
+        )
+        c.summarize("more of it", through=c.message_count - 3)
+        c.open_task(at=1_700_000_105.0)
+
+    expected = store.get(conversation.id)
+    assert expected is not None
+    turn(expected)
+    recent = store.get_recent(conversation.id)
+    assert recent is not None
+    turn(recent)
+
+    store.save(recent, conversation.version)
+
+    saved = store.get(conversation.id)
+    assert saved is not None
+    assert conversation_to_dict(saved) == conversation_to_dict(expected)
+    again = store.get_recent(conversation.id)
+    assert again is not None
+    assert [c.id.value for c in again.pending_tool_calls] == ["tc_the_new_one"]
+    if has_a_recent_read(store):  # the running call settled: the window moved on to the summary's end
+        assert saved.summary is not None
+        assert again.message_offset == saved.summary.through
+
+
+async def test_the_async_recent_read_is_the_sync_one(make: Factory) -> None:
+    store = make()
+    conversation = long_conversation()
+    await store.asave(conversation, 0)
+
+    recent = await store.aget_recent(conversation.id)
+    again = store.get_recent(conversation.id)
+
+    assert recent is not None
+    assert again is not None
+    assert (recent.message_offset, recent.call_offset) == (again.message_offset, again.call_offset)
+    assert [MESSAGE.to_dict(m) for m in recent.messages] == [MESSAGE.to_dict(m) for m in again.messages]
+    assert await store.aget_recent("no-such-conversation") is None
+    close = getattr(store, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def test_a_conversation_read_in_part_cannot_be_saved_whole(make: Factory) -> None:
+    store = make()
+    conversation = long_conversation()
+    store.save(conversation, 0)
+    recent = store.get_recent(conversation.id)
+    assert recent is not None
+    if not has_a_recent_read(store):
+        pytest.skip("this store reads the whole conversation")
+
+    with pytest.raises(ValueError, match="windowed read"):
+        InMemoryConversationRepository().save(recent, 0)
+    with pytest.raises(ValueError, match="windowed read"):
+        store.save(recent, 0)
 
 
 def pending_conversation(at: float = 1_700_000_000.0) -> Conversation:

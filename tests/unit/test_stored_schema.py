@@ -141,7 +141,7 @@ calls = st.builds(
     decided_by_kind=st.none() | st.sampled_from(DeciderKind),
 )
 messages = st.builds(
-    Message, st.sampled_from(Role), texts.map(MessageContent), times, st.lists(texts, max_size=3)
+    Message, st.sampled_from(Role), texts.map(MessageContent), times, st.lists(texts, max_size=3).map(tuple)
 )
 tasks = st.builds(
     TaskRecord, texts, st.integers(0, 10**6), times, st.none() | st.sampled_from(TaskOutcome), texts

@@ -28,7 +28,7 @@ from dcaf_like.application.context import (
     system_cost,
 )
 from dcaf_like.domain import Conversation, DomainError
-from dcaf_like.testing import FakeRuntime, tool_call
+from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 
 SYSTEM = "You operate Kubernetes."
 
@@ -313,3 +313,91 @@ async def test_an_async_streamed_turn_fits_and_summarizes_like_a_sync_one():
     assert stored.summary is not None
     assert len(runtime.summaries) == 1
     assert tokens(runtime.requests[-1]) <= 1500 - 512
+
+
+# -- a turn reads the recent part of a long conversation (ADR 22) -----------------------------------
+
+
+class WholeReads(InMemoryConversationRepository):
+    """A store without a read of its own for the recent part: the port's default reads it whole."""
+
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        return self.get(conversation_id)
+
+
+class RecentReads(InMemoryConversationRepository):
+    """Counts the reads of the recent part, and those that left messages out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = self.partial = 0
+
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        self.asked += 1
+        found = super().get_recent(conversation_id)
+        self.partial += found is not None and found.message_offset > 0
+        return found
+
+
+def a_long_run(store: InMemoryConversationRepository) -> tuple[Summarizing, list[str]]:
+    """Forty turns with a summarizing window: tool calls run by policy, others approved by a person
+    in the next request; then a decision about a call settled long ago. What each model call was sent."""
+    from dcaf_like import IllegalTransition, tool
+
+    @tool(requires_approval=False)
+    def list_pods(namespace: str) -> str:
+        """The pods of a namespace."""
+        return f"web-1 runs in {namespace}"
+
+    @tool
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return f"{name} deleted"
+
+    script: list[object] = []
+    for n in range(40):
+        if n % 5 == 1:
+            script.append(tool_calls(tool_call("list_pods", namespace=f"ns-{n}")))
+        if n % 5 == 3:
+            script.append(tool_calls(tool_call("delete_pod", name=f"web-{n}")))
+        script.append(answer(n))
+    runtime = Summarizing(script, window=1500)
+    agent = Agent(
+        system=SYSTEM,
+        runtime=runtime,
+        repository=store,
+        tools=[list_pods, delete_pod],
+        context=ContextWindow(summarize=True),
+    )
+    first_call = None
+    for n in range(40):
+        response = agent.run(question(n), conversation_id="conv-long")
+        for call in response.pending_tool_calls:
+            agent.approve("conv-long", call.id)
+            first_call = first_call or call.id
+    assert first_call is not None
+    with pytest.raises(IllegalTransition):  # the same refusal, whichever read found it
+        agent.approve("conv-long", first_call)
+    return runtime, [
+        repr((r.system, [type(m).__name__ for m in r.messages], texts(r))) for r in runtime.requests
+    ]
+
+
+def test_a_turn_that_reads_the_recent_part_sends_what_a_whole_read_would():
+    recent = RecentReads()
+    _, sent = a_long_run(recent)
+    runtime, sent_after_whole_reads = a_long_run(WholeReads())
+
+    assert sent == sent_after_whole_reads
+    assert runtime.summaries  # the summary stands for the older messages
+    assert recent.partial > 20  # most turns read only the recent part
+
+
+def test_without_a_known_window_a_turn_reads_the_whole_conversation():
+    store = RecentReads()
+    agent = Agent(system=SYSTEM, runtime=FakeRuntime([answer(n) for n in range(3)]), repository=store)
+    conversation_id = None
+    for n in range(3):
+        conversation_id = agent.run(question(n), conversation_id=conversation_id).conversation_id
+
+    assert store.asked == 0
