@@ -15,7 +15,19 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Scope
+
+
+class TurnRoute(Route):
+    """A plain route that names itself in the request's scope, as FastAPI's routes do: what reads the
+    matched route (the metrics' ``route`` label, the logs) sees the same template either way."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is not Match.NONE:
+            child_scope["route"] = self
+        return match, child_scope
 
 
 def dispatch_turns_plainly(app: FastAPI, paths: frozenset[str]) -> None:
@@ -23,7 +35,7 @@ def dispatch_turns_plainly(app: FastAPI, paths: frozenset[str]) -> None:
     same handler and methods, left out of the OpenAPI document (FastAPI's route describes it)."""
     routes = app.router.routes
     plain = [
-        Route(route.path, route.endpoint, methods=sorted(route.methods or ()), include_in_schema=False)
+        TurnRoute(route.path, route.endpoint, methods=sorted(route.methods or ()), include_in_schema=False)
         for route in routes
         if isinstance(route, APIRoute) and route.path in paths
     ]

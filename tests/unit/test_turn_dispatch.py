@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from starlette.routing import Route
 
 from dcaf_like import Agent, create_app, tool
+from dcaf_like.server._turn_dispatch import TurnRoute
 from dcaf_like.server.chat import TURN_PATHS
 from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 
@@ -29,7 +29,9 @@ def agent() -> Agent:
 
 def plain(app: Any) -> Any:
     """`app` without the fast path: FastAPI's own routes answer the turns."""
-    app.router.routes[:] = [r for r in app.router.routes if not (type(r) is Route and r.path in TURN_PATHS)]
+    app.router.routes[:] = [
+        r for r in app.router.routes if not (type(r) is TurnRoute and r.path in TURN_PATHS)
+    ]
     return app
 
 
@@ -87,7 +89,7 @@ def test_the_fast_path_is_in_place_first():
 
     first = app.router.routes[: len(TURN_PATHS)]
 
-    assert {type(r) for r in first} == {Route}
+    assert {type(r) for r in first} == {TurnRoute}
     assert {r.path for r in first} == TURN_PATHS  # type: ignore[attr-defined]
 
 
