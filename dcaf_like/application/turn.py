@@ -292,12 +292,14 @@ class Turn:
                 request = yield from self._fitted(system)
             else:
                 request = self._model_request(system)
-            yield from self._hooks("before_model", request)
+            if self.settings.hooks.before_model:  # no generator at all for an agent without hooks
+                yield from self._hooks("before_model", request)
             response: ModelResponse | Stopped = yield CallModel(request, left)
             self._timings["model"] += time.perf_counter() - started
             if isinstance(response, Stopped):
                 return response.reason
-            yield from self._hooks("after_model", response)
+            if self.settings.hooks.after_model:
+                yield from self._hooks("after_model", response)
             self._usage = self._usage + response.usage
             self._answered_by = response.runtime or self.settings.runtime_name
             conversation.add_assistant_message(
@@ -460,7 +462,7 @@ class Turn:
                 conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
             elif stopped is not None:
                 conversation.record_tool_failure(call_id, f"not run: {self._why_not_run(stopped)}")
-            elif (refusal := (yield from self._before_tool(call))) is not None:
+            elif settings.hooks.before_tool and (refusal := (yield from self._before_tool(call))) is not None:
                 conversation.record_tool_failure(call_id, f"not run: {refusal}")
                 stopped = HOOK_FAILED if self._hook_failed is not None else None
             else:
@@ -498,7 +500,7 @@ class Turn:
                     stopped = TURN_TIMEOUT
                 if session.changed:
                     conversation.replace_session(session.to_dict())
-                if not (yield from self._after_tool(call)):
+                if settings.hooks.after_tool and not (yield from self._after_tool(call)):
                     stopped = HOOK_FAILED
                 if asked is not None:  # the call waits for the user's answer: not finished
                     if self.emits:
