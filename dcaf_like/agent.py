@@ -231,14 +231,16 @@ class Agent:
         conversation_id: str | None = None,
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
         """One turn. Decisions on pending calls may ride along as ``data.tool_calls[].execute``.
 
         `identity` is who your code authenticated (a server does this from the API key), `deps` this
-        run's dependencies instead of the agent's: both are yours to give, never read from messages."""
+        run's dependencies instead of the agent's: both are yours to give, never read from messages.
+        `user` is the name the audit trail gives whoever decides in this run: by default the
+        identity's name, or ``"user"`` without one."""
         request = _request(messages, conversation_id, platform_context, session, user, identity, deps)
         return self._ready().execute(request)
 
@@ -249,7 +251,7 @@ class Agent:
         conversation_id: str | None = None,
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
@@ -263,7 +265,7 @@ class Agent:
         conversation_id: str | None = None,
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> Iterator[StreamEvent]:
@@ -279,7 +281,7 @@ class Agent:
         conversation_id: str | None = None,
         platform_context: Mapping[str, Any] | None = None,
         session: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AsyncIterator[StreamEvent]:
@@ -297,7 +299,7 @@ class Agent:
         deps: Any = None,
     ) -> AgentResponse:
         """One turn in a throwaway conversation: nothing from earlier runs leaks in, nothing is kept."""
-        request = _request(messages, None, platform_context, session, "user", identity, deps)
+        request = _request(messages, None, platform_context, session, None, identity, deps)
         self._ready()
         return self._ephemeral_service().execute(request)
 
@@ -310,7 +312,7 @@ class Agent:
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
-        request = _request(messages, None, platform_context, session, "user", identity, deps)
+        request = _request(messages, None, platform_context, session, None, identity, deps)
         await self._aready()
         return await self._ephemeral_service().aexecute(request)
 
@@ -343,7 +345,7 @@ class Agent:
         *,
         edited_arguments: Mapping[str, Any] | None = None,
         platform_context: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
@@ -369,7 +371,7 @@ class Agent:
         reason: str = "",
         *,
         platform_context: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
@@ -390,7 +392,7 @@ class Agent:
         decisions: Iterable[ToolDecision],
         *,
         platform_context: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
@@ -399,7 +401,7 @@ class Agent:
             conversation_id=conversation_id,
             decisions=tuple(decisions),
             platform_context=dict(platform_context or {}),
-            user=user,
+            user=_who(user, identity),
             identity=identity,
             deps=deps,
         )
@@ -411,7 +413,7 @@ class Agent:
         decisions: Iterable[ToolDecision],
         *,
         platform_context: Mapping[str, Any] | None = None,
-        user: str = "user",
+        user: str | None = None,
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
@@ -419,7 +421,7 @@ class Agent:
             conversation_id=conversation_id,
             decisions=tuple(decisions),
             platform_context=dict(platform_context or {}),
-            user=user,
+            user=_who(user, identity),
             identity=identity,
             deps=deps,
         )
@@ -528,7 +530,7 @@ def _request(
     conversation_id: str | None,
     platform_context: Mapping[str, Any] | None,
     session: Mapping[str, Any] | None,
-    user: str,
+    user: str | None,
     identity: Identity | None,
     deps: Any,
 ) -> AgentRequest:
@@ -537,8 +539,16 @@ def _request(
         conversation_id=conversation_id,
         platform_context=platform_context,
         session=session,
-        user=user,
+        user=_who(user, identity),
     )
     if identity is None and deps is None:
         return request
     return replace(request, identity=identity, deps=deps)
+
+
+def _who(user: str | None, identity: Identity | None) -> str:
+    """Who a run's records name: the `user` given, else the authenticated identity's name, else
+    ``"user"`` (a run nobody authenticated and nobody named)."""
+    if user is not None:
+        return user
+    return identity.name if identity is not None else "user"

@@ -254,6 +254,26 @@ class TestPolicies:
         assert approved.executed_tool_calls[0].output == "restarted api"
 
 
+def test_the_audit_trail_names_the_identity_that_decided_unless_a_user_is_named():
+    @tool
+    def restart(service: str) -> str:
+        """Restart a service."""
+        return f"restarted {service}"
+
+    runtime = FakeRuntime([tool_calls(tool_call("restart", service="api")), reply("done")] * 3)
+    agent = Agent(tools=[restart], runtime=runtime)
+
+    def decided_by(**who: Any) -> str:
+        waiting = agent.run("restart the api")
+        agent.approve(waiting.conversation_id, waiting.pending_tool_calls[0].id, **who)
+        (record,) = agent.repository.decision_records(waiting.conversation_id)
+        return record.decided_by
+
+    assert decided_by(identity=ALICE) == "alice"
+    assert decided_by(identity=ALICE, user="alice@pager") == "alice@pager"
+    assert decided_by() == "user"
+
+
 def test_an_agent_function_gets_the_identity_and_deps_it_was_run_with():
     def greet(messages: list[dict[str, Any]], context: AgentContext) -> str:
         who = context.identity.name if context.identity else "nobody"
