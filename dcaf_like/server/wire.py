@@ -139,8 +139,8 @@ APPROVAL_REASON_DOC = "Why it waits (or waited) for a human: the policy's reason
 REJECTION_REASON_DOC = "Why it was rejected: the approver's reason, or the policy's denial."
 
 
-class ToolCallOut(BaseModel):
-    """A call waiting for a decision (``data.tool_calls``)."""
+class _CallOut(BaseModel):
+    """What every call in a response carries: which call, and the arguments as proposed and as run."""
 
     id: str
     name: str
@@ -148,35 +148,28 @@ class ToolCallOut(BaseModel):
     proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
     edited: bool = Field(description=EDITED_DOC)
     approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
+
+
+class ToolCallOut(_CallOut):
+    """A call waiting for a decision (``data.tool_calls``)."""
+
     execute: bool
     tool_description: str
     editable: bool
     reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
 
 
-class ExecutedToolCallOut(BaseModel):
+class ExecutedToolCallOut(_CallOut):
     """A call that ran, failed or was interrupted (``data.executed_tool_calls``)."""
 
-    id: str
-    name: str
-    input: dict[str, Any] = Field(description=INPUT_DOC)
-    proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
-    edited: bool = Field(description=EDITED_DOC)
-    approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
     output: str
     status: str
     error: str | None = None
 
 
-class RejectedToolCallOut(BaseModel):
+class RejectedToolCallOut(_CallOut):
     """A call that was rejected (``data.rejected_tool_calls``)."""
 
-    id: str
-    name: str
-    input: dict[str, Any] = Field(description=INPUT_DOC)
-    proposed_input: dict[str, Any] = Field(description=PROPOSED_INPUT_DOC)
-    edited: bool = Field(description=EDITED_DOC)
-    approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
     rejection_reason: str | None = Field(description=REJECTION_REASON_DOC)
     reason: str | None = Field(deprecated="use rejection_reason; goes in the next release")
 
