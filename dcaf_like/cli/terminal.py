@@ -310,8 +310,12 @@ class TerminalChat:
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
                 self.questions = list(message["data"].get("questions", []))
-                if message.get("meta", {}).get("stop_reason") == "cancelled":
+                meta = message.get("meta", {})
+                if meta.get("stop_reason") == "cancelled":
                     self.say("  (run cancelled)")
+                if meta.get("answered_by") and meta["answered_by"] != meta.get("runtime"):
+                    # a fallback or a router chose: which model answered is worth a line
+                    self.say(f"  (answered by {_printable(str(meta['answered_by']))})")
                 data = message["data"]
                 return [*data["tool_calls"], *data.get("cmds", [])], None
             elif kind == "error":

@@ -303,3 +303,15 @@ def test_a_declined_question_fails_the_call_and_the_chat_goes_on():
 
     assert "failed: ask_user" in shown
     assert "agent> As you wish." in shown
+
+
+def test_the_model_that_answered_is_shown_when_a_fallback_chose_it_and_not_otherwise():
+    def answered(runtime: str, answered_by: str) -> dict[str, Any]:
+        meta = {"runtime": runtime, "answered_by": answered_by}
+        return {"type": "done", "conversation_id": "c", "message": {"data": {"tool_calls": []}, "meta": meta}}
+
+    fell_back = chat(ScriptedTransport([answered("fallback(openai, local)", "local")]), "hi")
+    plain = chat(ScriptedTransport([answered("openai", "openai")]), "hi")
+
+    assert "(answered by local)" in fell_back
+    assert "answered by" not in plain
