@@ -170,6 +170,7 @@ class AgentService:
             context_window=runtime.context_window,
             count_tokens=functools.lru_cache(maxsize=8192)(runtime.count_tokens),
             count_request_tokens=runtime.count_request_tokens,
+            accepts=runtime.accepts,
             hooks=Hooks.of(hooks),
         )
         fitting = self._settings.context
