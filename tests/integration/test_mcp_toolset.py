@@ -206,6 +206,34 @@ def test_an_image_a_tool_returns_reaches_a_model_that_takes_images_and_stays_wit
     assert stored.tool_call(ran.id).result_attachments == (image,)
 
 
+def test_the_openai_compatible_runtime_sends_a_tools_image_as_a_user_message_after_the_tool_messages(
+    connect, tmp_path
+):
+    pytest.importorskip("openai", reason="the openai extra is not installed")
+    from dcaf_like.runtimes.openai_chat import OpenAIRuntime
+    from dcaf_like.testing import OpenAICompatibleServer
+
+    k8s = connect("k8s", tmp_path / "calls.jsonl", media=True, allow="cpu_graph")
+    with OpenAICompatibleServer() as model:  # it refuses what the API refuses (parts, unanswered calls)
+        runtime = OpenAIRuntime("test-model", base_url=model.base_url, max_retries=0)
+        model.call([("cpu_graph", {"name": "web-2"})])
+        model.reply("CPU is flat.")
+        response = Agent(tools=[k8s], runtime=runtime).run("is web-2 busy?")
+        runtime.close()
+
+    assert response.text == "CPU is flat."
+    *_, assistant, tool_message, shown = model.requests[-1]["messages"]
+    assert [m["role"] for m in (assistant, tool_message, shown)] == ["assistant", "tool", "user"]
+    assert tool_message["tool_call_id"] == assistant["tool_calls"][0]["id"]
+    assert tool_message["content"].startswith("CPU of web-2 over the last hour\n[It also returned image/png")
+    text, image = shown["content"]
+    assert text["text"].startswith("[Not from the user")
+    assert image == {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{base64.b64encode(GRAPH).decode()}"},
+    }
+
+
 def test_a_model_that_cannot_take_a_tools_image_reads_what_was_left_out_and_the_turn_goes_on(
     connect, tmp_path
 ):
