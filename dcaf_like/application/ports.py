@@ -31,7 +31,15 @@ from dcaf_like.application.messages import (
 from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
-from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, Identity, PlatformContext, Session
+from dcaf_like.domain import (
+    ApprovalPolicy,
+    Attachment,
+    Conversation,
+    DecisionRecord,
+    Identity,
+    PlatformContext,
+    Session,
+)
 from dcaf_like.domain.identity import DepsT
 from dcaf_like.domain.question import MAX_TEXT_ANSWER
 
@@ -46,7 +54,8 @@ class AgentRuntime(ABC):
     #: model's is its ``n_ctx``). None: the whole transcript is sent, as the model may take it.
     context_window: int | None = None
     #: The kinds of message parts besides text its model reads (``"image"``, ``"file"``); a message
-    #: carrying another kind is refused before the model is called. None by default.
+    #: carrying another kind is refused before the model is called. None by default. A tool's images
+    #: and files of a kind it takes reach it in a user's turn after the calls' results (ADR 23).
     accepts: frozenset[str] = frozenset()
 
     def count_tokens(self, text: str) -> int:
@@ -288,9 +297,22 @@ class ToolContext(Generic[DepsT]):
             self.on_progress(message, None if fraction is None else float(fraction))
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool's result with images or files besides its text (an MCP tool's ``ImageContent``, say).
+    They are kept with the call, as a message's attachments are with it, and shown to the model if its
+    runtime takes their kind (:attr:`AgentRuntime.accepts`); otherwise the model reads a note naming
+    what was left out. A tool keeps them within :data:`~dcaf_like.domain.MAX_PART_BYTES` each and
+    :data:`~dcaf_like.domain.MAX_PARTS_BYTES` in all, noting in its text any it left out."""
+
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+
+
 @runtime_checkable
 class ExecutableTool(Protocol):
-    """A tool the service can offer to a model, validate arguments for, and run."""
+    """A tool the service can offer to a model, validate arguments for, and run. It returns its
+    result's text, or a :class:`ToolOutput` when the result also holds images or files."""
 
     @property
     def name(self) -> str: ...
@@ -310,9 +332,9 @@ class ExecutableTool(Protocol):
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Arguments checked (and coerced) against the schema; raises InvalidToolArguments."""
 
-    def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str: ...
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str | ToolOutput: ...
 
-    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str: ...
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str | ToolOutput: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.errors import scrub_exception
+from dcaf_like.application.ports import ToolOutput
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
@@ -82,7 +83,7 @@ async def _athread(effect: RunTool) -> ToolOutcome:
     """A plain ``def`` tool with a time limit, in a daemon thread of its own rather than the loop's
     executor: a thread that never ends must not hold a worker of the pool, nor the loop's shutdown."""
     loop = asyncio.get_running_loop()
-    result: asyncio.Future[str] = loop.create_future()
+    result: asyncio.Future[str | ToolOutput] = loop.create_future()
     abandoned: list[bool] = []
 
     def settle(value: Any, error: BaseException | None) -> None:
@@ -114,7 +115,7 @@ async def _athread(effect: RunTool) -> ToolOutcome:
     return timed_out(effect, cancelled=False)
 
 
-def _invoked(effect: RunTool) -> tuple[str | None, BaseException | None]:
+def _invoked(effect: RunTool) -> tuple[str | ToolOutput | None, BaseException | None]:
     """Run a plain ``def`` tool (in a thread of its own): its result, or what it raised."""
     try:
         return effect.tool.invoke(effect.arguments, effect.context), None

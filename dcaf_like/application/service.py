@@ -75,6 +75,7 @@ from dcaf_like.application.turn import (
 from dcaf_like.domain import (
     NO_CONTEXT,
     ApprovalPolicy,
+    Attachment,
     Conversation,
     DeciderKind,
     DecisionRecord,
@@ -169,6 +170,7 @@ class AgentService:
             context_window=runtime.context_window,
             count_tokens=functools.lru_cache(maxsize=8192)(runtime.count_tokens),
             count_request_tokens=runtime.count_request_tokens,
+            accepts=runtime.accepts,
             hooks=Hooks.of(hooks),
         )
         fitting = self._settings.context
@@ -596,9 +598,7 @@ class AgentService:
         for answer in request.answers:  # an answered question claims its call to run again
             asked_by = self._answer(conversation, answer, request.user, now)
             (declined if answer.declined else approved).append(asked_by)
-        for i, part in enumerate(request.attachments):
-            if part.kind.value not in self.runtime.accepts:
-                raise UnsupportedPart(i, part.describe(), part.kind.value, self.runtime.name)
+        refuse_unaccepted(request.attachments, self.runtime)
         if request.text or request.attachments:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
@@ -782,6 +782,14 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
+
+
+def refuse_unaccepted(attachments: Sequence[Attachment], runtime: AgentRuntime) -> None:
+    """Raise :class:`UnsupportedPart` naming the first of a message's `attachments` `runtime` does not
+    take (before anything is saved: the HelpDesk routes, A2A)."""
+    for i, part in enumerate(attachments):
+        if part.kind.value not in runtime.accepts:
+            raise UnsupportedPart(i, part.describe(), part.kind.value, runtime.name)
 
 
 def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:

@@ -38,11 +38,18 @@ from dcaf_like.application.messages import (
     Usage,
     UserTurn,
 )
-from dcaf_like.application.ports import ApprovalAnswer, ExecutableTool, PendingApproval, ToolContext
+from dcaf_like.application.ports import (
+    ApprovalAnswer,
+    ExecutableTool,
+    PendingApproval,
+    ToolContext,
+    ToolOutput,
+)
 from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.domain import (
     NOBODY,
     ApprovalPolicy,
+    Attachment,
     Conversation,
     DeciderKind,
     EditNotAllowed,
@@ -144,7 +151,7 @@ Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | E
 
 @dataclass(slots=True)
 class ToolOutcome:
-    output: str | None = None
+    output: str | ToolOutput | None = None
     error: str | None = None
     #: The run went past ``RunTool.timeout``: `error` says so.
     timed_out: bool = False
@@ -202,6 +209,9 @@ class TurnSettings:
     context_window: int | None = None
     count_tokens: TokenCounter = estimate_tokens
     count_request_tokens: Callable[[ModelRequest], int | None] | None = None
+    #: The kinds of parts the runtime reads (``AgentRuntime.accepts``): a tool's images of another
+    #: kind are named to the model in a note, not shown.
+    accepts: frozenset[str] = frozenset()
     #: The agent's hooks, by the point they are called at (docs/operations.md, "Hooks").
     hooks: Hooks = NO_HOOKS
 
@@ -492,6 +502,11 @@ class Turn:
                 asked = None
                 if outcome.question is not None:
                     asked = self._ask(call_id, outcome.question, now)
+                elif isinstance(outcome.output, ToolOutput):
+                    output = outcome.output
+                    conversation.record_tool_result(
+                        call_id, output.text, attachments=output.attachments, at=now
+                    )
                 elif outcome.error is None:
                     conversation.record_tool_result(call_id, outcome.output or "", at=now)
                 else:
@@ -641,20 +656,20 @@ class Turn:
         conversation, blocks = self.conversation, []
         for index, message in enumerate(conversation.messages, conversation.message_offset):
             messages: list[ModelMessage] = []
-            settled = _transcribe(conversation, message, messages)
+            settled = _transcribe(conversation, message, messages, self.settings.accepts)
             blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
         return blocks
 
     def _transcript(self) -> tuple[ModelMessage, ...]:
         """The transcript, reusing what earlier model calls of this turn already transcribed: a message
         whose calls have all settled (and which is not the last one) reads the same from then on."""
-        conversation, stable = self.conversation, self._stable
+        conversation, stable, accepts = self.conversation, self._stable, self.settings.accepts
         messages = conversation.messages
         tail: list[ModelMessage] = []
         for index in range(self._stable_messages, len(messages)):
             if tail or index == len(messages) - 1:
-                _transcribe(conversation, messages[index], tail)
-            elif _transcribe(conversation, messages[index], tail):
+                _transcribe(conversation, messages[index], tail, accepts)
+            elif _transcribe(conversation, messages[index], tail, accepts):
                 stable.extend(tail)
                 tail.clear()
                 self._stable_messages = index + 1
@@ -731,15 +746,18 @@ def apply_decision(
     return True
 
 
-def transcript(conversation: Conversation) -> tuple[ModelMessage, ...]:
-    """The conversation as a model reads it: each proposal followed by the outcome of each of its calls."""
+def transcript(conversation: Conversation, accepts: frozenset[str] = frozenset()) -> tuple[ModelMessage, ...]:
+    """The conversation as a model reads it: each proposal followed by the outcome of each of its calls
+    (and the images and files those returned, of the kinds in `accepts`)."""
     messages: list[ModelMessage] = []
     for message in conversation.messages:
-        _transcribe(conversation, message, messages)
+        _transcribe(conversation, message, messages, accepts)
     return tuple(messages)
 
 
-def _transcribe(conversation: Conversation, message: Message, into: list[ModelMessage]) -> bool:
+def _transcribe(
+    conversation: Conversation, message: Message, into: list[ModelMessage], accepts: frozenset[str]
+) -> bool:
     """Append `message`'s model form to `into`; True if that form is final (every call settled)."""
     if message.role is Role.USER:
         into.append(UserTurn(message.text, message.attachments))
@@ -752,15 +770,45 @@ def _transcribe(conversation: Conversation, message: Message, into: list[ModelMe
         )
     )
     settled = True
+    shown: list[tuple[ToolCall, Attachment]] = []
     for call in calls:
-        if call.status.is_terminal:
-            into.append(_result_of(call))
-        else:
+        if not call.status.is_terminal:
             # A provider refuses a call with no result after it (OpenAI: 400): one still running
             # elsewhere, or still waiting, gets a result that says so.
             settled = False
             into.append(ToolResult(call.id.value, call.name, UNSETTLED, True))
+        elif call.result_attachments:
+            result = _result_of(call)
+            taken = [a for a in call.result_attachments if a.kind.value in accepts]
+            left_out = [a for a in call.result_attachments if a.kind.value not in accepts]
+            note = _attachments_note(taken, left_out)
+            into.append(replace(result, content=f"{result.content}\n{note}" if result.content else note))
+            shown.extend((call, a) for a in taken)
+        else:
+            into.append(_result_of(call))
+    if shown:
+        into.append(_tools_attachments(shown))
     return settled
+
+
+def _attachments_note(taken: list[Attachment], left_out: list[Attachment]) -> str:
+    """What a result says of its images and files: those shown, and those the model cannot read."""
+    lines = []
+    if taken:
+        listed = ", ".join(a.describe() for a in taken)
+        lines.append(f"[It also returned {listed}: shown in the message after the results.]")
+    if left_out:
+        listed = ", ".join(f"{a.describe()} of {a.size} bytes" for a in left_out)
+        lines.append(f"[It also returned {listed}, which this model cannot read: left out.]")
+    return "\n".join(lines)
+
+
+def _tools_attachments(shown: list[tuple[ToolCall, Attachment]]) -> UserTurn:
+    """The images and files tools returned, as a turn after their results: a tool message holds only
+    text in some APIs (OpenAI's), and every runtime that takes a kind of part takes it in a user's turn."""
+    listed = "; ".join(f"{call.name} ({call.id.value}): {a.describe()}" for call, a in shown)
+    text = f"[Not from the user: what the tool calls above returned besides text. {listed}]"
+    return UserTurn(text, tuple(a for _, a in shown))
 
 
 UNSETTLED = "No result yet: this call has not finished (it is running or waiting for a decision)."

@@ -409,10 +409,13 @@ class Conversation:
             )
         )
 
-    def record_tool_result(self, call_id: str, result: str, *, at: float | None = None) -> ToolCall:
+    def record_tool_result(
+        self, call_id: str, result: str, *, attachments: tuple[Attachment, ...] = (), at: float | None = None
+    ) -> ToolCall:
+        """The call ran: its result's text, and the images and files it holds besides."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.record_result(result, at=now)
+        call.record_result(result, at=now, attachments=attachments)
         self._changed(call_id)
         self.version += 1
         return call

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from dcaf_like.domain._canonical_json import canonical_json
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.context import REDACTED, PlatformContext
 from dcaf_like.domain.errors import (
     ApprovalExpired,
@@ -220,6 +221,8 @@ class ToolCall:
     context_fingerprint: str | None = None
     # What decided (a person, the policy, ...), apart from `decided_by`, the name it decided under.
     decided_by_kind: DeciderKind | None = None
+    # The images and files its result holds besides `result` (an MCP tool's image, say).
+    result_attachments: tuple[Attachment, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -355,9 +358,10 @@ class ToolCall:
         self.decided_by_kind = kind
         self.decided_at = at
 
-    def record_result(self, result: str, *, at: float) -> None:
+    def record_result(self, result: str, *, at: float, attachments: tuple[Attachment, ...] = ()) -> None:
         self._move(ToolCallStatus.EXECUTED)
         self.result = result
+        self.result_attachments = attachments
         self.finished_at = at
 
     def record_failure(self, error: str, *, at: float) -> None:

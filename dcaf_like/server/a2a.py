@@ -13,6 +13,7 @@ The SDK is imported only here, when an app is built with ``a2a=True``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from dcaf_like.application.errors import ConversationNotFound
 from dcaf_like.application.ports import ServedAgent, ToolProvider
+from dcaf_like.domain import Attachment, InvalidPart, attachment
+from dcaf_like.domain.attachment import check_total
+from dcaf_like.helpdesk.protocol import read_content
 from dcaf_like.server.a2a_tasks import (
     A2ATasks,
     Incoming,
@@ -101,8 +105,9 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
     async def send_task(body: SendTask, http: Request) -> JSONResponse:
         """Send a message: start a task, or resume one waiting for input with decisions in ``data``.
         Answers with the task (``wait: false``: as soon as it started)."""
-        incoming = Incoming(body.message, body.data or {}, body.task_id, body.context_id)
         try:
+            text, attachments = read_content(body.message, "message")
+            incoming = Incoming(text, body.data or {}, body.task_id, body.context_id, attachments)
             view = await tasks.send(incoming, caller=caller_of(http), wait=body.wait)
         except Exception as exc:
             return _error(exc)
@@ -128,7 +133,11 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
 class SendTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    message: StrictStr = Field("", description="The text for the agent.")
+    message: StrictStr | list[dict[str, Any]] = Field(
+        "",
+        description="The text for the agent, or a list of parts as a HelpDesk message's content (text, "
+        "images, files: docs/protocol.md).",
+    )
     data: dict[str, Any] | None = Field(
         None,
         description="Decisions on pending calls, as the HelpDesk protocol's `data.tool_calls`; answers to "
@@ -312,7 +321,8 @@ async def _a2a_errors(awaitable: Any, *, refused: type[Exception] | None = None)
     except Exception as exc:
         error = http_error(exc)
         if error.is_client_error:
-            data = {"code": error.code, **({"call_id": error.call_id} if error.call_id else {})}
+            named = {"call_id": error.call_id, "field": error.field}
+            data = {"code": error.code, **{k: v for k, v in named.items() if v is not None}}
             raise InvalidParamsError(error.message, data=data) from exc
         raise InternalError(f"{error.code}: {error.message}") from exc
 
@@ -323,15 +333,24 @@ def _caller(context: ServerCallContext) -> Caller:
 
 
 def _incoming(message: Message) -> Incoming:
-    """Text parts joined; data parts merged (decisions ride in ``tool_calls``)."""
+    """Text parts joined; data parts merged (decisions ride in ``tool_calls``); file parts (bytes, or
+    an image's URL, which this server never fetches) the message's attachments, in their order."""
     from google.protobuf.json_format import MessageToDict
 
     texts: list[str] = []
     data: dict[str, Any] = {}
-    for part in message.parts:
+    attachments: list[Attachment] = []
+    for j, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
         if kind == "text":
             texts.append(part.text)
+        elif kind in ("raw", "url"):
+            try:
+                attachments.append(_attachment(part, index=len(attachments)))
+                check_total(attachments)
+            except InvalidPart as exc:
+                exc.field = f"message.parts[{j}]"
+                raise _refused_part(exc) from exc
         elif kind == "data":
             value = MessageToDict(part)["data"]
             if not isinstance(value, dict):
@@ -342,14 +361,46 @@ def _incoming(message: Message) -> Incoming:
                 else:
                     data[key] = item
         else:
-            raise _invalid(f"this agent reads text and data parts, not {kind or 'empty'} parts")
+            raise _invalid(f"this agent reads text, file and data parts, not {kind or 'empty'} parts")
     if not is_conversation_id(message.context_id):
         raise _invalid("context_id: at most 128 characters of A-Z a-z 0-9 . _ : -", field="context_id")
     if message.task_id and not is_task_id(message.task_id):
         raise _invalid("task_id: not a task id this server gives", field="task_id")
     return Incoming(
-        "\n".join(texts), data, task_id=message.task_id or None, context_id=message.context_id or None
+        "\n".join(texts),
+        data,
+        task_id=message.task_id or None,
+        context_id=message.context_id or None,
+        attachments=tuple(attachments),
     )
+
+
+def _attachment(part: Any, *, index: int) -> Attachment:
+    """A file part as an attachment: inline bytes are an image (an ``image/*`` media type) or a file
+    (named by its filename); a URL only an image's, which the model's provider reads, never this server."""
+    media_type = part.media_type or None
+    is_image = (media_type or "").startswith("image/")
+    if part.WhichOneof("content") == "url":
+        if not is_image:
+            raise InvalidPart(
+                index,
+                "a file part by URL must be an image (mediaType image/...): this server fetches nothing, "
+                "send a file's bytes inline (raw)",
+            )
+        return attachment(
+            "image", media_type=media_type, url=part.url, name=part.filename or None, index=index
+        )
+    kind = "image" if is_image else "file"
+    data = base64.b64encode(part.raw).decode("ascii")
+    return attachment(kind, media_type=media_type, data=data, name=part.filename or None, index=index)
+
+
+def _refused_part(exc: InvalidPart) -> Exception:
+    """A part refused, as A2A's invalid params naming it (``part_too_large`` or ``invalid_part``)."""
+    from a2a.utils.errors import InvalidParamsError
+
+    error = http_error(exc)
+    return InvalidParamsError(error.message, data={"code": error.code, "field": error.field})
 
 
 def _invalid(message: str, field: str | None = None) -> Exception:

@@ -21,7 +21,9 @@ from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFou
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.service import refuse_unaccepted
 from dcaf_like.domain import (
+    Attachment,
     Conversation,
     DomainError,
     IllegalTransition,
@@ -193,6 +195,7 @@ def agent_request(message: Incoming, caller: Caller) -> AgentRequest:
     answers = read_answers(message.data.get("answers"), "data.answers")
     request = AgentRequest(
         text=message.text,
+        attachments=message.attachments,
         decisions=decisions,
         answers=answers,
         platform_context=dict(_platform_context(message.data)),
@@ -210,12 +213,14 @@ def conversation_of(task_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """An A2A message reduced to what the agent needs: text and HelpDesk ``data`` (decisions)."""
+    """An A2A message reduced to what the agent needs: text, HelpDesk ``data`` (decisions), and the
+    images and files its file parts carry."""
 
     text: str
     data: Mapping[str, Any]
     task_id: str | None = None
     context_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
 
 
 class A2ATasks:
@@ -289,9 +294,12 @@ class A2ATasks:
             return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True
         if request.decisions:
             return await self._begin_deciding(message.context_id, request, caller, deltas)
-        task_id = await self._open(message.context_id, request.text, caller)
+        runtime = self.agent.runtime
+        if runtime is not None:  # refused before the task is stored, as the HelpDesk routes refuse it
+            refuse_unaccepted(request.attachments, runtime)
+        task_id = await self._open(message.context_id, request.text, request.attachments, caller)
         # The user's message is stored with the task, so the task reads as working from the start.
-        run = self._run(task_id, replace(request, text=""), new_task=True, deltas=deltas)
+        run = self._run(task_id, replace(request, text="", attachments=()), new_task=True, deltas=deltas)
         return task_id, run, False
 
     async def cancel(self, task_id: str, *, caller: Caller = ANYONE) -> TaskView:
@@ -338,7 +346,7 @@ class A2ATasks:
 
     async def _answering(self, task_id: str, request: AgentRequest, caller: Caller) -> AgentRequest:
         """A message to a task waiting on one question, with text and nothing else, answers it."""
-        if request.answers or request.decisions or not request.text:
+        if request.answers or request.decisions or request.attachments or not request.text:
             return request
         view = await self.get(task_id, caller)
         if len(view.questions) != 1:
@@ -412,7 +420,9 @@ class A2ATasks:
                 continue
             return
 
-    async def _open(self, conversation_id: str | None, text: str, caller: Caller) -> str:
+    async def _open(
+        self, conversation_id: str | None, text: str, attachments: tuple[Attachment, ...], caller: Caller
+    ) -> str:
         for _ in range(3):
             stored = await self.repository.aget(conversation_id) if conversation_id else None
             if stored is not None and not caller.sees(stored):
@@ -422,8 +432,8 @@ class A2ATasks:
             )
             expected = stored.version if stored is not None else 0
             record: TaskRecord = conversation.open_task()
-            if text:
-                conversation.add_user_message(text)
+            if text or attachments:
+                conversation.add_user_message(text, attachments=attachments)
             try:
                 await self.repository.asave(conversation, expected)
             except ConcurrencyConflict:

@@ -16,10 +16,11 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 from dcaf_like.application.errors import InvalidToolArguments
-from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolProvider
-from dcaf_like.domain import PlatformContext, Session, Trusted, Verdict
+from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolOutput, ToolProvider
+from dcaf_like.domain import PartKind, PlatformContext, Session, Trusted, Verdict
 from dcaf_like.server.auth import caller_of
 
 logger = logging.getLogger("dcaf_like.toolsets.mcp")
@@ -110,7 +111,21 @@ class MCPEndpoint:
         return _result(output, error=False)
 
 
-def _result(text: str, *, error: bool) -> Any:
-    from mcp_types import CallToolResult, TextContent
+def _result(output: str | ToolOutput, *, error: bool) -> Any:
+    """A tool's output as MCP content: its text, then its images (``ImageContent``) and files (an
+    ``EmbeddedResource`` blob); an image by URL is named in the text, as a link, never fetched."""
+    from mcp_types import BlobResourceContents, CallToolResult, EmbeddedResource, ImageContent, TextContent
 
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+    if isinstance(output, str):
+        return CallToolResult(content=[TextContent(type="text", text=output)], is_error=error)
+    content: list[Any] = [TextContent(type="text", text=output.text)] if output.text else []
+    for part in output.attachments:
+        if part.data is None:
+            content.append(TextContent(type="text", text=f"[image at {part.url}]"))
+        elif part.kind is PartKind.IMAGE:
+            content.append(ImageContent(type="image", data=part.data, mime_type=part.media_type))
+        else:
+            uri = f"attachment:{quote(part.name or 'file')}"
+            blob = BlobResourceContents(uri=uri, mime_type=part.media_type, blob=part.data)
+            content.append(EmbeddedResource(type="resource", resource=blob))
+    return CallToolResult(content=content, is_error=error)

@@ -197,6 +197,7 @@ ADDED: dict[type, dict[str, Any]] = {
         "lease_expires_at": None,
         "context_fingerprint": _bound_context,
         "decided_by_kind": _kind_of_old_record,
+        "result_attachments": (),  # absent before a tool's images were kept, and whenever it has none
     },
 }
 

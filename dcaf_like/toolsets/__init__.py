@@ -20,7 +20,7 @@ from typing import Any
 
 from dcaf_like.application.concurrency import run_sync
 from dcaf_like.application.messages import ToolSpec
-from dcaf_like.application.ports import ExecutableTool, ToolContext
+from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolOutput
 
 SEPARATOR = "__"
 MAX_NAME = 64
@@ -112,10 +112,10 @@ class Renamed:
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return self.tool.validate(arguments)
 
-    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str | ToolOutput:
         return self.tool.invoke(arguments, context)
 
-    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str | ToolOutput:
         return await self.tool.ainvoke(arguments, context)
 
     def __repr__(self) -> str:

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from dcaf_like.application.messages import ToolSpec
-from dcaf_like.application.ports import ToolContext
+from dcaf_like.application.ports import ToolContext, ToolOutput
+from dcaf_like.domain import MAX_PARTS_BYTES, Attachment, InvalidPart, attachment
+from dcaf_like.domain.attachment import check_total
 from dcaf_like.toolsets import SEPARATOR, Toolset, safe_name
 from dcaf_like.toolsets._mcp_connection import Connection, MCPServerUnavailable
 
@@ -196,27 +198,45 @@ class MCPTool:
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return self._arguments.validate(arguments)
 
-    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str | ToolOutput:
         connection = self.toolset._connection
-        return self._text(connection.portal.run(self._call(arguments)))
+        return self._output(connection.portal.run(self._call(arguments)))
 
-    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext) -> str | ToolOutput:
         connection = self.toolset._connection
-        return self._text(await connection.portal.arun(self._call(arguments)))
+        return self._output(await connection.portal.arun(self._call(arguments)))
 
     async def _call(self, arguments: Mapping[str, Any]) -> Any:
         toolset = self.toolset
         return await toolset._connection.call(self.remote, dict(arguments), toolset.call_timeout)
 
-    def _text(self, result: Any) -> str:
-        """The result as the model reads it; an error result raises :class:`MCPToolError`."""
-        parts = [_content_text(block) for block in result.content or ()]
+    def _output(self, result: Any) -> str | ToolOutput:
+        """The result as the model reads it: its text, and its images and files (``ImageContent``, an
+        ``EmbeddedResource``'s blob) as attachments within the limits of a message's; one it cannot
+        take is named in the text instead. An error result raises :class:`MCPToolError`."""
+        blocks = result.content or ()
+        attachments: list[Attachment] = []
+        parts: list[str] = []
+        for block in blocks:
+            found = None if result.is_error else _attachment(block, len(attachments))
+            if isinstance(found, Attachment):
+                attachments.append(found)
+                try:
+                    check_total(attachments)
+                except InvalidPart:
+                    attachments.pop()
+                    parts.append(
+                        f"[{found.describe()} of {found.size} bytes left out: with it the result's images "
+                        f"and files come to more than {MAX_PARTS_BYTES} bytes]"
+                    )
+            else:
+                parts.append(found or _content_text(block))
         text = "\n".join(p for p in parts if p)
         if not text and result.structured_content is not None:
             text = json.dumps(result.structured_content, ensure_ascii=False, default=str)
         if result.is_error:
             raise MCPToolError(self.toolset.name, self.remote, text or "the tool failed without saying why")
-        return text
+        return ToolOutput(text, tuple(attachments)) if attachments else text
 
     def __repr__(self) -> str:
         approval = "requires approval" if self.requires_approval else "runs without approval"
@@ -236,6 +256,27 @@ async def _http_with_headers(url: str, headers: dict[str, str]) -> AsyncIterator
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
+
+
+def _attachment(block: Any, index: int) -> Attachment | str | None:
+    """An image block, or an embedded resource's blob, as an attachment (an image for an ``image/*``
+    type, else a file named by its URI's last segment); a sentence saying why one is left out (too
+    large, not base64, no media type); None for any other block. Nothing is fetched: a resource link
+    stays a link."""
+    kind = getattr(block, "type", "")
+    if kind == "image":
+        media_type, data, name = block.mime_type, block.data, None
+    elif kind == "resource" and getattr(block.resource, "blob", None) is not None:
+        resource = block.resource
+        media_type, data = resource.mime_type or "application/octet-stream", resource.blob
+        name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or str(resource.uri)
+    else:
+        return None
+    part = "image" if (media_type or "").startswith("image/") else "file"
+    try:
+        return attachment(part, media_type=media_type, data=data, name=name, index=index)
+    except InvalidPart as exc:
+        return f"[{part} {name or media_type or ''} of {len(data or '') * 3 // 4} bytes left out: {exc}]"
 
 
 def _content_text(block: Any) -> str:

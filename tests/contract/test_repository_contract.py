@@ -219,6 +219,26 @@ def test_the_images_and_files_of_a_message_survive_a_round_trip_and_a_later_save
     assert [m.attachments for m in again.messages] == [(image, by_url), (), (report,)]
 
 
+def test_the_images_and_files_a_tool_returned_survive_a_round_trip_with_its_call(make: Factory) -> None:
+    store = make()
+    graph = attachment("image", media_type="image/png", data="iVBORw0KGgo=")
+    logs = attachment("file", media_type="application/gzip", data="H4sI", name="web-2.log.gz")
+    conversation = full_conversation()
+    store.save(conversation, 0)
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    [pending] = loaded.pending_tool_calls
+    loaded.approve_tool_call(pending.id.value, by="erin", at=1_700_000_008.0)
+    loaded.record_tool_result(pending.id.value, "CPU graph", attachments=(graph, logs), at=1_700_000_009.0)
+    store.save(loaded, conversation.version)  # a delta save
+
+    again = store.get(conversation.id)
+
+    assert again is not None
+    assert again.tool_call(pending.id.value).result_attachments == (graph, logs)
+    assert [c.result_attachments for c in again.tool_calls.values() if c.id != pending.id] == [()] * 5
+
+
 def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:
     store = make()
     conversation = full_conversation()

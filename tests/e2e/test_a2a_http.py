@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import uuid
 from typing import Any
@@ -27,7 +28,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
-from dcaf_like import Agent
+from dcaf_like import MAX_PART_BYTES, MAX_PARTS_BYTES, Agent
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -432,4 +433,140 @@ def test_the_0_3_stream_ends_with_the_final_status(start_server, cluster):
         "status-update",
         "completed",
         True,
+    )
+
+
+# -- images and files: A2A file parts ---------------------------------------------------------------
+
+GRAPH = b"\x89PNG\r\n\x1a\n cpu of web-2"
+REPORT = b"%PDF-1.4 events"
+
+
+def seeing_agent(**options: Any) -> Agent:
+    return Agent(
+        name="k8s", runtime=FakeRuntime(["A crash loop.", "Still."], accepts={"image", "file"}), **options
+    )
+
+
+def rpc_0_3(http: Any, *parts: dict[str, Any]) -> dict[str, Any]:
+    """message/send of a 0.3 message with `parts`: the JSON-RPC answer."""
+    message = {"kind": "message", "messageId": uuid.uuid4().hex, "role": "user", "parts": list(parts)}
+    sent = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    answer: dict[str, Any] = http.post("/a2a", json=sent).json()
+    return answer
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+async def test_file_parts_reach_the_model_as_the_messages_images_and_files_and_stay_with_it(start_server):
+    agent = seeing_agent()
+    url = str(start_server(agent, a2a=True).base_url)
+    msg = message("what is wrong here?")
+    msg.parts.append(Part(raw=GRAPH, media_type="image/png", filename="cpu.png"))
+    msg.parts.append(Part(raw=REPORT, media_type="application/pdf", filename="events.pdf"))
+
+    task = await send_task(url, msg)
+
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    [turn] = agent.runtime.requests[0].messages
+    assert turn.text == "what is wrong here?"
+    assert [
+        (a.kind.value, a.media_type, a.name, base64.b64decode(a.data or "")) for a in turn.attachments
+    ] == [
+        ("image", "image/png", "cpu.png", GRAPH),
+        ("file", "application/pdf", "events.pdf", REPORT),
+    ]
+    stored = agent.repository.get(task.context_id)
+    assert stored is not None
+    assert stored.messages[0].attachments == turn.attachments
+
+
+def test_0_3_file_parts_with_bytes_or_an_images_uri_are_read_and_the_uri_is_not_fetched(start_server):
+    agent = seeing_agent()
+    http = start_server(agent, a2a=True)
+
+    answer = rpc_0_3(
+        http,
+        {"kind": "text", "text": "compare these"},
+        {"kind": "file", "file": {"bytes": b64(GRAPH), "mimeType": "image/png", "name": "cpu.png"}},
+        {"kind": "file", "file": {"uri": "https://grafana.invalid/render/cpu.png", "mimeType": "image/png"}},
+    )
+
+    assert answer["result"]["status"]["state"] == "completed", answer
+    [turn] = agent.runtime.requests[0].messages
+    inline, by_url = turn.attachments
+    assert (inline.name, base64.b64decode(inline.data or "")) == ("cpu.png", GRAPH)
+    assert (by_url.url, by_url.data) == ("https://grafana.invalid/render/cpu.png", None)  # passed on as a URL
+
+
+@pytest.mark.parametrize(
+    ("part", "code", "problem"),
+    [
+        ({"kind": "file", "file": {"bytes": b64(b"\0" * (MAX_PART_BYTES + 1)), "mimeType": "image/png"}},
+         "part_too_large", "larger than"),
+        ({"kind": "file", "file": {"uri": "https://example.com/a.pdf", "mimeType": "application/pdf"}},
+         "invalid_part", "fetches nothing"),
+        ({"kind": "file", "file": {"bytes": b64(REPORT), "mimeType": "application/pdf"}},
+         "invalid_part", "name"),
+        ({"kind": "file", "file": {"bytes": b64(REPORT)}}, "invalid_part", "media_type"),
+    ],
+)  # fmt: skip
+def test_a_file_part_that_cannot_be_taken_is_invalid_params_naming_it_and_opens_no_task(
+    start_server, part, code, problem
+):
+    agent = seeing_agent()
+    http = start_server(agent, a2a=True, max_body_bytes=4 * MAX_PART_BYTES)
+
+    answer = rpc_0_3(http, {"kind": "text", "text": "look"}, part)
+
+    error = answer["error"]
+    assert error["code"] == -32602
+    assert (error["data"]["code"], error["data"]["field"]) == (code, "message.parts[1]")
+    assert problem in error["message"]
+    assert agent.runtime.requests == []
+    assert agent.repository.list_ids(10) == []
+
+
+def test_parts_over_the_messages_total_are_refused_naming_the_part_that_passes_it(start_server):
+    http = start_server(seeing_agent(), a2a=True, max_body_bytes=4 * MAX_PARTS_BYTES)
+    each = {"kind": "file", "file": {"bytes": b64(b"\0" * (MAX_PART_BYTES - 1)), "mimeType": "image/png"}}
+    count = MAX_PARTS_BYTES // (MAX_PART_BYTES - 1) + 1
+
+    error = rpc_0_3(http, *[each] * count)["error"]
+
+    assert (error["data"]["code"], error["data"]["field"]) == (
+        "part_too_large",
+        f"message.parts[{count - 1}]",
+    )
+
+
+def test_a_runtime_that_cannot_take_a_file_part_refuses_the_message_before_a_task_is_opened(start_server):
+    agent = Agent(runtime=FakeRuntime(["never"]))
+    http = start_server(agent, a2a=True)
+
+    error = rpc_0_3(http, {"kind": "file", "file": {"bytes": b64(GRAPH), "mimeType": "image/png"}})["error"]
+
+    assert (error["code"], error["data"]["code"]) == (-32602, "unsupported_part")
+    assert "'fake'" in error["message"]
+    assert agent.repository.list_ids(10) == []
+
+
+def test_the_simple_route_takes_a_message_as_parts_with_the_same_limits(start_server):
+    agent = seeing_agent()
+    http = start_server(agent, a2a=True, max_body_bytes=4 * MAX_PART_BYTES)
+    image = {"type": "image", "media_type": "image/png", "data": b64(GRAPH)}
+    too_large = {"type": "image", "media_type": "image/png", "data": b64(b"\0" * (MAX_PART_BYTES + 1))}
+
+    done = http.post("/a2a/tasks/send", json={"message": [{"type": "text", "text": "look"}, image]})
+    refused = http.post("/a2a/tasks/send", json={"message": [too_large]})
+
+    assert done.json()["status"] == "completed", done.text
+    [turn] = agent.runtime.requests[0].messages
+    assert (turn.text, base64.b64decode(turn.attachments[0].data or "")) == ("look", GRAPH)
+    assert refused.status_code == 413
+    assert (refused.json()["error"]["code"], refused.json()["error"]["field"]) == (
+        "part_too_large",
+        "message[0]",
     )

@@ -144,3 +144,42 @@ async def test_an_mcp_call_runs_as_the_api_keys_identity_and_the_policy_sees_it(
     assert outputs["ops"] == ("ops", "scaled to 3")
     assert outputs["alice"][0] == "alice"
     assert "denied by policy: only the ops key may scale" in outputs["alice"][1]
+
+
+async def test_images_and_files_a_proxied_tool_returns_are_served_on_as_mcp_content(start_server, tmp_path):
+    import base64
+    import sys
+    from pathlib import Path
+
+    from dcaf_like.toolsets.mcp import MCPToolset
+
+    tests = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(tests))
+    from mcp_server import ARCHIVE, GRAPH
+
+    command = [
+        sys.executable,
+        str(tests / "mcp_server.py"),
+        "--record",
+        str(tmp_path / "calls.jsonl"),
+        "--media",
+    ]
+    upstream = MCPToolset("k8s", command=command, allow=["cpu_graph", "logs_archive"])
+    try:
+        client = start_server(Agent(tools=[upstream], runtime=FakeRuntime()), mcp=True)
+        async with Client(str(client.base_url.join("/mcp"))) as mcp:
+            graph = await mcp.call_tool("cpu_graph", {"name": "web-2"})
+            logs = await mcp.call_tool("logs_archive", {"name": "web-2"})
+    finally:
+        upstream.close()
+
+    text, image = graph.content
+    assert (text.type, text.text) == ("text", "CPU of web-2 over the last hour")
+    assert (image.type, image.mime_type, base64.b64decode(image.data)) == ("image", "image/png", GRAPH)
+    [resource] = logs.content  # a file and no text
+    assert resource.type == "resource"
+    assert (str(resource.resource.uri), resource.resource.mime_type) == (
+        "attachment:web-2.log.gz",
+        "application/gzip",
+    )
+    assert base64.b64decode(resource.resource.blob) == ARCHIVE

@@ -703,3 +703,74 @@ def test_a_question_reopened_from_the_list_can_still_be_answered(page, start_ser
     expect(page.locator(".message.assistant").last).to_have_text("Not restarted.")
     stored = client.get(f"/api/conversations/{asked['data']['conversation_id']}").json()
     assert [(q["status"], q["answer"]) for q in stored["questions"]] == [("answered", False)]
+
+
+# -- attachments -------------------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+
+
+def attach(page: Any, *files: dict[str, Any]) -> None:
+    page.locator("#attach-input").set_input_files(list(files))
+
+
+def test_a_user_attaches_an_image_and_a_file_and_the_model_gets_them_with_the_text(page, start_server):
+    import base64
+
+    runtime = FakeRuntime([reply("A crash loop.")], accepts={"image", "file"})
+    agent = Agent(runtime=runtime)
+    client = start_server(agent)
+    page.goto(str(client.base_url))
+
+    attach(
+        page,
+        {"name": "cpu.png", "mimeType": "image/png", "buffer": PNG},
+        {"name": "events.txt", "mimeType": "text/plain", "buffer": b"BackOff restarting"},
+    )
+    expect(page.get_by_label("Attached files").locator("li")).to_have_count(2)
+    send(page, "what is wrong here?")
+
+    expect(page.locator(".message.assistant")).to_have_text("A crash loop.")
+    sent = page.locator(".message.user")
+    expect(sent).to_contain_text("what is wrong here?")
+    expect(sent.locator(".attachment")).to_have_text(["cpu.png", "events.txt"])
+    expect(page.get_by_label("Attached files")).to_be_hidden()
+    screenshot(page, "attachments-sent")
+    [turn] = runtime.requests[0].messages
+    assert turn.text == "what is wrong here?"
+    assert [
+        (a.kind.value, a.media_type, a.name, base64.b64decode(a.data or "")) for a in turn.attachments
+    ] == [
+        ("image", "image/png", "cpu.png", PNG),
+        ("file", "text/plain", "events.txt", b"BackOff restarting"),
+    ]
+
+
+def test_a_refused_attachment_shows_the_servers_error_and_is_offered_again(page, start_server):
+    runtime = FakeRuntime(["never"])  # reads text only
+    client = start_server(Agent(runtime=runtime))
+    page.goto(str(client.base_url))
+
+    attach(page, {"name": "cpu.png", "mimeType": "image/png", "buffer": PNG})
+    send(page, "look")
+
+    error = page.locator("#error")
+    expect(error).to_contain_text("422 unsupported_part")
+    expect(error).to_contain_text("cannot take image parts")
+    expect(page.get_by_label("Attached files").locator("li")).to_contain_text(["cpu.png"])
+    assert runtime.requests == []
+    page.get_by_role("button", name="Remove cpu.png").click()
+    expect(page.get_by_label("Attached files")).to_be_hidden()
+
+
+def test_a_file_over_the_limit_is_not_attached_and_the_page_says_why(page, start_server):
+    client = start_server(Agent(runtime=FakeRuntime([], accepts={"file"})))
+    page.goto(str(client.base_url))
+
+    attach(
+        page,
+        {"name": "dump.bin", "mimeType": "application/octet-stream", "buffer": b"\0" * (5 * 1024 * 1024 + 1)},
+    )
+
+    expect(page.locator("#error")).to_contain_text("dump.bin is 5.0 MiB: a file may be at most 5 MiB")
+    expect(page.get_by_label("Attached files")).to_be_hidden()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import httpx
@@ -64,3 +65,53 @@ def test_dcaf_like_serve_no_ui_serves_no_page():
     with dcaf_like_serve("examples/triage_function.py:triage", "--port", "0", "--no-ui") as served:
         assert httpx.get(f"{served.url}/", timeout=10).status_code == 404
         assert httpx.get(f"{served.url}/health", timeout=10).status_code == 200
+
+
+# -- attachments, as the page sends them -------------------------------------------------------------
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n pixels").decode()
+
+
+def page_message(*parts: dict[str, Any], conversation_id: str = "conv_" + "0" * 24) -> dict[str, Any]:
+    """A message as the page's script builds it: the text part, then one part a file attached."""
+    content = [{"type": "text", "text": "look"}, *parts]
+    return {"messages": [{"role": "user", "content": content, "data": {"conversation_id": conversation_id}}]}
+
+
+def test_a_message_with_attachments_as_the_page_sends_it_is_taken_and_listed_back_by_name(start_server):
+    runtime = FakeRuntime(["Seen."], accepts={"image", "file"})
+    client = start_server(Agent(runtime=runtime))
+    image = {"type": "image", "media_type": "image/png", "data": PNG, "name": "cpu.png"}
+    events = {"type": "file", "name": "events.txt", "media_type": "text/plain", "data": "QmFja09mZg=="}
+
+    streamed = client.post("/api/chat-stream", json=page_message(image, events))
+    reopened = client.get(f"/api/conversations/conv_{'0' * 24}").json()
+
+    assert streamed.status_code == 200, streamed.text
+    assert [a.name for a in runtime.requests[0].messages[0].attachments] == ["cpu.png", "events.txt"]
+    listed = reopened["messages"][0]["attachments"]
+    assert [(a["type"], a["name"], a["media_type"]) for a in listed] == [
+        ("image", "cpu.png", "image/png"),
+        ("file", "events.txt", "text/plain"),
+    ]  # what the page shows under a reopened message: names, not bytes
+    assert all("data" not in a for a in listed)
+
+
+def test_what_the_page_shows_when_the_server_refuses_an_attachment_is_a_json_error_naming_it(start_server):
+    client = start_server(Agent(runtime=FakeRuntime(["never"])))  # reads text only
+    image = {"type": "image", "media_type": "image/png", "data": PNG, "name": "cpu.png"}
+    too_big = {
+        "type": "file",
+        "name": "dump.bin",
+        "media_type": "application/octet-stream",
+        "data": "A" * 2_000_000,
+    }
+
+    unsupported = client.post("/api/chat-stream", json=page_message(image))
+    over_the_cap = client.post("/api/chat-stream", json=page_message(too_big))
+
+    assert unsupported.status_code == 422
+    assert unsupported.json()["error"]["code"] == "unsupported_part"
+    assert "image/png image" in unsupported.json()["error"]["message"]
+    assert over_the_cap.status_code == 413  # the server's body cap (1 MiB unless raised) comes first
+    assert over_the_cap.json()["error"]["code"] == "body_too_large"

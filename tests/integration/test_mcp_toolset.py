@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 import threading
 import time
@@ -16,7 +17,7 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 import uvicorn
 
-from dcaf_like import Agent, RunFailed, ToolsetUnavailable, tool
+from dcaf_like import MAX_PART_BYTES, Agent, RunFailed, ToolsetUnavailable, UserTurn, tool
 from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 from dcaf_like.toolsets.mcp import MCPServerUnavailable, MCPToolset
@@ -24,15 +25,15 @@ from dcaf_like.toolsets.mcp import MCPServerUnavailable, MCPToolset
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
-from mcp_server import build_server, recorded  # noqa: E402
+from mcp_server import ARCHIVE, GRAPH, build_server, recorded  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 Connect = Callable[..., MCPToolset]
 
 
-def _serve_http(record: Path, name: str) -> tuple[uvicorn.Server, threading.Thread, str]:
-    app = build_server(record, name).streamable_http_app()
+def _serve_http(record: Path, name: str, media: bool) -> tuple[uvicorn.Server, threading.Thread, str]:
+    app = build_server(record, name, media=media).streamable_http_app()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"mcp-{name}", daemon=True)
     thread.start()
@@ -47,17 +48,18 @@ def _serve_http(record: Path, name: str) -> tuple[uvicorn.Server, threading.Thre
 
 @pytest.fixture(params=["stdio", "http"])
 def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Connect]:
-    """``connect(name, record, **options)``: an MCPToolset for a fresh test server named `name`, which
-    records the calls it gets in `record`; over stdio or streamable HTTP. Closed after the test."""
+    """``connect(name, record, media=False, **options)``: an MCPToolset for a fresh test server named
+    `name`, which records the calls it gets in `record` (with `media`, it also has tools that return an
+    image and a file); over stdio or streamable HTTP. Closed after the test."""
     toolsets: list[MCPToolset] = []
     servers: list[tuple[uvicorn.Server, threading.Thread]] = []
 
-    def make(name: str, record: Path, **options: Any) -> MCPToolset:
+    def make(name: str, record: Path, media: bool = False, **options: Any) -> MCPToolset:
         if request.param == "stdio":
             command = [sys.executable, str(TESTS / "mcp_server.py"), "--record", str(record), "--name", name]
-            toolset = MCPToolset(name, command=command, **options)
+            toolset = MCPToolset(name, command=command + ["--media"] * media, **options)
         else:
-            server, thread, url = _serve_http(record, name)
+            server, thread, url = _serve_http(record, name, media)
             servers.append((server, thread))
             toolset = MCPToolset(name, url=url, **options)
         toolsets.append(toolset)
@@ -171,6 +173,119 @@ def test_an_error_result_from_the_server_is_reported_to_the_model(connect, tmp_p
     assert "no pod ghost in namespace default" in failed.error
     [result] = [m for m in model.requests[1].messages if getattr(m, "is_error", False)]
     assert "no pod ghost in namespace default" in result.content
+
+
+# -- images and files in a tool's result ------------------------------------------------------------
+
+
+def test_an_image_a_tool_returns_reaches_a_model_that_takes_images_and_stays_with_the_call(connect, tmp_path):
+    k8s = connect("k8s", tmp_path / "calls.jsonl", media=True, allow="cpu_graph")
+    model = FakeRuntime(
+        [tool_calls(tool_call("cpu_graph", name="web-2")), reply("CPU is flat."), reply("Still flat.")],
+        accepts={"image"},
+    )
+    agent = Agent(tools=[k8s], runtime=model)
+
+    response = agent.run("is web-2 busy?")
+    agent.run("and now?", conversation_id=response.conversation_id)
+
+    [ran] = response.executed_tool_calls
+    assert ran.output == "CPU of web-2 over the last hour"
+    _, _, result, shown = model.requests[1].messages
+    assert result.content.startswith("CPU of web-2 over the last hour\n[It also returned image/png image")
+    assert isinstance(shown, UserTurn)
+    [image] = shown.attachments
+    assert (image.kind.value, image.media_type, base64.b64decode(image.data or "")) == (
+        "image",
+        "image/png",
+        GRAPH,
+    )
+    assert model.requests[2].messages[:4] == model.requests[1].messages, "a later turn shows it again"
+    stored = agent.conversation(response.conversation_id)
+    assert stored is not None
+    assert stored.tool_call(ran.id).result_attachments == (image,)
+
+
+def test_the_openai_compatible_runtime_sends_a_tools_image_as_a_user_message_after_the_tool_messages(
+    connect, tmp_path
+):
+    pytest.importorskip("openai", reason="the openai extra is not installed")
+    from dcaf_like.runtimes.openai_chat import OpenAIRuntime
+    from dcaf_like.testing import OpenAICompatibleServer
+
+    k8s = connect("k8s", tmp_path / "calls.jsonl", media=True, allow="cpu_graph")
+    with OpenAICompatibleServer() as model:  # it refuses what the API refuses (parts, unanswered calls)
+        runtime = OpenAIRuntime("test-model", base_url=model.base_url, max_retries=0)
+        model.call([("cpu_graph", {"name": "web-2"})])
+        model.reply("CPU is flat.")
+        response = Agent(tools=[k8s], runtime=runtime).run("is web-2 busy?")
+        runtime.close()
+
+    assert response.text == "CPU is flat."
+    *_, assistant, tool_message, shown = model.requests[-1]["messages"]
+    assert [m["role"] for m in (assistant, tool_message, shown)] == ["assistant", "tool", "user"]
+    assert tool_message["tool_call_id"] == assistant["tool_calls"][0]["id"]
+    assert tool_message["content"].startswith("CPU of web-2 over the last hour\n[It also returned image/png")
+    text, image = shown["content"]
+    assert text["text"].startswith("[Not from the user")
+    assert image == {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{base64.b64encode(GRAPH).decode()}"},
+    }
+
+
+def test_a_model_that_cannot_take_a_tools_image_reads_what_was_left_out_and_the_turn_goes_on(
+    connect, tmp_path
+):
+    k8s = connect("k8s", tmp_path / "calls.jsonl", media=True, allow=["cpu_graph", "logs_archive"])
+    model = FakeRuntime(
+        [
+            tool_calls(tool_call("cpu_graph", name="web-2"), tool_call("logs_archive", name="web-2")),
+            reply("Seen."),
+        ]
+    )
+
+    response = Agent(tools=[k8s], runtime=model).run("is web-2 busy?")
+
+    assert response.text == "Seen."
+    assert [c.status for c in response.executed_tool_calls] == ["executed", "executed"]
+    graph, logs = model.requests[1].messages[2:]
+    assert f"image/png image of {len(GRAPH)} bytes, which this model cannot read: left out." in graph.content
+    assert f"file 'web-2.log.gz' (application/gzip) of {len(ARCHIVE)} bytes, which this model" in logs.content
+    assert not any(isinstance(m, UserTurn) and m.attachments for m in model.requests[1].messages)
+
+
+def test_an_embedded_resources_blob_is_a_file_named_by_its_uri(connect, tmp_path):
+    k8s = connect("k8s", tmp_path / "calls.jsonl", media=True, allow="logs_archive")
+    model = FakeRuntime(
+        [tool_calls(tool_call("logs_archive", name="web-2")), reply("Read.")], accepts={"file"}
+    )
+
+    Agent(tools=[k8s], runtime=model).run("logs of web-2?")
+
+    [archive] = model.requests[1].messages[-1].attachments
+    assert (archive.kind.value, archive.name, archive.media_type) == (
+        "file",
+        "web-2.log.gz",
+        "application/gzip",
+    )
+    assert base64.b64decode(archive.data or "") == ARCHIVE
+
+
+def test_an_image_over_the_part_limit_is_named_in_the_result_not_sent(connect, tmp_path):
+    k8s = connect("k8s", tmp_path / "calls.jsonl", media=True, allow="cpu_graph")
+    model = FakeRuntime(
+        [tool_calls(tool_call("cpu_graph", name="web-2", size=MAX_PART_BYTES + 1)), reply("Too big.")],
+        accepts={"image"},
+    )
+
+    response = Agent(tools=[k8s], runtime=model).run("is web-2 busy?")
+
+    assert response.text == "Too big."
+    _, _, result = model.requests[1].messages  # no image after it
+    why = f"image part: larger than {MAX_PART_BYTES} bytes"
+    left_out = f"[image image/png of {MAX_PART_BYTES + 1} bytes left out: {why}]"
+    assert result.content == f"CPU of web-2 over the last hour\n{left_out}"
 
 
 def test_the_connection_is_made_on_the_first_run_and_kept_for_later_runs(connect, tmp_path):

@@ -5,7 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const KEY = "dcaf_like.api_key";
-const state = { conversationId: null, assistant: null, busy: false, streamed: false };
+const state = { conversationId: null, assistant: null, busy: false, streamed: false, attached: [] };
 // Developer mode (?dev=1): the session and the platform context can be edited and are sent with each
 // message, as any client may send them (they are the client's, never authority).
 const DEV = new URLSearchParams(location.search).get("dev") === "1";
@@ -379,6 +379,66 @@ function offerApproveAll(calls) {
   addToLog(bar);
 }
 
+// -- attachments: images and files sent as parts of the message (docs/protocol.md) ---------------
+
+// The server's limits (MAX_PART_BYTES, MAX_PARTS_BYTES): checked here first so that a person learns
+// at once; the server checks again, and its refusal (413, 422) is shown like any other.
+const MAX_PART_BYTES = 5 * 1024 * 1024;
+const MAX_PARTS_BYTES = 10 * 1024 * 1024;
+const MIB = 1024 * 1024;
+
+function readBase64(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result).split(",", 2)[1] || "");
+    reader.onerror = () => reject(new Error(`${file.name}: could not be read`));
+    reader.readAsDataURL(file);
+  });
+}
+
+// An image is sent as an image part (the model sees it), anything else as a file part with its name.
+async function partOf(file) {
+  const data = await readBase64(file);
+  const mediaType = file.type || "application/octet-stream";
+  if (mediaType.startsWith("image/")) return { type: "image", media_type: mediaType, data, name: file.name };
+  return { type: "file", name: file.name, media_type: mediaType, data };
+}
+
+async function attach(files) {
+  $("error").hidden = true;
+  for (const file of files) {
+    const total = state.attached.reduce((sum, a) => sum + a.size, 0);
+    if (file.size > MAX_PART_BYTES) {
+      showError(new Error(`${file.name} is ${(file.size / MIB).toFixed(1)} MiB: a file may be at most 5 MiB`));
+    } else if (total + file.size > MAX_PARTS_BYTES) {
+      showError(new Error(`${file.name} not attached: a message's files may come to at most 10 MiB`));
+    } else {
+      try {
+        state.attached.push({ name: file.name, size: file.size, part: await partOf(file) });
+      } catch (error) {
+        showError(error);
+      }
+    }
+  }
+  showAttached();
+}
+
+function showAttached() {
+  const list = $("attached");
+  list.replaceChildren(...state.attached.map((a, i) => el("li", { class: "attachment" }, a.name,
+    el("button", { type: "button", "aria-label": `Remove ${a.name}`, title: "Remove",
+      onclick: () => { state.attached.splice(i, 1); showAttached(); } }, "\u00d7"))));
+  list.hidden = state.attached.length === 0;
+}
+
+// What a sent (or stored) message carries, under its text: each attachment's name, an image's picture.
+function attachmentsOf(parts) {
+  return el("ul", { class: "attachments" }, ...parts.map((part) => el("li", { class: "attachment" },
+    part.data && part.type === "image"
+      ? el("img", { src: `data:${part.media_type};base64,${part.data}`, alt: "" }) : null,
+    part.name || `${part.media_type || part.type}${part.size ? ` (${part.size} bytes)` : ""}`)));
+}
+
 // -- errors, session, conversations ---------------------------------------------------------------
 
 function errorText(error) {
@@ -489,7 +549,8 @@ async function openConversation(id) {
   const calls = new Map(conversation.tool_calls.map((call) => [call.id, call]));
   const asked = new Map((conversation.questions || []).filter((q) => q.status === "open").map((q) => [q.call_id, q]));
   for (const message of conversation.messages) {
-    if (message.content) addToLog(el("div", { class: `message ${message.role}` }, message.content));
+    const attached = message.attachments && message.attachments.length ? attachmentsOf(message.attachments) : null;
+    if (message.content || attached) addToLog(el("div", { class: `message ${message.role}` }, message.content, attached));
     for (const call of message.tool_call_ids.map((id) => calls.get(id)).filter(Boolean)) {
       if (call.status === "pending" && argvOf(call)) {
         place(commandCard({ id: call.id, argv: argvOf(call), approval_reason: call.approval_reason }));
@@ -513,6 +574,8 @@ async function openConversation(id) {
 function newChat() {
   state.conversationId = null;
   state.assistant = null;
+  state.attached = [];
+  showAttached();
   $("log").replaceChildren();
   $("error").hidden = true;
   showSession({});
@@ -520,14 +583,27 @@ function newChat() {
 
 // -- wiring ---------------------------------------------------------------------------------------
 
-$("composer").addEventListener("submit", (event) => {
+$("composer").addEventListener("submit", async (event) => {
   event.preventDefault();
   const text = $("message").value.trim();
-  if (!text || state.busy) return;
+  const attached = state.attached;
+  if ((!text && !attached.length) || state.busy) return;
   $("message").value = "";
-  addToLog(el("div", { class: "message user" }, text));
+  state.attached = [];
+  showAttached();
+  const parts = attached.map((a) => a.part);
+  addToLog(el("div", { class: "message user" }, text, parts.length ? attachmentsOf(parts) : null));
   state.assistant = null;
-  run(() => turn(text, null));
+  const content = parts.length ? [...(text ? [{ type: "text", text }] : []), ...parts] : text;
+  const sent = await run(() => turn(content, null));
+  // Refused (a file too large for the server, a kind its model cannot read): offered again, to send
+  // without the one the error names.
+  if (!sent && parts.length && !state.attached.length) { state.attached = attached; showAttached(); }
+});
+$("attach").addEventListener("click", () => $("attach-input").click());
+$("attach-input").addEventListener("change", async (event) => {
+  await attach(Array.from(event.target.files));
+  event.target.value = "";
 });
 $("message").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
