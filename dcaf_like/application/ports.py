@@ -32,6 +32,7 @@ from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, Identity, PlatformContext, Session
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.identity import DepsT
 from dcaf_like.domain.question import MAX_TEXT_ANSWER
 
@@ -48,6 +49,20 @@ class AgentRuntime(ABC):
     #: The kinds of message parts besides text its model reads (``"image"``, ``"file"``); a message
     #: carrying another kind is refused before the model is called. None by default.
     accepts: frozenset[str] = frozenset()
+
+    def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
+        """The first of `parts` its model cannot take, and why, or None when it takes them all.
+
+        `parts` are every attachment a model request of the conversation would carry, in order: the
+        earlier messages' and then this turn's, so that a rule on a whole request (at most five
+        documents) can be kept as well as one on a part (a format, a size, an image by URL). By
+        default a part is refused when its kind is not in :attr:`accepts`; a runtime whose provider
+        has narrower rules says them here, and the turn is refused before anything is saved or sent.
+        """
+        for i, part in enumerate(parts):
+            if part.kind.value not in self.accepts:
+                return i, f"it takes no {part.kind.value} parts"
+        return None
 
     def count_tokens(self, text: str) -> int:
         """Tokens `text` takes for this model: the runtime's tokenizer where it has one, else the

@@ -83,6 +83,7 @@ from dcaf_like.domain import (
     Role,
     Trusted,
 )
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
 
@@ -575,7 +576,7 @@ class AgentService:
                     conversation.add_assistant_message(text, at=now)
         else:
             conversation = stored
-            _check_parts(conversation, self.runtime)
+        _check_parts(conversation, request.attachments, self.runtime)
         expected = conversation.version if stored is not None else 0
         conversation.entrance = request.entrance
         # Calls whose run ended without a result (their worker died) are settled, never run again.
@@ -596,9 +597,6 @@ class AgentService:
         for answer in request.answers:  # an answered question claims its call to run again
             asked_by = self._answer(conversation, answer, request.user, now)
             (declined if answer.declined else approved).append(asked_by)
-        for i, part in enumerate(request.attachments):
-            if part.kind.value not in self.runtime.accepts:
-                raise UnsupportedPart(i, part.describe(), part.kind.value, self.runtime.name)
         if request.text or request.attachments:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
@@ -784,14 +782,22 @@ def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
 
 
-def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:
-    """Refuse a stored conversation whose messages carry a kind of part `runtime` does not take (its
-    runtime changed since): the model would not see it, and must not be asked as if it had."""
-    if runtime.accepts >= {"image", "file"}:
+def _check_parts(conversation: Conversation, new: tuple[Attachment, ...], runtime: AgentRuntime) -> None:
+    """Refuse the turn when `runtime` cannot take a part its model requests would carry: one of this
+    turn's (`new`), or an earlier message's (the runtime changed since, or the request would hold
+    more of a kind than the provider takes). The model would not see it, and must not be asked as if
+    it had; and a conversation the provider refuses could not go on."""
+    earlier = [(i, part) for message in conversation.messages for i, part in enumerate(message.attachments)]
+    if not earlier and not new:
         return
-    for message in conversation.messages:
-        for i, part in enumerate(message.attachments):
-            if part.kind.value not in runtime.accepts:
-                raise UnsupportedPart(
-                    i, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name
-                )
+    refused = runtime.refused_part([part for _, part in earlier] + list(new))
+    if refused is None:
+        return
+    at, reason = refused
+    if at < len(earlier):
+        index, part = earlier[at]
+        raise UnsupportedPart(
+            index, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name, reason
+        )
+    index = at - len(earlier)
+    raise UnsupportedPart(index, new[index].describe(), new[index].kind.value, runtime.name, reason)
