@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -157,23 +158,24 @@ def content_problem(contents: Any) -> str | None:
     """What the Gemini API would refuse in `contents`, in its words, or None: each part sets one data
     field; ``inlineData`` has a MIME type it reads and base64 ``data`` (standard or URL-safe, as
     proto3's JSON mapping takes bytes) that is what the type says; ``fileData`` a MIME type it reads
-    and a URI it can fetch (``https://``, ``http://``, ``gs://``)."""
+    and a URI it can fetch (``https://``, ``http://``, ``gs://``). Fields go by either JSON name."""
     if not isinstance(contents, list) or not contents:
         return "* GenerateContentRequest.contents: contents is not specified"
     for i, content in enumerate(contents):
         parts = content.get("parts") if isinstance(content, dict) else None
         if not isinstance(parts, list) or not parts:
             return f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
-        for j, part in enumerate(parts):
+        for j, given in enumerate(parts):
             where = f"contents[{i}].parts[{j}]"
-            data = set(part) & _DATA if isinstance(part, dict) else set()
+            part = _camel(given)
+            data = set(part) & _DATA
             if len(data) != 1 or not set(part) <= _DATA | _METADATA:
                 return f"Invalid value at '{where}' (oneof field 'data'): set exactly one data field"
-            if "inlineData" in part and (problem := _inline_problem(part["inlineData"], where)):
+            if "inlineData" in part and (problem := _inline_problem(_camel(part["inlineData"]), where)):
                 return problem
             if "fileData" in part:
-                file = part["fileData"]
-                uri = file.get("fileUri") if isinstance(file, dict) else None
+                file = _camel(part["fileData"])
+                uri = file.get("fileUri")
                 if not isinstance(uri, str) or not uri.startswith(("https://", "http://", "gs://")):
                     return f"Invalid value at '{where}.file_data.file_uri': {uri!r} is not a fetchable URI"
                 if file.get("mimeType") not in _MIME_TYPES:
@@ -181,8 +183,16 @@ def content_problem(contents: Any) -> str | None:
     return None
 
 
-def _inline_problem(blob: Any, where: str) -> str | None:
-    mime_type = blob.get("mimeType") if isinstance(blob, dict) else None
+def _camel(fields: Any) -> dict[str, Any]:
+    """A JSON object's fields by their lowerCamelCase names: proto3's JSON mapping takes a field by
+    that name or by its proto name (``mime_type``), and google-genai sends some by the latter."""
+    if not isinstance(fields, dict):
+        return {}
+    return {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key): value for key, value in fields.items()}
+
+
+def _inline_problem(blob: dict[str, Any], where: str) -> str | None:
+    mime_type = blob.get("mimeType")
     if mime_type not in _MIME_TYPES:
         return f"* {where}.inline_data.mime_type: Unsupported MIME type: {mime_type}"
     raw = blob.get("data")
