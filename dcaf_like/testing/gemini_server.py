@@ -195,18 +195,23 @@ def _inline_problem(blob: dict[str, Any], where: str) -> str | None:
     mime_type = blob.get("mimeType")
     if mime_type not in _MIME_TYPES:
         return f"* {where}.inline_data.mime_type: Unsupported MIME type: {mime_type}"
-    raw = blob.get("data")
-    try:
-        data = base64.b64decode(_padded(raw.replace("-", "+").replace("_", "/")), validate=True)
-    except (AttributeError, binascii.Error, ValueError):
+    data = _bytes(blob.get("data"))
+    if data is None:
         return f"Invalid value at '{where}.inline_data.data' (TYPE_BYTES), Base64 decoding failed"
     if not data.startswith(_SIGNATURES.get(mime_type, (b"",))):
         return f"* {where}.inline_data: Unable to process input: the data is not {mime_type}"
     return None
 
 
-def _padded(text: str) -> str:
-    return text + "=" * (-len(text) % 4)
+def _bytes(text: Any) -> bytes | None:
+    """Base64 as proto3's JSON mapping reads bytes: standard or URL-safe, padded or not."""
+    if not isinstance(text, str):
+        return None
+    standard = text.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _parts(answer: _Answer, text: str) -> list[dict[str, Any]]:
