@@ -787,9 +787,9 @@ def _check_parts(conversation: Conversation, new: tuple[Attachment, ...], runtim
     turn's (`new`), or an earlier message's (the runtime changed since, or the request would hold
     more of a kind than the provider takes). The model would not see it, and must not be asked as if
     it had; and a conversation the provider refuses could not go on."""
+    if not new and not any(message.attachments for message in conversation.messages):
+        return  # the usual turn: no parts anywhere
     earlier = [(i, part) for message in conversation.messages for i, part in enumerate(message.attachments)]
-    if not earlier and not new:
-        return
     refused = runtime.refused_part([part for _, part in earlier] + list(new))
     if refused is None:
         return
