@@ -23,14 +23,16 @@ class InvalidRequest(ApplicationError):
 
 class UnsupportedPart(ApplicationError):
     """The runtime cannot take a part of the user's message (an image, a file): the turn is refused
-    before anything is saved or sent. `index` is the part's place among the message's attachments."""
+    before anything is saved or sent. `index` is the part's place among the message's attachments;
+    `reason` is the runtime's (``AgentRuntime.refused_part``), by default that it takes no such kind."""
 
-    def __init__(self, index: int, part: str, kind: str, runtime: str) -> None:
+    def __init__(self, index: int, part: str, kind: str, runtime: str, reason: str | None = None) -> None:
         self.index = index
         self.runtime = runtime
+        self.reason = reason or f"it takes no {kind} parts"
         super().__init__(
-            f"attachment {index} ({part}): the runtime {runtime!r} cannot take {kind} parts "
-            "(send it to an agent whose runtime does, or leave it out)"
+            f"attachment {index} ({part}): the runtime {runtime!r} cannot take it: {self.reason} "
+            "(send it as the runtime takes it, to an agent whose runtime does, or leave it out)"
         )
 
 

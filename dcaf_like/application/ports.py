@@ -58,6 +58,20 @@ class AgentRuntime(ABC):
     #: and files of a kind it takes reach it in a user's turn after the calls' results (ADR 23).
     accepts: frozenset[str] = frozenset()
 
+    def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
+        """The first of `parts` its model cannot take, and why, or None when it takes them all.
+
+        `parts` are every attachment a model request of the conversation would carry, in order: the
+        earlier messages' and then this turn's, so that a rule on a whole request (at most five
+        documents) can be kept as well as one on a part (a format, a size, an image by URL). By
+        default a part is refused when its kind is not in :attr:`accepts`; a runtime whose provider
+        has narrower rules says them here, and the turn is refused before anything is saved or sent.
+        """
+        for i, part in enumerate(parts):
+            if part.kind.value not in self.accepts:
+                return i, f"it takes no {part.kind.value} parts"
+        return None
+
     def count_tokens(self, text: str) -> int:
         """Tokens `text` takes for this model: the runtime's tokenizer where it has one, else the
         estimate of :func:`~dcaf_like.application.context.estimate_tokens` (four characters a token)."""

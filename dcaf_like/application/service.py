@@ -84,6 +84,7 @@ from dcaf_like.domain import (
     Role,
     Trusted,
 )
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
 
@@ -577,7 +578,7 @@ class AgentService:
                     conversation.add_assistant_message(text, at=now)
         else:
             conversation = stored
-            _check_parts(conversation, self.runtime)
+        _check_parts(conversation, request.attachments, self.runtime)
         expected = conversation.version if stored is not None else 0
         conversation.entrance = request.entrance
         # Calls whose run ended without a result (their worker died) are settled, never run again.
@@ -598,7 +599,6 @@ class AgentService:
         for answer in request.answers:  # an answered question claims its call to run again
             asked_by = self._answer(conversation, answer, request.user, now)
             (declined if answer.declined else approved).append(asked_by)
-        refuse_unaccepted(request.attachments, self.runtime)
         if request.text or request.attachments:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
@@ -785,21 +785,31 @@ def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
 
 
 def refuse_unaccepted(attachments: Sequence[Attachment], runtime: AgentRuntime) -> None:
-    """Raise :class:`UnsupportedPart` naming the first of a message's `attachments` `runtime` does not
-    take (before anything is saved: the HelpDesk routes, A2A)."""
-    for i, part in enumerate(attachments):
-        if part.kind.value not in runtime.accepts:
-            raise UnsupportedPart(i, part.describe(), part.kind.value, runtime.name)
+    """Raise :class:`UnsupportedPart` naming the first of a message's `attachments` `runtime` cannot
+    take, and why (before anything is saved: A2A opens no task for it)."""
+    refused = runtime.refused_part(list(attachments))
+    if refused is not None:
+        index, reason = refused
+        part = attachments[index]
+        raise UnsupportedPart(index, part.describe(), part.kind.value, runtime.name, reason)
 
 
-def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:
-    """Refuse a stored conversation whose messages carry a kind of part `runtime` does not take (its
-    runtime changed since): the model would not see it, and must not be asked as if it had."""
-    if runtime.accepts >= {"image", "file"}:
+def _check_parts(conversation: Conversation, new: tuple[Attachment, ...], runtime: AgentRuntime) -> None:
+    """Refuse the turn when `runtime` cannot take a part its model requests would carry: one of this
+    turn's (`new`), or an earlier message's (the runtime changed since, or the request would hold
+    more of a kind than the provider takes). The model would not see it, and must not be asked as if
+    it had; and a conversation the provider refuses could not go on."""
+    if not new and not any(message.attachments for message in conversation.messages):
+        return  # the usual turn: no parts anywhere
+    earlier = [(i, part) for message in conversation.messages for i, part in enumerate(message.attachments)]
+    refused = runtime.refused_part([part for _, part in earlier] + list(new))
+    if refused is None:
         return
-    for message in conversation.messages:
-        for i, part in enumerate(message.attachments):
-            if part.kind.value not in runtime.accepts:
-                raise UnsupportedPart(
-                    i, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name
-                )
+    at, reason = refused
+    if at < len(earlier):
+        index, part = earlier[at]
+        raise UnsupportedPart(
+            index, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name, reason
+        )
+    index = at - len(earlier)
+    raise UnsupportedPart(index, new[index].describe(), new[index].kind.value, runtime.name, reason)

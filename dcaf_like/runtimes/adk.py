@@ -4,18 +4,23 @@ The ADK *model* is driven directly (``generate_content_async``, one model call e
 and from ``google.genai`` ``Content`` / ``Part`` / ``FunctionCall`` / ``FunctionResponse``. ADK's
 ``LlmAgent``, ``Runner`` and tool confirmation are not used: our loop, store and approval gate stay in
 charge (ADR 6). Install with ``pip install 'dcaf_like[adk]'``.
+
+Images and files in a user's message go as ``inline_data`` parts (their bytes and MIME type), an
+image by URL as a ``file_data`` part (the URL, which Gemini fetches; this server fetches none). What
+the Gemini API reads no such part of is refused before the turn starts, see :func:`refused_part`.
 """
 
 from __future__ import annotations
 
+import base64
+import posixpath
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
-from dcaf_like.application.errors import (
-    ModelError,
-)
+from dcaf_like.application.errors import ModelError, ModelRequestInvalid
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
@@ -27,18 +32,46 @@ from dcaf_like.application.messages import (
     TextDelta,
     ToolResult,
     Usage,
+    UserTurn,
 )
 from dcaf_like.application.portal import Portal
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.runtimes._errors import typed_error
+
+#: The images the Gemini API reads.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+#: The other files it reads as they are: PDF (pages as images and text), audio and video.
+MEDIA_TYPES = IMAGE_TYPES | {
+    "application/pdf",
+    *(f"audio/{t}" for t in ("wav", "mp3", "aiff", "aac", "ogg", "flac")),
+    *(f"video/{t}" for t in ("mp4", "mpeg", "mov", "avi", "x-flv", "mpg", "webm", "wmv", "3gpp")),
+}
+#: Files it reads as plain text (as it reads any document but PDF): sent as ``text/plain``.
+_READ_AS_TEXT = ("application/json", "application/xml", "application/yaml", "application/x-yaml")
+#: An image by URL without a media type: by its path's extension (the URL is never fetched here).
+_BY_EXTENSION = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".webp": "image/webp",
+    ".heic": "image/heic",
+    ".heif": "image/heif",
+}
 
 
 class AdkRuntime(AgentRuntime):
     """``AdkRuntime(Gemini(model="gemini-2.5-flash"))``, ``AdkRuntime(MyLlm())``, or
-    ``AdkRuntime("gemini-2.5-flash")`` (a ``Gemini`` with the API key from ``GOOGLE_API_KEY``)."""
+    ``AdkRuntime("gemini-2.5-flash")`` (a ``Gemini`` with the API key from ``GOOGLE_API_KEY``).
 
-    def __init__(self, model: Any, *, context_window: int | None = None) -> None:
+    `accepts` names the kinds of parts the model reads: images and files by default, as Gemini
+    does; ``accepts=()`` for a ``BaseLlm`` of yours that reads text only."""
+
+    def __init__(
+        self, model: Any, *, context_window: int | None = None, accepts: Iterable[str] = ("image", "file")
+    ) -> None:
         self.context_window = context_window
+        self.accepts = frozenset(accepts)
         try:
             from google.adk.models import BaseLlm
             from google.adk.models.llm_request import LlmRequest
@@ -64,6 +97,9 @@ class AdkRuntime(AgentRuntime):
 
     def __repr__(self) -> str:
         return f"AdkRuntime({type(self.model).__name__}(model={self.model.model!r}))"
+
+    def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
+        return super().refused_part(parts) or refused_part(parts)
 
     # ADK models are asyncio-native, and their clients (google-genai's) belong to the event loop that
     # first used them. So every call runs on this runtime's own loop, in a thread of its own, whoever
@@ -120,6 +156,11 @@ class AdkRuntime(AgentRuntime):
     # -- mapping ----------------------------------------------------------------------------------
 
     def _request(self, request: ModelRequest) -> Any:
+        parts = [part for m in request.messages if isinstance(m, UserTurn) for part in m.attachments]
+        refused = self.refused_part(parts) if parts else None
+        if refused is not None:  # an agent refuses the turn first; a caller of the runtime gets this
+            at, reason = refused
+            raise ModelRequestInvalid(f"{self.name}: {parts[at].describe()}: {reason}", runtime=self.name)
         types = self._types
         config = types.GenerateContentConfig(system_instruction=request.system or None)
         if request.tools:
@@ -162,8 +203,18 @@ class AdkRuntime(AgentRuntime):
                 ]
                 add("model", parts)
             else:
-                add("user", [types.Part(text=m.text)])
+                parts = [types.Part(text=m.text)] if m.text or not m.attachments else []
+                add("user", parts + [self._part(a) for a in m.attachments])
         return contents
+
+    def _part(self, attachment: Attachment) -> Any:
+        """An image or a file as a google.genai ``Part``: inline bytes, or an image's URL."""
+        types = self._types
+        media_type = gemini_media_type(attachment)
+        if attachment.url is not None:
+            return types.Part(file_data=types.FileData(file_uri=attachment.url, mime_type=media_type))
+        data = base64.b64decode(attachment.data or "")
+        return types.Part(inline_data=types.Blob(mime_type=media_type, data=data))
 
     def _response(self, response: Any) -> ModelResponse:
         if response is None:
@@ -204,6 +255,33 @@ class AdkRuntime(AgentRuntime):
         status = code if isinstance(code, int) else None
         message = f"{self.name}: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
         return typed_error(message, runtime=self.name, status=status, kind=type(exc).__name__)
+
+
+def gemini_media_type(part: Attachment) -> str | None:
+    """The MIME type `part` goes to Gemini with, or None when Gemini reads no such part. A text
+    file goes as ``text/plain``; an image by URL without a media type is named by its extension."""
+    media_type = part.media_type
+    if not media_type and part.url is not None:
+        extension = posixpath.splitext(urlsplit(part.url).path)[1].lower()
+        media_type = _BY_EXTENSION.get(extension, "")
+    if media_type in MEDIA_TYPES:
+        return media_type
+    if part.kind is PartKind.FILE and (media_type.startswith("text/") or media_type in _READ_AS_TEXT):
+        return "text/plain"
+    return None
+
+
+def refused_part(parts: Sequence[Attachment]) -> tuple[int, str] | None:
+    """The first of `parts` the Gemini API reads no such part of, and why."""
+    for i, part in enumerate(parts):
+        if gemini_media_type(part) is not None:
+            continue
+        if part.kind is PartKind.FILE:
+            return i, f"Gemini reads no {part.media_type} files (it reads PDF, text, images, audio and video)"
+        if not part.media_type:
+            return i, "Gemini needs an image URL's media type: give its media_type (image/png, image/jpeg...)"
+        return i, f"Gemini reads PNG, JPEG, WebP, HEIC and HEIF images, not {part.media_type}"
+    return None
 
 
 def _deltas(response: Any) -> Iterator[ModelStreamEvent]:

@@ -3,12 +3,19 @@
 ``BedrockRuntime("anthropic.claude-3-5-haiku-20241022-v1:0", region="us-east-1")``, or
 ``runtime="bedrock:<model id>"``. Credentials come from boto3's usual chain (environment, profile,
 role). Install with ``pip install 'dcaf_like[bedrock]'``.
+
+Images and files in a user's message go as Converse's ``image`` and ``document`` blocks (their
+bytes); what Converse cannot take as given is refused before the turn starts, see
+:func:`refused_part`.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterator
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +38,10 @@ from dcaf_like.application.messages import (
     TextDelta,
     ToolResult,
     Usage,
+    UserTurn,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment, PartKind
 
 _STOP_REASONS = {
     "end_turn": "end_turn",
@@ -47,10 +56,44 @@ _DENIED = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredToken
 _INVALID = {"ValidationException", "ResourceNotFoundException"}
 _TIMEOUT = {"ModelTimeoutException"}
 
+#: Converse's image formats, by media type.
+IMAGE_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+#: Converse's document formats, by media type. Any other ``text/...`` file, and JSON, YAML and XML,
+#: goes as ``txt``: the same bytes, read as text.
+DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/markdown": "md",
+    "text/x-markdown": "md",
+}
+_READ_AS_TEXT = ("application/json", "application/yaml", "application/x-yaml", "application/xml")
+#: Converse's limits (its ``Message`` reference): each image 3.75 MB, each document 4.5 MB, at most
+#: 20 images and 5 documents in one request.
+MAX_IMAGE_BYTES = 3_750_000
+MAX_DOCUMENT_BYTES = 4_500_000
+MAX_IMAGES = 20
+MAX_DOCUMENTS = 5
+_NOT_A_NAME = re.compile(r"[^A-Za-z0-9()\[\]-]+")
+
 
 class BedrockRuntime(AgentRuntime):
     """A Bedrock model. `max_tokens`, `temperature` go to ``inferenceConfig``; pass `client` (a boto3
-    ``bedrock-runtime`` client) to control credentials, endpoint and retries yourself."""
+    ``bedrock-runtime`` client) to control credentials, endpoint and retries yourself.
+
+    `accepts` names the kinds of parts its model reads: images and files by default (Claude, Nova,
+    Llama 3.2 vision...); ``accepts=()`` for a model that reads text only, whose requests with them
+    Bedrock would refuse (a ValidationException) after the message was kept."""
 
     def __init__(
         self,
@@ -62,8 +105,10 @@ class BedrockRuntime(AgentRuntime):
         endpoint_url: str | None = None,
         client: Any = None,
         context_window: int | None = None,
+        accepts: Iterable[str] = ("image", "file"),
     ) -> None:
         self.context_window = context_window
+        self.accepts = frozenset(accepts)
         try:
             import botocore.exceptions
         except ImportError as exc:
@@ -97,6 +142,9 @@ class BedrockRuntime(AgentRuntime):
     def close(self) -> None:
         self.client.close()
 
+    def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
+        return super().refused_part(parts) or refused_part(parts)
+
     # -- calls ------------------------------------------------------------------------------------
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
@@ -119,6 +167,11 @@ class BedrockRuntime(AgentRuntime):
     # -- the wire format --------------------------------------------------------------------------
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
+        parts = [part for m in request.messages if isinstance(m, UserTurn) for part in m.attachments]
+        refused = self.refused_part(parts) if parts else None
+        if refused is not None:  # an agent refuses the turn first; a caller of the runtime gets this
+            at, reason = refused
+            raise ModelRequestInvalid(f"{self.name}: {parts[at].describe()}: {reason}", runtime=self.name)
         body: dict[str, Any] = {"modelId": self.model_id, "messages": to_bedrock_messages(request)}
         if request.system:
             body["system"] = [{"text": request.system}]
@@ -190,8 +243,10 @@ class BedrockRuntime(AgentRuntime):
 
 
 def to_bedrock_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """Converse messages: roles alternate, tool results are ``toolResult`` blocks in a user message."""
+    """Converse messages: roles alternate, tool results are ``toolResult`` blocks in a user message,
+    images and files ``image`` and ``document`` blocks."""
     messages: list[dict[str, Any]] = []
+    names: set[str] = set()  # the documents' names: Converse refuses two alike in a request
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
@@ -216,9 +271,92 @@ def to_bedrock_messages(request: ModelRequest) -> list[dict[str, Any]]:
                 for c in m.tool_calls
             ]
             add("assistant", blocks)
+        elif m.attachments:
+            blocks = [{"text": m.text}] if m.text.strip() else []
+            add("user", blocks + [_block(part, names) for part in m.attachments])
         else:
             add("user", [{"text": m.text or " "}])
+    for message in messages:  # Converse wants text beside a document (after any tool results)
+        content = message["content"]
+        if any("document" in b for b in content) and not any(b.get("text", "").strip() for b in content):
+            content.append({"text": "See the attached document."})
     return messages
+
+
+def refused_part(parts: Sequence[Attachment]) -> tuple[int, str] | None:
+    """The first of `parts` (a request's attachments, in order) Converse would refuse, and why:
+    an image by URL (Converse takes bytes, and nothing here fetches a URL), a format it has no
+    block for, a part over its size, or the one that takes a request over its count."""
+    images = documents = 0
+    for i, part in enumerate(parts):
+        if part.url is not None:
+            return i, (
+                "Bedrock Converse takes an image's bytes, not its URL, and the server fetches no URL: "
+                "send the image as data"
+            )
+        if part.media_type in IMAGE_FORMATS:
+            images += 1
+            if part.size > MAX_IMAGE_BYTES:
+                return i, f"Bedrock Converse takes images of at most {MAX_IMAGE_BYTES} bytes"
+            if images > MAX_IMAGES:
+                return i, _too_many(MAX_IMAGES, "images")
+        elif part.kind is PartKind.IMAGE:
+            return i, f"Bedrock Converse takes PNG, JPEG, GIF and WebP images, not {part.media_type}"
+        elif _document_format(part.media_type) is None:
+            return i, (
+                f"Bedrock Converse takes no {part.media_type} documents (it reads PDF, CSV, Word, "
+                "Excel, HTML, Markdown and text)"
+            )
+        else:
+            documents += 1
+            if part.size > MAX_DOCUMENT_BYTES:
+                return i, f"Bedrock Converse takes documents of at most {MAX_DOCUMENT_BYTES} bytes"
+            if documents > MAX_DOCUMENTS:
+                return i, _too_many(MAX_DOCUMENTS, "documents")
+    return None
+
+
+def _too_many(limit: int, kind: str) -> str:
+    return (
+        f"Bedrock Converse takes at most {limit} {kind} in a request, and every request of a "
+        f"conversation carries its earlier messages' {kind}: start a new conversation"
+    )
+
+
+def _document_format(media_type: str) -> str | None:
+    if media_type in DOCUMENT_FORMATS:
+        return DOCUMENT_FORMATS[media_type]
+    if media_type.startswith("text/") or media_type in _READ_AS_TEXT:
+        return "txt"
+    return None
+
+
+def _block(part: Attachment, names: set[str]) -> dict[str, Any]:
+    """An image or a file as a Converse content block: its bytes (boto3 sends them base64) and its
+    format; a file of an image format goes as an image."""
+    image_format = IMAGE_FORMATS.get(part.media_type)
+    document_format = None if part.kind is PartKind.IMAGE else _document_format(part.media_type)
+    if part.data is None or not (image_format or document_format):
+        raise ModelRequestInvalid(f"Bedrock Converse cannot take {part.describe()}: see refused_part")
+    data = base64.b64decode(part.data)
+    if image_format:
+        return {"image": {"format": image_format, "source": {"bytes": data}}}
+    name = _document_name(part.name or "document", names)
+    return {"document": {"format": document_format, "name": name, "source": {"bytes": data}}}
+
+
+def _document_name(name: str, taken: set[str]) -> str:
+    """`name` as Converse takes a document's: ASCII letters and digits, hyphens, parentheses, square
+    brackets and single spaces, 200 at most, and no other document of the request named the same
+    (``report.pdf`` is ``report pdf``, a second one ``report pdf (2)``)."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    plain = " ".join(_NOT_A_NAME.sub(" ", ascii_name).split())[:190].strip() or "document"
+    unique, n = plain, 1
+    while unique.casefold() in taken:
+        n += 1
+        unique = f"{plain} ({n})"
+    taken.add(unique.casefold())
+    return unique
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import replace
 from dcaf_like.application.errors import ModelError, RuntimeNotConfigured
 from dcaf_like.application.messages import ModelCompleted, ModelRequest, ModelResponse, ModelStreamEvent
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment
 
 logger = logging.getLogger("dcaf_like.runtimes")
 
@@ -53,6 +54,13 @@ def _common_parts(runtimes: list[AgentRuntime]) -> frozenset[str]:
     return frozenset.intersection(*(r.accepts for r in runtimes)) if runtimes else frozenset()
 
 
+def _first_refused(runtimes: list[AgentRuntime], parts: Sequence[Attachment]) -> tuple[int, str] | None:
+    """The first of `parts` one of `runtimes` refuses (any of them may answer), its reason naming it."""
+    refusals = [(r, r.refused_part(parts)) for r in runtimes]
+    found = [(refused[0], f"{r.name}: {refused[1]}") for r, refused in refusals if refused is not None]
+    return min(found, default=None)
+
+
 class FallbackRuntime(AgentRuntime):
     """Tries `runtimes` in order; moves to the next when one fails with an error `fall_back_on`
     accepts (by default a retryable one: rate limit, timeout, server error, connection).
@@ -77,6 +85,9 @@ class FallbackRuntime(AgentRuntime):
         self.name = f"fallback({', '.join(r.name for r in self.runtimes)})"
         self.context_window = _smallest_window(self.runtimes)
         self.accepts = _common_parts(self.runtimes)
+
+    def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
+        return _first_refused(self.runtimes, parts)
 
     def count_tokens(self, text: str) -> int:
         """By the first runtime's tokenizer (the one that answers unless it fails)."""
@@ -178,6 +189,9 @@ class RoutingRuntime(AgentRuntime):
         self.name = f"router({', '.join(f'{k}={r.name}' for k, r in self.runtimes.items())})"
         self.context_window = _smallest_window(list(self.runtimes.values()))
         self.accepts = _common_parts(list(self.runtimes.values()))
+
+    def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
+        return _first_refused(list(self.runtimes.values()), parts)
 
     def choose(self, request: ModelRequest) -> AgentRuntime:
         key = self.route(request)

@@ -10,12 +10,17 @@ each checked by CRC32), with errors as ``x-amzn-errortype`` headers. Point a rea
                               aws_access_key_id="testing", aws_secret_access_key="testing")
 
 Each request takes the next scripted answer; :attr:`requests` keeps ``(model_id, body)`` of each.
+A request whose content blocks Converse would refuse (a blank text, an image or a document not as
+its reference says: format, base64 bytes that are what the format says, name, size, count) is
+answered 400 ``ValidationException`` before the script is consulted, as Bedrock does.
 """
 
 from __future__ import annotations
 
+import base64
 import binascii
 import json
+import re
 import struct
 import uuid
 from collections import deque
@@ -106,7 +111,12 @@ def _handler(owner: BedrockConverseServer) -> type[BaseHTTPRequestHandler]:
                 self._error(404, "ResourceNotFoundException", f"no route {self.path}")
                 return
             model_id, operation = unquote(parts[2]), parts[3]
-            answer = owner._next(model_id, json.loads(raw or b"{}"))
+            body = json.loads(raw or b"{}")
+            if problem := content_problem(body.get("messages")):
+                owner.requests.append((model_id, body))
+                self._error(400, "ValidationException", problem)
+                return
+            answer = owner._next(model_id, body)
             if answer.status != 200:
                 self._error(answer.status, answer.error_type, answer.error_message)
             elif operation == "converse":
@@ -144,6 +154,98 @@ def _handler(owner: BedrockConverseServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+_BLOCKS = {"text", "image", "document", "video", "audio", "toolUse", "toolResult", "guardContent"}
+_BLOCKS |= {"cachePoint", "reasoningContent", "citationsContent", "searchResult"}
+_IMAGE_FORMATS = ("png", "jpeg", "gif", "webp")
+_DOCUMENT_FORMATS = ("pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md")
+#: How each binary format's bytes begin (a text format has no signature).
+_SIGNATURES: dict[str, tuple[bytes, ...]] = {
+    "png": (b"\x89PNG\r\n\x1a\n",),
+    "jpeg": (b"\xff\xd8\xff",),
+    "gif": (b"GIF87a", b"GIF89a"),
+    "webp": (b"RIFF",),
+    "pdf": (b"%PDF-",),
+    "docx": (b"PK\x03\x04",),
+    "xlsx": (b"PK\x03\x04",),
+    "doc": (b"\xd0\xcf\x11\xe0",),
+    "xls": (b"\xd0\xcf\x11\xe0",),
+}
+_DOCUMENT_NAME = re.compile(r"[A-Za-z0-9\s()\[\]-]{1,200}")
+_DOUBLE_SPACE = re.compile(r"\s\s")
+
+
+def content_problem(messages: Any) -> str | None:
+    """What Converse would refuse in `messages`, in its words, or None. Its rules (the ``Message``,
+    ``ImageBlock`` and ``DocumentBlock`` references): one member per block; no blank text; images and
+    documents in user messages only, with a format it knows and base64 ``bytes``; an image at most
+    3.75 MB and 20 a request; a document at most 4.5 MB and 5 a request, named with letters, digits,
+    single spaces, hyphens, parentheses and brackets, no two alike, and beside a text block."""
+    if not isinstance(messages, list) or not messages:
+        return "A conversation must start with a user message."
+    images = 0
+    names: list[str] = []
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list) or not content:
+            return f"The content field in the Message object at messages.{i} is empty."
+        for j, block in enumerate(content):
+            where = f"messages.{i}.content.{j}"
+            if problem := _block_problem(block, message.get("role"), where):
+                return problem
+            images += "image" in block
+            if images > 20:
+                return "You can't include more than 20 images in a request."
+            if "document" in block:
+                if block["document"]["name"] in names:
+                    return "Messages can't contain duplicate document names."
+                names.append(block["document"]["name"])
+                if len(names) > 5:
+                    return "You can't include more than 5 documents in a request."
+                if not any(isinstance(b, dict) and "text" in b for b in content):
+                    return f"A message with a document must also have a text block: messages.{i}."
+    return None
+
+
+def _block_problem(block: Any, role: Any, where: str) -> str | None:
+    if not isinstance(block, dict) or len(block) != 1 or not set(block) <= _BLOCKS:
+        return f"The ContentBlock object at {where} must set one of: {', '.join(sorted(_BLOCKS))}."
+    if "text" in block and not (isinstance(block["text"], str) and block["text"].strip()):
+        return f"The text field in the ContentBlock object at {where} is blank. Add text, try again."
+    if ("image" in block or "document" in block) and role != "user":
+        return f"The ContentBlock object at {where} can only be in a user message."
+    if "image" in block:
+        return _media_problem(block["image"], where, _IMAGE_FORMATS, 3_750_000)
+    if "document" in block:
+        name = block["document"].get("name") if isinstance(block["document"], dict) else None
+        if not isinstance(name, str) or not _DOCUMENT_NAME.fullmatch(name) or _DOUBLE_SPACE.search(name):
+            return (
+                f"The document file name at {where} can only contain alphanumeric characters, "
+                "whitespace characters, hyphens, parentheses, and square brackets. The name "
+                "can't contain more than one consecutive whitespace character."
+            )
+        return _media_problem(block["document"], where, _DOCUMENT_FORMATS, 4_500_000)
+    return None
+
+
+def _media_problem(block: Any, where: str, formats: tuple[str, ...], limit: int) -> str | None:
+    """An image's or a document's format and bytes, as Converse checks them."""
+    if not isinstance(block, dict) or block.get("format") not in formats:
+        return f"The format at {where} must be one of {list(formats)}."
+    source = block.get("source")
+    if not isinstance(source, dict) or set(source) != {"bytes"}:
+        return f"The source at {where} must set exactly one of bytes, s3Location."
+    try:
+        data = base64.b64decode(source["bytes"], validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        return f"Unable to parse the bytes at {where}: they are not base64."
+    if len(data) > limit:
+        return f"The {block['format']} at {where} is larger than {limit} bytes."
+    signatures = _SIGNATURES.get(block["format"])
+    if signatures and not data.startswith(signatures):
+        return f"Unable to process the input at {where}: its bytes are not {block['format']}."
+    return None
 
 
 def _usage(answer: _Answer) -> dict[str, int]:

@@ -9,11 +9,17 @@ events, one ``GenerateContentResponse`` each), errors as ``{"error": {"code", "m
         model = Gemini(model="gemini-2.5-flash", base_url=server.base_url)
 
 Each request takes the next scripted answer; :attr:`requests` keeps ``(model, body)`` of each.
+A request whose parts the API would refuse (a part with no data or two, ``inlineData`` that is not
+base64 of what its ``mimeType`` says, a MIME type Gemini does not read, ``fileData`` without a
+fetchable URI) is answered 400 ``INVALID_ARGUMENT`` before the script is consulted, as Gemini does.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -87,6 +93,10 @@ def _handler(owner: GeminiServer) -> type[BaseHTTPRequestHandler]:
             if method not in ("generateContent", "streamGenerateContent"):
                 self._json(404, _error(404, f"no route {self.path}"))
                 return
+            if problem := content_problem(body.get("contents")):
+                owner.requests.append((model, body))
+                self._json(400, _error(400, problem))
+                return
             answer = owner._next(model, body)
             if answer.status != 200:
                 self._json(answer.status, _error(answer.status, answer.message))
@@ -125,6 +135,83 @@ def _handler(owner: GeminiServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+_DATA = {"text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode"}
+_DATA |= {"codeExecutionResult"}
+_METADATA = {"thought", "thoughtSignature", "videoMetadata", "mediaResolution", "partMetadata"}
+#: The MIME types the API reads (its image, document, audio and video guides).
+_MIME_TYPES = {"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif", "application/pdf"}
+_MIME_TYPES |= {f"text/{t}" for t in ("plain", "html", "css", "csv", "xml", "markdown", "javascript")}
+_MIME_TYPES |= {f"audio/{t}" for t in ("wav", "mp3", "aiff", "aac", "ogg", "flac")}
+_MIME_TYPES |= {f"video/{t}" for t in ("mp4", "mpeg", "mov", "avi", "x-flv", "mpg", "webm", "wmv", "3gpp")}
+#: How a binary type's bytes begin.
+_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/webp": (b"RIFF",),
+    "application/pdf": (b"%PDF-",),
+}
+
+
+def content_problem(contents: Any) -> str | None:
+    """What the Gemini API would refuse in `contents`, in its words, or None: each part sets one data
+    field; ``inlineData`` has a MIME type it reads and base64 ``data`` (standard or URL-safe, as
+    proto3's JSON mapping takes bytes) that is what the type says; ``fileData`` a MIME type it reads
+    and a URI it can fetch (``https://``, ``http://``, ``gs://``). Fields go by either JSON name."""
+    if not isinstance(contents, list) or not contents:
+        return "* GenerateContentRequest.contents: contents is not specified"
+    for i, content in enumerate(contents):
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list) or not parts:
+            return f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
+        for j, given in enumerate(parts):
+            where = f"contents[{i}].parts[{j}]"
+            part = _camel(given)
+            data = set(part) & _DATA
+            if len(data) != 1 or not set(part) <= _DATA | _METADATA:
+                return f"Invalid value at '{where}' (oneof field 'data'): set exactly one data field"
+            if "inlineData" in part and (problem := _inline_problem(_camel(part["inlineData"]), where)):
+                return problem
+            if "fileData" in part:
+                file = _camel(part["fileData"])
+                uri = file.get("fileUri")
+                if not isinstance(uri, str) or not uri.startswith(("https://", "http://", "gs://")):
+                    return f"Invalid value at '{where}.file_data.file_uri': {uri!r} is not a fetchable URI"
+                if file.get("mimeType") not in _MIME_TYPES:
+                    return f"* {where}.file_data.mime_type: Unsupported MIME type: {file.get('mimeType')}"
+    return None
+
+
+def _camel(fields: Any) -> dict[str, Any]:
+    """A JSON object's fields by their lowerCamelCase names: proto3's JSON mapping takes a field by
+    that name or by its proto name (``mime_type``), and google-genai sends some by the latter."""
+    if not isinstance(fields, dict):
+        return {}
+    return {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key): value for key, value in fields.items()}
+
+
+def _inline_problem(blob: dict[str, Any], where: str) -> str | None:
+    mime_type = blob.get("mimeType")
+    if mime_type not in _MIME_TYPES:
+        return f"* {where}.inline_data.mime_type: Unsupported MIME type: {mime_type}"
+    data = _bytes(blob.get("data"))
+    if data is None:
+        return f"Invalid value at '{where}.inline_data.data' (TYPE_BYTES), Base64 decoding failed"
+    if not data.startswith(_SIGNATURES.get(mime_type, (b"",))):
+        return f"* {where}.inline_data: Unable to process input: the data is not {mime_type}"
+    return None
+
+
+def _bytes(text: Any) -> bytes | None:
+    """Base64 as proto3's JSON mapping reads bytes: standard or URL-safe, padded or not."""
+    if not isinstance(text, str):
+        return None
+    standard = text.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _parts(answer: _Answer, text: str) -> list[dict[str, Any]]:

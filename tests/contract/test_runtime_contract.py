@@ -7,6 +7,7 @@ server that speaks its wire protocol).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -25,6 +26,7 @@ from dcaf_like import (
     ToolResult,
     ToolSpec,
     UserTurn,
+    attachment,
 )
 from dcaf_like.testing import FakeRuntime, Step, fail, reply, tool_call, tool_calls
 
@@ -431,3 +433,23 @@ def test_a_step_function_sees_the_request():
     runtime = FakeRuntime([lambda request: Step(text=f"{len(request.tools)} tools").response()])
 
     assert runtime.invoke(ask("hi")).text == "2 tools"
+
+
+PNG = attachment("image", media_type="image/png", data=base64.b64encode(b"\x89PNG\r\n\x1a\n pixels").decode())
+PDF = attachment("file", media_type="application/pdf", data="JVBERi0xLjQ=", name="report.pdf")
+
+
+@pytest.mark.parametrize("part", [PNG, PDF], ids=["image", "file"])
+def test_a_part_of_a_kind_it_accepts_reaches_its_model_and_one_of_another_is_refused(script, part):
+    """A kind in `accepts` goes in the provider's format (the local servers refuse a wrong one); a kind
+    not in it is refused by `refused_part`, which an agent asks before the turn."""
+    runtime = script.runtime
+
+    if part.kind.value not in runtime.accepts:
+        at, reason = runtime.refused_part([part]) or (None, "")
+        assert at == 0
+        assert reason.endswith(f"it takes no {part.kind.value} parts")  # a fallback names its runtime
+        return
+    assert runtime.refused_part([part]) is None
+    script.answer("A report.")
+    assert runtime.invoke(ModelRequest("", (UserTurn("what is this?", (part,)),))).text == "A report."

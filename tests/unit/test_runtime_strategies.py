@@ -17,6 +17,7 @@ from dcaf_like import (
     TextDelta,
     ToolSpec,
     UserTurn,
+    attachment,
 )
 from dcaf_like.testing import FakeRuntime, Step, fail, reply
 
@@ -233,3 +234,28 @@ def test_a_strategy_takes_the_kinds_of_parts_every_runtime_behind_it_takes():
     assert FallbackRuntime([seeing, images_only]).accepts == {"image"}
     assert FallbackRuntime([seeing, blind]).accepts == frozenset()
     assert RoutingRuntime(lambda _: "a", {"a": seeing, "b": seeing}).accepts == {"image", "file"}
+
+
+class _NoUrls(FakeRuntime):
+    """A runtime whose provider takes images' bytes, not their URLs (as Bedrock Converse)."""
+
+    name = "no-urls"
+
+    def refused_part(self, parts):
+        refused = super().refused_part(parts)
+        urls = [i for i, part in enumerate(parts) if part.url is not None]
+        return refused or ((urls[0], "it takes no image URLs") if urls else None)
+
+
+def test_a_strategy_refuses_a_part_any_runtime_behind_it_refuses_naming_that_runtime():
+    inline = attachment("image", media_type="image/png", data="iVBORw0KGgo=")
+    by_url = attachment("image", url="https://example.com/a.png")
+    seeing = FakeRuntime(accepts={"image"})
+    no_urls = _NoUrls(accepts={"image"})
+
+    fallback = FallbackRuntime([seeing, no_urls])
+    router = RoutingRuntime(lambda _: "a", {"a": seeing, "b": no_urls})
+
+    assert fallback.refused_part([inline]) is None
+    assert fallback.refused_part([inline, by_url]) == (1, "no-urls: it takes no image URLs")
+    assert router.refused_part([by_url]) == (0, "no-urls: it takes no image URLs")
