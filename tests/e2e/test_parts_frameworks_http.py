@@ -1,0 +1,82 @@
+"""Images and files over HTTP to agents on LangChain, Agno and the local model: the first two send
+them to the provider in its own format, through their framework's model class; the local model,
+which reads text only, refuses an image naming the part and itself."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from _helpdesk import user
+
+from dcaf_like import Agent
+from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.testing import OpenAICompatibleServer
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake pixels").decode()
+ASKED = [
+    {"type": "text", "text": "what is wrong here?"},
+    {"type": "image", "media_type": "image/png", "data": PNG},
+    {"type": "image", "url": "https://example.com/a.png"},
+    {"type": "file", "name": "report.pdf", "media_type": "application/pdf", "data": "JVBERi0xLjQ="},
+]
+SENT = [
+    {"type": "text", "text": "what is wrong here?"},
+    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+    {"type": "file", "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="}},
+]
+
+
+def langchain(base_url: str) -> AgentRuntime:
+    pytest.importorskip("langchain_openai", reason="langchain-openai is a dev dependency: make install")
+    from langchain_openai import ChatOpenAI
+
+    from dcaf_like.runtimes.langchain import LangChainRuntime
+
+    return LangChainRuntime(ChatOpenAI(model="test-model", base_url=base_url, api_key="x", max_retries=0))
+
+
+def agno(base_url: str) -> AgentRuntime:
+    pytest.importorskip("agno", reason="the agno extra is not installed: pip install -e '.[agno]'")
+    from agno.models.openai.like import OpenAILike
+
+    from dcaf_like.runtimes.agno import AgnoRuntime
+
+    return AgnoRuntime(OpenAILike(id="test-model", base_url=base_url, api_key="x"))
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/api/chat-stream"])
+@pytest.mark.parametrize("runtime", [langchain, agno])
+def test_a_frameworks_openai_model_receives_the_parts_in_the_apis_format(
+    start_server, runtime: Callable[[str], AgentRuntime], path: str
+):
+    with OpenAICompatibleServer() as model:
+        agent = Agent(runtime=runtime(model.base_url))
+        client = start_server(agent)
+        model.reply("A crash loop.")
+
+        answer = client.post(path, json={"messages": [user(ASKED)]})
+        agent.runtime.close()
+
+    assert answer.status_code == 200, answer.text
+    assert "A crash loop." in answer.text
+    assert model.requests[-1]["messages"][-1] == {"role": "user", "content": SENT}
+
+
+def test_the_local_model_refuses_an_image_naming_it_before_any_model_is_loaded(start_server):
+    from dcaf_like.runtimes.local import LocalRuntime  # llama.cpp is imported when the model loads
+
+    runtime = LocalRuntime("/nonexistent/model.gguf", probe=False)
+    client = start_server(Agent(runtime=runtime))
+
+    answer = client.post("/api/chat", json={"messages": [user(ASKED[:2])]})
+
+    assert answer.status_code == 422, answer.text
+    error: dict[str, Any] = answer.json()["error"]
+    assert (error["code"], error["field"]) == ("unsupported_part", "attachments[0]")
+    assert "image/png image" in error["message"]
+    assert "'local:model.gguf'" in error["message"]
+    assert not runtime.loaded
