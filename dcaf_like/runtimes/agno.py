@@ -21,6 +21,7 @@ from typing import Any
 
 from dcaf_like.application.errors import (
     ModelError,
+    ModelRequestInvalid,
     RuntimeNotConfigured,
 )
 from dcaf_like.application.messages import (
@@ -218,7 +219,14 @@ class AgnoRuntime(AgentRuntime):
         content = base64.b64decode(attachment.data or "")
         if attachment.kind is PartKind.IMAGE:
             return self._image(content=content, mime_type=attachment.media_type)
-        return self._file(content=content, filename=attachment.name, mime_type=attachment.media_type)
+        try:
+            return self._file(content=content, filename=attachment.name, mime_type=attachment.media_type)
+        except ValueError:  # Agno's File takes a fixed list of media types (PDF, text, Office, ...)
+            raise ModelRequestInvalid(
+                f"{self.name}: Agno does not take {attachment.describe()}: its File takes PDF, text, "
+                "JSON, CSV, HTML, Markdown, Office documents and a few more",
+                runtime=self.name,
+            ) from None
 
     def _assembled(self, state: _Stream) -> list[dict[str, Any]]:
         if not state.raw_calls:

@@ -45,11 +45,14 @@ def test_images_and_files_reach_an_openai_model_as_its_apis_parts(server, model_
 
     assert answer.text == "A crash loop."
     assert runtime.accepts == {"image", "file"}
-    assert user_content(server.requests[0]) == [
+    assert user_content(server.requests[0]) == [  # Agno's order: files, the text, images
+        {
+            "type": "file",
+            "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="},
+        },
         {"type": "text", "text": "what is wrong here?"},
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
         {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-        {"type": "file", "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="}},
     ]
 
 
@@ -61,7 +64,12 @@ async def test_the_async_path_sends_the_same_parts(server):
     await runtime.aclose()
 
     assert answer.text == "A crash loop."
-    assert [part["type"] for part in user_content(server.requests[0])] == ["text", "image_url", "image_url", "file"]
+    assert [part["type"] for part in user_content(server.requests[0])] == [
+        "file",
+        "text",
+        "image_url",
+        "image_url",
+    ]
 
 
 def test_a_model_class_not_known_to_take_parts_refuses_them_unless_told():
@@ -75,3 +83,14 @@ def test_a_model_class_not_known_to_take_parts_refuses_them_unless_told():
     with pytest.raises(UnsupportedPart, match="AwsBedrock"):
         blind.handle(AgentRequest(text="what is wrong here?", attachments=(IMAGE,)))
     assert AgnoRuntime(model(), accepts={"image"}).accepts == {"image"}
+
+
+def test_a_file_agno_does_not_take_fails_the_call_naming_it_and_nothing_is_sent(server):
+    from dcaf_like import ModelRequestInvalid
+
+    runtime = AgnoRuntime(OpenAILike(id="test-model", base_url=server.base_url, api_key="x"))
+    notes = attachment("file", media_type="application/yaml", data="a2V5OiB2YWx1ZQ==", name="values.yaml")
+
+    with pytest.raises(ModelRequestInvalid, match=r"file 'values\.yaml' \(application/yaml\)"):
+        runtime.invoke(ModelRequest("", (UserTurn("and this?", (notes,)),)))
+    assert server.requests == []

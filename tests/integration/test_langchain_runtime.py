@@ -96,7 +96,10 @@ AS_CHAT_COMPLETIONS = [
     {"type": "text", "text": "what is wrong here?"},
     {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
     {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-    {"type": "file", "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="}},
+    {
+        "type": "file",
+        "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="},
+    },
 ]
 
 
