@@ -32,6 +32,7 @@ from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, DecisionRecord, Identity, PlatformContext, Session
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.identity import DepsT
 from dcaf_like.domain.question import MAX_TEXT_ANSWER
 
@@ -48,6 +49,12 @@ class AgentRuntime(ABC):
     #: The kinds of message parts besides text its model reads (``"image"``, ``"file"``); a message
     #: carrying another kind is refused before the model is called. None by default.
     accepts: frozenset[str] = frozenset()
+
+    def takes(self, part: Attachment) -> bool:
+        """Whether its model reads `part`: whether :attr:`accepts` names its kind. A runtime that reads
+        only some parts of a kind (the local model: text files) narrows it; a part it does not take is
+        refused before the model is called."""
+        return part.kind.value in self.accepts
 
     def count_tokens(self, text: str) -> int:
         """Tokens `text` takes for this model: the runtime's tokenizer where it has one, else the

@@ -83,6 +83,7 @@ from dcaf_like.domain import (
     Role,
     Trusted,
 )
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
 
@@ -597,8 +598,8 @@ class AgentService:
             asked_by = self._answer(conversation, answer, request.user, now)
             (declined if answer.declined else approved).append(asked_by)
         for i, part in enumerate(request.attachments):
-            if part.kind.value not in self.runtime.accepts:
-                raise UnsupportedPart(i, part.describe(), part.kind.value, self.runtime.name)
+            if not self.runtime.takes(part):
+                raise _unsupported(i, part.describe(), part, self.runtime)
         if request.text or request.attachments:
             for call in conversation.pending_tool_calls:
                 if call.is_expired(now):
@@ -787,11 +788,14 @@ def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
 def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:
     """Refuse a stored conversation whose messages carry a kind of part `runtime` does not take (its
     runtime changed since): the model would not see it, and must not be asked as if it had."""
-    if runtime.accepts >= {"image", "file"}:
-        return
     for message in conversation.messages:
         for i, part in enumerate(message.attachments):
-            if part.kind.value not in runtime.accepts:
-                raise UnsupportedPart(
-                    i, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name
-                )
+            if not runtime.takes(part):
+                raise _unsupported(i, f"in an earlier message: {part.describe()}", part, runtime)
+
+
+def _unsupported(index: int, described: str, part: Attachment, runtime: AgentRuntime) -> UnsupportedPart:
+    """The refusal naming what the runtime does not take: the part's kind, or its media type when the
+    runtime takes others of its kind."""
+    kind = part.media_type if part.kind.value in runtime.accepts else part.kind.value
+    return UnsupportedPart(index, described, kind, runtime.name)

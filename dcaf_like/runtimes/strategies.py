@@ -15,6 +15,7 @@ from dataclasses import replace
 from dcaf_like.application.errors import ModelError, RuntimeNotConfigured
 from dcaf_like.application.messages import ModelCompleted, ModelRequest, ModelResponse, ModelStreamEvent
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment
 
 logger = logging.getLogger("dcaf_like.runtimes")
 
@@ -77,6 +78,10 @@ class FallbackRuntime(AgentRuntime):
         self.name = f"fallback({', '.join(r.name for r in self.runtimes)})"
         self.context_window = _smallest_window(self.runtimes)
         self.accepts = _common_parts(self.runtimes)
+
+    def takes(self, part: Attachment) -> bool:
+        """When every runtime takes it: whichever answers reads it."""
+        return all(r.takes(part) for r in self.runtimes)
 
     def count_tokens(self, text: str) -> int:
         """By the first runtime's tokenizer (the one that answers unless it fails)."""
@@ -178,6 +183,10 @@ class RoutingRuntime(AgentRuntime):
         self.name = f"router({', '.join(f'{k}={r.name}' for k, r in self.runtimes.items())})"
         self.context_window = _smallest_window(list(self.runtimes.values()))
         self.accepts = _common_parts(list(self.runtimes.values()))
+
+    def takes(self, part: Attachment) -> bool:
+        """When every runtime takes it: whichever the route chooses reads it."""
+        return all(r.takes(part) for r in self.runtimes.values())
 
     def choose(self, request: ModelRequest) -> AgentRuntime:
         key = self.route(request)

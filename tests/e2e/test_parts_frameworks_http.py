@@ -73,17 +73,67 @@ def test_a_frameworks_openai_model_receives_the_parts_in_the_apis_format(
     assert model.requests[-1]["messages"][-1] == {"role": "user", "content": sent}
 
 
-def test_the_local_model_refuses_an_image_naming_it_before_any_model_is_loaded(start_server):
+class ScriptedLlama:
+    """Plays llama.cpp's ``create_chat_completion`` (the real model runs in test_local_model_http.py)."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.prompts: list[list[dict[str, str]]] = []
+
+    def create_chat_completion(self, messages: list[dict[str, str]], **_: Any) -> Any:
+        self.prompts.append(messages)
+        yield {"choices": [{"delta": {"content": self.answer}}]}
+
+    def tokenize(self, data: bytes, **_: Any) -> list[bytes]:
+        return data.split()
+
+
+def local_model(answer: str = "") -> tuple[Any, ScriptedLlama]:
     from dcaf_like.runtimes.local import LocalRuntime  # llama.cpp is imported when the model loads
 
-    runtime = LocalRuntime("/nonexistent/model.gguf", probe=False)
+    runtime, llm = LocalRuntime("model.gguf", probe=False), ScriptedLlama(answer)
+    runtime._llm = llm
+    return runtime, llm
+
+
+@pytest.mark.parametrize(
+    ("part", "named", "refused"),
+    [
+        (ASKED[1], "image/png image", "cannot take image parts"),
+        (ASKED[3], "file 'report.pdf' (application/pdf)", "cannot take application/pdf parts"),
+    ],
+    ids=["image", "pdf"],
+)
+def test_the_local_model_refuses_what_is_not_text_naming_it(start_server, part, named, refused):
+    runtime, llm = local_model()
     client = start_server(Agent(runtime=runtime))
 
-    answer = client.post("/api/chat", json={"messages": [user(ASKED[:2])]})
+    answer = client.post("/api/chat", json={"messages": [user([ASKED[0], part])]})
 
     assert answer.status_code == 422, answer.text
     error: dict[str, Any] = answer.json()["error"]
     assert (error["code"], error["field"]) == ("unsupported_part", "attachments[0]")
-    assert "image/png image" in error["message"]
+    assert named in error["message"]
+    assert refused in error["message"]
     assert "'local:model.gguf'" in error["message"]
-    assert not runtime.loaded
+    assert llm.prompts == []
+
+
+def test_the_local_model_reads_a_text_file_inlined_in_the_message_named_by_it(start_server):
+    runtime, llm = local_model("web-2 cannot pull its image.")
+    client = start_server(Agent(runtime=runtime))
+    events = {
+        "type": "file",
+        "name": "events.txt",
+        "media_type": "text/plain",
+        "data": "QmFja09mZiB3ZWItMg==",
+    }
+
+    answer = client.post("/api/chat", json={"messages": [user([ASKED[0], events])]})
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["content"] == "web-2 cannot pull its image."
+    assert llm.prompts[0][-1] == {
+        "role": "user",
+        "content": 'what is wrong here?\n\n<file name="events.txt">\nBackOff web-2\n</file>',
+    }

@@ -233,3 +233,16 @@ def test_a_strategy_takes_the_kinds_of_parts_every_runtime_behind_it_takes():
     assert FallbackRuntime([seeing, images_only]).accepts == {"image"}
     assert FallbackRuntime([seeing, blind]).accepts == frozenset()
     assert RoutingRuntime(lambda _: "a", {"a": seeing, "b": seeing}).accepts == {"image", "file"}
+
+
+def test_a_strategy_takes_a_part_only_when_every_runtime_behind_it_does():
+    from dcaf_like import attachment
+    from dcaf_like.runtimes.local import LocalRuntime
+
+    notes = attachment("file", media_type="text/plain", data="aGk=", name="notes.txt")
+    report = attachment("file", media_type="application/pdf", data="JVBERi0=", name="report.pdf")
+    seeing, local = FakeRuntime(accepts={"image", "file"}), LocalRuntime("unused.gguf")
+
+    assert FallbackRuntime([seeing, local]).takes(notes)
+    assert not FallbackRuntime([seeing, local]).takes(report)  # its kind is taken by both, not it
+    assert not RoutingRuntime(lambda _: "a", {"a": seeing, "b": local}).takes(report)
