@@ -89,6 +89,13 @@ class AgnoRuntime(AgentRuntime):
         self._image = Image
         self._file = File
 
+    def takes(self, part: Attachment) -> bool:
+        """A file only when Agno's ``File`` takes its media type (a fixed list: PDF, text, JSON, CSV,
+        HTML, Markdown, Office documents, ...; not YAML)."""
+        if part.kind is PartKind.FILE and part.media_type not in self._file.valid_mime_types():
+            return False
+        return part.kind.value in self.accepts
+
     @classmethod
     def from_string(cls, spec: str) -> AgnoRuntime:
         """``"openai:gpt-4o-mini"``, ``"openai-like:<id>"`` (base URL from ``OPENAI_BASE_URL``),
@@ -221,10 +228,10 @@ class AgnoRuntime(AgentRuntime):
             return self._image(content=content, mime_type=attachment.media_type)
         try:
             return self._file(content=content, filename=attachment.name, mime_type=attachment.media_type)
-        except ValueError:  # Agno's File takes a fixed list of media types (PDF, text, Office, ...)
+        except ValueError:  # a request built by hand, with a file :meth:`takes` refuses
             raise ModelRequestInvalid(
-                f"{self.name}: Agno does not take {attachment.describe()}: its File takes PDF, text, "
-                "JSON, CSV, HTML, Markdown, Office documents and a few more",
+                f"{self.name}: Agno's File refuses {attachment.describe()} (an empty file, or a media "
+                "type outside File.valid_mime_types())",
                 runtime=self.name,
             ) from None
 

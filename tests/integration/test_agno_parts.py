@@ -85,12 +85,15 @@ def test_a_model_class_not_known_to_take_parts_refuses_them_unless_told():
     assert AgnoRuntime(model(), accepts={"image"}).accepts == {"image"}
 
 
-def test_a_file_agno_does_not_take_fails_the_call_naming_it_and_nothing_is_sent(server):
+def test_a_file_agnos_file_does_not_take_is_refused_naming_its_media_type(server):
     from dcaf_like import ModelRequestInvalid
 
     runtime = AgnoRuntime(OpenAILike(id="test-model", base_url=server.base_url, api_key="x"))
-    notes = attachment("file", media_type="application/yaml", data="a2V5OiB2YWx1ZQ==", name="values.yaml")
+    values = attachment("file", media_type="application/yaml", data="a2V5OiB2YWx1ZQ==", name="values.yaml")
 
-    with pytest.raises(ModelRequestInvalid, match=r"file 'values\.yaml' \(application/yaml\)"):
-        runtime.invoke(ModelRequest("", (UserTurn("and this?", (notes,)),)))
+    with pytest.raises(UnsupportedPart, match="cannot take application/yaml parts"):
+        Agent(runtime=runtime).handle(AgentRequest(text="and this?", attachments=(values,)))
+    with pytest.raises(ModelRequestInvalid, match=r"refuses file 'values\.yaml' \(application/yaml\)"):
+        runtime.invoke(ModelRequest("", (UserTurn("and this?", (values,)),)))  # a request built by hand
     assert server.requests == []
+    assert runtime.takes(REPORT)
