@@ -786,7 +786,7 @@ def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
 
 
 def _check_parts(conversation: Conversation, runtime: AgentRuntime) -> None:
-    """Refuse a stored conversation whose messages carry a kind of part `runtime` does not take (its
+    """Refuse a stored conversation whose messages carry a part `runtime` does not take (its
     runtime changed since): the model would not see it, and must not be asked as if it had."""
     for message in conversation.messages:
         for i, part in enumerate(message.attachments):
