@@ -58,18 +58,26 @@ class AgentRuntime(ABC):
     #: and files of a kind it takes reach it in a user's turn after the calls' results (ADR 23).
     accepts: frozenset[str] = frozenset()
 
+    def takes(self, part: Attachment) -> bool:
+        """Whether its model reads `part`: whether :attr:`accepts` names its kind. A runtime that reads
+        only some parts of a kind (the local model: text files) narrows it; a part it does not take is
+        refused before the model is called."""
+        return part.kind.value in self.accepts
+
     def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
         """The first of `parts` its model cannot take, and why, or None when it takes them all.
 
         `parts` are every attachment a model request of the conversation would carry, in order: the
         earlier messages' and then this turn's, so that a rule on a whole request (at most five
         documents) can be kept as well as one on a part (a format, a size, an image by URL). By
-        default a part is refused when its kind is not in :attr:`accepts`; a runtime whose provider
+        default a part is refused when :meth:`takes` says no; a runtime whose provider
         has narrower rules says them here, and the turn is refused before anything is saved or sent.
         """
         for i, part in enumerate(parts):
-            if part.kind.value not in self.accepts:
-                return i, f"it takes no {part.kind.value} parts"
+            if not self.takes(part):
+                # a kind it takes in other media types is named by this part's media type
+                kind = part.media_type if part.kind.value in self.accepts else part.kind.value
+                return i, f"it takes no {kind} parts"
         return None
 
     def count_tokens(self, text: str) -> int:

@@ -4,18 +4,24 @@ The Agno *model* is driven directly (``invoke`` / ``invoke_stream``, one model c
 its tool execution and its confirmation features are not used, so our loop, store and approval gate
 stay in charge (ADR 6). Agno's telemetry stays off unless ``AGNO_TELEMETRY`` says otherwise. Install
 with ``pip install 'dcaf_like[agno]'`` plus the provider's SDK (``openai``, ``anthropic``, ...).
+
+Images and files in a user's message go on Agno's message as ``agno.media.Image`` (its bytes and media
+type, or its URL) and ``agno.media.File`` (bytes, file name, media type); the model class turns them
+into its provider's parts.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from dcaf_like.application.errors import (
     ModelError,
+    ModelRequestInvalid,
     RuntimeNotConfigured,
 )
 from dcaf_like.application.messages import (
@@ -31,6 +37,7 @@ from dcaf_like.application.messages import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.runtimes._errors import typed_error
 
 # "agno:<provider>:<model id>": the Agno model class for each provider.
@@ -42,13 +49,31 @@ AGNO_MODELS: dict[str, tuple[str, str]] = {
     "gemini": ("agno.models.google", "Gemini"),
 }
 
+# The model classes whose conversion of Agno's images and files is known to give their provider valid
+# parts without fetching a URL on this server: OpenAI's chat completions (OpenAIChat, OpenAILike and
+# the OpenAI-compatible providers built on them). Agno's Gemini and AwsBedrock models download an
+# image given by URL themselves.
+TAKES_PARTS = ("agno.models.openai.chat.OpenAIChat",)
+
 
 class AgnoRuntime(AgentRuntime):
-    def __init__(self, model: Any, *, context_window: int | None = None) -> None:
+    """``AgnoRuntime(model)``. `accepts` names the kinds of message parts the model takes (``"image"``,
+    ``"file"``); by default both for OpenAI's chat models (:data:`TAKES_PARTS`), none for the others,
+    whose messages with images or files are then refused before the model is called. Give it for
+    another model class once its conversion suits you (see :data:`TAKES_PARTS` about URLs)."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        context_window: int | None = None,
+        accepts: Iterable[str] | None = None,
+    ) -> None:
         self.context_window = context_window
         # Agno reports usage to its servers by default; a user who wants that sets AGNO_TELEMETRY.
         os.environ.setdefault("AGNO_TELEMETRY", "false")
         try:
+            from agno.media import File, Image
             from agno.models.base import Model
             from agno.models.message import Message
         except ImportError as exc:
@@ -59,7 +84,17 @@ class AgnoRuntime(AgentRuntime):
             )
         self.model = model
         self.name = f"agno:{type(model).__name__}:{model.id}"
+        self.accepts = frozenset(_parts_taken_by(model) if accepts is None else accepts)
         self._message = Message
+        self._image = Image
+        self._file = File
+
+    def takes(self, part: Attachment) -> bool:
+        """A file only when Agno's ``File`` takes its media type (a fixed list: PDF, text, JSON, CSV,
+        HTML, Markdown, Office documents, ...; not YAML)."""
+        if part.kind is PartKind.FILE and part.media_type not in self._file.valid_mime_types():
+            return False
+        return part.kind.value in self.accepts
 
     @classmethod
     def from_string(cls, spec: str) -> AgnoRuntime:
@@ -175,9 +210,30 @@ class AgnoRuntime(AgentRuntime):
                     for c in m.tool_calls
                 ]
                 out.append(message(role="assistant", content=m.text or None, tool_calls=calls or None))
+            elif m.attachments:
+                images = [self._media(a) for a in m.attachments if a.kind is PartKind.IMAGE]
+                files = [self._media(a) for a in m.attachments if a.kind is PartKind.FILE]
+                out.append(message(role="user", content=m.text, images=images or None, files=files or None))
             else:
                 out.append(message(role="user", content=m.text))
         return out
+
+    def _media(self, attachment: Attachment) -> Any:
+        """An attachment as Agno's ``Image`` or ``File``: its bytes, never a URL for Agno to fetch but
+        an image's, which the model classes of :data:`TAKES_PARTS` pass on as it is."""
+        if attachment.url is not None:
+            return self._image(url=attachment.url)
+        content = base64.b64decode(attachment.data or "")
+        if attachment.kind is PartKind.IMAGE:
+            return self._image(content=content, mime_type=attachment.media_type)
+        try:
+            return self._file(content=content, filename=attachment.name, mime_type=attachment.media_type)
+        except ValueError:  # a request built by hand, with a file :meth:`takes` refuses
+            raise ModelRequestInvalid(
+                f"{self.name}: Agno's File refuses {attachment.describe()} (an empty file, or a media "
+                "type outside File.valid_mime_types())",
+                runtime=self.name,
+            ) from None
 
     def _assembled(self, state: _Stream) -> list[dict[str, Any]]:
         if not state.raw_calls:
@@ -204,6 +260,11 @@ class AgnoRuntime(AgentRuntime):
         kind = type(exc).__name__
         message = f"{self.name}: {kind}: {getattr(exc, 'message', None) or exc}"
         return typed_error(message, runtime=self.name, status=status, kind=kind)
+
+
+def _parts_taken_by(model: Any) -> tuple[str, ...]:
+    classes = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
+    return ("image", "file") if classes.intersection(TAKES_PARTS) else ()
 
 
 def _tools(request: ModelRequest) -> list[dict[str, Any]] | None:

@@ -5,13 +5,17 @@ or ``runtime="langchain:openai:<model>"`` / ``"langchain:bedrock:<model id>"``. 
 ``bind_tools``, calls read from ``AIMessage.tool_calls``, results sent as ``ToolMessage``s; our service
 keeps the loop and the approval gate (LangChain's agents are not used). Install with
 ``pip install 'dcaf_like[langchain]'`` plus the provider's package (``langchain-openai``, ...).
+
+Images and files in a user's message go as LangChain's standard content blocks (``{"type": "image",
+"base64": ..., "mime_type": ...}``, ``{"type": "image", "url": ...}``, ``{"type": "file", "base64": ...,
+"mime_type": ..., "filename": ...}``), which each chat model class converts to its provider's format.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from dcaf_like.application.errors import (
@@ -31,6 +35,7 @@ from dcaf_like.application.messages import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.runtimes._errors import typed_error
 
 # "langchain:<provider>:<model>": the chat model class for each provider, and its package.
@@ -41,9 +46,25 @@ CHAT_MODELS: dict[str, tuple[str, str, str]] = {
     "ollama": ("langchain_ollama", "ChatOllama", "langchain-ollama"),
 }
 
+# The chat model classes whose conversion of standard image and file blocks is known to give their
+# provider valid parts, and never fetches an image's URL itself: OpenAI's (ChatOpenAI, AzureChatOpenAI).
+TAKES_PARTS = ("langchain_openai.chat_models.base.BaseChatOpenAI",)
+
 
 class LangChainRuntime(AgentRuntime):
-    def __init__(self, chat_model: Any, *, context_window: int | None = None) -> None:
+    """``LangChainRuntime(chat_model)``. `accepts` names the kinds of message parts the model takes
+    (``"image"``, ``"file"``); by default both for OpenAI's chat models (:data:`TAKES_PARTS`), none for
+    the others, whose messages with images or files are then refused before the model is called.
+    Give it for another chat model once its class converts LangChain's standard blocks as its
+    provider wants them (and without fetching an image's URL on this server)."""
+
+    def __init__(
+        self,
+        chat_model: Any,
+        *,
+        context_window: int | None = None,
+        accepts: Iterable[str] | None = None,
+    ) -> None:
         self.context_window = context_window
         try:
             from langchain_core.language_models import BaseChatModel
@@ -54,6 +75,7 @@ class LangChainRuntime(AgentRuntime):
         if not isinstance(chat_model, BaseChatModel):
             raise TypeError(f"LangChainRuntime takes a LangChain chat model, not {type(chat_model).__name__}")
         self.chat_model = chat_model
+        self.accepts = frozenset(_parts_taken_by(chat_model) if accepts is None else accepts)
         model = next(
             (
                 getattr(chat_model, a)
@@ -217,9 +239,27 @@ def to_langchain_messages(request: ModelRequest) -> list[Any]:
                 for c in m.tool_calls
             ]
             messages.append(AIMessage(m.text, tool_calls=calls))
+        elif m.attachments:
+            text: list[str | dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text else []
+            messages.append(HumanMessage([*text, *(_block(a) for a in m.attachments)]))
         else:
             messages.append(HumanMessage(m.text))
     return messages
+
+
+def _block(attachment: Attachment) -> dict[str, Any]:
+    """An image or a file as a LangChain standard content block."""
+    if attachment.url is not None:
+        return {"type": "image", "url": attachment.url}
+    block = {"type": attachment.kind.value, "base64": attachment.data, "mime_type": attachment.media_type}
+    if attachment.kind is PartKind.FILE:
+        block["filename"] = attachment.name
+    return block
+
+
+def _parts_taken_by(chat_model: Any) -> tuple[str, ...]:
+    classes = {f"{c.__module__}.{c.__qualname__}" for c in type(chat_model).__mro__}
+    return ("image", "file") if classes.intersection(TAKES_PARTS) else ()
 
 
 def _deltas(chunk: Any) -> Iterator[ModelStreamEvent]:

@@ -26,9 +26,10 @@ from dcaf_like.application.messages import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.domain.attachment import Attachment
 from dcaf_like.runtimes.local_model import QWEN_CODER_1_5B, Progress, ensure_model
 from dcaf_like.runtimes.local_probe import ensure_model_runs
-from dcaf_like.runtimes.local_prompts import REPEATED_CALL_NUDGE, chat_messages, repeated_call
+from dcaf_like.runtimes.local_prompts import REPEATED_CALL_NUDGE, chat_messages, is_text_file, repeated_call
 from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls
 
 # What a chat template adds around each message's text (ChatML: <|im_start|>, the role, a newline,
@@ -46,7 +47,13 @@ class LocalRuntime(AgentRuntime):
     child process, once per installed llama.cpp build and model (:mod:`~dcaf_like.runtimes.local_probe`);
     a build that crashes there raises :class:`~dcaf_like.runtimes.local_probe.LocalModelCrashed` naming
     the signal and the rebuild command instead of killing this process.
+
+    The model reads text only: a text file in a user's message (``text/*``, JSON, YAML, XML, ...) is
+    inlined after the message's text as ``<file name="events.txt">...</file>``; an image or another
+    file is refused before the model is called (:meth:`takes`).
     """
+
+    accepts = frozenset({"file"})
 
     def __init__(
         self,
@@ -80,6 +87,10 @@ class LocalRuntime(AgentRuntime):
 
     def __repr__(self) -> str:
         return f"LocalRuntime({str(self.model_path or QWEN_CODER_1_5B.filename)!r})"
+
+    def takes(self, part: Attachment) -> bool:
+        """Text files (:func:`~dcaf_like.runtimes.local_prompts.is_text_file`); no image, no PDF."""
+        return is_text_file(part)
 
     @property
     def loaded(self) -> bool:

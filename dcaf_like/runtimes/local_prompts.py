@@ -1,18 +1,23 @@
-"""What makes a small local model use tools: the prompts (its calls are read by :mod:`.text_calls`)."""
+"""What makes a small local model use tools: the prompts (its calls are read by :mod:`.text_calls`).
+And how it reads a text file the user attached: inlined in the message, named."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dcaf_like.application.errors import ModelRequestInvalid
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelRequest,
     ModelToolCall,
     ToolResult,
     ToolSpec,
+    UserTurn,
 )
+from dcaf_like.domain.attachment import Attachment, PartKind
 
 TOOLS_PROMPT = """You can call these tools (JSON Schema of their arguments after each name):
 {tools}
@@ -32,6 +37,32 @@ REPEATED_CALL_NUDGE = (
     "You already called {name} with these arguments and its result is above. Do not call it again: "
     "answer the user in plain text now."
 )
+
+
+#: Files read as text besides ``text/*`` (and ``+json``, ``+xml``, ``+yaml`` types).
+TEXT_MEDIA_TYPES = frozenset(
+    {
+        "application/json",
+        "application/yaml",
+        "application/x-yaml",
+        "application/xml",
+        "application/toml",
+        "application/javascript",
+        "application/x-sh",
+    }
+)
+
+FILE_BLOCK = "<file name={name}>\n{text}\n</file>"
+
+
+def is_text_file(part: Attachment) -> bool:
+    """Whether the local model can read `part`: a file whose media type is text."""
+    media_type = part.media_type
+    return part.kind is PartKind.FILE and (
+        media_type.startswith("text/")
+        or media_type in TEXT_MEDIA_TYPES
+        or media_type.endswith(("+json", "+xml", "+yaml"))
+    )
 
 
 def system_prompt(instructions: str, tools: Iterable[ToolSpec]) -> str:
@@ -72,10 +103,22 @@ def chat_messages(request: ModelRequest) -> list[dict[str, str]]:
             messages.append({"role": "assistant", "content": "\n".join(filter(None, [m.text, *calls]))})
         else:
             asked = m.text
-            messages.append({"role": "user", "content": m.text})
+            messages.append({"role": "user", "content": user_text(m)})
     if results:
         flush()
     return messages
+
+
+def user_text(turn: UserTurn) -> str:
+    """The message's text, then each text file it carries as a block named by the file (its bytes
+    decoded as UTF-8, an undecodable byte shown as U+FFFD)."""
+    blocks = [turn.text] if turn.text else []
+    for part in turn.attachments:
+        if not is_text_file(part):
+            raise ModelRequestInvalid(f"the local model reads text only, not {part.describe()}")
+        text = base64.b64decode(part.data or "").decode("utf-8", errors="replace")
+        blocks.append(FILE_BLOCK.format(name=json.dumps(part.name, ensure_ascii=False), text=text))
+    return "\n\n".join(blocks)
 
 
 def repeated_call(request: ModelRequest, calls: tuple[ModelToolCall, ...]) -> ModelToolCall | None:

@@ -89,6 +89,10 @@ class FallbackRuntime(AgentRuntime):
     def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
         return _first_refused(self.runtimes, parts)
 
+    def takes(self, part: Attachment) -> bool:
+        """When every runtime takes it: whichever answers reads it."""
+        return all(r.takes(part) for r in self.runtimes)
+
     def count_tokens(self, text: str) -> int:
         """By the first runtime's tokenizer (the one that answers unless it fails)."""
         return self.runtimes[0].count_tokens(text)
@@ -192,6 +196,10 @@ class RoutingRuntime(AgentRuntime):
 
     def refused_part(self, parts: Sequence[Attachment]) -> tuple[int, str] | None:
         return _first_refused(list(self.runtimes.values()), parts)
+
+    def takes(self, part: Attachment) -> bool:
+        """When every runtime takes it: whichever the route chooses reads it."""
+        return all(r.takes(part) for r in self.runtimes.values())
 
     def choose(self, request: ModelRequest) -> AgentRuntime:
         key = self.route(request)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
-from dcaf_like import Agent, RuntimeNotConfigured, resolve_runtime
+from dcaf_like import (
+    Agent,
+    AgentRequest,
+    ModelRequest,
+    RuntimeNotConfigured,
+    UnsupportedPart,
+    UserTurn,
+    attachment,
+    resolve_runtime,
+)
 from dcaf_like.testing import OpenAICompatibleServer
 
 pytest.importorskip("langchain_openai", reason="langchain-openai is a dev dependency: make install")
@@ -58,7 +69,6 @@ def test_a_runtime_named_langchain_openai_uses_the_environment(server, monkeypat
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     server.reply("via the string")
-    from dcaf_like import ModelRequest, UserTurn
 
     runtime = resolve_runtime("langchain:openai:test-model")
 
@@ -76,3 +86,60 @@ def test_a_provider_whose_package_is_missing_names_the_install():
 def test_only_a_chat_model_is_accepted():
     with pytest.raises(TypeError, match="LangChain chat model"):
         LangChainRuntime("gpt-4o")
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake pixels").decode()
+IMAGE = attachment("image", media_type="image/png", data=PNG)
+BY_URL = attachment("image", url="https://example.com/a.png")
+REPORT = attachment("file", media_type="application/pdf", data="JVBERi0xLjQ=", name="report.pdf")
+AS_CHAT_COMPLETIONS = [
+    {"type": "text", "text": "what is wrong here?"},
+    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+    {
+        "type": "file",
+        "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="},
+    },
+]
+
+
+@pytest.mark.parametrize("call", ["invoke", "stream"])
+def test_images_and_files_reach_an_openai_chat_model_as_its_apis_parts(server, call):
+    runtime = LangChainRuntime(chat(server))
+    server.reply("A crash loop.")
+    request = ModelRequest("", (UserTurn("what is wrong here?", (IMAGE, BY_URL, REPORT)),))
+
+    answer = runtime.invoke(request) if call == "invoke" else list(runtime.stream(request))[-1].response
+
+    assert answer.text == "A crash loop."
+    assert runtime.accepts == {"image", "file"}
+    assert server.requests[0]["messages"] == [{"role": "user", "content": AS_CHAT_COMPLETIONS}]
+
+
+def test_an_agent_shows_the_model_the_parts_again_on_later_turns(server):
+    agent = Agent(runtime=LangChainRuntime(chat(server)))
+    server.reply("A crash loop.")
+    server.reply("Still one.")
+
+    first = agent.handle(AgentRequest(text="what is wrong here?", attachments=(IMAGE, REPORT)))
+    agent.run("and now?", conversation_id=first.conversation_id)
+
+    [earlier, _, latest] = server.requests[1]["messages"]
+    assert earlier["content"] == [AS_CHAT_COMPLETIONS[0], AS_CHAT_COMPLETIONS[1], AS_CHAT_COMPLETIONS[3]]
+    assert latest == {"role": "user", "content": "and now?"}
+
+
+def test_a_chat_model_not_known_to_take_parts_refuses_them_unless_told():
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    def model() -> GenericFakeChatModel:
+        return GenericFakeChatModel(messages=iter([AIMessage("seen")]))
+
+    blind = Agent(runtime=LangChainRuntime(model()))
+    told = LangChainRuntime(model(), accepts={"image"})
+
+    with pytest.raises(UnsupportedPart, match="GenericFakeChatModel"):
+        blind.handle(AgentRequest(text="what is wrong here?", attachments=(IMAGE,)))
+    assert told.accepts == {"image"}
+    assert Agent(runtime=told).handle(AgentRequest(text="and this?", attachments=(IMAGE,))).text == "seen"

@@ -259,3 +259,16 @@ def test_a_strategy_refuses_a_part_any_runtime_behind_it_refuses_naming_that_run
     assert fallback.refused_part([inline]) is None
     assert fallback.refused_part([inline, by_url]) == (1, "no-urls: it takes no image URLs")
     assert router.refused_part([by_url]) == (0, "no-urls: it takes no image URLs")
+
+
+def test_a_strategy_takes_a_part_only_when_every_runtime_behind_it_does():
+    from dcaf_like import attachment
+    from dcaf_like.runtimes.local import LocalRuntime
+
+    notes = attachment("file", media_type="text/plain", data="aGk=", name="notes.txt")
+    report = attachment("file", media_type="application/pdf", data="JVBERi0=", name="report.pdf")
+    seeing, local = FakeRuntime(accepts={"image", "file"}), LocalRuntime("unused.gguf")
+
+    assert FallbackRuntime([seeing, local]).takes(notes)
+    assert not FallbackRuntime([seeing, local]).takes(report)  # its kind is taken by both, not it
+    assert not RoutingRuntime(lambda _: "a", {"a": seeing, "b": local}).takes(report)

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
-from dcaf_like import AssistantTurn, ModelRequest, ModelToolCall, ToolResult, ToolSpec, UserTurn
-from dcaf_like.runtimes.local_prompts import chat_messages, repeated_call, system_prompt
+from dcaf_like import (
+    AssistantTurn,
+    Attachment,
+    ModelRequest,
+    ModelRequestInvalid,
+    ModelToolCall,
+    ToolResult,
+    ToolSpec,
+    UserTurn,
+    attachment,
+)
+from dcaf_like.runtimes.local import LocalRuntime
+from dcaf_like.runtimes.local_prompts import chat_messages, is_text_file, repeated_call, system_prompt
 from dcaf_like.runtimes.text_calls import read_tool_calls
 
 DELETE = ToolSpec(
@@ -160,3 +173,52 @@ def test_a_call_identical_to_an_answered_one_is_a_repeat():
 
     assert repeated_call(request, (again,)) is again
     assert repeated_call(request, (other,)) is None
+
+
+def text_file(name: str, text: bytes, media_type: str = "text/plain") -> Attachment:
+    return attachment("file", media_type=media_type, data=base64.b64encode(text).decode(), name=name)
+
+
+def test_a_text_file_is_inlined_after_the_message_named_by_its_file():
+    events = text_file("events.txt", b"Warning BackOff pod/web-2")
+    values = text_file("values.yaml", b"replicas: 3\n", "application/yaml")
+    request = ModelRequest("", (UserTurn("why does web-2 crash?", (events, values)),))
+
+    [_, asked] = chat_messages(request)
+
+    assert asked == {
+        "role": "user",
+        "content": 'why does web-2 crash?\n\n<file name="events.txt">\nWarning BackOff pod/web-2\n</file>'
+        '\n\n<file name="values.yaml">\nreplicas: 3\n\n</file>',
+    }
+
+
+def test_a_file_alone_is_the_whole_message_and_bytes_that_are_not_utf8_show_as_replacements():
+    request = ModelRequest("", (UserTurn("", (text_file("log.txt", b"ok \xff done"),)),))
+
+    assert chat_messages(request)[1]["content"] == '<file name="log.txt">\nok \ufffd done\n</file>'
+
+
+@pytest.mark.parametrize(
+    ("media_type", "read"),
+    [
+        ("text/plain", True),
+        ("text/csv", True),
+        ("application/json", True),
+        ("application/x-yaml", True),
+        ("application/vnd.api+json", True),
+        ("application/pdf", False),
+        ("application/octet-stream", False),
+    ],
+)
+def test_only_text_files_are_read(media_type, read):
+    assert is_text_file(text_file("f", b"x", media_type)) is read
+    assert LocalRuntime("unused.gguf").takes(text_file("f", b"x", media_type)) is read
+
+
+def test_an_image_is_never_taken_and_a_request_carrying_one_is_refused_naming_it():
+    image = attachment("image", media_type="image/png", data="iVBORw0KGgo=")
+
+    assert not LocalRuntime("unused.gguf").takes(image)
+    with pytest.raises(ModelRequestInvalid, match="text only, not image/png image"):
+        chat_messages(ModelRequest("", (UserTurn("look", (image,)),)))
