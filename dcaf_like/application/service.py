@@ -84,7 +84,6 @@ from dcaf_like.domain import (
     Role,
     Trusted,
 )
-from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
 
