@@ -99,8 +99,8 @@ def local_model(answer: str = "") -> tuple[Any, ScriptedLlama]:
 @pytest.mark.parametrize(
     ("part", "named", "refused"),
     [
-        (ASKED[1], "image/png image", "cannot take image parts"),
-        (ASKED[3], "file 'report.pdf' (application/pdf)", "cannot take application/pdf parts"),
+        (ASKED[1], "image/png image", "takes no image parts"),
+        (ASKED[3], "file 'report.pdf' (application/pdf)", "takes no application/pdf parts"),
     ],
     ids=["image", "pdf"],
 )

@@ -91,7 +91,7 @@ def test_a_file_agnos_file_does_not_take_is_refused_naming_its_media_type(server
     runtime = AgnoRuntime(OpenAILike(id="test-model", base_url=server.base_url, api_key="x"))
     values = attachment("file", media_type="application/yaml", data="a2V5OiB2YWx1ZQ==", name="values.yaml")
 
-    with pytest.raises(UnsupportedPart, match="cannot take application/yaml parts"):
+    with pytest.raises(UnsupportedPart, match="takes no application/yaml parts"):
         Agent(runtime=runtime).handle(AgentRequest(text="and this?", attachments=(values,)))
     with pytest.raises(ModelRequestInvalid, match=r"refuses file 'values\.yaml' \(application/yaml\)"):
         runtime.invoke(ModelRequest("", (UserTurn("and this?", (values,)),)))  # a request built by hand
