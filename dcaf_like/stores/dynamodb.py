@@ -75,6 +75,8 @@ TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteIte
 # A windowed read asks again for the pages the header it got needs, at most this many times in all;
 # then it reads the item whole (a conversation that grew by a page between each of its reads).
 READ_TRIES = 3
+# Pages a windowed read names at most (a window that long is read whole: the port's default).
+MOST_PROJECTED = 200
 # Bytes of pages a repository remembers, over all conversations (_dynamodb_pages.PageMemory).
 REMEMBERED_BYTES = 16 * 2**20
 
@@ -143,6 +145,8 @@ class DynamoDBConversationRepository(BlockingRepository):
         known = self._memory.get(conversation_id)
         wanted = FIRST_PAGES if known is None else known.pages.and_next()
         for _ in range(READ_TRIES):
+            if len(wanted.attributes()) > MOST_PROJECTED:
+                break  # as good as whole, and an expression is at most 4 KB
             item = self._get_item(conversation_id, ["body", "version", "expires_at", *wanted.attributes()])
             if item is None or self._expired(item):
                 return None

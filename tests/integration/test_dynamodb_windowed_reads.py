@@ -13,6 +13,7 @@ import pytest
 
 from dcaf_like import ConcurrencyConflict, DynamoDBConversationRepository
 from dcaf_like.domain import Conversation, ToolCallId, ToolInput
+from dcaf_like.stores import dynamodb
 from dcaf_like.stores._codec import conversation_to_dict
 from dcaf_like.stores._schema import MESSAGE
 
@@ -209,3 +210,17 @@ def test_an_item_written_before_windows_is_read_whole(repository: Any, table: st
     assert [MESSAGE.to_dict(m) for m in recent.messages] == [
         MESSAGE.to_dict(m) for m in conversation.messages
     ]
+
+
+def test_a_window_of_more_pages_than_an_expression_may_name_is_read_whole(
+    repository: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dynamodb, "MOST_PROJECTED", 3)  # 200 pages take 12,800 messages
+    store = repository()
+    conversation = summarized(300, recent=200)  # the window holds messages 100 to 299: pages 1 to 4
+    store.save(conversation, 0)
+
+    recent = store.get_recent(conversation.id)
+
+    assert recent is not None
+    assert (recent.message_offset, recent.message_count) == (0, 300)
