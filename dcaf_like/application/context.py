@@ -8,7 +8,8 @@ that is not settled yet and the newest blocks that fit; the oldest exchanges go 
 stored with the conversation (:class:`~dcaf_like.domain.ContextSummary`) for later turns to reuse.
 
 Tokens are counted with the runtime's tokenizer (:meth:`AgentRuntime.count_tokens`); a runtime without
-one estimates a token per four characters, rounded up (:func:`estimate_tokens`).
+one estimates a token per four characters, rounded up (:func:`estimate_tokens`). The images and files
+a user's message carries are counted by an estimate of their own (:func:`part_tokens`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dcaf_like.application.image_size import image_size
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelMessage,
@@ -27,12 +29,34 @@ from dcaf_like.application.messages import (
     ToolSpec,
     UserTurn,
 )
-from dcaf_like.domain import ContextSummary
+from dcaf_like.domain import Attachment, ContextSummary, PartKind
 
 #: Characters per token of the estimate used when a runtime has no tokenizer of its own.
 CHARS_PER_TOKEN = 4
 #: Tokens a message costs besides its text (role markers and separators of a chat template).
 MESSAGE_OVERHEAD = 8
+
+#: Tokens of an image whose size in pixels is not known (by URL, or a header not read): the most
+#: either rule of :func:`image_tokens` gives one image.
+IMAGE_TOKENS = 1_600
+#: Tokens per KiB of a file that is not text (a PDF, ...): a PDF page costs Claude 1,500 to 3,000
+#: tokens (its text and its picture) and usually takes 20 to 50 KiB.
+FILE_TOKENS_PER_KIB = 100
+# Media types of files that are text besides text/*, and suffixes of structured ones (+json).
+_TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/javascript",
+        "application/x-sh",
+        "application/sql",
+        "application/x-ndjson",
+    }
+)
+_TEXT_SUFFIXES = ("+json", "+xml", "+yaml")
 
 TokenCounter = Callable[[str], int]
 
@@ -41,6 +65,46 @@ def estimate_tokens(text: str) -> int:
     """A token per four characters, rounded up: close for English and code with BPE tokenizers, and
     on the safe side for JSON."""
     return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def part_tokens(part: Attachment) -> int:
+    """What an image or a file costs the model's context, estimated (no runtime tokenizes them):
+    an image by :func:`image_tokens` when its size in pixels can be read (inline PNG, JPEG, GIF or
+    WebP), else :data:`IMAGE_TOKENS`; a file of a text type by the estimate of its text (a token per
+    four bytes), any other :data:`FILE_TOKENS_PER_KIB` per KiB."""
+    if part.kind is PartKind.IMAGE:
+        pixels = None if part.data is None else image_size(part.data)
+        return IMAGE_TOKENS if pixels is None else image_tokens(*pixels)
+    if _is_text(part.media_type):
+        return -(-part.size // CHARS_PER_TOKEN)
+    return -(-part.size * FILE_TOKENS_PER_KIB // 1024)
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Tokens of an image of `width` x `height` pixels: the larger of two published rules, as the
+    model reading it is not known here.
+
+    - OpenAI (``detail: high``): scaled to fit 2048 x 2048, then its short side to 768; 170 tokens
+      per 512-pixel tile, plus 85.
+    - Anthropic (Claude): width x height / 750, the image first scaled to fit 1568 pixels on its
+      long side; at most 1,600."""
+    w, h = _scaled_down(width, height, 2048 / max(width, height))
+    w, h = _scaled_down(w, h, 768 / min(w, h))
+    openai = 170 * math.ceil(w / 512) * math.ceil(h / 512) + 85
+    w, h = _scaled_down(width, height, 1568 / max(width, height))
+    claude = min(math.ceil(w * h / 750), IMAGE_TOKENS)
+    return max(openai, claude)
+
+
+def _scaled_down(width: int, height: int, factor: float) -> tuple[int, int]:
+    """The size scaled by `factor` when it is below 1, in whole pixels."""
+    if factor >= 1:
+        return width, height
+    return max(1, round(width * factor)), max(1, round(height * factor))
+
+
+def _is_text(media_type: str) -> bool:
+    return media_type.startswith("text/") or media_type in _TEXT_TYPES or media_type.endswith(_TEXT_SUFFIXES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +219,7 @@ class ContextWindow(ContextPolicy):
                 return fitted
             # The counts fell short by measured / counted: fit again with the room scaled down by that.
             counted = system_cost(fitted.system, view.tools, view.count) + sum(
-                view.count(message_text(m)) + MESSAGE_OVERHEAD for m in fitted.messages
+                message_cost(m, view.count) for m in fitted.messages
             )
             target = min(target - 1, int(counted * room / measured * 0.99))
         return fitted
@@ -249,8 +313,16 @@ def message_text(message: ModelMessage) -> str:
     return message.text
 
 
+def message_cost(message: ModelMessage, count: TokenCounter) -> int:
+    """Tokens of a message: its text, the chat template's markers, and its images and files."""
+    cost = count(message_text(message)) + MESSAGE_OVERHEAD
+    if isinstance(message, UserTurn):
+        cost += sum(part_tokens(part) for part in message.attachments)
+    return cost
+
+
 def block_cost(block: Block, count: TokenCounter) -> int:
-    return sum(count(message_text(m)) + MESSAGE_OVERHEAD for m in block.messages)
+    return sum(message_cost(m, count) for m in block.messages)
 
 
 def system_cost(system: str, tools: Sequence[ToolSpec], count: TokenCounter) -> int:

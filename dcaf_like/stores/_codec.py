@@ -252,13 +252,26 @@ def decode_parts(
 
 
 def decode_pages(
-    header: str | bytes,
+    header: str | bytes | dict[str, Any],
     message_pages: Sequence[str | bytes],
     call_pages: Sequence[str | bytes],
     conversation_id: str,
+    *,
+    first: tuple[int, int] | None = None,
 ) -> Conversation:
-    """:func:`decode_parts` for records stored in pages: each page the JSON array of several."""
-    return _assemble(header, lambda: _pages(message_pages), lambda: _pages(call_pages), conversation_id)
+    """:func:`decode_parts` for records stored in pages: each page the JSON array of several. The
+    header may be given parsed.
+
+    `first`: a windowed read (ADR 22) of the pages from those holding message ``first[0]`` and call
+    ``first[1]`` on (records a page holds before the header's window are left out)."""
+    return _assemble(
+        header,
+        lambda: _pages(message_pages),
+        lambda: _pages(call_pages),
+        conversation_id,
+        windowed=first is not None,
+        first=first,
+    )
 
 
 def page(records: Sequence[str]) -> str:
@@ -267,14 +280,16 @@ def page(records: Sequence[str]) -> str:
 
 
 def _assemble(
-    header: str | bytes,
+    header: str | bytes | dict[str, Any],
     messages: Callable[[], list[Any]],
     calls: Callable[[], list[Any]],
     conversation_id: str,
     windowed: bool = False,
+    first: tuple[int, int] | None = None,
 ) -> Conversation:
+    """`first`: the positions of the first of `messages` and of `calls`, when not the window's."""
     try:
-        data = json.loads(header)
+        data = header if isinstance(header, dict) else json.loads(header)
         if data.get("format") == FORMAT:
             return _from_dict(data)
         if data.get("format") != HEADER:
@@ -282,6 +297,13 @@ def _assemble(
         start, first_call = window_of(data) if windowed else (0, 0)
         count, call_count = data["messages"] - start, data["tool_calls"] - first_call
         data["messages"], data["tool_calls"] = messages(), calls()
+        if first is not None:  # pages hold records before the window: leave them out
+            skip, skip_calls = start - first[0], first_call - first[1]
+            if skip < 0 or skip_calls < 0:
+                raise ValueError(
+                    f"records from {first} were read; the window starts at {(start, first_call)}"
+                )
+            del data["messages"][:skip], data["tool_calls"][:skip_calls]
         if len(data["messages"]) < count or len(data["tool_calls"]) < call_count:
             raise ValueError(
                 f"the header counts {count} messages and {call_count} calls from {start} and {first_call}; "

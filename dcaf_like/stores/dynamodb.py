@@ -28,39 +28,59 @@ an agent's records newest first, apart from its conversations), ``updated_at`` t
 ``record`` its JSON, and ``expires_at`` set with `audit_ttl`. A save that carries decisions writes the
 conversation and its records in one ``TransactWriteItems``; deleting a conversation leaves them.
 
+A turn's windowed read (:meth:`DynamoDBConversationRepository.get_recent`, ADR 22) is one strongly
+consistent ``GetItem`` whose projection names the header and the pages from the window's on
+(:mod:`dcaf_like.stores._dynamodb_pages`).
+
 DynamoDB has no async client in boto3: the async twins run the blocking calls in worker threads
 (:class:`~dcaf_like.stores._shared.BlockingRepository`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import (
+    HEADER,
     changed_calls,
     decode_pages,
     encode_header,
     first_changed_message,
     page,
+    window_of,
     written_whole,
 )
-from dcaf_like.stores._schema import CALL, MESSAGE
+from dcaf_like.stores._dynamodb_pages import (
+    FIRST_PAGES,
+    PAGE,
+    PageMemory,
+    Pages,
+    Remembered,
+    pages_for,
+)
+from dcaf_like.stores._schema import CALL, MESSAGE, dumps
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention
 
 INDEX = "by_namespace"
-# Records per page: a conversation's messages, and its calls, are stored in pages of this many, each
-# page an attribute of the conversation's item (m0, m1, ...; c0, c1, ...), its JSON array compressed.
-# A save sets the pages that changed (usually the last of the messages), not the whole item (ADR 16).
-PAGE = 64
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
+# A windowed read asks again for the pages the header it got needs, at most this many times in all;
+# then it reads the item whole (a conversation that grew by a page between each of its reads).
+READ_TRIES = 3
+# Pages a windowed read names at most (a window that long is read whole: the port's default).
+MOST_PROJECTED = 200
+# Bytes of pages a repository remembers, over all conversations (_dynamodb_pages.PageMemory).
+REMEMBERED_BYTES = 16 * 2**20
+
+T = TypeVar("T")
 
 
 class DynamoDBConversationRepository(BlockingRepository):
@@ -96,6 +116,7 @@ class DynamoDBConversationRepository(BlockingRepository):
         self.client = client
         self._client_error = botocore.exceptions.ClientError
         self._errors: tuple[type[BaseException], ...] = (botocore.exceptions.BotoCoreError,)
+        self._memory = PageMemory(REMEMBERED_BYTES)
 
     # -- the port ---------------------------------------------------------------------------------
 
@@ -116,6 +137,56 @@ class DynamoDBConversationRepository(BlockingRepository):
             raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
         return decode_pages(header, messages, calls, conversation_id)
 
+    def get_recent(self, conversation_id: str) -> Conversation | None:
+        """The header and the pages from the window's on (ADR 22), in one strongly consistent
+        ``GetItem``: one snapshot of the item. Which pages those are the header says; the read asks
+        for those the repository last saw (and the next of each), or the first two of each, and asks
+        again when the header it gets needs others."""
+        known = self._memory.get(conversation_id)
+        wanted = FIRST_PAGES if known is None else known.pages.and_next()
+        for _ in range(READ_TRIES):
+            if len(wanted.attributes()) > MOST_PROJECTED:
+                break  # as good as whole, and an expression is at most 4 KB
+            item = self._get_item(conversation_id, ["body", "version", "expires_at", *wanted.attributes()])
+            if item is None or self._expired(item):
+                return None
+            header = _header(item, conversation_id)
+            if header.get("format") != HEADER:  # a whole document (format 1): no pages
+                return decode_pages(header, [], [], conversation_id)
+            needed = _window_pages(header, conversation_id)
+            if wanted.covers(needed):
+                return self._windowed(conversation_id, item, header, needed)
+            wanted = needed.and_next()
+        return self.get(conversation_id)
+
+    def _windowed(
+        self, conversation_id: str, item: dict[str, Any], header: dict[str, Any], pages: Pages
+    ) -> Conversation:
+        """The conversation from the window on, of the header and the `pages` of an item."""
+        try:
+            messages = [zlib.decompress(item[f"m{k}"]["B"]) for k in pages.messages]
+            calls = [zlib.decompress(item[f"c{k}"]["B"]) for k in pages.calls]
+        except (zlib.error, KeyError) as exc:
+            raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+        first = (pages.messages.start * PAGE, pages.calls.start * PAGE)
+        conversation = decode_pages(header, messages, calls, conversation_id, first=first)
+        first_pages = _binary(item, f"m{pages.messages.start}"), _binary(item, f"c{pages.calls.start}")
+        self._memory.put(conversation_id, Remembered(conversation.version, pages, *first_pages))
+        return conversation
+
+    def _get_item(self, conversation_id: str, attributes: Sequence[str]) -> dict[str, Any] | None:
+        """The `attributes` of a conversation's item, read strongly consistent; None: no item."""
+        found: dict[str, Any] | None = self._call(
+            "GetItem",
+            lambda: self.client.get_item(
+                TableName=self.table,
+                Key={"pk": {"S": self._pk(conversation_id)}},
+                ConsistentRead=True,
+                ProjectionExpression=", ".join(attributes),
+            ),
+        ).get("Item")
+        return found
+
     def save(self, conversation: Conversation, expected_version: int) -> None:
         """A compare-and-set on the item's version: a new conversation (or one read whole) is put whole;
         one read from its pages updates its header and the pages that changed."""
@@ -127,9 +198,11 @@ class DynamoDBConversationRepository(BlockingRepository):
             expires = {"N": str(int(kept_until(now, self.ttl, waiting_until(c))))}
         whole = written_whole(c, expected_version)
         if whole:
-            request = self._put(c, expected_version, header, expires, now)
+            pages = _all_pages(c)
+            request = self._put(c, expected_version, header, pages, expires, now)
         else:
-            request = self._update(c, expected_version, header, expires, now)
+            pages = self._changed_pages(c, expected_version)
+            request = self._update(c, expected_version, header, pages, expires, now)
         records = conversation.unsaved_decisions
         if records:
             self._save_with_records(conversation, expected_version, request, records)
@@ -146,13 +219,82 @@ class DynamoDBConversationRepository(BlockingRepository):
             except self._errors as exc:
                 raise self._unavailable(operation, exc) from exc
         conversation.unsaved_decisions.clear()
+        self._remember(conversation, pages, None if whole else expected_version)
         conversation.mark_saved()
+
+    def _changed_pages(self, c: Conversation, expected_version: int) -> dict[str, bytes]:
+        """The pages a save of `c` rewrites, by attribute: its messages' from the first that changed,
+        its calls' holding one that changed. The first page of a windowed read's (ADR 22) begins
+        with records the read left out: they are written back as stored."""
+        message_pages = range(
+            (c.message_offset + first_changed_message(c, whole=False)) // PAGE, pages_for(c.message_count)
+        )
+        call_pages = sorted({i // PAGE for i, _ in changed_calls(c, whole=False)})
+        partial = {}  # page: how many of its records were left out
+        if c.message_offset % PAGE and c.message_offset // PAGE in message_pages:
+            partial[f"m{c.message_offset // PAGE}"] = c.message_offset % PAGE
+        if c.call_offset % PAGE and c.call_offset // PAGE in call_pages:
+            partial[f"c{c.call_offset // PAGE}"] = c.call_offset % PAGE
+        left_out = self._left_out(c.id, partial, expected_version) if partial else {}
+        pages = {}
+        for k in message_pages:
+            records = left_out.get(f"m{k}", []) + _records(c.messages, c.message_offset, k, MESSAGE.write)
+            pages[f"m{k}"] = _page(records)
+        calls = list(c.tool_calls.values()) if call_pages else []
+        for k in call_pages:
+            pages[f"c{k}"] = _page(left_out.get(f"c{k}", []) + _records(calls, c.call_offset, k, CALL.write))
+        return pages
+
+    def _left_out(
+        self, conversation_id: str, partial: dict[str, int], expected_version: int
+    ) -> dict[str, list[str]]:
+        """The first ``partial[name]`` records of each page `name` as stored at `expected_version`:
+        those a windowed read left out, which never change (ADR 22). Each page as this repository read
+        or wrote it at that version, else read now (one GetItem for all); a stored version other than
+        `expected_version` is a ConcurrencyConflict, as the save would be."""
+        known = self._memory.get(conversation_id)
+        stored = {name: None if known is None else known.stored(name, expected_version) for name in partial}
+        missing = [name for name, found in stored.items() if found is None]
+        if missing:
+            item = self._get_item(conversation_id, ["version", *missing]) or {}
+            actual = int(item["version"]["N"]) if "version" in item else None
+            if actual != expected_version:
+                raise ConcurrencyConflict(conversation_id, expected_version, actual)
+            stored.update((name, _binary(item, name)) for name in missing)
+        left_out = {}
+        for name, count in partial.items():
+            try:
+                records = json.loads(zlib.decompress(stored[name] or b""))
+                if not isinstance(records, list) or len(records) < count:
+                    raise ValueError(f"page {name} does not hold the {count} records before the window")
+            except (zlib.error, ValueError) as exc:
+                raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+            left_out[name] = [dumps(record) for record in records[:count]]
+        return left_out
+
+    def _remember(self, c: Conversation, written: dict[str, bytes], unchanged_since: int | None) -> None:
+        """Remember, after a save of `c` that wrote the pages `written`, the pages its window needs
+        and the first of them: as written, or as remembered at `unchanged_since` (the version the
+        save expected) if the save left that page as it was. None: the save replaced the item."""
+        pages = Pages.window(*c.window_start(), c.message_count, c.call_count)
+        old = None if unchanged_since is None else self._memory.get(c.id)
+
+        def stored(attribute: str) -> bytes | None:
+            if attribute in written:
+                return written[attribute]
+            if old is None or unchanged_since is None:
+                return None
+            return old.stored(attribute, unchanged_since)
+
+        first_pages = stored(f"m{pages.messages.start}"), stored(f"c{pages.calls.start}")
+        self._memory.put(c.id, Remembered(c.version, pages, *first_pages))
 
     def _put(
         self,
         c: Conversation,
         expected_version: int,
         header: bytes,
+        pages: dict[str, bytes],
         expires: dict[str, str] | None,
         now: float,
     ) -> dict[str, Any]:
@@ -165,11 +307,7 @@ class DynamoDBConversationRepository(BlockingRepository):
             "updated_at": {"N": _number(now)},
             "body": {"B": header},
         }
-        messages = list(map(MESSAGE.write, c.messages))
-        calls = list(map(CALL.write, c.tool_calls.values()))
-        for letter, records in (("m", messages), ("c", calls)):
-            for k in range(0, len(records), PAGE):
-                item[f"{letter}{k // PAGE}"] = {"B": _page(records[k : k + PAGE])}
+        item.update((attribute, {"B": data}) for attribute, data in pages.items())
         if expires is not None:
             item["expires_at"] = expires
         if expected_version == 0:
@@ -192,11 +330,11 @@ class DynamoDBConversationRepository(BlockingRepository):
         c: Conversation,
         expected_version: int,
         header: bytes,
+        pages: dict[str, bytes],
         expires: dict[str, str] | None,
         now: float,
     ) -> dict[str, Any]:
-        """An UpdateItem of the header and of the pages holding what changed: the messages from the
-        first that changed, the calls that changed."""
+        """An UpdateItem of the header and of the `pages` holding what changed."""
         values: dict[str, Any] = {
             ":expected": {"N": str(expected_version)},
             ":now": {"N": str(int(now))},
@@ -205,16 +343,9 @@ class DynamoDBConversationRepository(BlockingRepository):
             ":body": {"B": header},
         }
         sets = ["version = :version", "updated_at = :updated", "body = :body"]
-        first = first_changed_message(c, whole=False) // PAGE
-        for k in range(first, (len(c.messages) + PAGE - 1) // PAGE):
-            values[f":m{k}"] = {"B": _page(list(map(MESSAGE.write, c.messages[k * PAGE : (k + 1) * PAGE])))}
-            sets.append(f"m{k} = :m{k}")
-        changed = changed_calls(c, whole=False)
-        if changed:
-            calls = list(c.tool_calls.values())
-            for k in sorted({i // PAGE for i, _ in changed}):
-                values[f":c{k}"] = {"B": _page(list(map(CALL.write, calls[k * PAGE : (k + 1) * PAGE])))}
-                sets.append(f"c{k} = :c{k}")
+        for attribute, data in pages.items():
+            values[f":{attribute}"] = {"B": data}
+            sets.append(f"{attribute} = :{attribute}")
         if expires is not None:
             values[":expires"] = expires
             sets.append("expires_at = :expires")
@@ -297,6 +428,7 @@ class DynamoDBConversationRepository(BlockingRepository):
         return [r for r in records if conversation_id is None or r.conversation_id == conversation_id][:limit]
 
     def delete(self, conversation_id: str) -> bool:
+        self._memory.forget(conversation_id)
         old = self._call(
             "DeleteItem",
             lambda: self.client.delete_item(
@@ -440,6 +572,47 @@ def _number(value: float) -> str:
 
 def _page(records: list[str]) -> bytes:
     return zlib.compress(page(records).encode("utf-8"))
+
+
+def _records(held: Sequence[T], offset: int, k: int, write: Callable[[T], str]) -> list[str]:
+    """The JSON texts of the records of page `k` among those `held` (from position `offset` on)."""
+    first = k * PAGE - offset
+    return list(map(write, held[max(first, 0) : first + PAGE]))
+
+
+def _all_pages(c: Conversation) -> dict[str, bytes]:
+    """Every page of a conversation held whole, by attribute."""
+    pages = {}
+    messages = list(map(MESSAGE.write, c.messages))
+    calls = list(map(CALL.write, c.tool_calls.values()))
+    for letter, records in (("m", messages), ("c", calls)):
+        for k in range(0, len(records), PAGE):
+            pages[f"{letter}{k // PAGE}"] = _page(records[k : k + PAGE])
+    return pages
+
+
+def _binary(item: dict[str, Any], attribute: str) -> bytes | None:
+    value = item.get(attribute)
+    return None if value is None else bytes(value["B"])
+
+
+def _header(item: dict[str, Any], conversation_id: str) -> dict[str, Any]:
+    """The header an item's ``body`` holds, parsed."""
+    try:
+        header = json.loads(zlib.decompress(item["body"]["B"]))
+        if not isinstance(header, dict):
+            raise ValueError(f"the body is a JSON {type(header).__name__}, not an object")
+    except (zlib.error, KeyError, ValueError) as exc:
+        raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
+    return header
+
+
+def _window_pages(header: dict[str, Any], conversation_id: str) -> Pages:
+    """The pages a windowed read needs of the conversation whose header this is."""
+    try:
+        return Pages.window(*window_of(header), int(header["messages"]), int(header["tool_calls"]))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise StoredConversationUnreadable(conversation_id, f"{type(exc).__name__}: {exc}") from exc
 
 
 def _pages_of(item: dict[str, Any], letter: str) -> int:

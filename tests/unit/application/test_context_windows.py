@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
+import math
+import struct
 
 import pytest
 
@@ -18,6 +21,8 @@ from dcaf_like import (
     UserTurn,
 )
 from dcaf_like.application.context import (
+    FILE_TOKENS_PER_KIB,
+    IMAGE_TOKENS,
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
     Block,
@@ -25,9 +30,12 @@ from dcaf_like.application.context import (
     Fitted,
     block_cost,
     estimate_tokens,
+    image_tokens,
+    part_tokens,
     system_cost,
 )
-from dcaf_like.domain import Conversation, DomainError
+from dcaf_like.application.image_size import image_size
+from dcaf_like.domain import Conversation, DomainError, attachment
 from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 
 SYSTEM = "You operate Kubernetes."
@@ -401,3 +409,125 @@ def test_without_a_known_window_a_turn_reads_the_whole_conversation():
         conversation_id = agent.run(question(n), conversation_id=conversation_id).conversation_id
 
     assert store.asked == 0
+
+
+# -- images and files -------------------------------------------------------------------------------
+
+
+def png(width: int, height: int) -> bytes:
+    """A PNG's signature and header chunk (what its size is read from), then some bytes."""
+    header = struct.pack(">II", width, height) + bytes([8, 6, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + header + b"\0\0\0\0" + b"\0" * 64
+
+
+def jpeg(width: int, height: int) -> bytes:
+    """A JPEG with a JFIF and an Exif segment before its frame header, as a camera writes one."""
+    jfif = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\0\x01\x01\0\0\x01\0\x01\0\0"
+    exif = b"\xff\xe1" + struct.pack(">H", 2 + 3000) + b"\xab" * 3000
+    frame = b"\xff\xc2" + struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x22\0" * 3
+    return b"\xff\xd8" + jfif + exif + b"\xff" + frame + b"\xff\xda" + b"\0" * 64
+
+
+def webp(chunk: bytes, width: int, height: int) -> bytes:
+    if chunk == b"VP8 ":
+        body = b"\x10\x02\x00" + b"\x9d\x01\x2a" + struct.pack("<HH", width, height)
+    elif chunk == b"VP8L":
+        body = b"\x2f" + ((width - 1) | (height - 1) << 14).to_bytes(4, "little")
+    else:
+        body = b"\x10\0\0\0" + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    data = b"WEBP" + chunk + struct.pack("<I", len(body)) + body + b"\0" * 16
+    return b"RIFF" + struct.pack("<I", len(data)) + data
+
+
+def gif(width: int, height: int) -> bytes:
+    return b"GIF89a" + struct.pack("<HH", width, height) + b"\0" * 32
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        png(1280, 720),
+        jpeg(1280, 720),
+        gif(1280, 720),
+        webp(b"VP8 ", 1280, 720),
+        webp(b"VP8L", 1280, 720),
+        webp(b"VP8X", 1280, 720),
+    ],
+    ids=["png", "jpeg", "gif", "webp-lossy", "webp-lossless", "webp-extended"],
+)
+def test_an_images_size_in_pixels_is_read_from_its_header(image: bytes) -> None:
+    assert image_size(b64(image)) == (1280, 720)
+
+
+def test_an_image_whose_header_says_nothing_readable_has_no_size() -> None:
+    assert image_size(b64(b"\x89PNG\r\n\x1a\n fake pixels")) is None
+    assert image_size(b64(b"\xff\xd8" + b"\xff\xe1" + struct.pack(">H", 60_000) + b"\0" * 70_000)) is None
+    assert image_size(b64(png(0, 720))) is None
+
+
+def test_an_image_costs_the_larger_of_openais_tiles_and_anthropics_pixels_per_token() -> None:
+    # 1024 x 1024: OpenAI 768 x 768, 4 tiles: 765; Claude 1024 * 1024 / 750: 1,399.
+    assert image_tokens(1024, 1024) == 1399
+    # 2048 x 768: OpenAI 8 tiles: 1,445; Claude 1568 x 588 / 750: 1,230.
+    assert image_tokens(2048, 768) == 1445
+    # A photo: OpenAI 1024 x 768, 4 tiles: 765; Claude capped at 1,600.
+    assert image_tokens(4000, 3000) == 1600
+    # A small one: one tile, 255; Claude 27.
+    assert image_tokens(200, 100) == 255
+
+
+def test_an_image_of_unknown_size_costs_the_most_either_rule_gives() -> None:
+    by_url = attachment("image", url="https://example.com/pods.png")
+    unread = attachment("image", media_type="image/png", data=b64(b"\x89PNG\r\n\x1a\n fake pixels"))
+
+    assert part_tokens(by_url) == part_tokens(unread) == IMAGE_TOKENS == 1600
+    assert part_tokens(attachment("image", media_type="image/png", data=b64(png(1024, 1024)))) == 1399
+
+
+def test_a_text_file_costs_its_text_and_any_other_file_a_figure_per_kib() -> None:
+    csv = attachment("file", media_type="text/csv", data=b64(b"pod,status\n" * 400), name="pods.csv")
+    manifest = attachment("file", media_type="application/json", data=b64(b"{}" * 1000), name="m.json")
+    pdf = attachment("file", media_type="application/pdf", data=b64(b"%PDF" * 2560), name="report.pdf")
+
+    assert part_tokens(csv) == 4400 // 4
+    assert part_tokens(manifest) == 2000 // 4
+    assert part_tokens(pdf) == 10 * FILE_TOKENS_PER_KIB == 1000
+
+
+def test_a_message_costs_its_images_and_files_besides_its_text() -> None:
+    image = attachment("image", media_type="image/png", data=b64(png(1024, 1024)))
+    plain = Block(0, (UserTurn("what is wrong here?"),), user=True)
+    seeing = Block(0, (UserTurn("what is wrong here?", (image, image)),), user=True)
+
+    assert block_cost(seeing, estimate_tokens) == block_cost(plain, estimate_tokens) + 2 * 1399
+
+
+def test_a_conversation_with_images_is_not_sent_past_the_window() -> None:
+    """Six questions, each with a screenshot: their text would fit the window many times over, the
+    screenshots (1,399 tokens each) do not: the oldest exchanges go, the latest image stays."""
+    screenshot = {"type": "image", "media_type": "image/png", "data": b64(png(1024, 1024))}
+    runtime = FakeRuntime([answer(n) for n in range(6)], context_window=4096, accepts={"image"})
+    agent = Agent(system=SYSTEM, runtime=runtime)
+    conversation_id = None
+    for n in range(6):
+        content = [{"type": "text", "text": question(n)}, screenshot]
+        conversation_id = agent.run(
+            [{"role": "user", "content": content}], conversation_id=conversation_id
+        ).conversation_id
+
+    last = runtime.requests[-1]
+    room = 4096 - 512 - math.ceil(4096 * 0.05)
+    assert tokens(last) <= room
+    assert texts(last)[-1] == question(5)
+    assert isinstance(last.messages[-1], UserTurn)
+    assert len(last.messages[-1].attachments) == 1
+    assert len(last.messages) < 2 * 6 - 1  # older exchanges were left out
+    whole = agent.conversation(conversation_id)
+    assert whole is not None
+    assert len(whole.messages) == 12
+    # Without its images, the whole conversation would be far from the window.
+    assert sum(estimate_tokens(m.content.text) + 8 for m in whole.messages) < room // 4
