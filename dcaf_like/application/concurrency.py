@@ -53,28 +53,49 @@ def resolve_sync(value: Any) -> Any:
 
 
 async def iterate_in_thread(iterator: Iterator[T]) -> AsyncIterator[T]:
-    """Drive a blocking iterator from a worker thread, handing each item over as soon as it exists."""
+    """Drive a blocking iterator from a worker thread, handing each item over as soon as it exists. A
+    consumer that stops early (or whose event loop closes) stops it after its next item."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    gone = threading.Event()
+
+    def hand_over(kind: str, value: Any) -> bool:
+        """Whether someone is still there to take it: False once the consumer stopped or its loop
+        closed (then nothing is raised in this thread: nobody would see it)."""
+        if gone.is_set():
+            return False
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        except RuntimeError:  # the event loop closed
+            return False
+        return True
 
     def pump() -> None:
         try:
             for item in iterator:
-                loop.call_soon_threadsafe(queue.put_nowait, ("item", item))
+                if not hand_over("item", item):
+                    break
+            else:
+                hand_over("end", None)
         except BaseException as exc:
-            loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
-        else:
-            loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
+            hand_over("error", exc)
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
 
     threading.Thread(target=pump, daemon=True, name="dcaf-like-stream").start()
-    while True:
-        kind, value = await queue.get()
-        if kind == "item":
-            yield value
-        elif kind == "error":
-            raise value
-        else:
-            return
+    try:
+        while True:
+            kind, value = await queue.get()
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+    finally:
+        gone.set()
 
 
 def iterate_sync(items: AsyncIterator[T]) -> Iterator[T]:

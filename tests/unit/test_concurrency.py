@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -55,3 +57,30 @@ async def test_run_sync_and_iterate_in_thread_work_inside_a_running_loop():
 
     assert run_sync(answer()) == 42  # from a loop's thread: on a loop of its own in another thread
     assert [n async for n in iterate_in_thread(iter(range(3)))] == [0, 1, 2]
+
+
+def test_a_consumer_that_stops_early_closes_the_blocking_iterator_and_its_thread_raises_nothing():
+    produced: list[int] = []
+    closed = threading.Event()
+    loop_gone = threading.Event()
+
+    def numbers() -> Iterator[int]:
+        try:
+            for n in itertools.count():
+                produced.append(n)
+                if n == 1:  # the second item comes once the consumer's loop is gone
+                    loop_gone.wait(10)
+                yield n
+        finally:
+            closed.set()
+
+    async def first() -> int:
+        async for n in iterate_in_thread(numbers()):
+            return n
+        raise AssertionError("no item")
+
+    assert asyncio.run(first()) == 0
+    loop_gone.set()
+
+    assert closed.wait(10)
+    assert produced == [0, 1]
