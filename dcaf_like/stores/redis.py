@@ -52,19 +52,22 @@ if current ~= tonumber(ARGV[1]) then
   return current
 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'body', ARGV[3])
-if ARGV[8] == '' then
-  redis.call('HDEL', KEYS[1], 'waiting_until')
-else
+if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'waiting_until', ARGV[8])
+elseif current ~= 0 then
+  redis.call('HDEL', KEYS[1], 'waiting_until')
 end
-if ARGV[9] == '1' then
+local whole = ARGV[9] == '1'
+if whole then
   redis.call('DEL', KEYS[3], KEYS[4])
 end
 local first = tonumber(ARGV[10])
 local n = tonumber(ARGV[11])
 if n > 0 then
   if first == 0 then
-    redis.call('DEL', KEYS[3])
+    if not whole then
+      redis.call('DEL', KEYS[3])
+    end
   else
     redis.call('LTRIM', KEYS[3], 0, first - 1)
   end
@@ -73,7 +76,10 @@ if n > 0 then
   end
 end
 local k = tonumber(ARGV[12 + n])
-local length = redis.call('LLEN', KEYS[4])
+local length = 0
+if k > 0 then
+  length = redis.call('LLEN', KEYS[4])
+end
 for i = 13 + n, 12 + n + 2 * k, 2 do
   if tonumber(ARGV[i]) < length then
     redis.call('LSET', KEYS[4], ARGV[i], ARGV[i + 1])
