@@ -462,8 +462,9 @@ def redis_per_turn(calls: dict[str, float]) -> str:
     scripted = sorted((name, n) for name, n in calls.items() if name not in ("evalsha", "info"))
     inside = ", ".join(f"{name} {n:g}" for name, n in scripted)
     return (
-        f"{calls.get('evalsha', 0):g} round trip (EVALSHA: one compare-and-set save, no read for a new "
-        f"conversation); the script runs {inside}"
+        f"{calls.get('evalsha', 0):g} round trips (EVALSHA: the read of its new id, which fails the turn "
+        f"before the model is called if Redis cannot be used, and the compare-and-set save); the scripts "
+        f"run {inside}"
     )
 
 
