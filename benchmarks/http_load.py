@@ -6,6 +6,11 @@ of a 2-core machine.
 
 .venv/bin/python benchmarks/http_load.py            # prints the tables
 .venv/bin/python benchmarks/http_load.py --quick    # a fraction of a second per server
+.venv/bin/python benchmarks/http_load.py --only bare,redis --rounds 3   # those servers, alternated
+
+With ``--only``, the servers named run one after the other, ``--rounds`` times over, and each row
+keeps its median round's figures (by requests per second): a slow spell of a shared machine then
+falls on every server alike, and the ratios hold.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from fastapi import Request  # at module level: FastAPI resolves the endpoint's 
 
 CONCURRENCY = 8
 REDIS_URL = os.environ.get("DCAF_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get("DCAF_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DELTAS_PER_TURN = 50
 
 JSON = {"Content-Type": "application/json"}
@@ -127,6 +133,10 @@ def serve(kind: str, port: int, redis_prefix: str) -> None:
         app = create_app(instant_agent(f"sqlite:///{os.environ['BENCH_DIR']}/bench.sqlite3", tool_turn=False))
     elif kind == "redis":
         app = create_app(instant_agent(f"{REDIS_URL}?prefix={redis_prefix}", tool_turn=False))
+    elif kind == "postgres":
+        separator = "&" if "?" in POSTGRES_URL else "?"
+        url = f"{POSTGRES_URL}{separator}table={os.environ['BENCH_TABLE']}"
+        app = create_app(instant_agent(url, tool_turn=False))
     elif kind == "stream":
         app = create_app(ticking_agent())
     else:
@@ -271,6 +281,16 @@ def redis_commands() -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(figures["calls"]) for name, figures in stats.items()}
 
 
+def drop_tables(table: str) -> None:
+    """Drop the PostgreSQL tables of `table` (the benchmark's own, made by its first save)."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
+        suffixes = ("", "_schema_version", "_decisions", "_cancels", "_messages", "_calls")
+        db.execute(f"DROP TABLE IF EXISTS {', '.join(f'{table}{suffix}' for suffix in suffixes)}")
+        db.execute(f"DROP FUNCTION IF EXISTS {table}_decisions_refuse()")
+
+
 def forget(prefix: str) -> None:
     import redis
 
@@ -306,33 +326,17 @@ ROWS = {
     "sqlite": "dcaf_like: answer, SQLite store",
     "sqlite 2 workers": "dcaf_like: answer, SQLite store, `dcaf-like serve --workers 2`",
     "redis": "dcaf_like: answer, Redis store",
+    "postgres": "dcaf_like: answer, PostgreSQL store",
     "memory": "dcaf_like: tool call, result, answer, in-memory store",
 }
 
 
 def report(quick: bool) -> dict[str, Any]:
-    import tempfile
-
     seconds, warmup = (0.5, 0.2) if quick else (5.0, 1.0)
     results: dict[str, Any] = {"settings": {"connections": CONCURRENCY, "seconds": seconds}}
-    with running("text") as server:
-        answer = one_answer(server.port)
-        results["text"] = asyncio.run(load(server.port, seconds, warmup))
-    with running("bare", BENCH_ANSWER=json.dumps(answer)) as server:
-        results["bare"] = asyncio.run(load(server.port, seconds, warmup))
-    with running("memory") as server:
-        results["memory"] = asyncio.run(load(server.port, seconds, warmup))
-    with tempfile.TemporaryDirectory() as directory, running("sqlite", BENCH_DIR=directory) as server:
-        results["sqlite"] = asyncio.run(load(server.port, seconds, warmup))
-    with tempfile.TemporaryDirectory() as directory, running_workers(2, directory) as server:
-        results["sqlite 2 workers"] = asyncio.run(load(server.port, seconds, warmup))
-    prefix = f"bench-{uuid.uuid4().hex[:8]}:"
-    try:
-        redis_commands()
-    except Exception as exc:  # a machine without Redis still gets every other figure
-        results["redis"] = f"not measured: no Redis at {REDIS_URL} ({type(exc).__name__})"
-    else:
-        measure_redis(results, prefix, seconds, warmup)
+    answer = the_answer()
+    for kind in ROWS:
+        results[kind] = measure(kind, seconds, warmup, answer, results)
     with running("stream") as server:
         delays = asyncio.run(stream_delays(server.port, 4 if quick else 40))
         cuts = statistics.quantiles(delays, n=100)
@@ -340,7 +344,56 @@ def report(quick: bool) -> dict[str, Any]:
     return results
 
 
-def measure_redis(results: dict[str, Any], prefix: str, seconds: float, warmup: float) -> None:
+def compare(kinds: list[str], rounds: int, quick: bool) -> dict[str, Any]:
+    """The servers of `kinds`, one after the other, `rounds` times over; each keeps its median round."""
+    seconds, warmup = (0.5, 0.2) if quick else (5.0, 1.0)
+    answer = the_answer()
+    runs: dict[str, list[Any]] = {kind: [] for kind in kinds}
+    for _ in range(rounds):
+        for kind in kinds:
+            runs[kind].append(measure(kind, seconds, warmup, answer, {}))
+    results: dict[str, Any] = {"settings": {"connections": CONCURRENCY, "seconds": seconds, "rounds": rounds}}
+    for kind, figures in runs.items():
+        measured = [f for f in figures if not isinstance(f, str)]
+        results[kind] = (
+            sorted(measured, key=lambda f: f["rps"])[len(measured) // 2] if measured else figures[0]
+        )
+        results[f"{kind} rounds"] = [round(f["rps"]) for f in measured]
+    return results
+
+
+def the_answer() -> dict[str, Any]:
+    """The JSON an answer-only turn returns, for the bare endpoint to return too."""
+    with running("text") as server:
+        return one_answer(server.port)
+
+
+def measure(
+    kind: str, seconds: float, warmup: float, answer: dict[str, Any], results: dict[str, Any]
+) -> dict[str, float] | str:
+    """Requests per second and latency of the server `kind` (a key of ROWS); a sentence instead when
+    its store is not there. Redis also puts its commands per turn in `results`."""
+    import tempfile
+
+    if kind == "bare":
+        with running("bare", BENCH_ANSWER=json.dumps(answer)) as server:
+            return asyncio.run(load(server.port, seconds, warmup))
+    if kind == "sqlite 2 workers":
+        with tempfile.TemporaryDirectory() as directory, running_workers(2, directory) as server:
+            return asyncio.run(load(server.port, seconds, warmup))
+    if kind == "redis":
+        try:
+            redis_commands()
+        except Exception as exc:  # a machine without Redis still gets every other figure
+            return f"not measured: no Redis at {REDIS_URL} ({type(exc).__name__})"
+        return measure_redis(results, f"bench-{uuid.uuid4().hex[:8]}:", seconds, warmup)
+    if kind == "postgres":
+        return measure_postgres(seconds, warmup)
+    with tempfile.TemporaryDirectory() as directory, running(kind, BENCH_DIR=directory) as server:
+        return asyncio.run(load(server.port, seconds, warmup))
+
+
+def measure_redis(results: dict[str, Any], prefix: str, seconds: float, warmup: float) -> dict[str, float]:
     try:
         with running("redis", prefix=prefix) as server:
             one_answer(server.port)  # connects and loads the script
@@ -351,9 +404,23 @@ def measure_redis(results: dict[str, Any], prefix: str, seconds: float, warmup: 
             after = redis_commands()
             per_turn = {name: (calls - before.get(name, 0)) / turns for name, calls in after.items()}
             results["redis per turn"] = {name: calls for name, calls in per_turn.items() if calls >= 0.5}
-            results["redis"] = asyncio.run(load(server.port, seconds, warmup))
+            return asyncio.run(load(server.port, seconds, warmup))
     finally:
         forget(prefix)
+
+
+def measure_postgres(seconds: float, warmup: float) -> dict[str, float] | str:
+    """On a table of its own (made by the server's first save), dropped afterwards."""
+    table = f"bench_{uuid.uuid4().hex[:8]}"
+    try:
+        drop_tables(table)
+    except Exception as exc:  # a machine without PostgreSQL still gets every other figure
+        return f"not measured: no PostgreSQL at {POSTGRES_URL.rsplit('@', 1)[-1]} ({type(exc).__name__})"
+    try:
+        with running("postgres", BENCH_TABLE=table) as server:
+            return asyncio.run(load(server.port, seconds, warmup))
+    finally:
+        drop_tables(table)
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -364,6 +431,8 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for kind, name in ROWS.items():
+        if kind not in results:
+            continue
         figures = results[kind]
         if isinstance(figures, str):
             rows.append(f"| {name} | {figures} | | | |")
@@ -372,29 +441,30 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {name} | {figures['rps']:.0f} | {figures['p50']:.2f} | {figures['p99']:.2f} "
             f"| {figures['rps'] / bare:.0%} |"
         )
-    stream = results["stream"]
-    return "\n".join(
-        [
-            *rows,
-            "",
-            f"Redis per turn of a new conversation: {redis_per_turn(results.get('redis per turn'))}.",
+    if "redis per turn" in results:
+        rows += ["", f"Redis per turn of a new conversation: {redis_per_turn(results['redis per turn'])}."]
+    if "stream" in results:
+        stream = results["stream"]
+        rows += [
             "",
             "| Streaming: model yields a delta → client parses its NDJSON line | p50 ms | p99 ms | max ms |",
             "|---|---|---|---|",
             f"| {stream['samples']} deltas over `/api/chat-stream` | {stream['p50']:.2f} "
             f"| {stream['p99']:.2f} | {stream['max']:.2f} |",
         ]
-    )
+    rounds = [f"{ROWS[k]}: {results[f'{k} rounds']}" for k in ROWS if f"{k} rounds" in results]
+    if rounds:
+        rows += ["", "Requests/s of each round: " + "; ".join(rounds) + "."]
+    return "\n".join(rows)
 
 
-def redis_per_turn(calls: dict[str, float] | None) -> str:
-    if calls is None:
-        return "not measured"
+def redis_per_turn(calls: dict[str, float]) -> str:
     scripted = sorted((name, n) for name, n in calls.items() if name not in ("evalsha", "info"))
     inside = ", ".join(f"{name} {n:g}" for name, n in scripted)
     return (
-        f"{calls.get('evalsha', 0):g} round trip (EVALSHA: one compare-and-set save, no read for a new "
-        f"conversation); the script runs {inside}"
+        f"{calls.get('evalsha', 0):g} round trips (EVALSHA: the read of its new id, which fails the turn "
+        f"before the model is called if Redis cannot be used, and the compare-and-set save); the scripts "
+        f"run {inside}"
     )
 
 
@@ -404,9 +474,18 @@ def main() -> None:
     parser.add_argument("--serve")
     parser.add_argument("--port", type=int)
     parser.add_argument("--redis-prefix", default="")
+    parser.add_argument("--only", help=f"comma-separated servers to compare, of: {', '.join(ROWS)}")
+    parser.add_argument("--rounds", type=int, default=1, help="with --only: times over each server")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.port, args.redis_prefix)
+        return
+    if args.only:
+        kinds = [kind.strip() for kind in args.only.split(",")]
+        unknown = [kind for kind in kinds if kind not in ROWS]
+        if unknown or "bare" not in kinds:
+            parser.error(f"--only needs bare and names among {', '.join(ROWS)}; not {unknown or args.only}")
+        print(markdown(compare(kinds, args.rounds, args.quick)))
         return
     print(markdown(report(args.quick)))
 

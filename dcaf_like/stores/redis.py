@@ -26,9 +26,10 @@ import asyncio
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from dcaf_like.application.errors import ConcurrencyConflict
+from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
@@ -52,19 +53,22 @@ if current ~= tonumber(ARGV[1]) then
   return current
 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'body', ARGV[3])
-if ARGV[8] == '' then
-  redis.call('HDEL', KEYS[1], 'waiting_until')
-else
+if ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'waiting_until', ARGV[8])
+elseif current ~= 0 then
+  redis.call('HDEL', KEYS[1], 'waiting_until')
 end
-if ARGV[9] == '1' then
+local whole = ARGV[9] == '1'
+if whole then
   redis.call('DEL', KEYS[3], KEYS[4])
 end
 local first = tonumber(ARGV[10])
 local n = tonumber(ARGV[11])
 if n > 0 then
   if first == 0 then
-    redis.call('DEL', KEYS[3])
+    if not whole then
+      redis.call('DEL', KEYS[3])
+    end
   else
     redis.call('LTRIM', KEYS[3], 0, first - 1)
   end
@@ -73,7 +77,10 @@ if n > 0 then
   end
 end
 local k = tonumber(ARGV[12 + n])
-local length = redis.call('LLEN', KEYS[4])
+local length = 0
+if k > 0 then
+  length = redis.call('LLEN', KEYS[4])
+end
 for i = 13 + n, 12 + n + 2 * k, 2 do
   if tonumber(ARGV[i]) < length then
     redis.call('LSET', KEYS[4], ARGV[i], ARGV[i + 1])
@@ -370,8 +377,10 @@ class RedisConversationRepository(ConversationRepository):
         loop = asyncio.get_running_loop()
         found = self._async_by_loop.get(loop)
         if found is None:
+            # No socket timeout of redis-py's: it would wrap every write in a task of its own
+            # (asyncio.wait_for); each call is bounded by _bounded() instead, at less cost.
             client = self._given_async or self._redis_async.Redis.from_url(
-                self._url, socket_timeout=self._socket_timeout, socket_connect_timeout=self._socket_timeout
+                self._url, socket_timeout=None, socket_connect_timeout=self._socket_timeout
             )
             # evalsha, loading the script first on NOSCRIPT (after a Redis restart or flush).
             found = (
@@ -385,22 +394,26 @@ class RedisConversationRepository(ConversationRepository):
             self._async_by_loop[loop] = found
         return found
 
+    def _bounded(self) -> _Bounded:
+        """``async with``: a call of the asyncio client, given up after the socket timeout."""
+        return _Bounded(self._failures, self._socket_timeout)
+
     async def aget(self, conversation_id: str) -> Conversation | None:
-        with self._failures:
-            read = self._async()[4]
+        read = self._async()[4]
+        async with self._bounded():
             found = await read(keys=self._parts(conversation_id))
         return _decoded([conversation_id], [found])[0]
 
     async def aget_recent(self, conversation_id: str) -> Conversation | None:
-        with self._failures:
-            read = self._async()[5]
+        read = self._async()[5]
+        async with self._bounded():
             found = await read(keys=self._parts(conversation_id))
         return _decoded([conversation_id], [found], windowed=True)[0]
 
     async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """:meth:`get_many` with the asyncio client: one round trip, one connection."""
-        with self._failures:
-            client, *_, read, _ = self._async()
+        client, *_, read, _ = self._async()
+        async with self._bounded():
             pipe = client.pipeline(transaction=False)
             for conversation_id in conversation_ids:
                 await read(keys=self._parts(conversation_id), client=pipe)
@@ -410,34 +423,34 @@ class RedisConversationRepository(ConversationRepository):
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         keys, args = self._save_call(conversation, expected_version)
         _, plain, audited, *_ = self._async()
-        with self._failures:
+        async with self._bounded():
             outcome = await (audited if len(keys) > 4 else plain)(keys=keys, args=args)
         self._check(conversation, expected_version, outcome)
 
     async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
         append = self._async()[3]
         for conversation_id, some in _by_conversation(records):
-            with self._failures:
+            async with self._bounded():
                 await append(keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some))
 
     async def adecision_records(
         self, conversation_id: str | None = None, limit: int = 100
     ) -> list[DecisionRecord]:
         client = self._async()[0]
-        with self._failures:
+        async with self._bounded():
             found = await client.zrevrangebyscore(
                 self._audit(conversation_id), "+inf", self._oldest_record(), start=0, num=limit
             )
         return [DecisionRecord.from_json(item) for item in found]
 
     async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
-        with self._failures:
-            client = self._async()[0]
+        client = self._async()[0]
+        async with self._bounded():
             await client.set(self._cancel_key(conversation_id), repr(at), ex=CANCEL_KEPT)
 
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
-        with self._failures:
-            client = self._async()[0]
+        client = self._async()[0]
+        async with self._bounded():
             at = await client.get(self._cancel_key(conversation_id))
         return at is not None and float(at) >= since
 
@@ -447,8 +460,9 @@ class RedisConversationRepository(ConversationRepository):
             self._sync.ping()
 
     async def aping(self) -> None:
-        with self._failures:
-            await self._async()[0].ping()
+        client = self._async()[0]
+        async with self._bounded():
+            await client.ping()
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""
@@ -478,6 +492,30 @@ class RedisConversationRepository(ConversationRepository):
             f"RedisConversationRepository({self.where!r}, prefix={self.prefix!r}, "
             f"namespace={self.namespace!r})"
         )
+
+
+class _Bounded:
+    """``async with``: one call of the asyncio client, given up after `seconds`, its failures (and
+    running out of time) a StoreUnavailable naming the store."""
+
+    __slots__ = ("_failures", "_seconds", "_timeout")
+
+    def __init__(self, failures: ClientErrors, seconds: float) -> None:
+        self._failures = failures
+        self._seconds = seconds
+        self._timeout = asyncio.timeout(seconds)
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            await self._timeout.__aexit__(kind, exc, traceback)
+        except TimeoutError:
+            raise StoreUnavailable(f"{self._failures.where}: no answer within {self._seconds:g} s") from None
+        self._failures.__exit__(kind, exc, traceback)
 
 
 def _by_conversation(records: Sequence[DecisionRecord]) -> list[tuple[str, list[DecisionRecord]]]:

@@ -241,7 +241,9 @@ class SqliteConversationRepository(ConversationRepository):
                     (self.namespace, conversation.id),
                 ).fetchone()
                 raise ConcurrencyConflict(conversation.id, expected_version, None if row is None else row[0])
-            if rows.whole:
+            # A new conversation has no rows to drop: its header did not exist (the INSERT wrote), and
+            # rows never outlive their header (the trigger deletes them with it).
+            if rows.whole and expected_version != 0:
                 db.execute(f"DELETE FROM {MESSAGES} WHERE namespace = ? AND id = ?", key)
                 db.execute(f"DELETE FROM {CALLS} WHERE namespace = ? AND id = ?", key)
             if rows.messages:  # a message stored before may have changed (it proposed a call): replaced

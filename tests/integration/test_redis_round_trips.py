@@ -65,3 +65,27 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     assert cluster.deleted == [("default", "web-2")]
     await client.aclose()
     store.close()
+
+
+async def test_an_async_call_to_a_redis_that_never_answers_gives_up_after_the_socket_timeout():
+    """The asyncio client has no socket timeout of redis-py's (a task per write): each call is bounded
+    by the store instead, and running out of time is a StoreUnavailable naming the store."""
+    import asyncio
+
+    from dcaf_like.application.errors import StoreUnavailable
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # takes every command, answers none
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = RedisConversationRepository(f"redis://127.0.0.1:{port}/0", socket_timeout=0.2)
+    try:
+        with pytest.raises(
+            StoreUnavailable, match=rf"redis store at 127.0.0.1:{port}/0: no answer within 0.2 s"
+        ):
+            await store.aget("conv-1")
+    finally:
+        await store.aclose()
+        server.close()
