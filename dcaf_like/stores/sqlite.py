@@ -21,7 +21,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
-from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
 from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import check_retention
 
@@ -197,7 +197,7 @@ class SqliteConversationRepository(ConversationRepository):
         waiting = waiting_until(conversation)
         body, (window_message, window_call) = rows.header, rows.window
         key = (self.namespace, conversation.id)
-        with self._writing(connection, turn) as db:
+        with self._synced(connection, rows.claims), self._writing(connection, turn) as db:
             if self.ttl is not None:
                 db.execute(
                     f"DELETE FROM {TABLE} WHERE namespace = ? AND {_GONE}",
@@ -482,6 +482,21 @@ class SqliteConversationRepository(ConversationRepository):
             yield db
 
     @contextmanager
+    def _synced(self, connection: sqlite3.Connection, synced: bool) -> Iterator[None]:
+        """A commit synced to disk (`synced`: ``synchronous = FULL``) rather than left to the next
+        checkpoint (``NORMAL``, the file's setting): a claim survives a power loss, so an approved
+        call that ran never reads as waiting for a decision again."""
+        if not synced:
+            yield
+            return
+        connection.execute("PRAGMA synchronous = FULL")
+        try:
+            yield
+        finally:
+            with suppress(sqlite3.Error):
+                connection.execute("PRAGMA synchronous = NORMAL")
+
+    @contextmanager
     def _transaction(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -572,9 +587,10 @@ class _Rows:
     """What a save writes (:class:`~dcaf_like.stores._codec.Changes`), each text as stored: compressed
     from :data:`COMPRESS_FROM` on."""
 
-    __slots__ = ("calls", "first", "header", "messages", "whole", "window")
+    __slots__ = ("calls", "claims", "first", "header", "messages", "whole", "window")
 
-    def __init__(self, changed: Changes, window: tuple[int, int]) -> None:
+    def __init__(self, changed: Changes, window: tuple[int, int], claims: bool) -> None:
+        self.claims = claims
         self.header = _stored(changed.header)
         self.window = window
         self.whole = changed.whole
@@ -584,7 +600,19 @@ class _Rows:
 
 
 def _rows(conversation: Conversation, expected_version: int) -> _Rows:
-    return _Rows(changes(conversation, expected_version), conversation.window_start())
+    return _Rows(changes(conversation, expected_version), conversation.window_start(), _claims(conversation))
+
+
+def _claims(conversation: Conversation) -> bool:
+    """Whether a save claims an approved call to run (it holds the call's lease): the save that makes
+    an approval single-use, which must be on disk before the tool runs."""
+    calls = conversation.tool_calls
+    changed = calls.keys() if conversation.changed_calls is None else conversation.changed_calls
+    return any(
+        calls[k].status is ToolCallStatus.APPROVED and calls[k].lease_owner is not None
+        for k in changed
+        if k in calls
+    )
 
 
 def _stored(text: str) -> str | bytes:
