@@ -607,12 +607,13 @@ class AgentService:
             if part.kind.value not in self.runtime.accepts:
                 raise UnsupportedPart(i, part.describe(), part.kind.value, self.runtime.name)
         if request.text or request.attachments:
-            for call in conversation.pending_tool_calls if conversation.tool_calls else ():
-                if call.is_expired(now):
-                    conversation.reject_tool_call(
-                        call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
-                    )
-                    rejected.append(call.id.value)
+            if conversation.tool_calls:  # a call left waiting past its window is rejected first
+                for call in conversation.pending_tool_calls:
+                    if call.is_expired(now):
+                        conversation.reject_tool_call(
+                            call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
+                        )
+                        rejected.append(call.id.value)
             conversation.add_user_message(request.text, attachments=request.attachments, at=now)
         elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")

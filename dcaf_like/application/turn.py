@@ -668,16 +668,16 @@ class Turn:
         return AgentResponse(
             conversation_id=conversation.id,
             text="\n\n".join(self._texts),
-            pending_tool_calls=tuple([ToolCallView.of(c) for c in conversation.pending_tool_calls]),
-            executed_tool_calls=tuple([self._view(i) for i in self._finished]),
-            rejected_tool_calls=tuple([self._view(i) for i in self.rejected_now]),
+            pending_tool_calls=tuple(ToolCallView.of(c) for c in conversation.pending_tool_calls),
+            executed_tool_calls=tuple(self._view(i) for i in self._finished),
+            rejected_tool_calls=tuple(self._view(i) for i in self.rejected_now),
             session=dict(conversation.session),
             stop_reason=stop_reason,
             usage=self._usage,
             runtime=self.settings.runtime_name,
             answered_by=self._answered_by,
             timings=self._timings,  # the turn is over: the response takes its dict
-            questions=tuple(self._questions()) if conversation.questions else (),
+            questions=tuple(self._questions()),
         )
 
     def _questions(self) -> list[QuestionView]:
