@@ -152,6 +152,8 @@ class AgentService:
         self.notifier = notifier
         #: The agent's dependencies, given to its instructions, tools and policy; never stored or sent.
         self.deps = deps
+        #: What a request that names no caller and no deps of its own runs as (a value: shared).
+        self._anonymous: Trusted[Any] = Trusted(None, deps)
         self._settings = TurnSettings(
             toolbox=toolbox,
             policy=policy or ApprovalPolicy(),
@@ -373,8 +375,10 @@ class AgentService:
     def _notify(self, request: AgentRequest, response: AgentResponse, waiting_before: set[str]) -> None:
         """Tell the notifier (after the save) about the calls this turn left waiting; it delivers
         elsewhere, and its failure is its own, never the turn's."""
+        if self.notifier is None:
+            return
         new = [call for call in response.pending_tool_calls if call.id not in waiting_before]
-        if self.notifier is None or not new:
+        if not new:
             return
         calls = tuple(WaitingCall(c.id, c.name, dict(c.input), c.approval_reason, c.description) for c in new)
         notice = ApprovalNotice(self.name, response.conversation_id, calls, user=request.user)
@@ -588,7 +592,10 @@ class AgentService:
             conversation.replace_session(dict(request.session))
         approved: list[str] = []
         rejected: list[str] = []
-        trusted = Trusted(request.identity, self.deps if request.deps is None else request.deps)
+        if request.identity is None and request.deps is None:
+            trusted = self._anonymous
+        else:
+            trusted = Trusted(request.identity, self.deps if request.deps is None else request.deps)
         for decision in request.decisions:
             if self._decide(conversation, decision, request.user, trusted, now, span, refused):
                 approved.append(decision.call_id)
@@ -599,12 +606,13 @@ class AgentService:
             asked_by = self._answer(conversation, answer, request.user, now)
             (declined if answer.declined else approved).append(asked_by)
         if request.text or request.attachments:
-            for call in conversation.pending_tool_calls:
-                if call.is_expired(now):
-                    conversation.reject_tool_call(
-                        call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
-                    )
-                    rejected.append(call.id.value)
+            if conversation.tool_calls:  # a call left waiting past its window is rejected first
+                for call in conversation.pending_tool_calls:
+                    if call.is_expired(now):
+                        conversation.reject_tool_call(
+                            call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
+                        )
+                        rejected.append(call.id.value)
             conversation.add_user_message(request.text, attachments=request.attachments, at=now)
         elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")

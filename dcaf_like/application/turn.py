@@ -237,22 +237,22 @@ class Turn:
     #: Calls whose question the request declined: they failed, not run.
     declined_now: list[str] = field(default_factory=list)
     emits: bool = True
-    _finished: list[str] = field(default_factory=list)
-    _texts: list[str] = field(default_factory=list)
-    _usage: Usage = NO_USAGE
-    _timings: dict[str, float] = field(default_factory=lambda: {"model": 0.0, "tools": 0.0})
+    _finished: list[str] = field(init=False, default_factory=list)
+    _texts: list[str] = field(init=False, default_factory=list)
+    _usage: Usage = field(init=False, default=NO_USAGE)
+    _timings: dict[str, float] = field(init=False, default_factory=lambda: {"model": 0.0, "tools": 0.0})
     # The transcript of conversation.messages[:_stable_messages], which no longer changes.
-    _stable: list[ModelMessage] = field(default_factory=list)
-    _stable_messages: int = 0
+    _stable: list[ModelMessage] = field(init=False, default_factory=list)
+    _stable_messages: int = field(init=False, default=0)
     # time.monotonic() when the turn's time limit runs out (None: no limit).
-    _deadline: float | None = None
+    _deadline: float | None = field(init=False, default=None)
     # Model calls and tool runs so far: every step after the first checks for a cancel.
-    _steps: int = 0
+    _steps: int = field(init=False, default=0)
     # The runtime that answered the last model call (None: no model call yet).
-    _answered_by: str | None = None
+    _answered_by: str | None = field(init=False, default=None)
     # What the hooks are told of the turn (made when first needed), and the failure of one that raised.
-    _hook_context: HookContext | None = None
-    _hook_failed: HookFailed | None = None
+    _hook_context: HookContext | None = field(init=False, default=None)
+    _hook_failed: HookFailed | None = field(init=False, default=None)
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
@@ -267,7 +267,7 @@ class Turn:
         for call_id in self.rejected_now:
             if self.emits:
                 yield Emit(ToolRejected(self._view(call_id)))
-        stop_reason = yield from self._execute(self.approved_now)
+        stop_reason = (yield from self._execute(self.approved_now)) if self.approved_now else None
         if stop_reason is None:
             stop_reason = self._waiting()
             if stop_reason is None:
@@ -691,7 +691,7 @@ class Turn:
             usage=self._usage,
             runtime=self.settings.runtime_name,
             answered_by=self._answered_by,
-            timings=dict(self._timings),
+            timings=self._timings,  # the turn is over: the response takes its dict
             questions=tuple(self._questions()),
         )
 

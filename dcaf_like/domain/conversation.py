@@ -225,12 +225,12 @@ class Conversation:
         Refused while calls wait for a decision; a turn that carries decisions applies them first.
         Approved calls may still be running: their results stay attached to the message that proposed
         them."""
-        pending = self.pending_tool_calls
-        if pending:
+        if self.tool_calls and (pending := self.pending_tool_calls):
             raise PendingToolCalls([c.id.value for c in pending])
         if self.questions and (asked := self.open_questions):
             raise OpenQuestions([q.id for q in asked])
-        check_total(attachments)
+        if attachments:
+            check_total(attachments)
         return self._add_message(Role.USER, text, at, attachments=tuple(attachments))
 
     def add_assistant_message(

@@ -153,10 +153,10 @@ def _header(c: Conversation) -> tuple[Any, ...]:
         c.created_at,
         dumps(context) if context else "",
         dumps(c.session) if c.session else "",
-        tuple(map(TASK.to_tuple, c.tasks.values())),
+        tuple(map(TASK.to_tuple, c.tasks.values())) if c.tasks else (),
         c.owner,
         None if c.summary is None else SUMMARY.to_tuple(c.summary),
-        tuple(map(QUESTION.to_tuple, c.questions.values())),
+        tuple(map(QUESTION.to_tuple, c.questions.values())) if c.questions else (),
     )
 
 
