@@ -183,10 +183,8 @@ class ContextWindow(ContextPolicy):
             budget -= count(DROPPED_NOTE.format(n=left_out + len(blocks))) + 1
         if sum(costs) <= budget:
             return Fitted(_noted(system, view.summary, left_out), _messages(blocks))
-        if self.summarize:  # a summary costs a model call: cut to half the budget, so it is needed rarely
-            keep = cut(blocks, costs, budget // 2)
-        else:
-            keep = cut_forward(blocks, costs, budget)
+        # A summary costs a model call: a summarizing window cuts to half the budget, so it is needed rarely.
+        keep = cut(blocks, costs, budget // 2) if self.summarize else cut_forward(blocks, costs, budget)
         kept = [b for b, k in zip(blocks, keep, strict=True) if k]
         through = next((b.index for b in kept if not b.pinned), blocks[-1].index if blocks else 0)
         system = _noted(system, view.summary, left_out + len(blocks) - len(kept))

@@ -922,7 +922,7 @@ def test_a_conversation_read_in_part_cannot_be_saved_whole(make: Factory) -> Non
         store.save(recent, 0)
 
 
-def test_the_cut_of_a_window_without_a_summary_is_stored_and_a_recent_read_starts_there(make: Factory) -> None:
+def test_a_windows_cut_is_stored_and_a_recent_read_starts_there(make: Factory) -> None:
     store = make()
     conversation = long_conversation()
     conversation.summary = None  # a window that does not summarize: it stores where it cut instead
