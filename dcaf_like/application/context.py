@@ -188,7 +188,7 @@ class ContextWindow(ContextPolicy):
         kept = [b for b, k in zip(blocks, keep, strict=True) if k]
         through = next((b.index for b in kept if not b.pinned), blocks[-1].index if blocks else 0)
         system = _noted(system, view.summary, left_out + len(blocks) - len(kept))
-        if not self.summarize:  # the cut is stored; a summarizing window's summary ends where it would be
+        if not self.summarize:  # the turn stores the cut; a summarizing window summarizes up to it instead
             return Fitted(system, _messages(kept), cut=through)
         fitted = Fitted(system, _messages(kept))
         if through <= covered:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from dcaf_like.domain import Conversation, ToolInput
-from dcaf_like.stores._codec import changes, decode_parts, encode_header
-from dcaf_like.stores._schema import CALL, MESSAGE
+from dcaf_like.stores._codec import changes, decode_parts, encode_header, header_to_dict
+from dcaf_like.stores._schema import CALL, MESSAGE, dumps
 
 
 def proposal() -> Conversation:
@@ -106,6 +106,7 @@ def test_a_header_keeps_the_cut_and_a_windowed_read_starts_there() -> None:
     read = decode_parts(written.header, written.messages[12:], [], c.id, windowed=True)
 
     assert (header["cut"], header["window"]) == (12, [12, 0])
+    assert written.header == dumps(header_to_dict(c))  # the fast path writes what json.dumps would
     assert (read.cut, read.message_offset, read.message_count) == (12, 12, 20)
     assert [m.text for m in read.messages[:1]] == ["question 6"]
 
