@@ -13,6 +13,11 @@ The second table is the same turn with a summarizing context window (``ContextWi
 and a runtime declaring 100,000 tokens), on a conversation whose stored summary covers all but its
 last nine messages, as a long conversation under such a window has: the turn reads and transcribes
 only the recent part (ADR 22), so its cost should not grow with N.
+
+The third is the same turn under a window that does not summarize, ``ContextWindow(4096)``: the
+conversation carries the cut such a window stores (ADR 25; taken from the warm-up turn, which fits
+the seed and stores it), and the turn reads and transcribes only what follows it: its cost grows
+until the window is full (some 3,000 tokens of these messages, 150 of them), then no more.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class WindowedRuntime(InstantRuntime):
 
 #: Messages a summarized conversation keeps after its summary's end.
 RECENT = 9
+#: The window of the third table, in tokens: a local model's (docs/runtimes.md).
+WINDOW = 4096
 
 
 def conversation(messages: int) -> Conversation:
@@ -81,13 +88,20 @@ def conversation(messages: int) -> Conversation:
     return c
 
 
-def per_turn(store: ConversationRepository, messages: int, turns: int, *, summarized: bool = False) -> float:
+def per_turn(
+    store: ConversationRepository, messages: int, turns: int, *, summarized: bool = False, cut: bool = False
+) -> float:
     """Seconds per turn on a stored conversation of `messages` messages (the seeding is not timed);
-    `summarized`: under a summarizing window, the summary covering all but the last messages."""
+    `summarized`: under a summarizing window, the summary covering all but the last messages; `cut`:
+    under a window of WINDOW tokens that does not summarize, the conversation cut where it would be."""
     if summarized:
         runtime: AgentRuntime = WindowedRuntime()
         agent = Agent(
             tools=[list_pods], runtime=runtime, repository=store, context=ContextWindow(summarize=True)
+        )
+    elif cut:
+        agent = Agent(
+            tools=[list_pods], runtime=InstantRuntime(), repository=store, context=ContextWindow(WINDOW)
         )
     else:
         agent = Agent(tools=[list_pods], runtime=InstantRuntime(), repository=store)
@@ -97,11 +111,12 @@ def per_turn(store: ConversationRepository, messages: int, turns: int, *, summar
     total = 0.0
     for i in range(turns + 1):  # the first turn warms up
         c = conversation(0)  # a fresh id, the seed's content
-        c.messages, c.tool_calls, c.version, c.summary = (
+        c.messages, c.tool_calls, c.version, c.summary, c.cut = (
             seed.messages,
             seed.tool_calls,
             seed.version,
             seed.summary,
+            seed.cut,
         )
         store.save(c, 0)
         start = time.perf_counter()
@@ -110,6 +125,10 @@ def per_turn(store: ConversationRepository, messages: int, turns: int, *, summar
         assert response.text == "web-2 is crash-looping.", response.text
         if i:
             total += elapsed
+        elif cut:  # where the window cut the seed: the timed turns start from there, as later ones would
+            warmed = store.get(c.id)
+            assert warmed is not None
+            seed.cut = warmed.cut
         store.delete(c.id)
     return total / max(turns, 1)
 
@@ -120,17 +139,20 @@ def report(quick: bool) -> dict[str, Any]:
     turns = {10: 3, 100: 3, 1000: 2} if quick else {10: 300, 100: 200, 1000: 40}
     with store_benchmarks.every_store() as found:
         stores: dict[str, ConversationRepository] = dict(found)
-        rows, recent = [], []
+        rows, recent, cut = [], [], []
         for messages in LENGTHS:
             size = len(encode(conversation(messages)).encode())
             row: dict[str, Any] = {"messages": messages, "kib": size / 1024}
             summarized: dict[str, Any] = dict(row)
+            windowed: dict[str, Any] = dict(row)
             for name, store in stores.items():
                 row[name] = per_turn(store, messages, turns[messages]) * 1000
                 summarized[name] = per_turn(store, messages, turns[messages], summarized=True) * 1000
+                windowed[name] = per_turn(store, messages, turns[messages], cut=True) * 1000
             rows.append(row)
             recent.append(summarized)
-    return {"rows": rows, "recent": recent, "stores": list(stores), "turns": turns}
+            cut.append(windowed)
+    return {"rows": rows, "recent": recent, "cut": cut, "stores": list(stores), "turns": turns}
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -153,6 +175,16 @@ def markdown(results: dict[str, Any]) -> str:
         "|---" * (1 + 2 * len(names)) + "|",
     ]
     for row in results["recent"]:
+        cells = " | ".join(f"{row[n]:.3f} | {row[n] / first[n]:.2f}x" for n in names)
+        lines.append(f"| {row['messages']} | {cells} |")
+    first = results["cut"][0]
+    lines += [
+        "",
+        f"| Growth under a window of {WINDOW:,} tokens that does not summarize (the stored cut): "
+        f"messages stored | {columns} |",
+        "|---" * (1 + 2 * len(names)) + "|",
+    ]
+    for row in results["cut"]:
         cells = " | ".join(f"{row[n]:.3f} | {row[n] / first[n]:.2f}x" for n in names)
         lines.append(f"| {row['messages']} | {cells} |")
     return "\n".join(lines)

@@ -131,6 +131,9 @@ class ContextView:
     count: TokenCounter
     #: Tokens of a whole request as the runtime sends it, when it can tell (else None).
     measure: Callable[[ModelRequest], int | None] | None = None
+    #: The conversation's stored cut (:attr:`Conversation.cut`): a block before it is not sent again,
+    #: unless it is pinned. A turn reading the recent part holds no other block before it (ADR 25).
+    cut: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +141,14 @@ class Fitted:
     """A policy's answer: the system prompt and messages to send, or first a summary to write.
 
     When `summarize` is set, the turn asks the runtime for it, stores the answer as the summary of
-    ``messages[:through]`` and asks the policy again."""
+    ``messages[:through]`` and asks the policy again. A `cut` past the view's is stored with the
+    conversation (:meth:`Conversation.move_cut`): later fits send nothing before it but pinned blocks."""
 
     system: str
     messages: tuple[ModelMessage, ...]
     summarize: ModelRequest | None = None
     through: int = 0
+    cut: int = 0
 
 
 class ContextPolicy(ABC):
@@ -151,9 +156,10 @@ class ContextPolicy(ABC):
 
     #: The window in tokens; None takes the runtime's (``runtime.context_window``).
     window: int | None = None
-    #: Whether :meth:`fit` may send messages the stored summary covers (besides those whose calls are
-    #: not settled yet). One that never does (:class:`ContextWindow`) lets a turn read only the
-    #: conversation's recent messages from the store (``ConversationRepository.get_recent``, ADR 22).
+    #: Whether :meth:`fit` may send messages the stored summary covers, or that lie before the stored
+    #: cut (besides those whose calls are not settled yet). One that never does (:class:`ContextWindow`)
+    #: lets a turn read only the conversation's recent messages from the store
+    #: (``ConversationRepository.get_recent``, ADR 22 and 23).
     sends_summarized: bool = True
 
     @abstractmethod
@@ -177,13 +183,16 @@ class ContextWindow(ContextPolicy):
     `reserve` tokens are left for the answer, and `margin` (a fraction of the window) for what the
     count misses: a runtime's own wrapping of messages (the local model restates the request after
     tool results: ~3% of its prompt), or an estimate's error. The transcript is cut at the start of
-    an exchange (a user's message) on a boundary that moves a quarter of the budget at a time, so
-    consecutive calls send the same beginning (a local model reuses what it already read of it).
-    When even the latest exchange does not fit, its oldest tool rounds go, its user message stays.
-    With `summarize`, what is cut is summarized first, once, by the agent's runtime.
+    an exchange (a user's message), and the cut is stored with the conversation: later calls send
+    nothing before it (a call not settled yet aside) and it moves only when what follows no longer
+    fits, then far enough to leave a quarter of the budget free, so consecutive calls send the same
+    beginning (a provider's prompt cache, or a local model, reuses what it already read of it) and a
+    turn reads only the conversation's part from the cut on (ADR 25). When even the latest exchange
+    does not fit, its oldest tool rounds go, its user message stays. With `summarize`, what is cut is
+    summarized first, once, by the agent's runtime, and the summary's end is where later calls start.
     """
 
-    sends_summarized = False  # a summary stands for the messages it covers
+    sends_summarized = False  # a summary stands for the messages it covers; nothing before the cut is sent
 
     def __init__(
         self, window: int | None = None, *, reserve: int = 512, margin: float = 0.05, summarize: bool = False
@@ -226,25 +235,27 @@ class ContextWindow(ContextPolicy):
 
     def _fit(self, view: ContextView, room: int) -> Fitted:
         count = view.count
-        covered = 0 if view.summary is None else view.summary.through
+        covered = max(view.cut, 0 if view.summary is None else view.summary.through)
         blocks = [b for b in view.blocks if b.index >= covered or b.pinned]
         costs = [block_cost(b, count) for b in blocks]
         system = with_summary(view.system, view.summary)
         budget = room - system_cost(system, view.tools, count)
+        # The messages before the cut that are not sent (the pinned ones are).
+        left_out = covered - sum(1 for b in blocks if b.index < covered)
+        if view.summary is None and (left_out or sum(costs) > budget):
+            # Say that something is left out, in the room it takes.
+            budget -= count(DROPPED_NOTE.format(n=left_out + len(blocks))) + 1
         if sum(costs) <= budget:
-            return Fitted(system, _messages(blocks))
-        if view.summary is None:  # say that something is left out, in the room it takes
-            budget -= count(DROPPED_NOTE.format(n=len(blocks))) + 1
-        # A summary costs a model call: cut to half the budget, so that it is needed rarely.
-        keep = cut(blocks, costs, budget // 2 if self.summarize else budget)
+            return Fitted(_noted(system, view.summary, left_out), _messages(blocks))
+        # A summary costs a model call: a summarizing window cuts to half the budget, so it is needed rarely.
+        keep = cut(blocks, costs, budget // 2) if self.summarize else cut_forward(blocks, costs, budget)
         kept = [b for b, k in zip(blocks, keep, strict=True) if k]
         through = next((b.index for b in kept if not b.pinned), blocks[-1].index if blocks else 0)
-        if view.summary is None:
-            note = DROPPED_NOTE.format(n=len(blocks) - len(kept))
-            fitted = Fitted(_joined(system, note), _messages(kept))
-        else:
-            fitted = Fitted(system, _messages(kept))
-        if not self.summarize or through <= covered:
+        system = _noted(system, view.summary, left_out + len(blocks) - len(kept))
+        if not self.summarize:  # the turn stores the cut; a summarizing window summarizes up to it instead
+            return Fitted(system, _messages(kept), cut=through)
+        fitted = Fitted(system, _messages(kept))
+        if through <= covered:
             return fitted
         dropped = [b for b, k in zip(blocks, keep, strict=True) if not k and b.index < through]
         request = summary_request(view.summary, dropped, room, count)
@@ -277,6 +288,43 @@ def cut(blocks: Sequence[Block], costs: Sequence[int], budget: int) -> list[bool
         page_of_last_cut = before // page
         if after[i] + pinned_before <= budget:
             return [j >= i or blocks[j].pinned for j in range(n)]
+    return latest(blocks, costs, budget, last)
+
+
+def cut_forward(blocks: Sequence[Block], costs: Sequence[int], budget: int) -> list[bool]:
+    """Which blocks to keep within `budget` when they do not all fit and no summary stands for what
+    goes: the blocks are those from the conversation's stored cut on (and the pinned ones before it).
+
+    The cut moves forward to the first exchange after which what is kept (the pinned blocks with it)
+    takes at most three quarters of the budget, so that the conversation may grow by a quarter of the
+    budget before it moves again; failing that, to the first after which it fits the budget. When
+    even the latest exchange does not fit, its oldest rounds go."""
+    users = [i for i, b in enumerate(blocks) if b.user]
+    last = users[-1] if users else 0
+    after = [0] * (len(blocks) + 1)  # after[i]: cost of blocks[i:]
+    for i in range(len(blocks) - 1, -1, -1):
+        after[i] = after[i + 1] + costs[i]
+    target = budget - max(1, budget // 4)
+    pinned_before = 0
+    fitting = None
+    for i in range(1, last + 1):
+        pinned_before += costs[i - 1] if blocks[i - 1].pinned else 0
+        if not blocks[i].user:
+            continue
+        size = after[i] + pinned_before  # of what is sent when the cut moves to blocks[i]
+        if size <= target:
+            return [j >= i or b.pinned for j, b in enumerate(blocks)]
+        if fitting is None and size <= budget:
+            fitting = i
+    if fitting is not None:
+        return [j >= fitting or b.pinned for j, b in enumerate(blocks)]
+    return latest(blocks, costs, budget, last)
+
+
+def latest(blocks: Sequence[Block], costs: Sequence[int], budget: int, last: int) -> list[bool]:
+    """The pinned blocks and the latest exchange (from `last`) when it alone does not fit: its oldest
+    rounds go, its user message and its newest round stay."""
+    n = len(blocks)
     keep = [j >= last or blocks[j].pinned for j in range(n)]
     total = sum(c for c, k in zip(costs, keep, strict=True) if k)
     for j in range(last, n - 1):
@@ -291,6 +339,13 @@ def cut(blocks: Sequence[Block], costs: Sequence[int], budget: int) -> list[bool
 
 def _messages(blocks: Sequence[Block]) -> tuple[ModelMessage, ...]:
     return tuple(m for b in blocks for m in b.messages)
+
+
+def _noted(system: str, summary: ContextSummary | None, left_out: int) -> str:
+    """The system prompt saying how many messages are left out, unless a summary stands for them."""
+    if summary is not None or not left_out:
+        return system
+    return _joined(system, DROPPED_NOTE.format(n=left_out))
 
 
 def _joined(system: str, extra: str) -> str:

@@ -643,6 +643,7 @@ class Turn:
             window,
             settings.count_tokens,
             settings.count_request_tokens,
+            conversation.cut,
         )
         fitted = policy.fit(view)
         if fitted.summarize is not None:
@@ -650,6 +651,8 @@ class Turn:
             if text is not None:  # None: the summary's call was stopped; the oldest go unsummarized
                 conversation.summarize(text, through=fitted.through)
                 fitted = policy.fit(replace(view, summary=conversation.summary))
+        if conversation.cut < fitted.cut < conversation.message_count:  # later calls start there (ADR 25)
+            conversation.move_cut(fitted.cut)
         return ModelRequest(fitted.system, fitted.messages, settings.tool_specs, conversation.id)
 
     def _blocks(self) -> list[Block]:

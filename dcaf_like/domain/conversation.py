@@ -129,6 +129,10 @@ class Conversation:
     session: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     summary: ContextSummary | None = None
+    #: Where what the model is sent begins when a context window without a summary left the oldest
+    #: messages out: those before it are not sent again, but for one holding a call not settled yet
+    #: (ADR 25). It only moves forward, as the summary's end does. 0: nothing was left out.
+    cut: int = 0
     #: Questions its tools asked the user (docs/runs.md, "Questions"), by id, in the order asked.
     questions: dict[str, Question] = field(default_factory=dict)
     version: int = 0
@@ -173,13 +177,14 @@ class Conversation:
 
     def window_start(self) -> tuple[int, int]:
         """Where what a turn may still show the model begins, as the positions of a message and of a
-        call: the end of the summary (what it covers is not sent again), or before it the first message
-        with a call not settled yet (its block is always sent), never past the last message; and the
-        first call of that message or of a later one. A store's windowed read starts there (ADR 22)."""
+        call: the end of the summary or the cut, the later (what they leave out is not sent again), or
+        before it the first message with a call not settled yet (its block is always sent), never past
+        the last message; and the first call of that message or of a later one. A store's windowed read
+        starts there (ADR 22, ADR 25)."""
         offset, count = self.message_offset, self.message_count
-        if self.summary is None or min(self.summary.through, count - 1) <= offset:
+        start = min(max(self.cut, 0 if self.summary is None else self.summary.through), count - 1)
+        if start <= offset:
             return offset, self.call_offset
-        start = min(self.summary.through, count - 1)
         unsettled = {k for k, c in self.tool_calls.items() if not c.status.is_terminal}
         for index in range(len(self.messages) - 1, -1, -1):  # the first message holding one of them
             if not unsettled:
@@ -554,6 +559,15 @@ class Conversation:
         self.summary = ContextSummary(MessageContent(text).text, through)
         self.version += 1
         return self.summary
+
+    def move_cut(self, to: int) -> None:
+        """Send the model nothing before message `to` any more (a context window without a summary
+        dropped them), but for a message holding a call not settled yet; the cut only moves forward."""
+        count = self.message_count
+        if not self.cut < to < count:
+            raise DomainError(f"the cut is at message {self.cut} of {count}: it cannot move to {to}")
+        self.cut = to
+        self.version += 1
 
     def replace_session(self, values: dict[str, Any]) -> None:
         if values != self.session:

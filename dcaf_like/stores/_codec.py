@@ -55,6 +55,8 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
         **({} if conversation.owner is None else {"owner": conversation.owner}),
         # Likewise a conversation without a summary.
         **({} if conversation.summary is None else {"summary": SUMMARY.to_dict(conversation.summary)}),
+        # Likewise a conversation no context window cut (ADR 25).
+        **({} if not conversation.cut else {"cut": conversation.cut}),
         # Likewise a conversation whose tools never asked the user anything.
         **(
             {"questions": [QUESTION.to_dict(q) for q in conversation.questions.values()]}
@@ -82,6 +84,8 @@ def _from_dict(data: dict[str, Any]) -> Conversation:
         # Absent from conversations stored before tasks existed.
         tasks={t["id"]: TASK.from_dict(t, context) for t in data.get("tasks", ())},
         summary=None if (summary := data.get("summary")) is None else SUMMARY.from_dict(summary, context),
+        # Absent from conversations stored before cuts existed, and from those never cut: no cut.
+        cut=int(data.get("cut", 0)),
         questions={q["id"]: QUESTION.from_dict(q, context) for q in data.get("questions", ())},
         version=data["version"],
         created_at=data["created_at"],
@@ -110,6 +114,7 @@ def _encode_conversation(c: Conversation) -> str:
     tasks = ",".join(map(TASK.write, c.tasks.values()))
     owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
     summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
+    cut = "" if not c.cut else f',"cut":{integer(c.cut)}'
     questions = (
         "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
     )
@@ -117,7 +122,7 @@ def _encode_conversation(c: Conversation) -> str:
         f'{{"format":{FORMAT},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
         f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}'
-        f"{summary}{questions}}}"
+        f"{summary}{cut}{questions}}}"
     )
 
 
@@ -211,6 +216,7 @@ def _encode_header(c: Conversation) -> str:
     tasks = ",".join(map(TASK.write, c.tasks.values()))
     owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
     summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
+    cut = "" if not c.cut else f',"cut":{integer(c.cut)}'
     questions = (
         "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
     )
@@ -220,7 +226,7 @@ def _encode_header(c: Conversation) -> str:
         f'{{"format":{HEADER},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
         f'"session":{session},"messages":{c.message_count},"tool_calls":{c.call_count},'
-        f'"tasks":[{tasks}]{owner}{summary}{questions}{window}}}'
+        f'"tasks":[{tasks}]{owner}{summary}{cut}{questions}{window}}}'
     )
 
 

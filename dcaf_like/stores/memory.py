@@ -157,6 +157,7 @@ def _header(c: Conversation) -> tuple[Any, ...]:
         c.owner,
         None if c.summary is None else SUMMARY.to_tuple(c.summary),
         tuple(map(QUESTION.to_tuple, c.questions.values())) if c.questions else (),
+        c.cut,
     )
 
 
@@ -184,7 +185,7 @@ def _thaw(
     message_offset: int,
     call_offset: int,
 ) -> Conversation:
-    version, created_at, context, session, tasks, owner, summary, questions = header
+    version, created_at, context, session, tasks, owner, summary, questions, cut = header
     conversation = Conversation(
         id=conversation_id,
         messages=messages,
@@ -194,6 +195,7 @@ def _thaw(
         tasks={task[0]: TASK.from_tuple(task) for task in tasks},
         summary=None if summary is None else SUMMARY.from_tuple(summary),
         questions={question[0]: QUESTION.from_tuple(question) for question in questions},
+        cut=cut,
         version=version,
         created_at=created_at,
         owner=owner,

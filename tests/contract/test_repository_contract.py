@@ -942,6 +942,36 @@ def test_a_conversation_read_in_part_cannot_be_saved_whole(make: Factory) -> Non
         store.save(recent, 0)
 
 
+def test_a_windows_cut_is_stored_and_a_recent_read_starts_there(make: Factory) -> None:
+    store = make()
+    conversation = long_conversation()
+    conversation.summary = None  # a window that does not summarize: it stores where it cut instead
+    conversation.move_cut(3 * 20)
+    store.save(conversation, 0)
+
+    recent = store.get_recent(conversation.id)
+    assert recent is not None
+    whole = store.get(conversation.id)
+    assert whole is not None
+    assert (whole.cut, recent.cut, whole.summary) == (60, 60, None)
+    if has_a_recent_read(store):  # from the message of the call still running (exchange 5)
+        assert (recent.message_offset, recent.call_offset) == (3 * 5 + 1, 5)
+    [running] = recent.unfinished_tool_calls
+    recent.record_tool_result(running.id.value, "done", at=1_700_000_101.0)
+    recent.add_user_message("and now?", at=1_700_000_102.0)
+    recent.move_cut(3 * 25)
+    store.save(recent, conversation.version)
+
+    again = store.get_recent(conversation.id)
+    saved = store.get(conversation.id)
+    assert again is not None
+    assert saved is not None
+    assert (saved.cut, saved.message_count, again.message_count) == (75, 91, 91)
+    assert [m.text for m in again.messages[-2:]] == ["answer 29", "and now?"]
+    if has_a_recent_read(store):  # the running call settled: the window moved on to the cut
+        assert (again.message_offset, again.call_offset) == (75, 25)
+
+
 def pending_conversation(at: float = 1_700_000_000.0) -> Conversation:
     c = Conversation.start(at=at)
     c.add_user_message("delete web-2", at=at)

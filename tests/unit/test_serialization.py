@@ -44,6 +44,7 @@ def conversation() -> Conversation:
     c.open_task(at=1_700_000_009.5)
     ended = c.open_task(at=1_700_000_010)
     c.end_task(ended.id, TaskOutcome.CANCELED, 'by "them"')
+    c.move_cut(1)
     return c
 
 

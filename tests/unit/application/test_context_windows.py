@@ -6,6 +6,7 @@ import base64
 import itertools
 import math
 import struct
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,7 @@ from dcaf_like import (
 from dcaf_like.application.context import (
     FILE_TOKENS_PER_KIB,
     IMAGE_TOKENS,
+    DROPPED_NOTE,
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
     Block,
@@ -531,3 +533,145 @@ def test_a_conversation_with_images_is_not_sent_past_the_window() -> None:
     assert len(whole.messages) == 12
     # Without its images, the whole conversation would be far from the window.
     assert sum(estimate_tokens(m.content.text) + 8 for m in whole.messages) < room // 4
+# -- a window without a summary stores where it cut (ADR 25) ----------------------------------------
+
+
+def test_the_cut_only_moves_forward_and_never_past_the_last_message():
+    conversation = Conversation.start()
+    for n in range(6):
+        conversation.add_user_message(question(n))
+    conversation.move_cut(2)
+    version = conversation.version
+
+    for backward_or_beyond in (1, 2, 6):
+        with pytest.raises(DomainError):
+            conversation.move_cut(backward_or_beyond)
+    assert (conversation.cut, conversation.version) == (2, version)
+    conversation.move_cut(5)
+    assert (conversation.cut, conversation.version) == (5, version + 1)
+
+
+def test_a_window_without_a_summary_stores_its_cut_and_never_sends_what_lies_before_it():
+    store = InMemoryConversationRepository()
+    runtime = FakeRuntime([answer(n) for n in range(40)], context_window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, repository=store)
+    cuts = []
+    for n in range(40):
+        agent.run(question(n), conversation_id="conv-cut")
+        stored = store.get("conv-cut")
+        assert stored is not None
+        cuts.append(stored.cut)
+        first = texts(runtime.requests[-1])[0]
+        assert first == question(stored.cut // 2)  # what is sent begins at the stored cut
+        if stored.cut:
+            assert f"{stored.cut} earlier messages of this conversation are not shown" in (
+                runtime.requests[-1].system
+            )
+
+    assert cuts == sorted(cuts)  # it only moved forward
+    assert cuts[-1] > 0
+    moves = sum(1 for a, b in itertools.pairwise(cuts) if a != b)
+    assert 0 < moves <= len([c for c in cuts if c]) // 2  # in steps, not on every turn
+
+
+def test_blocks_before_the_cut_are_not_sent_even_when_they_would_fit_but_a_pinned_one_is():
+    calls = (tool_call("restart_pod", name="web-1"),)
+    running = Block(1, (AssistantTurn("", calls),), user=False, pinned=True)
+    blocks = [
+        Block(0, (UserTurn("restart web-1"),), user=True),
+        running,
+        *[Block(2 + n, (UserTurn(question(n)) if n % 2 == 0 else AssistantTurn(answer(n)),), n % 2 == 0)
+          for n in range(6)],
+    ]  # fmt: skip
+    view = ContextView(SYSTEM, (), blocks, None, 100_000, estimate_tokens, cut=4)
+
+    fitted = ContextWindow().fit(view)
+
+    assert fitted.messages == (AssistantTurn("", calls), *(m for b in blocks[4:] for m in b.messages))
+    assert fitted.system.endswith("3 earlier messages of this conversation are not shown: they did not fit "
+                                  "the model's context window.")  # fmt: skip
+    assert fitted.cut == 0  # all that follows the cut fits: it stays where it is
+
+
+def test_when_the_cut_moves_a_quarter_of_the_budget_is_left_free():
+    blocks = [
+        Block(n, (UserTurn(question(n)) if n % 2 == 0 else AssistantTurn(answer(n)),), n % 2 == 0)
+        for n in range(60)
+    ]
+    view = ContextView(SYSTEM, (), blocks, None, 1500, estimate_tokens, cut=10)
+    note = estimate_tokens(DROPPED_NOTE.format(n=60)) + 1
+    budget = 1500 - 512 - 75 - system_cost(SYSTEM, (), estimate_tokens) - note
+
+    fitted = ContextWindow().fit(view)
+
+    cut = fitted.cut
+    assert cut > 10
+    assert blocks[cut].user  # where an exchange begins
+    assert fitted.messages == tuple(m for b in blocks[cut:] for m in b.messages)
+    assert fitted.system.endswith(DROPPED_NOTE.format(n=cut))
+    # The first exchange that leaves a quarter of the budget free: the one before it would not.
+    costs = [block_cost(b, estimate_tokens) for b in blocks]
+    assert sum(costs[cut:]) <= budget - budget // 4 < sum(costs[cut - 2 :])
+
+
+def test_a_whole_read_with_a_cut_sends_what_the_recent_read_from_it_does():
+    blocks = [
+        Block(n, (UserTurn(question(n)) if n % 2 == 0 else AssistantTurn(answer(n)),), n % 2 == 0)
+        for n in range(80)
+    ]
+    view = ContextView(SYSTEM, (), blocks, None, 1500, estimate_tokens, cut=50)
+
+    whole = ContextWindow().fit(view)
+    recent = ContextWindow().fit(replace(view, blocks=blocks[50:]))
+
+    assert recent == whole
+
+
+def a_run_without_a_summary(store: InMemoryConversationRepository) -> list[str]:
+    """Forty turns with a window that does not summarize, as a_long_run: what each call was sent."""
+    from dcaf_like import IllegalTransition, tool
+
+    @tool(requires_approval=False)
+    def list_pods(namespace: str) -> str:
+        """The pods of a namespace."""
+        return f"web-1 runs in {namespace}"
+
+    @tool
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return f"{name} deleted"
+
+    script: list[object] = []
+    for n in range(40):
+        if n % 5 == 1:
+            script.append(tool_calls(tool_call("list_pods", namespace=f"ns-{n}")))
+        if n % 5 == 3:
+            script.append(tool_calls(tool_call("delete_pod", name=f"web-{n}")))
+        script.append(answer(n))
+    runtime = FakeRuntime(script, context_window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, repository=store, tools=[list_pods, delete_pod])
+    first_call = None
+    for n in range(40):
+        response = agent.run(question(n), conversation_id="conv-cut")
+        for call in response.pending_tool_calls:
+            agent.approve("conv-cut", call.id)
+            first_call = first_call or call.id
+    assert first_call is not None
+    with pytest.raises(IllegalTransition):  # the same refusal, whichever read found it
+        agent.approve("conv-cut", first_call)
+    for request in runtime.requests:
+        assert_every_call_is_with_its_result(request)
+    return [repr((r.system, [type(m).__name__ for m in r.messages], texts(r))) for r in runtime.requests]
+
+
+def test_a_turn_that_reads_from_the_cut_sends_what_a_whole_read_would():
+    recent = RecentReads()
+    sent = a_run_without_a_summary(recent)
+    whole = WholeReads()
+    sent_after_whole_reads = a_run_without_a_summary(whole)
+
+    assert sent == sent_after_whole_reads
+    stored = whole.get("conv-cut")
+    assert stored is not None
+    assert stored.cut > 0
+    assert recent.partial > 20  # most turns read only the part from the cut on
