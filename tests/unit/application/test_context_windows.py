@@ -22,9 +22,9 @@ from dcaf_like import (
     UserTurn,
 )
 from dcaf_like.application.context import (
+    DROPPED_NOTE,
     FILE_TOKENS_PER_KIB,
     IMAGE_TOKENS,
-    DROPPED_NOTE,
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
     Block,
@@ -533,6 +533,8 @@ def test_a_conversation_with_images_is_not_sent_past_the_window() -> None:
     assert len(whole.messages) == 12
     # Without its images, the whole conversation would be far from the window.
     assert sum(estimate_tokens(m.content.text) + 8 for m in whole.messages) < room // 4
+
+
 # -- a window without a summary stores where it cut (ADR 25) ----------------------------------------
 
 
