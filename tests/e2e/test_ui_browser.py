@@ -756,7 +756,7 @@ def test_a_refused_attachment_shows_the_servers_error_and_is_offered_again(page,
 
     error = page.locator("#error")
     expect(error).to_contain_text("422 unsupported_part")
-    expect(error).to_contain_text("cannot take image parts")
+    expect(error).to_contain_text("takes no image parts")
     expect(page.get_by_label("Attached files").locator("li")).to_contain_text(["cpu.png"])
     assert runtime.requests == []
     page.get_by_role("button", name="Remove cpu.png").click()
