@@ -142,7 +142,8 @@ class Fitted:
 
     When `summarize` is set, the turn asks the runtime for it, stores the answer as the summary of
     ``messages[:through]`` and asks the policy again. A `cut` past the view's is stored with the
-    conversation (:meth:`Conversation.move_cut`): later fits send nothing before it but pinned blocks."""
+    conversation (:meth:`~dcaf_like.domain.Conversation.move_cut`): later fits send nothing before it
+    but pinned blocks."""
 
     system: str
     messages: tuple[ModelMessage, ...]

@@ -197,7 +197,7 @@ class SqliteConversationRepository(ConversationRepository):
         waiting = waiting_until(conversation)
         body, (window_message, window_call) = rows.header, rows.window
         key = (self.namespace, conversation.id)
-        with self._synced(connection, rows.claims), self._writing(connection, turn) as db:
+        with self._writing(connection, turn, synced=rows.claims) as db:
             if self.ttl is not None:
                 db.execute(
                     f"DELETE FROM {TABLE} WHERE namespace = ? AND {_GONE}",
@@ -386,6 +386,11 @@ class SqliteConversationRepository(ConversationRepository):
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
         body = _rows(conversation, expected_version)
+        if body.claims:  # its commit waits for the disk: never on the event loop
+            await asyncio.to_thread(
+                self._save, conversation, expected_version, body, self._connection(), self._write_turn
+            )
+            return
         try:
             self._save(
                 conversation, expected_version, body, self._loop_connection(), _NoWait(self._write_turn)
@@ -475,10 +480,11 @@ class SqliteConversationRepository(ConversationRepository):
 
     @contextmanager
     def _writing(
-        self, connection: sqlite3.Connection, turn: AbstractContextManager[Any]
+        self, connection: sqlite3.Connection, turn: AbstractContextManager[Any], *, synced: bool = False
     ) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: the write lock is taken before the version is compared."""
-        with turn, self._transaction(connection) as db:
+        """One IMMEDIATE transaction: the write lock is taken before the version is compared. Under
+        this process's write turn, so no other thread is in a transaction on `connection`."""
+        with turn, self._synced(connection, synced), self._transaction(connection) as db:
             yield db
 
     @contextmanager
