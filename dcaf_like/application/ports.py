@@ -340,8 +340,11 @@ class ToolOutput:
         (build one with :func:`~dcaf_like.domain.attachment`)."""
         if not isinstance(self.text, str):
             raise TypeError(f"ToolOutput's text is a string, not {type(self.text).__name__}")
+        if isinstance(self.attachments, Attachment | str | bytes):
+            raise TypeError("ToolOutput's attachments are a tuple of Attachments: (image,), not image")
         kept: list[Attachment] = []
         notes: list[str] = []
+        total = 0
         for part in self.attachments:
             if not isinstance(part, Attachment):
                 raise TypeError(
@@ -354,16 +357,17 @@ class ToolOutput:
                     f"[{kind} {part.name or part.media_type} of {part.size} bytes left out: "
                     f"{kind} part: larger than {MAX_PART_BYTES} bytes]"
                 )
-            elif sum(a.size for a in kept) + part.size > MAX_PARTS_BYTES:
+            elif total + part.size > MAX_PARTS_BYTES:
                 notes.append(
                     f"[{part.describe()} of {part.size} bytes left out: with it the result's images "
                     f"and files come to more than {MAX_PARTS_BYTES} bytes]"
                 )
             else:
                 kept.append(part)
-        if not notes and len(kept) == len(self.attachments):
+                total += part.size
+        if not notes and isinstance(self.attachments, tuple):
             return self
-        return ToolOutput("\n".join([self.text, *notes]) if self.text else "\n".join(notes), tuple(kept))
+        return ToolOutput("\n".join([self.text, *notes] if self.text else notes), tuple(kept))
 
 
 @runtime_checkable

@@ -128,3 +128,21 @@ def test_a_tool_output_whose_attachments_are_not_attachments_fails_the_call_sayi
     [failed] = response.executed_tool_calls
     assert failed.status == "failed"
     assert "attachments are Attachments" in (failed.error or "")
+
+
+def test_a_single_attachment_not_in_a_tuple_fails_the_call_saying_so():
+    bad = tool(lambda: ToolOutput("a panel", png()), name="bad", requires_approval=False)
+    model = FakeRuntime([tool_calls(tool_call("bad")), reply("It failed.")], accepts={"image"})
+
+    [failed] = Agent(tools=[bad], runtime=model).run("?").executed_tool_calls
+
+    assert "a tuple of Attachments" in (failed.error or "")
+
+
+def test_attachments_given_as_a_list_are_kept_as_a_tuple():
+    listed = tool(lambda: ToolOutput("a panel", [png()]), name="listed", requires_approval=False)
+    model = FakeRuntime([tool_calls(tool_call("listed")), reply("Seen.")], accepts={"image"})
+
+    [ran] = Agent(tools=[listed], runtime=model).run("?").executed_tool_calls
+
+    assert ran.attachments == (png(),)
