@@ -338,14 +338,18 @@ class ToolOutput:
         """Itself with each attachment past a limit left out and named in its text, as an MCP tool's
         are. Raises TypeError when its text is not a string or an attachment not an :class:`Attachment`
         (build one with :func:`~dcaf_like.domain.attachment`)."""
-        if not isinstance(self.text, str):
-            raise TypeError(f"ToolOutput's text is a string, not {type(self.text).__name__}")
-        if isinstance(self.attachments, Attachment | str | bytes):
-            raise TypeError("ToolOutput's attachments are a tuple of Attachments: (image,), not image")
+        text: object = self.text  # what a tool's author wrote: checked, as the types are not at runtime
+        parts: object = self.attachments
+        if not isinstance(text, str):
+            raise TypeError(f"ToolOutput's text is a string, not {type(text).__name__}")
+        if not isinstance(parts, tuple | list):
+            raise TypeError(
+                f"ToolOutput's attachments are a tuple of Attachments, (image,), not {type(parts).__name__}"
+            )
         kept: list[Attachment] = []
         notes: list[str] = []
         total = 0
-        for part in self.attachments:
+        for part in parts:
             if not isinstance(part, Attachment):
                 raise TypeError(
                     f"ToolOutput's attachments are Attachments (made with attachment(...)), not "
@@ -365,7 +369,7 @@ class ToolOutput:
             else:
                 kept.append(part)
                 total += part.size
-        if not notes and isinstance(self.attachments, tuple):
+        if not notes and isinstance(parts, tuple):
             return self
         return ToolOutput("\n".join([self.text, *notes] if self.text else notes), tuple(kept))
 

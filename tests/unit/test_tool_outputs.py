@@ -136,7 +136,7 @@ def test_a_single_attachment_not_in_a_tuple_fails_the_call_saying_so():
 
     [failed] = Agent(tools=[bad], runtime=model).run("?").executed_tool_calls
 
-    assert "a tuple of Attachments" in (failed.error or "")
+    assert "a tuple of Attachments, (image,), not Attachment" in (failed.error or "")
 
 
 def test_attachments_given_as_a_list_are_kept_as_a_tuple():
