@@ -70,6 +70,7 @@ from dcaf_like.application.ports import (
     ConversationRepository,
     PendingApproval,
     ToolContext,
+    ToolOutput,
 )
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.service import InstructionProvider
@@ -150,6 +151,7 @@ __all__ = [
     "Attachment",
     "InvalidPart",
     "PartTooLarge",
+    "ToolOutput",
     "UnsupportedPart",
     "attachment",
     "CommandDTO",

@@ -130,6 +130,10 @@ class ToolCallView:
     rejection_reason: str | None = None
     output: str | None = None
     error: str | None = None
+    #: The images and files it returned besides `output` (a
+    #: :class:`~dcaf_like.application.ports.ToolOutput`'s): responses on the wire list them by kind,
+    #: media type, name and size, never their bytes.
+    attachments: tuple[Attachment, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -154,6 +158,7 @@ class ToolCallView:
             call.rejection_reason if status is ToolCallStatus.REJECTED else None,
             call.result,
             call.error,
+            call.result_attachments,
         )
 
     @property

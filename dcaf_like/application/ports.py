@@ -32,6 +32,8 @@ from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import (
+    MAX_PART_BYTES,
+    MAX_PARTS_BYTES,
     ApprovalPolicy,
     Attachment,
     Conversation,
@@ -321,14 +323,55 @@ class ToolContext(Generic[DepsT]):
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """A tool's result with images or files besides its text (an MCP tool's ``ImageContent``, say).
+    """A tool's result with images or files besides its text (an MCP tool's ``ImageContent``, or what
+    a ``@tool`` function returns: ``ToolOutput("the panel", (attachment("image", ...),))``).
     They are kept with the call, as a message's attachments are with it, and shown to the model if its
     runtime takes their kind (:attr:`AgentRuntime.accepts`); otherwise the model reads a note naming
-    what was left out. A tool keeps them within :data:`~dcaf_like.domain.MAX_PART_BYTES` each and
-    :data:`~dcaf_like.domain.MAX_PARTS_BYTES` in all, noting in its text any it left out."""
+    what was left out. They are kept within :data:`~dcaf_like.domain.MAX_PART_BYTES` each and
+    :data:`~dcaf_like.domain.MAX_PARTS_BYTES` in all; one past a limit is left out and named in the
+    text (:meth:`within_limits`)."""
 
     text: str
     attachments: tuple[Attachment, ...] = ()
+
+    def within_limits(self) -> ToolOutput:
+        """Itself with each attachment past a limit left out and named in its text, as an MCP tool's
+        are. Raises TypeError when its text is not a string or an attachment not an :class:`Attachment`
+        (build one with :func:`~dcaf_like.domain.attachment`)."""
+        text: object = self.text  # what a tool's author wrote: checked, as the types are not at runtime
+        parts: object = self.attachments
+        if not isinstance(text, str):
+            raise TypeError(f"ToolOutput's text is a string, not {type(text).__name__}")
+        if not isinstance(parts, tuple | list):
+            raise TypeError(
+                f"ToolOutput's attachments are a tuple of Attachments, (image,), not {type(parts).__name__}"
+            )
+        kept: list[Attachment] = []
+        notes: list[str] = []
+        total = 0
+        for part in parts:
+            if not isinstance(part, Attachment):
+                raise TypeError(
+                    f"ToolOutput's attachments are Attachments (made with attachment(...)), not "
+                    f"{type(part).__name__}"
+                )
+            if part.size > MAX_PART_BYTES:
+                kind = part.kind.value
+                notes.append(
+                    f"[{kind} {part.name or part.media_type} of {part.size} bytes left out: "
+                    f"{kind} part: larger than {MAX_PART_BYTES} bytes]"
+                )
+            elif total + part.size > MAX_PARTS_BYTES:
+                notes.append(
+                    f"[{part.describe()} of {part.size} bytes left out: with it the result's images "
+                    f"and files come to more than {MAX_PARTS_BYTES} bytes]"
+                )
+            else:
+                kept.append(part)
+                total += part.size
+        if not notes and isinstance(parts, tuple):
+            return self
+        return ToolOutput("\n".join([self.text, *notes] if self.text else notes), tuple(kept))
 
 
 @runtime_checkable

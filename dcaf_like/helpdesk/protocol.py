@@ -375,7 +375,20 @@ def executed_call(call: ToolCallView) -> dict[str, Any]:
     result["status"] = call.status
     if call.error is not None:
         result["error"] = call.error
+    if call.attachments:
+        result["attachments"] = [described(a) for a in call.attachments]
     return result
+
+
+def described(attachment: Attachment) -> dict[str, Any]:
+    """An image or a file as a response lists it: what it is, never its bytes (megabytes each)."""
+    return {
+        "type": attachment.kind.value,
+        "media_type": attachment.media_type,
+        "size": attachment.size,
+        "name": attachment.name,
+        "url": attachment.url,
+    }
 
 
 def rejected_call(call: ToolCallView) -> dict[str, Any]:

@@ -242,9 +242,17 @@ class BedrockRuntime(AgentRuntime):
         return ModelError(message, runtime=self.name, retryable=True)
 
 
+#: What stands for a user's message that was empty where Converse needs one (it refuses blank text).
+EMPTY_MESSAGE = "(The user's message was empty.)"
+
+
 def to_bedrock_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """Converse messages: roles alternate, tool results are ``toolResult`` blocks in a user message,
-    images and files ``image`` and ``document`` blocks."""
+    images and files ``image`` and ``document`` blocks.
+
+    Converse refuses a blank text block, so blank text is left out: a user's empty message (a client's
+    history holds one where its user only decided a call), or an empty answer in a history. Where that
+    leaves no user message to start or to end the request, one says the user's message was empty."""
     messages: list[dict[str, Any]] = []
     names: set[str] = set()  # the documents' names: Converse refuses two alike in a request
 
@@ -265,17 +273,19 @@ def to_bedrock_messages(request: ModelRequest) -> list[dict[str, Any]]:
             }
             add("user", [{"toolResult": result}])
         elif isinstance(m, AssistantTurn):
-            blocks: list[dict[str, Any]] = [{"text": m.text}] if m.text else []
+            blocks: list[dict[str, Any]] = [{"text": m.text}] if m.text.strip() else []
             blocks += [
                 {"toolUse": {"toolUseId": c.id, "name": c.name, "input": dict(c.arguments)}}
                 for c in m.tool_calls
             ]
             add("assistant", blocks)
-        elif m.attachments:
+        else:
             blocks = [{"text": m.text}] if m.text.strip() else []
             add("user", blocks + [_block(part, names) for part in m.attachments])
-        else:
-            add("user", [{"text": m.text or " "}])
+    if not messages or messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"text": EMPTY_MESSAGE}]})
+    if messages[-1]["role"] != "user":
+        messages.append({"role": "user", "content": [{"text": EMPTY_MESSAGE}]})
     for message in messages:  # Converse wants text beside a document (after any tool results)
         content = message["content"]
         if any("document" in b for b in content) and not any(b.get("text", "").strip() for b in content):

@@ -413,8 +413,15 @@ def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
     from a2a.types.a2a_pb2 import Task
     from google.protobuf.json_format import ParseDict
 
-    def message(role: str, text: str, key: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    def message(
+        role: str,
+        text: str,
+        key: str,
+        data: dict[str, Any] | None = None,
+        attachments: tuple[Attachment, ...] = (),
+    ) -> dict[str, Any]:
         parts: list[dict[str, Any]] = [{"text": text}] if text else []
+        parts += [_history_part(a) for a in attachments]
         if data is not None:
             parts.append({"data": data})
         return {
@@ -426,8 +433,8 @@ def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
         }
 
     history = [
-        message("ROLE_USER" if role == "user" else "ROLE_AGENT", text, f"m{i}")
-        for i, (role, text) in enumerate(view.history)
+        message("ROLE_USER" if role == "user" else "ROLE_AGENT", text, f"m{i}", attachments=attachments)
+        for i, (role, text, attachments) in enumerate(view.history)
     ]
     if history_length is not None:
         history = history[-history_length:] if history_length > 0 else []
@@ -454,6 +461,17 @@ def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
         ]
     task: Task = ParseDict(body, Task())
     return task
+
+
+def _history_part(part: Attachment) -> dict[str, Any]:
+    """An image or a file of a message in a task's history, without its bytes (docs/a2a.md): an image
+    sent by URL is a file part with that URL; one sent inline is a data part describing it, since a
+    file part holds either its bytes or a URL."""
+    if part.url is not None:
+        fields = {"url": part.url, "mediaType": part.media_type, "filename": part.name}
+        return {k: v for k, v in fields.items() if v}
+    described = {"kind": part.kind.value, "name": part.name, "mediaType": part.media_type, "size": part.size}
+    return {"data": {"attachment": {k: v for k, v in described.items() if v is not None}}}
 
 
 def _rfc3339(at: float) -> str:

@@ -88,7 +88,8 @@ class TaskView:
     pending: tuple[ToolCallView, ...]
     executed: tuple[ToolCallView, ...]
     rejected: tuple[ToolCallView, ...]
-    history: tuple[tuple[str, str], ...]
+    #: Its messages with text or parts: role, text and the images and files a user's carried.
+    history: tuple[tuple[str, str, tuple[Attachment, ...]], ...]
     note: str = ""
     #: Questions the task's calls asked that wait for the user's answer.
     questions: tuple[QuestionView, ...] = ()
@@ -139,7 +140,7 @@ def task_view(conversation: Conversation, task_id: str) -> TaskView:
         pending=tuple(v for v in views if v.status == ToolCallStatus.PENDING.value),
         executed=tuple(v for v in views if v.status in ("executed", "failed", "interrupted")),
         rejected=tuple(v for v in views if v.status == ToolCallStatus.REJECTED.value),
-        history=tuple((m.role.value, m.text) for m in messages if m.text),
+        history=tuple((m.role.value, m.text, m.attachments) for m in messages if m.text or m.attachments),
         note=record.note,
         questions=_open_questions(conversation, calls),
     )

@@ -21,6 +21,7 @@ from dcaf_like.application.dto import ToolCallView
 from dcaf_like.application.errors import ConversationNotFound, StoredConversationUnreadable
 from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
+from dcaf_like.helpdesk.protocol import described
 from dcaf_like.server.auth import Caller, caller_of
 from dcaf_like.server.failures import failure
 from dcaf_like.server.wire import (
@@ -31,6 +32,7 @@ from dcaf_like.server.wire import (
     MAX_CONVERSATION_ID,
     PROPOSED_INPUT_DOC,
     REJECTION_REASON_DOC,
+    AttachmentOut,
     ErrorBody,
 )
 
@@ -77,16 +79,6 @@ class ConversationList(BaseModel):
     )
 
 
-class AttachmentOut(BaseModel):
-    """An image or a file the message carried: what it is, not its bytes (which can be megabytes)."""
-
-    type: str
-    media_type: str
-    size: int = Field(description="Decoded bytes (an image by URL: the URL's length).")
-    name: str | None = None
-    url: str | None = None
-
-
 class MessageOut(BaseModel):
     role: str
     content: str
@@ -113,8 +105,11 @@ class ToolCallRecord(BaseModel):
     approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
     rejection_reason: str | None = Field(description=REJECTION_REASON_DOC)
     reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
-    output: str | None
+    output: str | None = Field(description="The result's text.")
     error: str | None
+    attachments: list[AttachmentOut] = Field(
+        default_factory=list, description="The images and files the tool returned, without their bytes."
+    )
     decided_by: str | None
     decided_by_kind: str | None
     proposed_at: float
@@ -342,6 +337,7 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "reason": view.approval_reason,  # deprecated: approval_reason
                 "output": view.output,
                 "error": view.error,
+                "attachments": [described(a) for a in view.attachments],
                 "decided_by": call.decided_by,
                 "decided_by_kind": None if call.decided_by_kind is None else call.decided_by_kind.value,
                 "proposed_at": call.proposed_at,
@@ -363,16 +359,7 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "at": m.at,
                 "tool_call_ids": list(m.tool_call_ids),
                 "runtime": m.runtime,
-                "attachments": [
-                    {
-                        "type": a.kind.value,
-                        "media_type": a.media_type,
-                        "size": a.size,
-                        "name": a.name,
-                        "url": a.url,
-                    }
-                    for a in m.attachments
-                ],
+                "attachments": [described(a) for a in m.attachments],
             }
             for m in conversation.messages
         ],

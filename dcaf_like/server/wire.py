@@ -159,12 +159,28 @@ class ToolCallOut(_CallOut):
     reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
 
 
+class AttachmentOut(BaseModel):
+    """An image or a file a message carried or a tool returned: what it is, not its bytes (which can
+    be megabytes)."""
+
+    type: str
+    media_type: str
+    size: int = Field(description="Decoded bytes (an image by URL: the URL's length).")
+    name: str | None = None
+    url: str | None = None
+
+
 class ExecutedToolCallOut(_CallOut):
     """A call that ran, failed or was interrupted (``data.executed_tool_calls``)."""
 
-    output: str
+    output: str = Field(description="The result's text.")
     status: str
     error: str | None = None
+    attachments: list[AttachmentOut] = Field(
+        default_factory=list,
+        description="The images and files the tool returned besides its text (absent when none): kept "
+        "with the call and shown to the model, listed here without their bytes.",
+    )
 
 
 class RejectedToolCallOut(_CallOut):

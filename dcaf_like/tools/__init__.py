@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from dcaf_like.application.messages import ToolSpec
-from dcaf_like.application.ports import ToolContext
+from dcaf_like.application.ports import ToolContext, ToolOutput
 from dcaf_like.tools._injected import IDENTITY_OR_NONE, injected_kind
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class Tool:
     ``Identity`` parameter fails the call when nobody was (no API keys), ``Identity | None`` gets None.
     ``companions`` are tools an agent given this one gets too (a remote agent's tool comes with the
     approval-gated tool that forwards decisions to it).
+    The function returns its result (text, or anything :func:`render` writes as text), or a
+    :class:`~dcaf_like.application.ports.ToolOutput` whose images and files the model is shown besides
+    the text, as an MCP tool's.
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
@@ -126,14 +129,14 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return self._arguments.validate(arguments)
 
-    def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str:
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str | ToolOutput:
         if self.is_async:
             from dcaf_like.application.concurrency import run_sync
 
             return run_sync(self.ainvoke(arguments, context))
         return render(self.func(**self._kwargs(arguments, context)))
 
-    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str:
+    async def ainvoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str | ToolOutput:
         kwargs = self._kwargs(arguments, context)
         if self.is_async:
             return render(await self.func(**kwargs))
@@ -249,8 +252,9 @@ def as_tool(value: Tool | Callable[..., Any]) -> Tool:
     return value if isinstance(value, Tool) else Tool(value)
 
 
-def render(value: Any) -> str:
-    """A tool's return value as the text the model reads.
+def render(value: Any) -> str | ToolOutput:
+    """A tool's return value as the text the model reads, or a :class:`ToolOutput` as it is (its
+    images and files within their limits, :meth:`ToolOutput.within_limits`).
 
     ``None`` is empty; text is itself; bytes are decoded as UTF-8 (an invalid byte becomes U+FFFD); an
     enum member is its value; a pydantic model is its ``model_dump_json()``; anything else is JSON,
@@ -259,6 +263,8 @@ def render(value: Any) -> str:
     """
     if value is None:
         return ""
+    if isinstance(value, ToolOutput):
+        return value.within_limits()
     if isinstance(value, enum.Enum):
         value = value.value
     if isinstance(value, str):

@@ -483,6 +483,64 @@ async def test_file_parts_reach_the_model_as_the_messages_images_and_files_and_s
     assert stored.messages[0].attachments == turn.attachments
 
 
+async def test_get_task_shows_a_messages_file_parts_by_what_they_are_not_their_bytes(start_server):
+    agent = seeing_agent()
+    url = str(start_server(agent, a2a=True).base_url)
+    msg = message("what is wrong here?")
+    msg.parts.append(Part(raw=GRAPH, media_type="image/png", filename="cpu.png"))
+    msg.parts.append(Part(raw=REPORT, media_type="application/pdf", filename="events.pdf"))
+    sent = await send_task(url, msg)
+
+    task = await get_task(url, sent.id)
+
+    asked, answered = task.history
+    assert [MessageToDict(p) for p in asked.parts] == [
+        {"text": "what is wrong here?"},
+        {
+            "data": {
+                "attachment": {
+                    "kind": "image",
+                    "name": "cpu.png",
+                    "mediaType": "image/png",
+                    "size": len(GRAPH),
+                }
+            }
+        },
+        {
+            "data": {
+                "attachment": {
+                    "kind": "file",
+                    "name": "events.pdf",
+                    "mediaType": "application/pdf",
+                    "size": len(REPORT),
+                }
+            }
+        },
+    ]
+    assert [p.text for p in answered.parts] == ["A crash loop."]
+
+
+def test_a_0_3_client_reads_an_image_sent_by_url_as_a_file_part_and_one_sent_alone_in_the_history(
+    start_server,
+):
+    agent = seeing_agent()
+    http = start_server(agent, a2a=True)
+    sent = rpc_0_3(
+        http,
+        {"kind": "file", "file": {"uri": "https://grafana.invalid/render/cpu.png", "mimeType": "image/png"}},
+    )["result"]
+
+    got = http.post(
+        "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": sent["id"]}}
+    ).json()["result"]
+
+    asked = got["history"][0]
+    assert asked["role"] == "user"
+    assert asked["parts"] == [
+        {"kind": "file", "file": {"uri": "https://grafana.invalid/render/cpu.png", "mimeType": "image/png"}}
+    ]
+
+
 def test_0_3_file_parts_with_bytes_or_an_images_uri_are_read_and_the_uri_is_not_fetched(start_server):
     agent = seeing_agent()
     http = start_server(agent, a2a=True)

@@ -13,6 +13,7 @@ import pytest
 from dcaf_like import (
     Agent,
     AgentRequest,
+    AssistantTurn,
     ModelCompleted,
     ModelRequest,
     ModelRequestInvalid,
@@ -20,7 +21,7 @@ from dcaf_like import (
     UserTurn,
     attachment,
 )
-from dcaf_like.runtimes.bedrock import BedrockRuntime
+from dcaf_like.runtimes.bedrock import EMPTY_MESSAGE, BedrockRuntime
 from dcaf_like.testing import BedrockConverseServer
 
 boto3 = pytest.importorskip("boto3", reason="the bedrock extra is not installed: pip install -e '.[bedrock]'")
@@ -135,6 +136,44 @@ def test_an_image_alone_is_sent_without_a_text_block(server, runtime):
 
     [(_, body)] = server.requests
     assert [next(iter(block)) for block in body["messages"][0]["content"]] == ["image"]
+
+
+def test_a_client_history_with_an_empty_message_and_a_blank_answer_is_sent_without_blank_text(
+    server, runtime
+):
+    # A HelpDesk client's history holds an empty user message where its user only decided a call;
+    # a blank answer can be in it too. Converse refuses blank text: both are left out.
+    server.reply("Rolled back.")
+    history = (UserTurn(""), AssistantTurn("Restarted."), UserTurn("roll back"), AssistantTurn("  "))
+
+    runtime.invoke(ModelRequest(system="", messages=(*history, UserTurn("and now?"))))
+
+    [(_, body)] = server.requests
+    assert body["messages"] == [
+        {"role": "user", "content": [{"text": EMPTY_MESSAGE}]},
+        {"role": "assistant", "content": [{"text": "Restarted."}]},
+        {"role": "user", "content": [{"text": "roll back"}, {"text": "and now?"}]},
+    ]
+
+
+def test_a_blank_last_message_is_sent_as_one_saying_it_was_empty(server, runtime):
+    server.reply("Anything else?")
+
+    answer = runtime.invoke(
+        ModelRequest(system="", messages=(UserTurn("hi"), AssistantTurn("Hello."), UserTurn("  ")))
+    )
+
+    assert answer.text == "Anything else?"
+    [(_, body)] = server.requests
+    assert body["messages"][-1] == {"role": "user", "content": [{"text": EMPTY_MESSAGE}]}
+
+
+def test_an_agent_answers_a_blank_message_over_converse(server, runtime):
+    server.reply("Yes?")
+
+    reply = Agent(runtime=runtime, tools=[]).run("   ")
+
+    assert reply.text == "Yes?"
 
 
 def test_a_file_of_an_image_format_goes_as_an_image(server, runtime):

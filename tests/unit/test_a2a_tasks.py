@@ -63,8 +63,8 @@ def test_an_earlier_task_is_completed_and_keeps_only_its_own_messages():
     earlier, current = task_view(conversation, first.id), task_view(conversation, second.id)
 
     assert earlier.state is TaskState.COMPLETED
-    assert earlier.history == (("user", "hello"), ("assistant", "Hi."))
-    assert (current.state, current.history[0]) == (TaskState.INPUT_REQUIRED, ("user", "delete web-2"))
+    assert earlier.history == (("user", "hello", ()), ("assistant", "Hi.", ()))
+    assert (current.state, current.history[0]) == (TaskState.INPUT_REQUIRED, ("user", "delete web-2", ()))
 
 
 def test_only_an_end_the_messages_cannot_show_is_recorded_and_only_once():

@@ -15,6 +15,7 @@ EXPORTED = {
     "Attachment",
     "InvalidPart",
     "PartTooLarge",
+    "ToolOutput",
     "UnsupportedPart",
     "attachment",
     "CommandDTO",
