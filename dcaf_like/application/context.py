@@ -18,7 +18,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dcaf_like.application.image_size import image_size
 from dcaf_like.application.messages import (
@@ -134,6 +134,10 @@ class ContextView:
     #: The conversation's stored cut (:attr:`Conversation.cut`): a block before it is not sent again,
     #: unless it is pinned. A turn reading the recent part holds no other block before it (ADR 25).
     cut: int = 0
+    #: The tokens of each block by `count`, in the order of `blocks`, when the caller counted them
+    #: already (a turn keeps those of settled blocks from one model call to the next); None: the
+    #: policy counts them (:func:`block_costs`).
+    costs: Sequence[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +224,8 @@ class ContextWindow(ContextPolicy):
         as it sends it (the local model renders its own prompt), cut again by what was over."""
         room = view.window - self.reserve - math.ceil(view.window * self.margin)
         target = room
+        if view.costs is None:  # counted once, however many times it is fitted below
+            view = replace(view, costs=block_costs(view))
         for _ in range(6):
             fitted = self._fit(view, target)
             if fitted.summarize is not None or view.measure is None:
@@ -237,8 +243,13 @@ class ContextWindow(ContextPolicy):
     def _fit(self, view: ContextView, room: int) -> Fitted:
         count = view.count
         covered = max(view.cut, 0 if view.summary is None else view.summary.through)
-        blocks = [b for b in view.blocks if b.index >= covered or b.pinned]
-        costs = [block_cost(b, count) for b in blocks]
+        sent = [
+            (b, c)
+            for b, c in zip(view.blocks, block_costs(view), strict=True)
+            if b.index >= covered or b.pinned
+        ]
+        blocks = [b for b, _ in sent]
+        costs = [c for _, c in sent]
         system = with_summary(view.system, view.summary)
         budget = room - system_cost(system, view.tools, count)
         # The messages before the cut that are not sent (the pinned ones are).
@@ -379,6 +390,13 @@ def message_cost(message: ModelMessage, count: TokenCounter) -> int:
 
 def block_cost(block: Block, count: TokenCounter) -> int:
     return sum(message_cost(m, count) for m in block.messages)
+
+
+def block_costs(view: ContextView) -> Sequence[int]:
+    """The tokens of each of the view's blocks: those the caller counted, else counted now."""
+    if view.costs is not None:
+        return view.costs
+    return [block_cost(b, view.count) for b in view.blocks]
 
 
 def system_cost(system: str, tools: Sequence[ToolSpec], count: TokenCounter) -> int:

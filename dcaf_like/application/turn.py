@@ -12,7 +12,14 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, cast
 
-from dcaf_like.application.context import Block, ContextPolicy, ContextView, TokenCounter, estimate_tokens
+from dcaf_like.application.context import (
+    Block,
+    ContextPolicy,
+    ContextView,
+    TokenCounter,
+    block_cost,
+    estimate_tokens,
+)
 from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
 from dcaf_like.application.errors import HookFailed, InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
@@ -244,6 +251,9 @@ class Turn:
     # The transcript of conversation.messages[:_stable_messages], which no longer changes.
     _stable: list[ModelMessage] = field(init=False, default_factory=list)
     _stable_messages: int = field(init=False, default=0)
+    # Under a context window: the block of each message (by its position in the conversation) whose
+    # calls have all settled, with its tokens; it reads the same for the rest of the turn.
+    _settled_blocks: dict[int, tuple[Block, int]] = field(init=False, default_factory=dict)
     # time.monotonic() when the turn's time limit runs out (None: no limit).
     _deadline: float | None = field(init=False, default=None)
     # Model calls and tool runs so far: every step after the first checks for a cancel.
@@ -635,15 +645,17 @@ class Turn:
         window = None if policy is None else policy.window or settings.context_window
         if policy is None or window is None:
             return self._model_request(system)
+        blocks, costs = self._blocks()
         view = ContextView(
             system,
             settings.tool_specs,
-            self._blocks(),
+            blocks,
             conversation.summary,
             window,
             settings.count_tokens,
             settings.count_request_tokens,
             conversation.cut,
+            costs,
         )
         fitted = policy.fit(view)
         if fitted.summarize is not None:
@@ -655,13 +667,26 @@ class Turn:
             conversation.move_cut(fitted.cut)
         return ModelRequest(fitted.system, fitted.messages, settings.tool_specs, conversation.id)
 
-    def _blocks(self) -> list[Block]:
-        conversation, blocks = self.conversation, []
+    def _blocks(self) -> tuple[list[Block], list[int]]:
+        """The conversation's blocks and their tokens, reusing those earlier model calls of this turn
+        made: a block whose calls have all settled (and which is not the last one) reads the same from
+        then on, and costs the same."""
+        conversation, settled_blocks = self.conversation, self._settled_blocks
+        accepts, count = self.settings.accepts, self.settings.count_tokens
+        last = conversation.message_count - 1
+        blocks, costs = [], []
         for index, message in enumerate(conversation.messages, conversation.message_offset):
-            messages: list[ModelMessage] = []
-            settled = _transcribe(conversation, message, messages, self.settings.accepts)
-            blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
-        return blocks
+            known = settled_blocks.get(index)
+            if known is None:
+                messages: list[ModelMessage] = []
+                settled = _transcribe(conversation, message, messages, accepts)
+                block = Block(index, tuple(messages), message.role is Role.USER, pinned=not settled)
+                known = (block, block_cost(block, count))
+                if settled and index != last:
+                    settled_blocks[index] = known
+            blocks.append(known[0])
+            costs.append(known[1])
+        return blocks, costs
 
     def _transcript(self) -> tuple[ModelMessage, ...]:
         """The transcript, reusing what earlier model calls of this turn already transcribed: a message

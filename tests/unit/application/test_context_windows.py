@@ -20,6 +20,7 @@ from dcaf_like import (
     ModelRequest,
     ToolResult,
     UserTurn,
+    tool,
 )
 from dcaf_like.application.context import (
     DROPPED_NOTE,
@@ -37,7 +38,9 @@ from dcaf_like.application.context import (
     system_cost,
 )
 from dcaf_like.application.image_size import image_size
-from dcaf_like.domain import Conversation, DomainError, attachment
+from dcaf_like.application.messages import ModelMessage
+from dcaf_like.application.ports import ToolOutput
+from dcaf_like.domain import Conversation, DomainError, Role, attachment
 from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 
 SYSTEM = "You operate Kubernetes."
@@ -239,8 +242,8 @@ def test_a_fallback_runtime_fits_the_smallest_window_it_may_use():
 class Summarizing(FakeRuntime):
     """Answers a summary request with a summary naming how many lines it read, the rest from the script."""
 
-    def __init__(self, script, window: int) -> None:
-        super().__init__(script, context_window=window)
+    def __init__(self, script, window: int, accepts: frozenset[str] = frozenset()) -> None:
+        super().__init__(script, context_window=window, accepts=accepts)
         self.summaries: list[ModelRequest] = []
 
     def invoke(self, request: ModelRequest) -> object:  # type: ignore[override]
@@ -677,3 +680,109 @@ def test_a_turn_that_reads_from_the_cut_sends_what_a_whole_read_would():
     assert stored is not None
     assert stored.cut > 0
     assert recent.partial > 20  # most turns read only the part from the cut on
+
+
+# -- a turn counts a settled block once (issue 21) ---------------------------------------------------
+
+
+def without_the_turns_blocks_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every model call of a turn transcribes and counts every block again, as before they were kept."""
+    from dcaf_like.application.turn import Turn, _transcribe
+
+    def afresh(self: Turn) -> tuple[list[Block], list[int]]:
+        conversation, blocks = self.conversation, []
+        for index, message in enumerate(conversation.messages, conversation.message_offset):
+            messages: list[ModelMessage] = []
+            settled = _transcribe(conversation, message, messages, self.settings.accepts)
+            blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
+        return blocks, [block_cost(b, self.settings.count_tokens) for b in blocks]
+
+    monkeypatch.setattr(Turn, "_blocks", afresh)
+
+
+IMAGES = frozenset({"image"})
+
+
+def numbered_call_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls get ids 1, 2, ... (not random ones), so that two runs send the same requests."""
+    from dcaf_like.domain import ToolCallId
+
+    numbers = itertools.count(1)
+    monkeypatch.setattr(ToolCallId, "new", classmethod(lambda cls: cls(f"tc_{next(numbers):024x}")))
+
+
+class Measuring(Summarizing):
+    """Also measures its whole prompt, adding 15 tokens of its own around every message."""
+
+    def count_request_tokens(self, request: ModelRequest) -> int:
+        return tokens(request) + 15 * len(request.messages)
+
+
+def a_run_of_many_rounds(runtime: Summarizing, context: ContextWindow) -> Conversation:
+    """Twenty turns of several model calls each: tool calls one after the other and two at once, some
+    returning a screenshot, some approved by a person in the next request; questions with images."""
+    screenshot = attachment("image", media_type="image/png", data=b64(png(640, 480)))
+
+    @tool(requires_approval=False)
+    def list_pods(namespace: str) -> str | ToolOutput:
+        """The pods of a namespace, and a screenshot of its dashboard for namespace prod."""
+        text = f"web-1 runs in {namespace}"
+        return ToolOutput(text, (screenshot,)) if namespace == "prod" else text
+
+    @tool
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return f"{name} deleted"
+
+    for n in range(20):
+        runtime.then(
+            tool_calls(tool_call("list_pods", namespace=f"ns-{n}")),
+            tool_calls(tool_call("list_pods", namespace="prod"), tool_call("list_pods", namespace="dev")),
+        )
+        if n % 3 == 1:
+            runtime.then(tool_calls(tool_call("delete_pod", name=f"web-{n}")))
+        runtime.then(answer(n))
+    store = InMemoryConversationRepository()
+    agent = Agent(
+        system=SYSTEM, runtime=runtime, repository=store, tools=[list_pods, delete_pod], context=context
+    )
+    for n in range(20):
+        content: list[dict[str, str]] = [{"type": "text", "text": question(n)}]
+        if n % 4 == 0:
+            content.append({"type": "image", "media_type": "image/png", "data": b64(png(320, 200))})
+        response = agent.run([{"role": "user", "content": content}], conversation_id="conv-rounds")
+        for call in response.pending_tool_calls:
+            agent.approve("conv-rounds", call.id)
+    stored = store.get("conv-rounds")
+    assert stored is not None
+    return stored
+
+
+@pytest.mark.parametrize(
+    ("runtime", "context"),
+    [
+        (lambda: Summarizing([], 4096, IMAGES), ContextWindow(summarize=True)),
+        (lambda: Summarizing([], 4096, IMAGES), ContextWindow()),
+        (lambda: Measuring([], 4096, IMAGES), ContextWindow()),
+        (lambda: Summarizing([], 100_000, IMAGES), ContextWindow(2500, summarize=True)),
+    ],
+    ids=["summarizing", "cutting", "measured", "policys-own-window"],
+)
+def test_a_turn_keeping_its_settled_blocks_sends_every_model_what_counting_them_afresh_would(
+    runtime, context, monkeypatch: pytest.MonkeyPatch
+):
+    numbered_call_ids(monkeypatch)
+    kept = runtime()
+    after_kept = a_run_of_many_rounds(kept, context)
+    numbered_call_ids(monkeypatch)
+    with monkeypatch.context() as patched:
+        without_the_turns_blocks_kept(patched)
+        afresh = runtime()
+        after_afresh = a_run_of_many_rounds(afresh, context)
+
+    assert kept.requests == afresh.requests  # every model call, its system prompt, messages and images
+    assert kept.summaries == afresh.summaries
+    assert (after_kept.cut, after_kept.summary) == (after_afresh.cut, after_afresh.summary)
+    assert len(kept.requests) > 3 * 20  # several model calls a turn: the later ones reuse blocks
+    assert after_kept.cut or after_kept.summary  # the window was full: blocks were left out
+    assert any(isinstance(m, UserTurn) and m.attachments for m in kept.requests[-1].messages)
