@@ -397,14 +397,7 @@ class Agent:
         deps: Any = None,
     ) -> AgentResponse:
         """Apply several decisions at once, each keyed by call id, then go on."""
-        request = AgentRequest(
-            conversation_id=conversation_id,
-            decisions=tuple(decisions),
-            platform_context=dict(platform_context or {}),
-            user=_who(user, identity),
-            identity=identity,
-            deps=deps,
-        )
+        request = _deciding(conversation_id, decisions, platform_context, user, identity, deps)
         return self._ready().execute(request)
 
     async def adecide(
@@ -417,14 +410,7 @@ class Agent:
         identity: Identity | None = None,
         deps: Any = None,
     ) -> AgentResponse:
-        request = AgentRequest(
-            conversation_id=conversation_id,
-            decisions=tuple(decisions),
-            platform_context=dict(platform_context or {}),
-            user=_who(user, identity),
-            identity=identity,
-            deps=deps,
-        )
+        request = _deciding(conversation_id, decisions, platform_context, user, identity, deps)
         return await (await self._aready()).aexecute(request)
 
     # -- answering a question ---------------------------------------------------------------------
@@ -544,6 +530,24 @@ def _request(
     if identity is None and deps is None:
         return request
     return replace(request, identity=identity, deps=deps)
+
+
+def _deciding(
+    conversation_id: str,
+    decisions: Iterable[ToolDecision],
+    platform_context: Mapping[str, Any] | None,
+    user: str | None,
+    identity: Identity | None,
+    deps: Any,
+) -> AgentRequest:
+    return AgentRequest(
+        conversation_id=conversation_id,
+        decisions=tuple(decisions),
+        platform_context=dict(platform_context or {}),
+        user=_who(user, identity),
+        identity=identity,
+        deps=deps,
+    )
 
 
 def _who(user: str | None, identity: Identity | None) -> str:

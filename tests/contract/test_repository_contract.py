@@ -841,8 +841,9 @@ def long_conversation(exchanges: int = 30, at: float = 1_700_000_000.0) -> Conve
     return c
 
 
-def has_a_recent_read(store: ConversationRepository) -> bool:
-    return type(store).get_recent is not ConversationRepository.get_recent
+def test_every_store_reads_the_recent_part_of_its_own(make: Factory) -> None:
+    """Not the port's default whole read (ADR 22): the tests below hold each store to it."""
+    assert type(make()).get_recent is not ConversationRepository.get_recent
 
 
 def test_a_recent_read_holds_every_message_a_turn_may_send_and_every_call_not_settled(make: Factory) -> None:
@@ -865,8 +866,7 @@ def test_a_recent_read_holds_every_message_a_turn_may_send_and_every_call_not_se
     assert (recent.version, recent.summary, recent.session) == (whole.version, whole.summary, whole.session)
     # From the message of the call still running (exchange 5): the summary's end is later.
     assert start <= 3 * 5 + 1
-    if has_a_recent_read(store):
-        assert (start, first_call) == (3 * 5 + 1, 5)
+    assert (start, first_call) == (3 * 5 + 1, 5)
 
 
 def test_a_turn_on_a_recent_read_saves_what_the_same_turn_on_a_whole_read_would(make: Factory) -> None:
@@ -904,9 +904,9 @@ def test_a_turn_on_a_recent_read_saves_what_the_same_turn_on_a_whole_read_would(
     again = store.get_recent(conversation.id)
     assert again is not None
     assert [c.id.value for c in again.pending_tool_calls] == ["tc_the_new_one"]
-    if has_a_recent_read(store):  # the running call settled: the window moved on to the summary's end
-        assert saved.summary is not None
-        assert again.message_offset == saved.summary.through
+    # the running call settled: the window moved on to the summary's end
+    assert saved.summary is not None
+    assert again.message_offset == saved.summary.through
 
 
 async def test_the_async_recent_read_is_the_sync_one(make: Factory) -> None:
@@ -933,8 +933,6 @@ def test_a_conversation_read_in_part_cannot_be_saved_whole(make: Factory) -> Non
     store.save(conversation, 0)
     recent = store.get_recent(conversation.id)
     assert recent is not None
-    if not has_a_recent_read(store):
-        pytest.skip("this store reads the whole conversation")
 
     with pytest.raises(ValueError, match="windowed read"):
         InMemoryConversationRepository().save(recent, 0)
@@ -954,8 +952,8 @@ def test_a_windows_cut_is_stored_and_a_recent_read_starts_there(make: Factory) -
     whole = store.get(conversation.id)
     assert whole is not None
     assert (whole.cut, recent.cut, whole.summary) == (60, 60, None)
-    if has_a_recent_read(store):  # from the message of the call still running (exchange 5)
-        assert (recent.message_offset, recent.call_offset) == (3 * 5 + 1, 5)
+    # from the message of the call still running (exchange 5)
+    assert (recent.message_offset, recent.call_offset) == (3 * 5 + 1, 5)
     [running] = recent.unfinished_tool_calls
     recent.record_tool_result(running.id.value, "done", at=1_700_000_101.0)
     recent.add_user_message("and now?", at=1_700_000_102.0)
@@ -968,8 +966,8 @@ def test_a_windows_cut_is_stored_and_a_recent_read_starts_there(make: Factory) -
     assert saved is not None
     assert (saved.cut, saved.message_count, again.message_count) == (75, 91, 91)
     assert [m.text for m in again.messages[-2:]] == ["answer 29", "and now?"]
-    if has_a_recent_read(store):  # the running call settled: the window moved on to the cut
-        assert (again.message_offset, again.call_offset) == (75, 25)
+    # the running call settled: the window moved on to the cut
+    assert (again.message_offset, again.call_offset) == (75, 25)
 
 
 def pending_conversation(at: float = 1_700_000_000.0) -> Conversation:
