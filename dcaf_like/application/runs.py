@@ -18,9 +18,10 @@ import queue
 import socket
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.errors import scrub_exception
@@ -263,11 +264,15 @@ class _Keeper:
         return job
 
     def _next(self) -> _Job:
-        """The next job due, once it is due (jobs stopped meanwhile are dropped)."""
+        """The next job due, once it is due. A job stopped meanwhile is dropped: one stopped before
+        the thread saw it (a quick tool) never reaches the heap, so the heap holds running tools only
+        rather than every tool of the last period."""
         with self._ready:
             while True:
                 while self._new:
                     job = self._new.popleft()
+                    if job.stopped:
+                        continue
                     heapq.heappush(self._due, (job.due, next(self._order), job))
                 while self._due and self._due[0][2].is_stopped():
                     heapq.heappop(self._due)
@@ -409,17 +414,19 @@ class RunCancelled(Exception):
 
 class CancelPoll:
     """Asks `check` every `every` seconds, from the first step on, whether the turn was cancelled, and
-    interrupts the step under way (:meth:`step`) when it was. Costs one timer handle for a model call
-    shorter than `every`; a longer one reads the store once per `every`."""
+    interrupts the step under way (:meth:`step`) when it was. The polls of one event loop share one
+    timer (:class:`_Ticker`): a model call shorter than `every` costs no timer and no store read; a
+    longer one reads the store about once per `every`."""
 
     def __init__(self, check: Callable[[], Awaitable[bool]], every: float) -> None:
         self._check, self._every = check, every
-        self._loop = asyncio.get_running_loop()
-        self._handle = self._loop.call_later(every, self._tick)
+        self._due = time.monotonic() + every
         self._asking: asyncio.Task[None] | None = None
         self._stepping: asyncio.Task[Any] | None = None
         self._closed = False
         self._fired = False
+        self._ticker = _Ticker.of(asyncio.get_running_loop())
+        self._ticker.add(self, every)
 
     def fired(self) -> bool:
         """The turn was found cancelled."""
@@ -449,8 +456,10 @@ class CancelPoll:
                 return
             yield item
 
-    def _tick(self) -> None:
-        self._asking = self._loop.create_task(self._ask())
+    def due(self, now: float) -> None:
+        """Ask `check` now if `every` has passed since the last answer (one question at a time)."""
+        if now >= self._due and self._asking is None and not self._closed:
+            self._asking = self._ticker.loop.create_task(self._ask())
 
     async def _ask(self) -> None:
         try:
@@ -458,17 +467,63 @@ class CancelPoll:
         except Exception as exc:  # the store could not say: the model call goes on
             logger.warning("could not read cancel requests: %s", _describe(exc))
             cancelled = False
+        self._asking = None
         if self._closed:
             return
         if cancelled:
             self._fired = True
+            self._ticker.discard(self)
             if self._stepping is not None:
                 self._stepping.cancel()
         else:
-            self._handle = self._loop.call_later(self._every, self._tick)
+            self._due = time.monotonic() + self._every
 
     def close(self) -> None:
         self._closed = True
-        self._handle.cancel()
+        self._ticker.discard(self)
         if self._asking is not None and not self._asking.done():
             self._asking.cancel()
+
+
+class _Ticker:
+    """The one timer of an event loop's cancel polls: it ticks every half of the shortest poll's
+    period while a poll is open, tells each one the time, and stops when none is left."""
+
+    _of_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._polls: set[CancelPoll] = set()
+        self._period = float("inf")
+        self._handle: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _Ticker:
+        ticker = cls._of_loop.get(loop)
+        if ticker is None:
+            ticker = cls._of_loop[loop] = cls(loop)
+        return ticker
+
+    def add(self, poll: CancelPoll, every: float) -> None:
+        self._polls.add(poll)
+        if every / 2 < self._period:
+            self._period = every / 2
+            if self._handle is not None:  # a shorter period than the timer running: start again
+                self._handle.cancel()
+                self._handle = None
+        if self._handle is None:
+            self._handle = self.loop.call_later(self._period, self._tick)
+
+    def discard(self, poll: CancelPoll) -> None:
+        self._polls.discard(poll)
+
+    def _tick(self) -> None:
+        if not self._polls:
+            self._handle, self._period = None, float("inf")
+            return
+        now = time.monotonic()
+        for poll in list(self._polls):
+            poll.due(now)
+        self._handle = self.loop.call_later(self._period, self._tick)

@@ -95,7 +95,7 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
             return failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
         try:
-            response = await runs.watch(runs.start(served.ahandle(request)))
+            response = await runs.run(served.ahandle(request))
         except Exception as exc:
             return failure(exc, request.conversation_id)
         http.state.conversation_id = response.conversation_id

@@ -12,6 +12,7 @@ from dcaf_like import (
     Agent,
     InMemoryConversationRepository,
     ModelCompleted,
+    ModelResponse,
     ModelTimeout,
     ToolContext,
     ToolResult,
@@ -446,6 +447,69 @@ def test_a_cancel_stops_a_turn_waiting_for_the_model(api, monkeypatch):
     assert response.text == ""
     stored = agent.conversation("conv_c")
     assert [m.role.value for m in stored.messages] == ["user"]  # usable: the next turn answers it
+
+
+class CountingStore(InMemoryConversationRepository):
+    """The in-memory store, counting the cancel requests it is asked about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked_for_cancels = 0
+
+    async def acancel_requested(self, conversation_id, *, since):
+        self.asked_for_cancels += 1
+        return await super().acancel_requested(conversation_id, since=since)
+
+
+class WaitingByConversation(FakeRuntime):
+    """An async model that answers each conversation once the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.asked: dict[str, asyncio.Event] = {}
+        self.answer = asyncio.Event()
+
+    async def ainvoke(self, request):
+        [first] = [m.text for m in request.messages if hasattr(m, "text")][:1]
+        self.asked[first].set()
+        await self.answer.wait()
+        return ModelResponse(text=f"answered {first}")
+
+
+def test_turns_waiting_for_the_model_at_once_are_each_stopped_by_their_own_cancel_only(monkeypatch):
+    monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
+    runtime = WaitingByConversation()
+    agent = Agent(runtime=runtime)
+
+    async def two_turns_one_cancelled():
+        runtime.asked = {"first": asyncio.Event(), "second": asyncio.Event()}
+        first = asyncio.ensure_future(agent.arun("first", conversation_id="conv_1"))
+        second = asyncio.ensure_future(agent.arun("second", conversation_id="conv_2"))
+        await runtime.asked["first"].wait()
+        await runtime.asked["second"].wait()
+        await agent.acancel("conv_1")
+        stopped = await asyncio.wait_for(first, 10)
+        runtime.answer.set()
+        return stopped, await asyncio.wait_for(second, 10)
+
+    stopped, answered = asyncio.run(two_turns_one_cancelled())
+
+    assert stopped.stop_reason == "cancelled"
+    assert (answered.stop_reason, answered.text) == ("end_turn", "answered second")
+
+
+def test_a_model_call_quicker_than_the_poll_reads_no_cancel_request():
+    store = CountingStore()
+    agent = Agent(runtime=FakeRuntime([reply("At once."), reply("Again.")]), repository=store)
+
+    async def two_turns():
+        await agent.arun("which pods run?", conversation_id="conv_q")
+        return await agent.arun("and now?", conversation_id="conv_q")
+
+    response = asyncio.run(two_turns())
+
+    assert response.text == "Again."
+    assert store.asked_for_cancels == 0
 
 
 # -- progress ---------------------------------------------------------------------------------------
