@@ -17,7 +17,6 @@ from dcaf_like import (
     QuestionExpired,
     ToolContext,
     ToolResult,
-    ask_user,
     tool,
 )
 from dcaf_like.domain import DeciderKind, DecisionOutcome, ToolCallStatus
@@ -116,7 +115,8 @@ def test_past_the_window_the_next_message_expires_the_question_and_the_model_rea
     assert call.status == "failed"
     assert call.error.startswith("not run: the question 'Scale web to zero?' expired")
     [result] = [m for m in runtime.requests[-1].messages if isinstance(m, ToolResult)]
-    assert result.is_error and "expired" in result.content
+    assert result.is_error
+    assert "expired" in result.content
     stored = agent.repository.get(asked.conversation_id)
     [question] = stored.questions.values()
     assert (question.status, question.answered_by, question.answered_at) == ("expired", "system", 1060.0)
@@ -190,7 +190,7 @@ def test_answers_declines_and_expiries_are_in_the_audit_trail_without_the_answer
     assert [r.question_id for r in records] == [a.questions[0].id for a in asked]
     assert [r.call_id for r in records] == [a.questions[0].call_id for a in asked]
     assert [r.conversation_id for r in records] == [a.conversation_id for a in asked]
-    assert records[2].at == 1060.0 and records[2].reason == "expired"
+    assert (records[2].at, records[2].reason) == (1060.0, "expired")
     assert all(r.entrance == "python" for r in records)
     assert not any("481-516-secret" in r.to_json() for r in records)
 

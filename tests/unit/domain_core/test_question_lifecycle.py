@@ -241,7 +241,7 @@ def test_past_its_window_the_system_closes_the_question_and_the_call_fails_not_r
     assert (question.status, question.answered_by, question.answered_at) == (Q.EXPIRED, "system", 12.0)
     assert question.answer is None
     assert call.status is ToolCallStatus.FAILED
-    assert "not run" in call.error and "expired" in call.error and "Which namespace?" in call.error
+    assert call.error.startswith("not run: the question 'Which namespace?' expired")
     assert conversation.open_questions == []
     assert conversation.version > version
 
