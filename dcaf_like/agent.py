@@ -59,6 +59,10 @@ class Agent:
         pause_on_tool_calls: Every tool call waits for a human, whatever the policy allows.
         approval_ttl: Seconds a pending call may wait for its decision; after that it can no longer
             be approved, and the next message rejects it as expired. None: no limit.
+        question_ttl: Seconds a question a tool asked the user (docs/runs.md, "Questions") takes an
+            answer; after that the answer is refused and the next message closes the question as
+            expired (the call that asked fails, not run). None: the approval window
+            (`approval_ttl`); ``math.inf``: no limit, whatever the approval window.
         approver: Asked during the run about each call that needs approval (a CLI prompt) instead
             of suspending the turn; returns an ``ApprovalAnswer`` or a bool.
         clock: The time, in seconds since the epoch (tests pass a fake one).
@@ -98,6 +102,7 @@ class Agent:
         max_iterations: int = 10,
         pause_on_tool_calls: bool = False,
         approval_ttl: float | None = None,
+        question_ttl: float | None = None,
         approver: ApprovalCallback | None = None,
         clock: Callable[[], float] = time.time,
         tracer: Tracer | None = None,
@@ -143,6 +148,7 @@ class Agent:
             "system": system,
             "max_iterations": max_iterations,
             "approval_ttl": approval_ttl,
+            "question_ttl": question_ttl,
             "approver": approver,
             "name": name,
             "clock": clock,

@@ -202,6 +202,8 @@ class QuestionView:
     max_length: int
     status: str = "open"
     answer: str | bool | None = None
+    #: When its window closes: past it the answer is refused (None: it waits as long as it takes).
+    expires_at: float | None = None
 
     @classmethod
     def of(cls, question: Question, tool: str) -> QuestionView:
@@ -215,6 +217,7 @@ class QuestionView:
             max_length=question.max_length,
             status=question.status.value,
             answer=question.value,
+            expires_at=question.expires_at,
         )
 
 

@@ -2,8 +2,9 @@
 
 A conversation is kept `retention` seconds after its last save; one still waiting for a decision is
 kept at least until the approval window of its last pending call closes, so a store never forgets a
-call that can still be approved. A pending call proposed without a window (``approval_ttl=None``)
-waits as long as the retention.
+call that can still be approved (nor a question that can still be answered: the window of its last
+open question counts alike). A pending call proposed without a window (``approval_ttl=None``), or a
+question asked without one, waits as long as the retention.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ DEFAULT_RETENTION_DAYS = 30
 
 
 def waiting_until(conversation: Conversation) -> float | None:
-    """When the approval window of the conversation's last pending call closes; None when no pending
-    call has a window."""
+    """When the window of the conversation's last pending call or open question closes; None when
+    none has a window."""
     closes = [
         call.expires_at
         for call in conversation.tool_calls.values()
         if call.status is ToolCallStatus.PENDING and call.expires_at is not None
     ]
+    if conversation.questions:
+        closes += [q.expires_at for q in conversation.open_questions if q.expires_at is not None]
     return max(closes, default=None)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import aclosing
@@ -80,12 +81,13 @@ from dcaf_like.domain import (
     DeciderKind,
     DecisionRecord,
     DomainError,
+    InvalidAnswer,
     PlatformContext,
     Role,
     Trusted,
 )
 from dcaf_like.domain.context import secret_values
-from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
+from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, SYSTEM, new_conversation_id
 
 T = TypeVar("T")
 
@@ -95,6 +97,8 @@ InstructionProvider = Callable[[RunContext[Any]], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
 
 EXPIRED = "the approval window closed before a decision"
+#: The reason an answer a question does not take is refused with, in the audit trail.
+REFUSED_ANSWER = "the question does not take this answer"
 
 #: Seconds between two reads of the store for a cancel request while the model answers (async only).
 CANCEL_POLL = 0.5
@@ -111,6 +115,7 @@ class AgentService:
         system: str | InstructionProvider = "",
         max_iterations: int = 10,
         approval_ttl: float | None = None,
+        question_ttl: float | None = None,
         approver: ApprovalCallback | None = None,
         name: str = "agent",
         clock: Callable[[], float] = time.time,
@@ -130,6 +135,7 @@ class AgentService:
             (lease_ttl, "lease_ttl"),
             (turn_timeout, "turn_timeout"),
             (model_timeout, "model_timeout"),
+            (question_ttl, "question_ttl"),
         ):
             if limit is not None and not limit > 0:
                 raise ValueError(f"{what} must be a positive number of seconds")
@@ -160,6 +166,7 @@ class AgentService:
             tool_specs=tuple(t.spec() for t in tools),
             max_iterations=max_iterations,
             approval_ttl=approval_ttl,
+            question_ttl=_question_window(question_ttl, approval_ttl),
             has_approver=approver is not None,
             runtime_name=runtime.name,
             agent_name=name,
@@ -603,16 +610,18 @@ class AgentService:
                 rejected.append(decision.call_id)
         declined: list[str] = []
         for answer in request.answers:  # an answered question claims its call to run again
-            asked_by = self._answer(conversation, answer, request.user, now)
+            asked_by = self._answer(conversation, answer, request.user, now, refused)
             (declined if answer.declined else approved).append(asked_by)
         if request.text or request.attachments:
             if conversation.tool_calls:  # a call left waiting past its window is rejected first
                 for call in conversation.pending_tool_calls:
                     if call.is_expired(now):
                         conversation.reject_tool_call(
-                            call.id.value, EXPIRED, by="system", kind=DeciderKind.SYSTEM, at=now
+                            call.id.value, EXPIRED, by=SYSTEM, kind=DeciderKind.SYSTEM, at=now
                         )
                         rejected.append(call.id.value)
+            if conversation.questions:  # and so is a question: its call fails, not run
+                declined.extend(c.id.value for c in conversation.expire_questions(at=now))
             conversation.add_user_message(request.text, attachments=request.attachments, at=now)
         elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
@@ -630,15 +639,34 @@ class AgentService:
         )
         return _Run(turn, conversation, expected, now, span, blocking, claim=bool(approved))
 
-    def _answer(self, conversation: Conversation, answer: QuestionAnswer, user: str, now: float) -> str:
+    def _answer(
+        self,
+        conversation: Conversation,
+        answer: QuestionAnswer,
+        user: str,
+        now: float,
+        refused: list[DecisionRecord],
+    ) -> str:
         """Apply an answer (or a refusal to answer) to an open question: the id of the call that asked.
         It raises, changing nothing stored, for a question this conversation never asked, one already
-        answered, or a value the question does not take."""
-        if answer.declined:
-            return conversation.decline_question(answer.question_id, by=user, at=now).id.value
-        call = conversation.answer_question(
-            answer.question_id, answer.value, by=user, worker=self.worker, until=now + self.lease_ttl, at=now
-        )
+        answered, one whose window closed, or a value the question does not take (its record, never
+        the value, in `refused`)."""
+        try:
+            if answer.declined:
+                return conversation.decline_question(answer.question_id, by=user, at=now).id.value
+            call = conversation.answer_question(
+                answer.question_id,
+                answer.value,
+                by=user,
+                worker=self.worker,
+                until=now + self.lease_ttl,
+                at=now,
+            )
+        except DomainError as exc:
+            # An InvalidAnswer's detail may quote the value: the trail keeps only that it was refused.
+            reason = REFUSED_ANSWER if isinstance(exc, InvalidAnswer) else str(exc)
+            refused.append(conversation.answer_refusal(answer.question_id, reason, by=user, at=now))
+            raise
         return call.id.value
 
     def _decide(
@@ -739,6 +767,13 @@ def _at_once_each(events: AsyncGenerator[T, None]) -> Iterator[T]:
         return
     finally:
         _at_once(events.aclose())
+
+
+def _question_window(question_ttl: float | None, approval_ttl: float | None) -> float | None:
+    """Seconds a question takes an answer: the agent's own window for questions, else its approval
+    window; infinity (or neither given): no limit."""
+    ttl = approval_ttl if question_ttl is None else question_ttl
+    return None if ttl is None or math.isinf(ttl) else ttl
 
 
 def _may_use(request: AgentRequest, conversation: Conversation) -> bool:

@@ -199,6 +199,8 @@ class TurnSettings:
     tool_specs: tuple[ToolSpec, ...]
     max_iterations: int = 10
     approval_ttl: float | None = None
+    #: Seconds an open question takes an answer (None: no limit); the service resolves the agent's.
+    question_ttl: float | None = None
     has_approver: bool = False
     runtime_name: str = ""
     agent_name: str = ""
@@ -600,7 +602,13 @@ class Turn:
             return None
         try:
             return conversation.ask_question(
-                call_id, asked.kind, asked.question, asked.options, max_length=asked.max_length, at=now
+                call_id,
+                asked.kind,
+                asked.question,
+                asked.options,
+                max_length=asked.max_length,
+                ttl=self.settings.question_ttl,
+                at=now,
             )
         except InvalidQuestion as exc:
             conversation.record_tool_failure(call_id, f"asked a question that cannot be asked: {exc}", at=now)

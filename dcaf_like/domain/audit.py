@@ -1,4 +1,5 @@
-"""The audit trail: one record per decision about a tool call, kept apart from the conversation.
+"""The audit trail: one record per decision about a tool call, and per reply to a question a call asked
+(answered, declined, expired), kept apart from the conversation.
 
 A conversation may be deleted or expire; the record of who let a dangerous call run (or stopped it)
 is appended to a store of its own and never rewritten.
@@ -20,11 +21,16 @@ class DecisionOutcome(StrEnum):
     EDITED = "edited"  # approved with arguments a human changed
     REJECTED = "rejected"
     REFUSED = "refused"  # the decision was not applied: forged, altered, late, already decided, ...
+    # A question a call asked (the record names it by `question_id`): never the answer itself.
+    ANSWERED = "answered"
+    DECLINED = "declined"  # the user would not answer: the call failed, not run
+    EXPIRED = "expired"  # its window closed before an answer: the system closed it
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
-    """Who decided what about which call, when, and through which entrance."""
+    """Who decided what about which call, when, and through which entrance. A reply to a question
+    names the question (`question_id`; empty for a decision about a call)."""
 
     conversation_id: str
     call_id: str
@@ -36,6 +42,7 @@ class DecisionRecord:
     entrance: str  # http, stream, a2a, python
     at: float
     reason: str = ""
+    question_id: str = ""
     id: str = field(default_factory=lambda: secrets.token_hex(8))
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,6 +58,7 @@ class DecisionRecord:
             "decider": self.decider.value,
             "entrance": self.entrance,
             "reason": self.reason,
+            "question_id": self.question_id,
         }
 
     def to_json(self) -> str:
@@ -69,6 +77,7 @@ class DecisionRecord:
             entrance=data["entrance"],
             at=data["at"],
             reason=data.get("reason", ""),
+            question_id=data.get("question_id", ""),  # absent in records written before questions
             id=data["id"],
         )
 

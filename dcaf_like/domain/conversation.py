@@ -36,6 +36,8 @@ INTERRUPTED = (
     "interrupted: the run of this call ended before its result was recorded (the worker running it "
     "stopped); it may or may not have run. It was not run again: check its effect before proposing it anew"
 )
+#: Who closes a question whose window closed (and rejects a call whose approval window did).
+SYSTEM = "system"
 STOPPED_WHILE_RUNNING = (
     "interrupted: the worker running this call stopped it (it was shutting down) before its result was "
     "recorded; it may or may not have had its effect. It was not run again: check before proposing it anew"
@@ -398,6 +400,7 @@ class Conversation:
         kind: DeciderKind,
         at: float,
         reason: str = "",
+        question_id: str = "",
     ) -> None:
         self.unsaved_decisions.append(
             DecisionRecord(
@@ -411,6 +414,7 @@ class Conversation:
                 entrance=self.entrance,
                 at=at,
                 reason=reason,
+                question_id=question_id,
             )
         )
 
@@ -474,11 +478,13 @@ class Conversation:
         options: list[str] | tuple[str, ...] = (),
         *,
         max_length: int = MAX_TEXT_ANSWER,
+        ttl: float | None = None,
         at: float | None = None,
     ) -> Question:
-        """The running call `call_id` asks the user: a new open question, and the call waits for it."""
+        """The running call `call_id` asks the user: a new open question, and the call waits for it
+        (for `ttl` seconds at most, if given: the question then expires)."""
         call = self.tool_call(call_id)
-        question = Question.ask(call_id, kind, prompt, options, max_length=max_length, at=_now(at))
+        question = Question.ask(call_id, kind, prompt, options, max_length=max_length, at=_now(at), ttl=ttl)
         call.ask()
         self.questions[question.id] = question
         self._changed(call_id)
@@ -494,10 +500,12 @@ class Conversation:
         call = self.tool_call(question.call_id)
         if question.is_open and call.status is not ToolCallStatus.ASKING:
             raise IllegalTransition(call.id.value, call.status.value, ToolCallStatus.APPROVED.value)
-        question.accept(value, by=by, at=_now(at))
+        now = _now(at)
+        question.accept(value, by=by, at=now)
         call.resume(worker, until=until)
         self._changed(call.id.value)
         self.version += 1
+        self._audit(call, DecisionOutcome.ANSWERED, by, DeciderKind.HUMAN, now, question_id=question.id)
         return call
 
     def decline_question(self, question_id: str, *, by: str, at: float | None = None) -> ToolCall:
@@ -509,7 +517,50 @@ class Conversation:
         call.record_failure(f"not run: the user declined to answer {question.prompt!r}", at=now)
         self._changed(call.id.value)
         self.version += 1
+        self._audit(call, DecisionOutcome.DECLINED, by, DeciderKind.HUMAN, now, question_id=question.id)
         return call
+
+    def expire_questions(self, *, at: float | None = None) -> list[ToolCall]:
+        """Close every open question whose window closed before an answer: the system declines it as
+        expired, and the call that asked fails, not run (the model reads why). The calls that failed."""
+        now = _now(at)
+        failed = []
+        for question in [q for q in self.questions.values() if q.is_expired(now)]:
+            call = self.tool_call(question.call_id)
+            question.expire(by=SYSTEM, at=now)
+            call.record_failure(
+                f"not run: the question {question.prompt!r} expired: its window closed before the user "
+                "answered",
+                at=now,
+            )
+            self._changed(call.id.value)
+            self.version += 1
+            self._audit(
+                call, DecisionOutcome.EXPIRED, SYSTEM, DeciderKind.SYSTEM, now, "expired", question.id
+            )
+            failed.append(call)
+        return failed
+
+    def answer_refusal(
+        self, question_id: str, reason: str, *, by: str, at: float | None = None
+    ) -> DecisionRecord:
+        """The record of an answer to `question_id` that was refused (it changed nothing): the caller
+        writes it to the audit trail, as no save carries it. `reason` never holds the answer."""
+        question = self.questions.get(question_id)
+        call = self.tool_calls.get(question.call_id) if question is not None else None
+        return DecisionRecord(
+            conversation_id=self.id,
+            call_id=call.id.value if call is not None else "",
+            tool_name=call.name if call is not None else "",
+            fingerprint=call.fingerprint if call is not None else "",
+            outcome=DecisionOutcome.REFUSED,
+            decided_by=by,
+            decider=DeciderKind.HUMAN,
+            entrance=self.entrance,
+            at=_now(at),
+            reason=reason,
+            question_id=question_id,
+        )
 
     def answered_questions(self, call_id: str) -> list[Question]:
         """The questions `call_id` asked that were answered, in the order asked."""

@@ -3,6 +3,8 @@
 A question belongs to the tool call that asked it: the built-in ``ask_user`` tool, or any tool that
 asks before it acts. While it is open, the call waits (its status is ``asking``); the answer,
 given once and checked here against the question's kind and options, lets the call run again.
+A question asked with a window (:attr:`Question.expires_at`) takes no answer past it: the system
+closes it as ``expired`` (the call fails, not run) when the conversation goes on.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ class QuestionClosed(DomainError):
         super().__init__(f"question {question_id} is {status}: a question is answered once")
 
 
+class QuestionExpired(DomainError):
+    """An answer (or a refusal to answer) to a question whose window closed: it is no longer taken."""
+
+    def __init__(self, question_id: str) -> None:
+        self.question_id = question_id
+        super().__init__(f"question {question_id} expired: its window closed before an answer")
+
+
 class OpenQuestions(DomainError):
     """A new user turn arrived while questions still wait for an answer."""
 
@@ -72,13 +82,15 @@ class QuestionStatus(StrEnum):
     OPEN = "open"
     ANSWERED = "answered"
     DECLINED = "declined"  # the user would not answer: the call that asked fails
+    EXPIRED = "expired"  # its window closed before an answer: the system closed it, the call fails
 
 
-# The whole state machine: a question is answered or declined once, and nothing leaves those.
+# The whole state machine: a question is answered, declined or expired once, and nothing leaves those.
 _TRANSITIONS: frozenset[tuple[QuestionStatus, QuestionStatus]] = frozenset(
     {
         (QuestionStatus.OPEN, QuestionStatus.ANSWERED),
         (QuestionStatus.OPEN, QuestionStatus.DECLINED),
+        (QuestionStatus.OPEN, QuestionStatus.EXPIRED),
     }
 )
 
@@ -108,6 +120,8 @@ class Question:
     answer: str | None = None
     answered_by: str | None = None
     answered_at: float | None = None
+    #: When its window closes (None: it waits for its answer as long as it takes).
+    expires_at: float | None = None
 
     @classmethod
     def ask(
@@ -119,8 +133,10 @@ class Question:
         *,
         max_length: int = MAX_TEXT_ANSWER,
         at: float,
+        ttl: float | None = None,
     ) -> Question:
-        """A new open question, checked: InvalidQuestion names what is wrong with it."""
+        """A new open question, checked: InvalidQuestion names what is wrong with it. With `ttl`, it
+        takes an answer for that many seconds only."""
         try:
             kind = QuestionKind(kind)
         except ValueError:
@@ -144,11 +160,16 @@ class Question:
             raise InvalidQuestion(f"only a selection has options, not a {kind.value} question")
         if not 1 <= max_length <= MAX_TEXT_ANSWER:
             raise InvalidQuestion(f"max_length is between 1 and {MAX_TEXT_ANSWER}")
-        return cls(new_question_id(), call_id, kind, prompt, listed, max_length, at)
+        expires_at = None if ttl is None else at + ttl
+        return cls(new_question_id(), call_id, kind, prompt, listed, max_length, at, expires_at=expires_at)
 
     @property
     def is_open(self) -> bool:
         return self.status is QuestionStatus.OPEN
+
+    def is_expired(self, now: float) -> bool:
+        """Open, and past its window: no answer is taken; the system closes it as expired."""
+        return self.status is QuestionStatus.OPEN and self.expires_at is not None and now >= self.expires_at
 
     @property
     def value(self) -> str | bool | None:
@@ -171,8 +192,7 @@ class Question:
     def accept(self, value: object, *, by: str, at: float) -> None:
         """Take `value` as the answer: a bool for a confirmation, one of the options for a selection,
         a string of at most `max_length` characters for text. Refused, changing nothing, otherwise."""
-        if not self.is_open:
-            raise QuestionClosed(self.id, self.status.value)
+        self._check_open(at)
         answer = self._checked(value)
         self._move(QuestionStatus.ANSWERED)
         self.answer = answer
@@ -180,9 +200,25 @@ class Question:
         self.answered_at = at
 
     def decline(self, *, by: str, at: float) -> None:
+        """The user will not answer; refused, as an answer is, once the question closed or expired."""
+        self._check_open(at)
         self._move(QuestionStatus.DECLINED)
         self.answered_by = by
         self.answered_at = at
+
+    def expire(self, *, by: str, at: float) -> None:
+        """Its window closed before an answer: `by` (the system) closes it."""
+        if self.is_open and not self.is_expired(at):
+            raise DomainError(f"question {self.id} is open and its window is not closed")
+        self._move(QuestionStatus.EXPIRED)
+        self.answered_by = by
+        self.answered_at = at
+
+    def _check_open(self, at: float) -> None:
+        if self.status is QuestionStatus.EXPIRED or self.is_expired(at):
+            raise QuestionExpired(self.id)
+        if not self.is_open:
+            raise QuestionClosed(self.id, self.status.value)
 
     def _checked(self, value: object) -> str:
         if self.kind is QuestionKind.CONFIRMATION:

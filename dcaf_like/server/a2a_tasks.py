@@ -324,8 +324,11 @@ class A2ATasks:
             conversation.entrance = "a2a"
             for call in view.pending:
                 conversation.reject_tool_call(call.id, CANCELED, by=caller.name)
+            now = time.time()
+            conversation.expire_questions(at=now)  # past their window: the system closes them
             for question in view.questions:  # its call fails, not run
-                conversation.decline_question(question.id, by=caller.name)
+                if conversation.question(question.id).is_open:
+                    conversation.decline_question(question.id, by=caller.name, at=now)
             conversation.end_task(task_id, TaskOutcome.CANCELED, CANCELED)
             try:
                 await self.repository.asave(conversation, expected)

@@ -1,7 +1,8 @@
 """The audit trail over HTTP: ``GET /api/audit``, for keys with the ``admin`` scope.
 
 Every decision about a tool call (who, what kind of decider, when, which call and fingerprint, through
-which entrance, the outcome) is kept by the store apart from the conversation: it outlives a deleted
+which entrance, the outcome), and every reply to a question a call asked (answered, declined, expired,
+or refused: never the answer itself), is kept by the store apart from the conversation: it outlives a deleted
 conversation, and expires only by the store's own ``audit_ttl``.
 """
 
@@ -31,6 +32,8 @@ class DecisionRecordOut(BaseModel):
     decider: str
     entrance: str
     reason: str
+    #: The question a reply was to (answered, declined, expired); empty for a decision about a call.
+    question_id: str = ""
 
 
 class AuditTrail(BaseModel):
@@ -55,8 +58,8 @@ def audit_routes(
         conversation_id: str | None = Query(None, max_length=256, description="Only this conversation's."),
         limit: int = Query(100, ge=1, le=1000, description="At most this many, newest first."),
     ) -> Any:
-        """The audit trail: every decision about a tool call, newest first, kept after its conversation
-        is deleted. Operators only (the ``admin`` scope)."""
+        """The audit trail: every decision about a tool call and reply to a question, newest first,
+        kept after its conversation is deleted. Operators only (the ``admin`` scope)."""
         try:
             caller_of(http).require("admin", "read the audit trail")
             records = await repository().adecision_records(conversation_id, limit)

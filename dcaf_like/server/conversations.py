@@ -121,7 +121,7 @@ class ToolCallRecord(BaseModel):
 
 
 class QuestionRecord(BaseModel):
-    """A question a call asked the user: open, answered (with the answer) or declined."""
+    """A question a call asked the user: open, answered (with the answer), declined or expired."""
 
     id: str
     call_id: str
@@ -134,6 +134,8 @@ class QuestionRecord(BaseModel):
     asked_at: float
     answered_at: float | None
     answered_by: str | None
+    #: When its window closes (None: no limit); past it the answer is refused.
+    expires_at: float | None = None
 
 
 class CancelOut(BaseModel):
@@ -378,6 +380,7 @@ def _whole(conversation: Conversation) -> dict[str, Any]:
                 "asked_at": q.asked_at,
                 "answered_at": q.answered_at,
                 "answered_by": q.answered_by,
+                "expires_at": q.expires_at,
             }
             for q in conversation.questions.values()
         ],

@@ -37,6 +37,7 @@ from dcaf_like.domain import (
     PendingToolCalls,
     PolicyDenied,
     QuestionClosed,
+    QuestionExpired,
     UnknownQuestion,
     UnknownToolCall,
 )
@@ -110,7 +111,7 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(
                 409, "tool_calls_pending", message, call_id=exc.call_ids[0], conversation_id=conv
             )
-        case UnknownQuestion() | QuestionClosed() | InvalidAnswer() | OpenQuestions():
+        case UnknownQuestion() | QuestionClosed() | QuestionExpired() | InvalidAnswer() | OpenQuestions():
             return _question_error(exc, conv)
         case InvalidToolArguments():
             return HttpError(422, "invalid_tool_arguments", message, field="edited_input")
@@ -156,6 +157,10 @@ def _question_error(exc: DomainError, conversation_id: str | None) -> HttpError:
         case QuestionClosed():
             return HttpError(
                 409, "question_already_answered", message, conversation_id=conv, question_id=exc.question_id
+            )
+        case QuestionExpired():
+            return HttpError(
+                409, "question_expired", message, conversation_id=conv, question_id=exc.question_id
             )
         case InvalidAnswer():
             return HttpError(

@@ -199,6 +199,9 @@ ADDED: dict[type, dict[str, Any]] = {
         "decided_by_kind": _kind_of_old_record,
         "result_attachments": (),  # absent before a tool's images were kept, and whenever it has none
     },
+    Question: {
+        "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
+    },
 }
 
 # Written only when set (read back as the ADDED value): fields most records leave empty, so records

@@ -199,6 +199,57 @@ def test_a_question_and_the_call_waiting_for_it_survive_saves_and_its_answer_too
     assert answered.tool_call(call.id.value).lease_owner == "worker-b"
 
 
+def test_a_questions_window_its_expiry_and_their_audit_records_survive_saves(make: Factory) -> None:
+    """A question's window (`expires_at`) is stored with it, and so is its expiry by the system; the
+    records of the answer and the expiry are appended to the trail, naming the question."""
+    store = make()
+    conversation = Conversation.start("conv_window", at=1_700_000_000.0)
+    conversation.add_user_message("scale web and api to zero", at=1_700_000_000.0)
+    conversation.add_assistant_message("", at=1_700_000_001.0)
+    calls = [
+        conversation.request_tool_call("scale", ToolInput.of({"name": name}), requires_approval=False)
+        for name in ("web", "api")
+    ]
+    for call in calls:
+        conversation.approve_tool_call(
+            call.id.value, by="policy", kind=DeciderKind.POLICY, at=1_700_000_001.0
+        )
+        conversation.lease_tool_call(call.id.value, "worker-a", until=1_700_000_061.0)
+    first, second = (
+        conversation.ask_question(c.id.value, "confirmation", "Sure?", ttl=60.0, at=1_700_000_002.5)
+        for c in calls
+    )
+    store.save(conversation, 0)
+
+    asked = store.get(conversation.id)
+    assert asked is not None
+    assert same(asked, conversation)
+    assert [q.expires_at for q in asked.questions.values()] == [1_700_000_062.5, 1_700_000_062.5]
+
+    asked.answer_question(
+        first.id, True, by="alice", worker="worker-b", until=1_700_000_099.0, at=1_700_000_010.0
+    )
+    asked.expire_questions(at=1_700_000_070.0)
+    store.save(asked, conversation.version)
+
+    settled = store.get(conversation.id)
+    assert settled is not None
+    assert same(settled, asked)
+    expired = settled.question(second.id)
+    assert (expired.status.value, expired.answered_by, expired.answered_at, expired.expires_at) == (
+        "expired",
+        "system",
+        1_700_000_070.0,
+        1_700_000_062.5,
+    )
+    assert settled.tool_call(calls[1].id.value).status.value == "failed"
+    records = store.decision_records(conversation.id)  # newest first
+    assert [(r.outcome, r.question_id, r.call_id, r.decided_by, r.reason) for r in records[:2]] == [
+        (DecisionOutcome.EXPIRED, second.id, calls[1].id.value, "system", "expired"),
+        (DecisionOutcome.ANSWERED, first.id, calls[0].id.value, "alice", ""),
+    ]
+
+
 def test_the_images_and_files_of_a_message_survive_a_round_trip_and_a_later_save(make: Factory) -> None:
     store = make()
     image = attachment("image", media_type="image/png", data="iVBORw0KGgo=")

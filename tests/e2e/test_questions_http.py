@@ -19,7 +19,7 @@ from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 ASKING = "tests/e2e/asking_agent.py:make_agent"
 
 
-def scaling_agent(ran: list[str], *script: Any) -> Agent:
+def scaling_agent(ran: list[str], *script: Any, **settings: Any) -> Agent:
     @tool(requires_approval=False)
     def scale(name: str, context: ToolContext) -> str:
         """Scale a deployment to zero, once the user confirmed it."""
@@ -28,7 +28,7 @@ def scaling_agent(ran: list[str], *script: Any) -> Agent:
         ran.append(name)
         return f"{name} scaled to zero"
 
-    return Agent(tools=[scale, ask_user], runtime=FakeRuntime(list(script)))
+    return Agent(tools=[scale, ask_user], runtime=FakeRuntime(list(script)), **settings)
 
 
 def chat(client: httpx.Client, content: str = "", **data: Any) -> httpx.Response:
@@ -159,6 +159,53 @@ def test_a_new_message_is_refused_while_a_question_waits(start_server):
 
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "questions_open")
     assert refused.json()["error"]["question_id"] == body["data"]["questions"][0]["id"]
+
+
+def test_a_stale_question_no_longer_blocks_a_new_message_once_its_window_closed(start_server):
+    now = [1_700_000_000.0]  # the agent's clock: the test moves it, nothing waits
+    ran: list[str] = []
+    script = (tool_calls(tool_call("scale", name="web")), reply("Not scaled, then."))
+    client = start_server(scaling_agent(ran, *script, approval_ttl=60.0, clock=lambda: now[0]))
+    asked = chat(client, "scale web to zero").json()["data"]
+    conversation_id, [question] = asked["conversation_id"], asked["questions"]
+
+    now[0] += 30.0
+    waiting = chat(client, "something else", conversation_id=conversation_id)
+    assert (waiting.status_code, waiting.json()["error"]["code"]) == (409, "questions_open")
+
+    now[0] += 30.0
+    went_on = chat(client, "something else", conversation_id=conversation_id)
+
+    assert went_on.status_code == 200, went_on.text
+    assert went_on.json()["content"] == "Not scaled, then."
+    [failed] = went_on.json()["data"]["executed_tool_calls"]
+    assert failed["status"] == "failed"
+    assert "expired" in failed["error"]
+    assert ran == []
+    stored = client.get(f"/api/conversations/{conversation_id}").json()
+    [closed] = stored["questions"]
+    assert (closed["status"], closed["answered_by"], closed["expires_at"]) == (
+        "expired",
+        "system",
+        1_700_000_060.0,
+    )
+
+    late = answer(client, conversation_id, {"id": question["id"], "value": True})
+
+    assert late.status_code == 409, late.text
+    error = late.json()["error"]
+    assert (error["code"], error["question_id"], error["conversation_id"]) == (
+        "question_expired",
+        question["id"],
+        conversation_id,
+    )
+    assert "expired" in error["message"]
+    assert client.get(f"/api/conversations/{conversation_id}").json() == stored
+    trail = client.get("/api/audit", params={"conversation_id": conversation_id}).json()["records"]
+    assert [(r["outcome"], r["question_id"], r["decided_by"]) for r in trail] == [
+        ("refused", question["id"], "user"),
+        ("expired", question["id"], "system"),
+    ]
 
 
 def test_answering_needs_the_chat_scope_not_approve(start_server):

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from dcaf_like import ConversationRepository, DynamoDBConversationRepository, SqliteConversationRepository
-from dcaf_like.domain import Conversation, ToolInput
+from dcaf_like.domain import Conversation, DeciderKind, ToolInput
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0
@@ -54,6 +54,26 @@ def test_a_waiting_conversation_outlives_the_ttl_until_its_window_closes(store_a
     assert after_two_days[0] is None
     assert after_two_days[1] is not None
     assert after_two_days[2] == [waiting.id]
+    assert after_the_window is None
+
+
+def test_a_conversation_waiting_on_a_question_outlives_the_ttl_until_its_window_closes(
+    store_and_clock,
+) -> None:
+    store, clock = store_and_clock
+    asking = conversation()
+    asking.add_assistant_message("", at=T0)
+    call = asking.request_tool_call("scale", ToolInput.of({}), requires_approval=False, at=T0)
+    asking.approve_tool_call(call.id.value, by="policy", kind=DeciderKind.POLICY, at=T0)
+    asking.ask_question(call.id.value, "confirmation", "Scale web to zero?", ttl=3 * DAY, at=T0)
+    store.save(asking, 0)
+
+    clock[0] = T0 + 2 * DAY
+    after_two_days = store.get(asking.id)
+    clock[0] = T0 + 3 * DAY + 1
+    after_the_window = store.get(asking.id)
+
+    assert after_two_days is not None
     assert after_the_window is None
 
 

@@ -91,6 +91,7 @@ EXPORTED = {
     "QuestionAnswer",
     "QuestionAsked",
     "QuestionClosed",
+    "QuestionExpired",
     "QuestionView",
     "UnknownQuestion",
     "UserInputRequired",

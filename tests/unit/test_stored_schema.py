@@ -16,6 +16,8 @@ from dcaf_like.domain import (
     ContextSummary,
     Conversation,
     DeciderKind,
+    DecisionOutcome,
+    DecisionRecord,
     Message,
     MessageContent,
     PlatformContext,
@@ -82,6 +84,35 @@ def test_a_conversation_stored_before_the_fields_added_since_reads_with_what_the
     assert [c.decided_by_kind for c in calls] == [
         DeciderKind.POLICY, DeciderKind.HUMAN, DeciderKind.HUMAN, DeciderKind.HUMAN, None
     ]  # fmt: skip
+
+
+def test_a_question_stored_before_windows_reads_as_one_without_a_window_that_never_expires():
+    conversation = Conversation.start("conv", at=0.0)
+    conversation.add_user_message("scale web to zero", at=0.0)
+    conversation.add_assistant_message("", at=0.0)
+    call = conversation.request_tool_call("scale", ToolInput.of({}), requires_approval=False, at=0.0)
+    conversation.approve_tool_call(call.id.value, by="policy", kind=DeciderKind.POLICY, at=0.0)
+    question = conversation.ask_question(call.id.value, "confirmation", "Sure?", ttl=60.0, at=1.0)
+    data = json.loads(encode(conversation))
+    assert data["questions"][0]["expires_at"] == 61.0
+    del data["questions"][0]["expires_at"]
+
+    loaded = decode(json.dumps(data), "conv")
+
+    old = loaded.question(question.id)
+    assert (old.expires_at, old.status.value) == (None, "open")
+    assert loaded.expire_questions(at=1e12) == []
+
+
+def test_a_decision_record_written_before_questions_reads_as_a_decision_about_a_call():
+    record = DecisionRecord(
+        "conv", "tc_1", "scale", "f1", DecisionOutcome.APPROVED, "alice", DeciderKind.HUMAN, "http", 5.0
+    )
+    old = record.to_dict()
+    del old["question_id"]
+
+    assert DecisionRecord.from_json(json.dumps(old)) == record
+    assert DecisionRecord.from_json(record.to_json()) == record
 
 
 def test_a_call_stored_under_its_old_names_reads_with_the_new_ones_and_is_stored_under_the_old():
