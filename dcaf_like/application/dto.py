@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import Attachment, DeciderKind, Identity, Question, ToolCall, ToolCallStatus
+from dcaf_like.domain import Attachment, DeciderKind, Identity, PartKind, Question, ToolCall, ToolCallStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,23 @@ class AgentRequest:
 
 
 @dataclass(slots=True)
+class AttachmentView:
+    """An image or a file a tool returned, by what it is and not its bytes: what a response lists
+    (on the wire ``{type, media_type, size, name, url}``, `kind` being ``type``). Its attributes are
+    an :class:`~dcaf_like.Attachment`'s, so code that reads one reads either."""
+
+    kind: PartKind
+    media_type: str
+    size: int  # decoded bytes (an image by URL: the URL's length)
+    name: str | None = None
+    url: str | None = None
+
+    @classmethod
+    def of(cls, part: Attachment | AttachmentView) -> AttachmentView:
+        return cls(part.kind, part.media_type, part.size, part.name, part.url)
+
+
+@dataclass(slots=True)
 class ToolCallView:
     """A tool call as a client sees it, in the names every surface uses (ADR 20):
 
@@ -132,8 +149,9 @@ class ToolCallView:
     error: str | None = None
     #: The images and files it returned besides `output` (a
     #: :class:`~dcaf_like.application.ports.ToolOutput`'s): responses on the wire list them by kind,
-    #: media type, name and size, never their bytes.
-    attachments: tuple[Attachment, ...] = ()
+    #: media type, name and size, never their bytes. A call of an agent's own holds the attachments;
+    #: one read off the wire (an ``ExecutedToolCallDTO``'s) their :class:`AttachmentView`.
+    attachments: tuple[Attachment | AttachmentView, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:

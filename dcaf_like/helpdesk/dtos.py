@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.application.commands import RUN_COMMAND
-from dcaf_like.application.dto import ToolCallView
+from dcaf_like.application.dto import AttachmentView, ToolCallView
+from dcaf_like.helpdesk.protocol import attachment_view, described
 
 
 @dataclass(slots=True)
@@ -70,7 +71,8 @@ class ToolCallDTO:
 
 @dataclass(slots=True)
 class ExecutedToolCallDTO:
-    """A ``data.executed_tool_calls`` entry: a call that ran (``status`` executed) or failed."""
+    """A ``data.executed_tool_calls`` entry: a call that ran (``status`` executed) or failed, and the
+    images and files it returned besides its text, by what they are (never their bytes)."""
 
     id: str
     name: str
@@ -78,12 +80,20 @@ class ExecutedToolCallDTO:
     output: str
     status: str = "executed"
     error: str | None = None
+    attachments: tuple[AttachmentView, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        result = {"id": self.id, "name": self.name, "input": self.input, "output": self.output}
+        result: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "input": self.input,
+            "output": self.output,
+        }
         result["status"] = self.status
         if self.error is not None:
             result["error"] = self.error
+        if self.attachments:
+            result["attachments"] = [described(a) for a in self.attachments]
         return result
 
     @classmethod
@@ -95,12 +105,22 @@ class ExecutedToolCallDTO:
             output=data.get("output") or "",
             status=data.get("status") or "executed",
             error=data.get("error"),
+            attachments=tuple(attachment_view(a) for a in data.get("attachments") or ()),
         )
+
+    @classmethod
+    def of(cls, call: ToolCallView) -> ExecutedToolCallDTO:
+        """A call that ran as a response lists it (``Agent.run(...).executed_tool_calls``), in this
+        shape: its attachments by what they are, without their bytes."""
+        output = call.output if call.output is not None else f"Error: {call.error}"
+        attachments = tuple(AttachmentView.of(a) for a in call.attachments)
+        return cls(call.id, call.name, dict(call.input), output, call.status, call.error, attachments)
 
     def view(self) -> ToolCallView:
         output = None if self.error is not None else self.output
         view = ToolCallView(self.id, self.name, dict(self.input), self.status, output=output)
         view.error = self.error
+        view.attachments = self.attachments
         return view
 
 

@@ -24,6 +24,7 @@ from dcaf_like.application.commands import RUN_COMMAND, command_argv
 from dcaf_like.application.dto import (
     AgentRequest,
     AgentResponse,
+    AttachmentView,
     QuestionAnswer,
     QuestionView,
     ToolCallView,
@@ -44,7 +45,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
-from dcaf_like.domain.attachment import Attachment, InvalidPart, attachment, check_total
+from dcaf_like.domain.attachment import Attachment, InvalidPart, PartKind, attachment, check_total
 from dcaf_like.domain.session import json_problem
 
 Messages = str | Sequence[Mapping[str, Any] | str]
@@ -380,7 +381,7 @@ def executed_call(call: ToolCallView) -> dict[str, Any]:
     return result
 
 
-def described(attachment: Attachment) -> dict[str, Any]:
+def described(attachment: Attachment | AttachmentView) -> dict[str, Any]:
     """An image or a file as a response lists it: what it is, never its bytes (megabytes each)."""
     return {
         "type": attachment.kind.value,
@@ -389,6 +390,18 @@ def described(attachment: Attachment) -> dict[str, Any]:
         "name": attachment.name,
         "url": attachment.url,
     }
+
+
+def attachment_view(raw: Mapping[str, Any]) -> AttachmentView:
+    """An image or a file as :func:`described` lists it, read back (from another server's response):
+    its kind, media type, size, name and URL."""
+    return AttachmentView(
+        PartKind(raw["type"]),
+        str(raw.get("media_type") or ""),
+        int(raw.get("size") or 0),
+        raw.get("name"),
+        raw.get("url"),
+    )
 
 
 def rejected_call(call: ToolCallView) -> dict[str, Any]:

@@ -9,6 +9,7 @@ remote tool and its exact arguments, before the decision is forwarded.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 import warnings
@@ -70,6 +71,9 @@ class RemoteResult:
     task_id: str
     context_id: str
     pending: tuple[RemoteCall, ...] = ()
+    #: The calls that ran, as the remote lists them (``data.executed_tool_calls``): each with its
+    #: ``output``, and the images and files it returned as ``attachments``, by what they are
+    #: (``{type, media_type, size, name, url}``), never their bytes.
     executed: tuple[dict[str, Any], ...] = ()
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -351,15 +355,41 @@ def _result(task: Task) -> RemoteResult:
         for c in data.get("tool_calls", [])
         if isinstance(c, dict) and "id" in c and "name" in c
     )
+    executed = [_executed(c) for c in data.get("executed_tool_calls", []) if isinstance(c, dict)]
+    if "executed_tool_calls" in data:
+        data["executed_tool_calls"] = executed
     return RemoteResult(
         text="\n".join(t for t in texts if t),
         status=_STATES.get(status.get("state", ""), status.get("state", "unknown")),
         task_id=body.get("id", ""),
         context_id=body.get("contextId", ""),
         pending=pending,
-        executed=tuple(data.get("executed_tool_calls", [])),
+        executed=tuple(executed),
         data=data,
     )
+
+
+def _executed(call: dict[str, Any]) -> dict[str, Any]:
+    """A call that ran, as the remote listed it, its attachments by what they are only: a number read
+    from the data part (a protobuf ``Struct``, whose numbers are all floats) is an integer again, and
+    a remote that sent a part's bytes has them left out here, as a HelpDesk response leaves them."""
+    parts = call.get("attachments")
+    if not isinstance(parts, list):
+        return call
+    return {**call, "attachments": [_described(p) for p in parts if isinstance(p, dict)]}
+
+
+def _described(part: dict[str, Any]) -> dict[str, Any]:
+    size = part.get("size")
+    if not isinstance(size, int | float) or isinstance(size, bool) or not math.isfinite(size):
+        size = 0
+    return {
+        "type": part.get("type"),
+        "media_type": part.get("media_type"),
+        "size": int(size),
+        "name": part.get("name"),
+        "url": part.get("url"),
+    }
 
 
 def _task_id(task: RemoteResult | str) -> str:

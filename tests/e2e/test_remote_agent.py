@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -9,7 +10,18 @@ import pytest
 
 pytest.importorskip("a2a.client", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
 
-from dcaf_like import Agent, ModelRequest, ModelResponse, RemoteAgent, RemoteResult, RemoteText, ToolResult
+from dcaf_like import (
+    Agent,
+    ModelRequest,
+    ModelResponse,
+    RemoteAgent,
+    RemoteResult,
+    RemoteText,
+    ToolOutput,
+    ToolResult,
+    attachment,
+    tool,
+)
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -208,3 +220,65 @@ def test_with_an_api_key_the_remote_records_who_approved(start_server, cluster):
     assert conversation is not None
     [call] = conversation.tool_calls.values()
     assert (call.status.value, call.decided_by) == ("executed", "alice")
+
+
+# -- the images and files a remote tool returned -----------------------------------------------------
+
+PANEL = b"\x89PNG\r\n\x1a\n a latency panel"
+PANEL_B64 = base64.b64encode(PANEL).decode()
+PANEL_SHOWN = {"type": "image", "media_type": "image/png", "size": len(PANEL), "name": None, "url": None}
+
+
+@tool(requires_approval=False)
+def render_panel(panel: str) -> ToolOutput:
+    """Render a Grafana panel as a PNG."""
+    return ToolOutput(f"panel {panel}", (attachment("image", media_type="image/png", data=PANEL_B64),))
+
+
+def grafana() -> Agent:
+    model = FakeRuntime(
+        [tool_calls(tool_call("render_panel", panel="latency")), reply("p99 is up.")], accepts={"image"}
+    )
+    return Agent(tools=[render_panel], name="grafana", description="Renders panels.", runtime=model)
+
+
+def test_a_remote_tools_image_comes_back_with_its_call_by_what_it_is(start_server):
+    remote = RemoteAgent(str(start_server(grafana(), a2a=True).base_url))
+
+    result = remote.send("is latency up?")
+
+    [ran] = result.executed
+    assert (ran["output"], ran["attachments"]) == ("panel latency", [PANEL_SHOWN])
+    assert type(ran["attachments"][0]["size"]) is int  # not the float a data part's numbers arrive as
+    assert result.data["executed_tool_calls"] == [ran]
+
+
+def test_the_orchestrators_model_reads_what_the_remote_tool_returned_without_its_bytes(start_server):
+    grafana_agent = RemoteAgent(str(start_server(grafana(), a2a=True).base_url))
+    model = FakeRuntime([tool_calls(tool_call("ask_grafana", message="is latency up?")), "It is."])
+
+    Agent(tools=[grafana_agent.as_tool()], runtime=model).run("latency?")
+
+    [result] = [m for m in model.requests[1].messages if isinstance(m, ToolResult)]
+    [ran] = json.loads(result.content)["executed_tool_calls"]
+    assert ran["attachments"] == [PANEL_SHOWN]
+    assert f'"size": {len(PANEL)},' in result.content
+    assert PANEL_B64 not in result.content
+
+
+def test_a_remote_that_sends_a_parts_bytes_has_them_left_out():
+    from a2a.types.a2a_pb2 import Task
+    from google.protobuf.json_format import ParseDict
+
+    from dcaf_like.toolsets.remote import _result
+
+    sent = {**PANEL_SHOWN, "size": 24.0, "data": PANEL_B64}
+    call = {"id": "tc_1", "name": "render_panel", "output": "panel", "attachments": [sent]}
+    status = {"state": "TASK_STATE_COMPLETED", "message": {"messageId": "m1", "role": "ROLE_AGENT",
+              "parts": [{"data": {"executed_tool_calls": [call]}}]}}  # fmt: skip
+    task = ParseDict({"id": "t1", "contextId": "c1", "status": status}, Task())
+
+    result = _result(task)
+
+    assert result.executed[0]["attachments"] == [PANEL_SHOWN]
+    assert PANEL_B64 not in repr(result)

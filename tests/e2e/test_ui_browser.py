@@ -24,7 +24,9 @@ from dcaf_like import (
     Session,
     TextDelta,
     ToolContext,
+    ToolOutput,
     ToolResult,
+    attachment,
     tool,
 )
 from dcaf_like.application.errors import ModelError
@@ -774,3 +776,39 @@ def test_a_file_over_the_limit_is_not_attached_and_the_page_says_why(page, start
 
     expect(page.locator("#error")).to_contain_text("dump.bin is 5.0 MiB: a file may be at most 5 MiB")
     expect(page.get_by_label("Attached files")).to_be_hidden()
+
+
+def test_a_tools_image_and_file_show_on_its_card_by_name_kind_and_size_live_and_reopened(page, start_server):
+    import base64
+
+    hostile = "<img src=x onerror=\"document.title='owned'\">.csv"
+
+    @tool(requires_approval=False)
+    def render_panel(panel: str) -> ToolOutput:
+        """Render a Grafana panel as a PNG, with its data."""
+        image = attachment("image", media_type="image/png", data=base64.b64encode(PNG).decode())
+        rows = attachment(
+            "file", media_type="text/csv", name=hostile, data=base64.b64encode(b"t,p99\n" * 300).decode()
+        )
+        return ToolOutput(f"panel {panel}", (image, rows))
+
+    runtime = FakeRuntime(
+        [tool_calls(tool_call("render_panel", panel="latency")), reply("p99 is up.")],
+        accepts={"image", "file"},
+    )
+    client = start_server(Agent(tools=[render_panel], runtime=runtime))
+    page.goto(str(client.base_url))
+    shown = ["image/png · image · 72 bytes", f"{hostile} · file · 1.8 KiB"]
+
+    send(page, "is latency up?")
+
+    card = page.locator(".card.executed", has_text="render_panel")
+    expect(card.locator(".output")).to_have_text("panel latency")
+    expect(card.locator(".returned .attachment")).to_have_text(shown)
+    expect(page.locator(".message.assistant")).to_have_text("p99 is up.")
+    screenshot(page, "tool-attachments")
+    page.reload()
+    page.locator("#conversations button", has_text="is latency up?").click()
+    expect(page.locator(".card.executed .returned .attachment")).to_have_text(shown)
+    assert page.locator("#log img").count() == 0  # a name is text, never markup; no bytes to show
+    assert page.title() != "owned"

@@ -13,6 +13,7 @@ EXPORTED = {
     "MAX_PARTS_BYTES",
     "MAX_PART_BYTES",
     "Attachment",
+    "AttachmentView",
     "InvalidPart",
     "PartTooLarge",
     "ToolOutput",

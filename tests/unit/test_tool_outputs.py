@@ -5,6 +5,7 @@ of a message's parts, any left out named in the result."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -12,13 +13,18 @@ from dcaf_like import (
     MAX_PART_BYTES,
     MAX_PARTS_BYTES,
     Agent,
+    AgentResponse,
     Attachment,
+    AttachmentView,
+    DataDTO,
+    ExecutedToolCallDTO,
     ToolOutput,
     UserTurn,
     attachment,
     tool,
 )
 from dcaf_like.domain.attachment import PartKind
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 PANEL = b"\x89PNG\r\n\x1a\n a latency panel"
@@ -146,3 +152,46 @@ def test_attachments_given_as_a_list_are_kept_as_a_tuple():
     [ran] = Agent(tools=[listed], runtime=model).run("?").executed_tool_calls
 
     assert ran.attachments == (png(),)
+
+
+# -- the seed's shape of a call that ran: ExecutedToolCallDTO ---------------------------------------
+
+PANEL_VIEW = AttachmentView(PartKind.IMAGE, "image/png", len(PANEL))
+PANEL_SHOWN = {"type": "image", "media_type": "image/png", "size": len(PANEL), "name": None, "url": None}
+
+
+def ran_panel() -> AgentResponse:
+    model = FakeRuntime(
+        [tool_calls(tool_call("render_panel", panel="latency")), reply("p99 is up.")], accepts={"image"}
+    )
+    return Agent(tools=[render_panel], runtime=model).run("is latency up?")
+
+
+def test_a_run_calls_dto_lists_the_tools_image_by_what_it_is_without_its_bytes():
+    [ran] = ran_panel().executed_tool_calls
+
+    dto = ExecutedToolCallDTO.of(ran)
+
+    assert (dto.output, dto.attachments) == ("panel latency, last hour", (PANEL_VIEW,))
+    assert dto.to_dict()["attachments"] == [PANEL_SHOWN]
+    assert base64.b64encode(PANEL).decode() not in repr(dto) + json.dumps(dto.to_dict())
+
+
+def test_a_response_read_into_dtos_keeps_each_calls_attachments_and_writes_them_back_alike():
+    wire = assistant_message(ran_panel())["data"]
+
+    data = DataDTO.from_dict(wire)
+
+    [dto] = data.executed_tool_calls
+    assert dto.attachments == (PANEL_VIEW,)
+    assert data.to_dict()["executed_tool_calls"][0]["attachments"] == [PANEL_SHOWN]
+    assert ExecutedToolCallDTO.from_dict(dto.to_dict()) == dto
+
+
+def test_an_answer_built_from_dtos_lists_their_attachments_as_the_agents_own_calls_do():
+    wire = assistant_message(ran_panel())["data"]
+
+    forwarded = AgentResponse(conversation_id="c1", text="p99 is up.", data=DataDTO.from_dict(wire))
+
+    [ran] = assistant_message(forwarded)["data"]["executed_tool_calls"]
+    assert ran["attachments"] == wire["executed_tool_calls"][0]["attachments"] == [PANEL_SHOWN]

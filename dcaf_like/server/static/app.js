@@ -184,8 +184,24 @@ function executedCard(call) {
   const edited = call.edited ? el("div", { class: "why" },
     el("p", {}, "Arguments edited before approval; proposed: ", el("code", {}, JSON.stringify(call.proposed_input))),
     el("ul", { class: "diff" }, ...diffLines(call.proposed_input, call.input, false))) : null;
+  const returned = call.attachments && call.attachments.length ? [
+    el("p", { class: "output-label" }, "Returned"), returnedOf(call.attachments)] : [];
   return callCard(call.id, titleOf(call), call.status, argsOf(call), edited,
-    el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output));
+    el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output), ...returned);
+}
+
+// The images and files a call returned, as responses list them (by what they are: never their bytes):
+// one chip each, with its name (its media type, or its URL, when it has none), kind and size.
+function returnedOf(parts) {
+  return el("ul", { class: "attachments returned" }, ...parts.map((part) => el("li", { class: "attachment", title: part.media_type },
+    el("span", { class: "name" }, part.name || part.url || part.media_type || part.type), " · ",
+    el("span", { class: "kind" }, part.type), " · ",
+    el("span", { class: "size" }, part.url ? "by URL" : sizeText(part.size)))));
+}
+
+function sizeText(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  return bytes < MIB ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / MIB).toFixed(1)} MiB`;
 }
 
 // A running call's latest progress report, on its card.
