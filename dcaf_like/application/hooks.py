@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.errors import HookFailed
@@ -26,11 +26,15 @@ logger = logging.getLogger("dcaf_like.hooks")
 @dataclass(frozen=True, slots=True)
 class HookContext:
     """What every hook method is told of the turn: the agent, the conversation and its platform
-    context without credentials (read-only)."""
+    context without credentials (read-only), and, at ``before_model`` / ``after_model``, why the model
+    is called: ``"summary"`` for the call that writes a context window's summary (its request is the
+    summary's instructions and the conversation's older messages as text; its answer is stored as the
+    summary and proposes no call), ``"turn"`` for every other call and at every other point."""
 
     agent: str
     conversation_id: str
     platform_context: Mapping[str, Any]
+    purpose: Literal["turn", "summary"] = "turn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +86,12 @@ class Hook:
     name: str = ""
 
     def before_model(self, context: HookContext, request: ModelRequest) -> Awaitable[None] | None:
-        """Before each model call of the turn, with what the model will read."""
+        """Before each model call of the turn, with what the model will read; the call that writes a
+        context window's summary too (``context.purpose == "summary"``)."""
 
     def after_model(self, context: HookContext, response: ModelResponse) -> Awaitable[None] | None:
-        """After each model call, with its answer, before any call it proposes is looked at."""
+        """After each model call (a summary's too), with its answer, before any call it proposes is
+        looked at."""
 
     def before_tool(self, context: HookContext, call: ToolCallInfo) -> Veto | Awaitable[Veto | None] | None:
         """Before an approved call runs (after the approval gate: a hook sees only calls a human or

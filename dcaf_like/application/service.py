@@ -370,10 +370,10 @@ class AgentService:
             return self.system
         return _checked_instructions(await _resolved(self.system(context), run.blocking))
 
-    async def _summary(self, effect: Summarize, run: _Run) -> str | None:
-        """The summary the model wrote, or None when its call was stopped (cancel, time limit)."""
+    async def _summary(self, effect: Summarize, run: _Run) -> ModelResponse | None:
+        """The model's answer with the summary, or None when its call was stopped (cancel, time limit)."""
         answer = await self._invoke_model(CallModel(effect.request), run)
-        return None if isinstance(answer, Stopped) else answer.text
+        return None if isinstance(answer, Stopped) else answer
 
     async def _ask_approver(self, effect: AskApprover, run: _Run) -> ApprovalAnswer:
         assert self.approver is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, cast
+from typing import Any, Generic, Literal, cast
 
 from dcaf_like.application.context import (
     Block,
@@ -122,7 +122,8 @@ class RunTool:
 
 @dataclass(slots=True)
 class Summarize:
-    """Ask the agent's runtime for the summary of what no longer fits the context window; its text."""
+    """Ask the agent's runtime for the summary of what no longer fits the context window: its
+    response, or None when its call was stopped (cancel, time limit)."""
 
     request: ModelRequest
 
@@ -542,10 +543,15 @@ class Turn:
 
     # -- hooks: the agent's own code around model calls and tools ----------------------------------
 
-    def _hooks(self, point: str, *arguments: Any) -> Generator[Effect, Any, None]:
+    def _hooks(
+        self, point: str, *arguments: Any, purpose: Literal["turn", "summary"] = "turn"
+    ) -> Generator[Effect, Any, None]:
         """Call the hooks at a model call; one that raises fails the turn (nothing was proposed yet)."""
         if getattr(self.settings.hooks, point):
-            failed = yield CallHooks(point, (self._hooked(), *arguments))
+            context = self._hooked()
+            if purpose != context.purpose:
+                context = replace(context, purpose=purpose)
+            failed = yield CallHooks(point, (context, *arguments))
             if failed is not None:
                 raise failed
 
@@ -667,13 +673,27 @@ class Turn:
         )
         fitted = policy.fit(view)
         if fitted.summarize is not None:
-            text: str | None = yield Summarize(fitted.summarize)
+            text = yield from self._summary(fitted.summarize)
             if text is not None:  # None: the summary's call was stopped; the oldest go unsummarized
                 conversation.summarize(text, through=fitted.through)
                 fitted = policy.fit(replace(view, summary=conversation.summary))
         if conversation.cut < fitted.cut < conversation.message_count:  # later calls start there (ADR 25)
             conversation.move_cut(fitted.cut)
         return ModelRequest(fitted.system, fitted.messages, settings.tool_specs, conversation.id)
+
+    def _summary(self, request: ModelRequest) -> Generator[Effect, Any, str | None]:
+        """The summary the runtime writes, or None when its call was stopped. It sends the
+        conversation's content to the model, so the model hooks see it as any model call, told by
+        their context that it is the summary's."""
+        hooks = self.settings.hooks
+        if hooks.before_model:
+            yield from self._hooks("before_model", request, purpose="summary")
+        response: ModelResponse | None = yield Summarize(request)
+        if response is None:
+            return None
+        if hooks.after_model:
+            yield from self._hooks("after_model", response, purpose="summary")
+        return response.text
 
     def _blocks(self) -> tuple[list[Block], list[int]]:
         """The conversation's blocks and their tokens, reusing those earlier model calls of this turn

@@ -87,9 +87,14 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
             context.state["caller"] = caller_of(request)
             return context
 
+    handler = request_handler(tasks)
     dispatcher = JsonRpcDispatcher(
-        request_handler=request_handler(tasks), context_builder=WithIdentity(), enable_v0_3_compat=True
+        request_handler=handler, context_builder=WithIdentity(), enable_v0_3_compat=True
     )
+    # The 0.3 side of the same endpoint (the SDK, pinned, keeps it there; an e2e test holds this).
+    v03 = dispatcher._v03_adapter
+    if v03 is not None:
+        v03.handler = v03_handler(handler)
     app.add_route(RPC_PATH, dispatcher.handle_requests, methods=["POST"], include_in_schema=False)
 
     async def card(request: Request) -> JSONResponse:
@@ -289,6 +294,31 @@ def request_handler(tasks: A2ATasks) -> Any:
             raise PushNotificationNotSupportedError()
 
     return DcafRequestHandler()
+
+
+def v03_handler(handler: Any) -> Any:
+    """The SDK's 0.3 request handler over `handler`, but a stream's status-update on an interrupted
+    state (``input-required``: a call waits for a decision, a question for its answer) is ``final``,
+    as the 0.3 spec says: the stream ends there, and the next message goes on. The SDK's conversion
+    marks only the terminal states final (1.0 has no such flag: its stream just ends)."""
+    from a2a.compat.v0_3 import types as types_v03
+    from a2a.compat.v0_3.request_handler import RequestHandler03
+
+    interrupted = (types_v03.TaskState.input_required, types_v03.TaskState.auth_required)
+
+    class Interrupted03(RequestHandler03):
+        async def on_message_send_stream(
+            self, request: Any, context: ServerCallContext
+        ) -> AsyncGenerator[Any]:
+            async for response in super().on_message_send_stream(request, context):
+                event = response.result
+                if isinstance(event, types_v03.TaskStatusUpdateEvent) and event.status.state in interrupted:
+                    response = response.model_copy(
+                        update={"result": event.model_copy(update={"final": True})}
+                    )
+                yield response
+
+    return Interrupted03(request_handler=handler)
 
 
 async def _until_done(deltas: asyncio.Queue[str], running: asyncio.Future[None]) -> AsyncIterator[str]:

@@ -28,7 +28,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
-from dcaf_like import MAX_PART_BYTES, MAX_PARTS_BYTES, Agent
+from dcaf_like import MAX_PART_BYTES, MAX_PARTS_BYTES, Agent, ask_user
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -259,6 +259,38 @@ async def test_canceling_a_working_task_stops_its_run(start_server, cluster):
     assert (await get_task(url, working.id)).status.state == TaskState.TASK_STATE_CANCELED
 
 
+# -- questions to the user -------------------------------------------------------------------------
+
+
+async def test_a_streamed_question_is_the_input_required_status_and_the_next_streamed_message_answers_it(
+    start_server,
+):
+    ask = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
+    agent = Agent(tools=[ask_user], runtime=FakeRuntime([tool_calls(ask), "Cleaning up staging."]))
+    url = str(start_server(agent, a2a=True).base_url)
+
+    events = await send(url, message("clean up"), streaming=True)
+
+    assert [e.WhichOneof("payload") for e in events] == ["task", "status_update"]
+    waiting = events[-1].status_update
+    assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert waiting.status.message.parts[0].text == "Which namespace?"
+    [question] = MessageToDict(waiting.status.message.parts[1])["data"]["questions"]
+    assert (question["kind"], question["options"]) == ("selection", ["prod", "staging"])
+    read = await get_task(url, waiting.task_id)  # what GetTask (and SendMessage) say of the task
+    assert read.status.state == waiting.status.state
+    assert MessageToDict(read.status.message) == MessageToDict(waiting.status.message)
+
+    task = Task(id=waiting.task_id, context_id=waiting.context_id)
+    [answered] = await send(url, message("staging", task=task), streaming=True)
+
+    done = answered.task
+    assert (done.id, done.status.state) == (waiting.task_id, TaskState.TASK_STATE_COMPLETED)
+    assert done.artifacts[0].parts[0].text == "Cleaning up staging."
+    assert status_data(done)["executed_tool_calls"][0]["output"] == "staging"
+    assert "staging" in str(agent.runtime.requests[-1].messages[-1])  # the model read the answer
+
+
 # -- the store is the truth: another worker answers, long tasks run in the background -------------
 
 
@@ -405,10 +437,18 @@ async def test_a_new_message_in_a_context_is_a_new_task_of_the_same_conversation
     ]
 
 
-def test_the_0_3_stream_ends_with_the_final_status(start_server, cluster):
+@pytest.mark.parametrize(
+    ("script", "state"),
+    [
+        (["Hi."], "completed"),
+        ([tool_calls(tool_call("delete_pod", name="web-2"))], "input-required"),  # interrupted: final too
+    ],
+    ids=["answered", "waiting-for-approval"],
+)
+def test_the_0_3_stream_ends_with_the_final_status(start_server, cluster, script, state):
     import json
 
-    http = start_server(k8s_agent(cluster, "Hi."), a2a=True)
+    http = start_server(k8s_agent(cluster, *script), a2a=True)
     sent = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -431,9 +471,10 @@ def test_the_0_3_stream_ends_with_the_final_status(start_server, cluster):
     assert events[0]["kind"] == "task"
     assert (events[-1]["kind"], events[-1]["status"]["state"], events[-1]["final"]) == (
         "status-update",
-        "completed",
+        state,
         True,
     )
+    assert [e["final"] for e in events if e["kind"] == "status-update"] == [True]  # the last event only
 
 
 # -- images and files: A2A file parts ---------------------------------------------------------------

@@ -328,3 +328,64 @@ def test_an_a2a_task_waiting_on_a_question_is_input_required_and_the_next_messag
     assert question["kind"] == "confirmation"
     assert done["status"]["state"] == "completed"
     assert ran == ["web"]
+
+
+def test_an_a2a_stream_that_stops_on_a_question_ends_input_required_with_it_and_the_next_message_answers_it(
+    start_server,
+):
+    pytest.importorskip("a2a.types", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
+    ran: list[str] = []
+    agent = scaling_agent(
+        ran, tool_calls(tool_call("scale", name="web"), text="Scaling web down."), reply("Scaled.")
+    )
+    http = start_server(agent, a2a=True)
+
+    def rpc(method: str, text: str, **ids: str) -> dict[str, Any]:
+        message = {
+            "kind": "message",
+            "messageId": os.urandom(4).hex(),
+            "role": "user",
+            "parts": [{"kind": "text", "text": text}],
+            **ids,
+        }
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
+
+    def stream(text: str, **ids: str) -> list[dict[str, Any]]:
+        with http.stream("POST", "/a2a", json=rpc("message/stream", text, **ids)) as response:
+            return [
+                json.loads(line[5:])["result"] for line in response.iter_lines() if line.startswith("data:")
+            ]
+
+    events = stream("scale web to zero")
+
+    started, last = events[0], events[-1]
+    assert (started["kind"], started["status"]["state"]) == ("task", "working")
+    assert (last["kind"], last["status"]["state"], last["final"]) == ("status-update", "input-required", True)
+    status = last["status"]["message"]["parts"]
+    assert status[0]["text"] == "Scale web to zero?"  # the question, not the model's text before it
+    [question] = next(p["data"] for p in status if p["kind"] == "data")["questions"]
+    assert (question["kind"], question["prompt"], question["tool"]) == (
+        "confirmation",
+        "Scale web to zero?",
+        "scale",
+    )
+    got = http.post(
+        "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": last["taskId"]}}
+    ).json()["result"]
+    assert got["status"]["state"] == "input-required"
+    assert got["status"]["message"] == last["status"]["message"]  # what tasks/get and message/send say
+    assert ran == []
+
+    [answered] = stream("yes", taskId=last["taskId"], contextId=last["contextId"])
+
+    assert (answered["kind"], answered["id"], answered["status"]["state"]) == (
+        "task",
+        last["taskId"],
+        "completed",
+    )
+    assert answered["artifacts"][0]["parts"][0]["text"] == "Scaled."
+    [executed] = next(p["data"] for p in answered["status"]["message"]["parts"] if p["kind"] == "data")[
+        "executed_tool_calls"
+    ]
+    assert executed["output"] == "web scaled to zero"
+    assert ran == ["web"]

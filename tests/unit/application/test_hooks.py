@@ -8,6 +8,7 @@ import pytest
 
 from dcaf_like import (
     Agent,
+    ContextWindow,
     Hook,
     HookContext,
     HookFailed,
@@ -20,6 +21,7 @@ from dcaf_like import (
     Veto,
     tool,
 )
+from dcaf_like.application.context import SUMMARY_SYSTEM
 from dcaf_like.testing import FakeRuntime, fail, tool_call, tool_calls
 
 
@@ -355,3 +357,119 @@ def test_the_first_veto_wins_and_the_hooks_after_it_are_not_asked(cluster):
         "before_model",
         "after_model",
     ]
+
+
+# -- the call that writes a context window's summary ----------------------------------------------
+
+
+class Summarizing(FakeRuntime):
+    """A model with a small window that writes the summary it is asked for; the rest from the script."""
+
+    def __init__(self, turns: int) -> None:
+        answers = [f"answer {n}: " + "web-2 crash-loops (OOMKilled). " * 6 for n in range(turns)]
+        super().__init__(answers, context_window=1500)
+        self.summaries = 0
+
+    def invoke(self, request: ModelRequest) -> ModelResponse:  # type: ignore[override]
+        if request.system == SUMMARY_SYSTEM:
+            self.summaries += 1
+            return ModelResponse(text="the user asked about prod; web-2 crash-loops")
+        return super().invoke(request)  # type: ignore[return-value]
+
+
+class Audit(Hook):
+    """What a team's audit sees of every model call: why it is made, and what is sent and answered."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def before_model(self, context: HookContext, request: ModelRequest) -> None:
+        sent = "\n".join(str(m) for m in request.messages)
+        self.seen.append(("before_model", context.purpose, sent))
+
+    def after_model(self, context: HookContext, response: ModelResponse) -> None:
+        self.seen.append(("after_model", context.purpose, response.text))
+
+
+def question(n: int) -> str:
+    return f"question {n}: is tenant acme-prod healthy? " * 3
+
+
+def talk_until_summarized(agent: Agent, runtime: Summarizing) -> str:
+    """Turns of one conversation until the window had to be summarized; its id."""
+    conversation_id = agent.run(question(0)).conversation_id
+    for n in range(1, 30):
+        if runtime.summaries:
+            break
+        agent.run(question(n), conversation_id=conversation_id)
+    assert runtime.summaries == 1
+    return conversation_id
+
+
+def test_the_call_that_writes_a_summary_passes_the_model_hooks_which_are_told_it_is_the_summary():
+    audit, runtime = Audit(), Summarizing(30)
+    agent = Agent(runtime=runtime, context=ContextWindow(summarize=True), hooks=[audit])
+
+    talk_until_summarized(agent, runtime)
+
+    summary = [seen for seen in audit.seen if seen[1] == "summary"]
+    assert [(point, purpose) for point, purpose, _ in summary] == [
+        ("before_model", "summary"),
+        ("after_model", "summary"),
+    ]
+    assert question(0) in summary[0][2]  # the conversation's content, as the model reads it
+    assert summary[1][2] == "the user asked about prod; web-2 crash-loops"
+    at = audit.seen.index(summary[0])
+    assert [(point, purpose) for point, purpose, _ in audit.seen[at + 2 : at + 4]] == [
+        ("before_model", "turn"),  # then the turn's own call, which reads the summary
+        ("after_model", "turn"),
+    ]
+    assert "the user asked about prod" not in audit.seen[at + 2][2]  # in the system prompt, not a message
+    calls = len(runtime.requests) + runtime.summaries
+    assert len(audit.seen) == 2 * calls  # every model call, each seen before and after
+
+
+async def test_an_async_summary_passes_the_hooks_too():
+    audit, runtime = Audit(), Summarizing(30)
+    agent = Agent(runtime=runtime, context=ContextWindow(summarize=True), hooks=[audit])
+    conversation_id = (await agent.arun(question(0))).conversation_id
+    n = 1
+    while not runtime.summaries and n < 30:
+        async for _ in agent.arun_stream(question(n), conversation_id=conversation_id):
+            pass
+        n += 1
+
+    assert runtime.summaries == 1
+    assert [(p, purpose) for p, purpose, _ in audit.seen if purpose == "summary"] == [
+        ("before_model", "summary"),
+        ("after_model", "summary"),
+    ]
+
+
+def test_a_hook_that_raises_before_the_summary_fails_the_turn_and_nothing_is_sent_or_summarized():
+    class NoSummaries(Hook):
+        name = "no_summaries"
+
+        def before_model(self, context: HookContext, request: ModelRequest) -> None:
+            if context.purpose == "summary":
+                raise PermissionError("this tenant's conversations are not sent to be summarized")
+
+    runtime = Summarizing(30)
+    agent = Agent(runtime=runtime, context=ContextWindow(summarize=True), hooks=[NoSummaries()])
+    conversation_id = agent.run(question(0)).conversation_id
+
+    failed: HookFailed | None = None
+    for n in range(1, 30):  # until the window has to be summarized
+        try:
+            agent.run(question(n), conversation_id=conversation_id)
+        except HookFailed as exc:
+            failed = exc
+            break
+
+    assert failed is not None
+    assert (failed.hook, failed.point) == ("no_summaries", "before_model")
+    assert isinstance(failed.error, PermissionError)
+    assert runtime.summaries == 0
+    stored = agent.conversation(conversation_id)
+    assert stored is not None
+    assert stored.summary is None
