@@ -23,6 +23,7 @@ import http_load
 import peer_servers
 import peers
 import stores
+import thread_handoff
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
@@ -69,6 +70,7 @@ def main() -> None:
         local_model(args.quick),
         stores.postgres_markdown(5 if args.quick else 200),
         domain.markdown(domain.report(args.quick)),
+        thread_handoff.markdown(thread_handoff.report(args.quick)),
     ]
     body = "\n\n".join(
         [

@@ -45,6 +45,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "Growth: messages already stored",
         "PostgreSQL round trips per turn",
         "Domain hot path",
+        "Blocking call from the loop, there and back",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone

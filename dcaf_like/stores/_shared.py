@@ -3,12 +3,12 @@ the application (:class:`ClientErrors`), and the async methods of a store whose 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from types import TracebackType
 
 from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.thread_handoff import in_thread
 from dcaf_like.domain import Conversation, DecisionRecord
 
 # Seconds a store that keeps cancel requests apart from conversations keeps one: long enough for any
@@ -49,28 +49,29 @@ def first_line(exc: BaseException) -> str:
 
 
 class BlockingRepository(ConversationRepository):
-    """A store whose client blocks: each async method of the port runs its sync twin in a worker thread,
-    unless the store overrides it with a native one."""
+    """A store whose client blocks: each async method of the port runs its sync twin in a worker thread
+    (:func:`~dcaf_like.application.thread_handoff.in_thread`), unless the store overrides it with a
+    native one."""
 
     async def aget(self, conversation_id: str) -> Conversation | None:
-        return await asyncio.to_thread(self.get, conversation_id)
+        return await in_thread(self.get, conversation_id)
 
     async def aget_recent(self, conversation_id: str) -> Conversation | None:
-        return await asyncio.to_thread(self.get_recent, conversation_id)
+        return await in_thread(self.get_recent, conversation_id)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        await asyncio.to_thread(self.save, conversation, expected_version)
+        await in_thread(self.save, conversation, expected_version)
 
     async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
-        await asyncio.to_thread(self.record_decisions, records)
+        await in_thread(self.record_decisions, records)
 
     async def adecision_records(
         self, conversation_id: str | None = None, limit: int = 100
     ) -> list[DecisionRecord]:
-        return await asyncio.to_thread(self.decision_records, conversation_id, limit)
+        return await in_thread(self.decision_records, conversation_id, limit)
 
     async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
-        await asyncio.to_thread(self.request_cancel, conversation_id, at=at)
+        await in_thread(self.request_cancel, conversation_id, at=at)
 
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
-        return await asyncio.to_thread(self.cancel_requested, conversation_id, since=since)
+        return await in_thread(self.cancel_requested, conversation_id, since=since)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import datetime
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from dcaf_like.application.messages import ToolSpec
 from dcaf_like.application.ports import ToolContext, ToolOutput
+from dcaf_like.application.thread_handoff import in_thread
 from dcaf_like.tools._injected import IDENTITY_OR_NONE, injected_kind
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class Tool:
         kwargs = self._kwargs(arguments, context)
         if self.is_async:
             return render(await self.func(**kwargs))
-        return render(await asyncio.to_thread(self.func, **kwargs))
+        return render(await in_thread(self.func, **kwargs))
 
     def _kwargs(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> dict[str, Any]:
         kwargs = self._arguments.bind(arguments)
