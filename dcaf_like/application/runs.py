@@ -21,7 +21,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.errors import scrub_exception
@@ -190,33 +190,37 @@ def _in_thread(effect: RunTool) -> ToolOutcome:
 
 
 class _LoopRenewal:
-    """Renews a lease every `every` seconds on the running event loop, until stopped. Costs one timer
-    handle when the tool ends first."""
+    """Renews a lease every `every` seconds on the running event loop, until stopped. It costs no timer
+    of its own: the loop's :class:`_Ticker` tells it the time."""
 
     def __init__(self, renew: Callable[[], Awaitable[None]], every: float, effect: RunTool) -> None:
         self._renew, self._every, self._effect = renew, every, effect
-        self._loop = asyncio.get_running_loop()
+        self._due = time.monotonic() + every
         self._running: asyncio.Task[None] | None = None
         self._stopped = False
-        self._handle = self._loop.call_later(every, self._tick)
+        self._ticker = _Ticker.of(asyncio.get_running_loop())
+        self._ticker.add(self, every)
 
-    def _tick(self) -> None:
-        self._running = self._loop.create_task(self._renewing())
+    def due(self, now: float) -> None:
+        """Renew now if `every` has passed since the last renewal (one at a time)."""
+        if now >= self._due and self._running is None and not self._stopped:
+            self._running = self._ticker.loop.create_task(self._renewing())
 
     async def _renewing(self) -> None:
         try:
             await self._renew()
         except Exception as exc:  # the tool goes on; its lease may run out (docs/runs.md)
             _renewal_failed(self._effect, exc)
-        if not self._stopped:
-            self._handle = self._loop.call_later(self._every, self._tick)
+        self._due = time.monotonic() + self._every
+        self._running = None
 
     async def stop(self) -> None:
         """No renewal after this returns: one under way (it reads the conversation) is waited for."""
         self._stopped = True
-        self._handle.cancel()
-        if self._running is not None and not self._running.done():
-            await asyncio.shield(self._running)
+        self._ticker.discard(self)
+        running = self._running
+        if running is not None and not running.done():
+            await asyncio.shield(running)
 
 
 class _Job:
@@ -485,9 +489,15 @@ class CancelPoll:
             self._asking.cancel()
 
 
+class _Timed(Protocol):
+    def due(self, now: float) -> None:
+        """Act if it is time (`now` is ``time.monotonic()``)."""
+
+
 class _Ticker:
-    """The one timer of an event loop's cancel polls: it ticks every half of the shortest poll's
-    period while a poll is open, tells each one the time, and stops when none is left."""
+    """The one timer of an event loop's periodic jobs (cancel polls, lease renewals): it ticks every
+    half of the shortest period of those registered while any is, tells each one the time, and stops
+    when none is left. A job that ends before its period costs a set's add and discard, not a timer."""
 
     _of_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker]] = (
         weakref.WeakKeyDictionary()
@@ -495,7 +505,7 @@ class _Ticker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._polls: set[CancelPoll] = set()
+        self._jobs: set[_Timed] = set()
         self._period = float("inf")
         self._handle: asyncio.TimerHandle | None = None
 
@@ -506,8 +516,8 @@ class _Ticker:
             ticker = cls._of_loop[loop] = cls(loop)
         return ticker
 
-    def add(self, poll: CancelPoll, every: float) -> None:
-        self._polls.add(poll)
+    def add(self, job: _Timed, every: float) -> None:
+        self._jobs.add(job)
         if every / 2 < self._period:
             self._period = every / 2
             if self._handle is not None:  # a shorter period than the timer running: start again
@@ -516,14 +526,14 @@ class _Ticker:
         if self._handle is None:
             self._handle = self.loop.call_later(self._period, self._tick)
 
-    def discard(self, poll: CancelPoll) -> None:
-        self._polls.discard(poll)
+    def discard(self, job: _Timed) -> None:
+        self._jobs.discard(job)
 
     def _tick(self) -> None:
-        if not self._polls:
+        if not self._jobs:
             self._handle, self._period = None, float("inf")
             return
         now = time.monotonic()
-        for poll in list(self._polls):
-            poll.due(now)
+        for job in list(self._jobs):
+            job.due(now)
         self._handle = self.loop.call_later(self._period, self._tick)

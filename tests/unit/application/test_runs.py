@@ -156,7 +156,8 @@ def test_a_call_stored_before_leases_existed_is_settled_when_loaded():
     assert conversation.settle_abandoned_calls(at=2.0) == []
 
 
-def test_a_long_tool_renews_its_lease_so_no_other_worker_settles_it():
+@pytest.mark.parametrize("api", ["run", "arun"])
+def test_a_long_tool_renews_its_lease_so_no_other_worker_settles_it(api):
     store = InMemoryConversationRepository()
     leases = []
 
@@ -177,7 +178,10 @@ def test_a_long_tool_renews_its_lease_so_no_other_worker_settles_it():
     runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("Done.")])
     agent = Agent(tools=[rollout_status], runtime=runtime, repository=store, lease_ttl=0.15)
 
-    response = agent.run("wait for the rollout")
+    if api == "run":
+        response = agent.run("wait for the rollout")
+    else:  # served: the loop's ticker renews it while the tool runs in a thread
+        response = asyncio.run(agent.arun("wait for the rollout"))
 
     assert response.executed_tool_calls[0].output == "rolled out"
     first, second = leases
