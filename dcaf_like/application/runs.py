@@ -204,7 +204,7 @@ class _LoopRenewal:
     def due(self, now: float) -> None:
         """Renew now if `every` has passed since the last renewal (one at a time)."""
         if now >= self._due and self._running is None and not self._stopped:
-            self._running = self._ticker.loop.create_task(self._renewing())
+            self._running = asyncio.get_running_loop().create_task(self._renewing())
 
     async def _renewing(self) -> None:
         try:
@@ -463,7 +463,7 @@ class CancelPoll:
     def due(self, now: float) -> None:
         """Ask `check` now if `every` has passed since the last answer (one question at a time)."""
         if now >= self._due and self._asking is None and not self._closed:
-            self._asking = self._ticker.loop.create_task(self._ask())
+            self._asking = asyncio.get_running_loop().create_task(self._ask())
 
     async def _ask(self) -> None:
         try:
@@ -503,37 +503,43 @@ class _Ticker:
         weakref.WeakKeyDictionary()
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    # It holds no reference to its loop, not even through its timer (a weak one), so a closed loop
+    # (the dictionary's key) can be collected: the loop holds the timer, the timer the ticker.
+    def __init__(self) -> None:
         self._jobs: set[_Timed] = set()
         self._period = float("inf")
-        self._handle: asyncio.TimerHandle | None = None
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> _Ticker:
         ticker = cls._of_loop.get(loop)
         if ticker is None:
-            ticker = cls._of_loop[loop] = cls(loop)
+            ticker = cls._of_loop[loop] = cls()
         return ticker
 
     def add(self, job: _Timed, every: float) -> None:
         self._jobs.add(job)
-        if every / 2 < self._period:
+        if every / 2 < self._period:  # a shorter period than the timer's: start again
             self._period = every / 2
-            if self._handle is not None:  # a shorter period than the timer running: start again
-                self._handle.cancel()
-                self._handle = None
-        if self._handle is None:
-            self._handle = self.loop.call_later(self._period, self._tick)
+            timer = self._timer() if self._timer is not None else None
+            if timer is not None:
+                timer.cancel()
+            self._timer = None
+        if self._timer is None:
+            self._arm()
 
     def discard(self, job: _Timed) -> None:
         self._jobs.discard(job)
 
+    def _arm(self) -> None:
+        self._timer = weakref.ref(asyncio.get_running_loop().call_later(self._period, self._tick))
+
     def _tick(self) -> None:
+        self._timer = None
         if not self._jobs:
-            self._handle, self._period = None, float("inf")
+            self._period = float("inf")
             return
         now = time.monotonic()
         for job in list(self._jobs):
             job.due(now)
-        self._handle = self.loop.call_later(self._period, self._tick)
+        self._arm()

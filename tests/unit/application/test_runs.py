@@ -516,6 +516,21 @@ def test_a_model_call_quicker_than_the_poll_reads_no_cancel_request():
     assert store.asked_for_cancels == 0
 
 
+def test_a_closed_event_loop_is_not_kept_alive_by_the_timer_its_turns_shared():
+    import gc
+    import weakref
+
+    agent = Agent(runtime=FakeRuntime([reply("At once.")]))
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(agent.arun("which pods run?"))  # its poll's timer is still pending here
+    loop.close()
+    closed = weakref.ref(loop)
+    del loop
+    gc.collect()
+
+    assert closed() is None
+
+
 # -- progress ---------------------------------------------------------------------------------------
 
 
