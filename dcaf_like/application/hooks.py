@@ -132,6 +132,8 @@ class Hooks:
 
     @classmethod
     def of(cls, hooks: Sequence[object]) -> Hooks:
+        if not hooks:
+            return NO_HOOKS
         points: dict[str, list[tuple[str, Method]]] = {point: [] for point in POINTS}
         for hook in hooks:
             name = getattr(hook, "name", "") or type(hook).__name__

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import heapq
 import itertools
 import logging
@@ -37,7 +38,12 @@ T = TypeVar("T")
 
 def new_worker_id() -> str:
     """Who holds a lease: host, process, and a random part (two services in one process differ)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+    return f"{_host()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()
 
 
 async def arun_tool(
