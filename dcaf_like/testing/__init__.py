@@ -5,7 +5,7 @@ For tests only. An Agent never falls back to these: a runtime must always be cho
 """
 
 from dcaf_like.testing.bedrock_server import BedrockConverseServer
-from dcaf_like.testing.builders import ConversationBuilder
+from dcaf_like.testing.builders import ConversationBuilder, ManualClock
 from dcaf_like.testing.fake_runtime import (
     FakeRuntime,
     ScriptExhausted,
@@ -23,6 +23,7 @@ __all__ = [
     "ConversationBuilder",
     "FakeRuntime",
     "GeminiServer",
+    "ManualClock",
     "OpenAICompatibleServer",
     "ScriptExhausted",
     "Step",

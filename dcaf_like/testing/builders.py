@@ -7,6 +7,21 @@ from typing import Any
 from dcaf_like.domain import Conversation, ToolInput
 
 
+class ManualClock:
+    """A clock a test moves by hand, for ``Agent(clock=...)`` and the stores' ``clock=``: approval and
+    question windows, leases and retention, without sleeping. ``clock.now += 3600`` or
+    ``clock.advance(3600)``."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class ConversationBuilder:
     """``ConversationBuilder().user("hi").assistant("ok").pending("delete_pod", name="web").build()``"""
 

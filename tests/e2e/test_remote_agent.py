@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 import pytest
+from _parts import PANEL, PANEL_B64, PANEL_SHOWN, render_panel
 
 pytest.importorskip("a2a.client", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
 
@@ -17,10 +17,7 @@ from dcaf_like import (
     RemoteAgent,
     RemoteResult,
     RemoteText,
-    ToolOutput,
     ToolResult,
-    attachment,
-    tool,
 )
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
@@ -223,16 +220,6 @@ def test_with_an_api_key_the_remote_records_who_approved(start_server, cluster):
 
 
 # -- the images and files a remote tool returned -----------------------------------------------------
-
-PANEL = b"\x89PNG\r\n\x1a\n a latency panel"
-PANEL_B64 = base64.b64encode(PANEL).decode()
-PANEL_SHOWN = {"type": "image", "media_type": "image/png", "size": len(PANEL), "name": None, "url": None}
-
-
-@tool(requires_approval=False)
-def render_panel(panel: str) -> ToolOutput:
-    """Render a Grafana panel as a PNG."""
-    return ToolOutput(f"panel {panel}", (attachment("image", media_type="image/png", data=PANEL_B64),))
 
 
 def grafana() -> Agent:

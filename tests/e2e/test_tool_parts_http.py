@@ -3,23 +3,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 from _helpdesk import approve, user
+from _parts import PANEL_B64, PANEL_SHOWN, render_panel
 
-from dcaf_like import Agent, ToolOutput, attachment, tool
+from dcaf_like import Agent, tool
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
-
-PANEL = b"\x89PNG\r\n\x1a\n a latency panel"
-PANEL_B64 = base64.b64encode(PANEL).decode()
-PANEL_SHOWN = {"type": "image", "media_type": "image/png", "size": len(PANEL), "name": None, "url": None}
-
-
-@tool(requires_approval=False)
-def render_panel(panel: str) -> ToolOutput:
-    """Render a Grafana panel as a PNG."""
-    return ToolOutput(f"panel {panel}", (attachment("image", media_type="image/png", data=PANEL_B64),))
 
 
 @tool

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_asking_the_user import scaler
 
 from dcaf_like import (
     Agent,
@@ -20,27 +21,11 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.domain import DeciderKind, DecisionOutcome, ToolCallStatus
-from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
+from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
 
 ran: list[str] = []
 
-
-@tool(requires_approval=False)
-def scale(name: str, replicas: int, context: ToolContext) -> str:
-    """Scale a deployment; to zero only once the user confirmed."""
-    if replicas == 0 and not context.ask(f"Scale {name} to zero?", kind="confirmation"):
-        return f"{name} left as it is"
-    ran.append(name)
-    return f"{name} scaled to {replicas}"
+scale = scaler(ran)  # it asks before scaling to zero
 
 
 @pytest.fixture(autouse=True)
@@ -48,14 +33,14 @@ def nothing_ran():
     ran.clear()
 
 
-def asking_agent(clock: Clock, *replies, **settings) -> tuple[Agent, FakeRuntime]:
+def asking_agent(clock: ManualClock, *replies, **settings) -> tuple[Agent, FakeRuntime]:
     runtime = FakeRuntime([tool_calls(tool_call("scale", name="web", replicas=0)), *replies])
     agent = Agent(tools=[scale], runtime=runtime, clock=clock, **settings)
     return agent, runtime
 
 
 def test_a_question_takes_the_agents_approval_window():
-    clock = Clock()
+    clock = ManualClock()
     agent, _ = asking_agent(clock, approval_ttl=60.0)
 
     asked = agent.run("scale web to zero")
@@ -64,7 +49,7 @@ def test_a_question_takes_the_agents_approval_window():
 
 
 def test_a_window_of_its_own_for_questions_overrides_the_approval_window():
-    clock = Clock()
+    clock = ManualClock()
     agent, _ = asking_agent(clock, approval_ttl=60.0, question_ttl=600.0)
 
     asked = agent.run("scale web to zero")
@@ -74,7 +59,7 @@ def test_a_window_of_its_own_for_questions_overrides_the_approval_window():
 
 def test_a_question_never_expires_without_a_window_or_with_an_infinite_one():
     for settings in ({}, {"approval_ttl": 60.0, "question_ttl": math.inf}):
-        clock = Clock()
+        clock = ManualClock()
         agent, _ = asking_agent(clock, **settings)
         asked = agent.run("scale web to zero")
         clock.now += 10**9
@@ -91,7 +76,7 @@ def test_a_window_for_questions_is_a_positive_number_of_seconds(ttl):
 
 
 def test_before_the_window_closes_a_new_message_still_waits_for_the_answer():
-    clock = Clock()
+    clock = ManualClock()
     agent, _ = asking_agent(clock, approval_ttl=60.0)
     asked = agent.run("scale web to zero")
     clock.now += 59.0
@@ -101,7 +86,7 @@ def test_before_the_window_closes_a_new_message_still_waits_for_the_answer():
 
 
 def test_past_the_window_the_next_message_expires_the_question_and_the_model_reads_why():
-    clock = Clock()
+    clock = ManualClock()
     agent, runtime = asking_agent(clock, reply("I did not scale web."), approval_ttl=60.0)
     asked = agent.run("scale web to zero")
     clock.now += 60.0
@@ -127,7 +112,7 @@ def test_past_the_window_the_next_message_expires_the_question_and_the_model_rea
 @pytest.mark.parametrize("declined", [False, True], ids=["answer", "decline"])
 @pytest.mark.parametrize("stale", [False, True], ids=["still-open", "already-expired"])
 def test_an_answer_after_the_window_closed_is_refused_and_changes_nothing_stored(declined, stale):
-    clock = Clock()
+    clock = ManualClock()
     store = InMemoryConversationRepository()
     agent, _ = asking_agent(clock, reply("Ok."), reply("Ok."), approval_ttl=60.0, repository=store)
     asked = agent.run("scale web to zero")
@@ -156,7 +141,7 @@ def test_an_answer_after_the_window_closed_is_refused_and_changes_nothing_stored
 
 
 def test_answers_declines_and_expiries_are_in_the_audit_trail_without_the_answer():
-    clock = Clock()
+    clock = ManualClock()
 
     @tool(requires_approval=False)
     def login(context: ToolContext) -> str:
@@ -196,7 +181,7 @@ def test_answers_declines_and_expiries_are_in_the_audit_trail_without_the_answer
 
 
 def test_a_refused_answer_is_recorded_without_the_value_it_carried():
-    agent, _ = asking_agent(Clock())
+    agent, _ = asking_agent(ManualClock())
     asked = agent.run("scale web to zero")
 
     with pytest.raises(Exception, match="answered true or false"):

@@ -21,15 +21,7 @@ from dcaf_like import (
 from dcaf_like.application.turn import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
 from dcaf_like.helpdesk.protocol import assistant_message
-from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
 
 
 def results_seen_by_model(runtime: FakeRuntime) -> list[ToolResult]:
@@ -41,7 +33,7 @@ def results_seen_by_model(runtime: FakeRuntime) -> list[ToolResult]:
 
 def test_the_claim_saves_who_runs_the_call_and_until_when(cluster):
     store = InMemoryConversationRepository()
-    clock = Clock()
+    clock = ManualClock()
     seen = []
 
     @tool
@@ -68,7 +60,7 @@ def claimed_and_abandoned(cluster, *script, lease_ttl=30.0):
     """A conversation whose approved delete_pod was claimed by a worker that then died: what the
     claim saved is all the store has."""
     store = InMemoryConversationRepository()
-    clock = Clock()
+    clock = ManualClock()
     runtime = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-2")), *script])
     agent = Agent(tools=cluster.tools(), runtime=runtime, repository=store, clock=clock, lease_ttl=lease_ttl)
     first = agent.run("delete web-2")
