@@ -23,6 +23,8 @@ until the window is full (some 3,000 tokens of these messages, 150 of them), the
 from __future__ import annotations
 
 import argparse
+import gc
+import statistics
 import time
 from typing import Any
 
@@ -91,7 +93,8 @@ def conversation(messages: int) -> Conversation:
 def per_turn(
     store: ConversationRepository, messages: int, turns: int, *, summarized: bool = False, cut: bool = False
 ) -> float:
-    """Seconds per turn on a stored conversation of `messages` messages (the seeding is not timed);
+    """Seconds per turn on a stored conversation of `messages` messages, the median turn (one that a full
+    garbage collection of the whole process fell on does not move it; the seeding is not timed);
     `summarized`: under a summarizing window, the summary covering all but the last messages; `cut`:
     under a window of WINDOW tokens that does not summarize, the conversation cut where it would be."""
     if summarized:
@@ -108,7 +111,8 @@ def per_turn(
     seed = conversation(messages)
     if summarized and messages > RECENT:
         seed.summarize("Pods of prod were listed; web-2 is crash-looping.", through=messages - RECENT)
-    total = 0.0
+    times: list[float] = []
+    gc.collect()
     for i in range(turns + 1):  # the first turn warms up
         c = conversation(0)  # a fresh id, the seed's content
         c.messages, c.tool_calls, c.version, c.summary, c.cut = (
@@ -124,13 +128,13 @@ def per_turn(
         elapsed = time.perf_counter() - start
         assert response.text == "web-2 is crash-looping.", response.text
         if i:
-            total += elapsed
+            times.append(elapsed)
         elif cut:  # where the window cut the seed: the timed turns start from there, as later ones would
             warmed = store.get(c.id)
             assert warmed is not None
             seed.cut = warmed.cut
         store.delete(c.id)
-    return total / max(turns, 1)
+    return statistics.median(times)
 
 
 def report(quick: bool) -> dict[str, Any]:
