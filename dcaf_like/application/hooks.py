@@ -22,6 +22,10 @@ from dcaf_like.domain import ToolCall
 
 logger = logging.getLogger("dcaf_like.hooks")
 
+#: Why the model is called: ``"summary"`` for the call that writes a context window's summary,
+#: ``"turn"`` for every other (a hook's :attr:`HookContext.purpose`, a model span's ``dcaf.purpose``).
+Purpose = Literal["turn", "summary"]
+
 
 @dataclass(frozen=True, slots=True)
 class HookContext:
@@ -34,7 +38,7 @@ class HookContext:
     agent: str
     conversation_id: str
     platform_context: Mapping[str, Any]
-    purpose: Literal["turn", "summary"] = "turn"
+    purpose: Purpose = "turn"
 
 
 @dataclass(frozen=True, slots=True)

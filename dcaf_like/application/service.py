@@ -26,7 +26,7 @@ from dcaf_like.application.errors import (
     scrub_exception,
 )
 from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
-from dcaf_like.application.hooks import Hooks, hook_context
+from dcaf_like.application.hooks import Hooks, Purpose, hook_context
 from dcaf_like.application.messages import (
     ModelCompleted,
     ModelResponse,
@@ -371,8 +371,9 @@ class AgentService:
         return _checked_instructions(await _resolved(self.system(context), run.blocking))
 
     async def _summary(self, effect: Summarize, run: _Run) -> ModelResponse | None:
-        """The model's answer with the summary, or None when its call was stopped (cancel, time limit)."""
-        answer = await self._invoke_model(CallModel(effect.request), run)
+        """The model's answer with the summary, or None when its call was stopped (cancel, time limit).
+        Its span says it is the summary's (``dcaf.purpose``); the turn counts its tokens in its usage."""
+        answer = await self._invoke_model(CallModel(effect.request), run, purpose="summary")
         return None if isinstance(answer, Stopped) else answer
 
     async def _ask_approver(self, effect: AskApprover, run: _Run) -> ApprovalAnswer:
@@ -404,8 +405,10 @@ class AgentService:
 
     # -- model calls ------------------------------------------------------------------------------
 
-    async def _invoke_model(self, effect: CallModel, run: _Run) -> ModelResponse | Stopped:
-        span, seconds, the_turns, poll = self._model_call(effect, run)
+    async def _invoke_model(
+        self, effect: CallModel, run: _Run, *, purpose: Purpose = "turn"
+    ) -> ModelResponse | Stopped:
+        span, seconds, the_turns, poll = self._model_call(effect, run, purpose)
         try:
             if poll is None:
                 invoke, request = self.runtime.invoke, effect.request
@@ -445,10 +448,14 @@ class AgentService:
             f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
         )
 
-    def _model_call(self, effect: CallModel, run: _Run) -> tuple[Span, float | None, bool, CancelPoll | None]:
-        """A model call's span; how long it may take, and whether that is what is left of the turn's
-        time; and (async ports) the poll that stops it when the turn is cancelled meanwhile."""
-        span = self.tracer.start("dcaf.model", {"dcaf.runtime": self.runtime.name}, run.span)
+    def _model_call(
+        self, effect: CallModel, run: _Run, purpose: Purpose = "turn"
+    ) -> tuple[Span, float | None, bool, CancelPoll | None]:
+        """A model call's span, saying whose call it is (the turn's, or the summary's); how long it
+        may take, and whether that is what is left of the turn's time; and (async ports) the poll that
+        stops it when the turn is cancelled meanwhile."""
+        attributes = {"dcaf.runtime": self.runtime.name, "dcaf.purpose": purpose}
+        span = self.tracer.start("dcaf.model", attributes, run.span)
         left, own = effect.timeout, self.model_timeout
         the_turns = left is not None and (own is None or left < own)
         if run.blocking:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, cast
+from typing import Any, Generic, cast
 
 from dcaf_like.application.context import (
     Block,
@@ -32,7 +32,15 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
-from dcaf_like.application.hooks import NO_HOOKS, HookContext, Hooks, Refused, ToolCallInfo, hook_context
+from dcaf_like.application.hooks import (
+    NO_HOOKS,
+    HookContext,
+    Hooks,
+    Purpose,
+    Refused,
+    ToolCallInfo,
+    hook_context,
+)
 from dcaf_like.application.messages import (
     NO_USAGE,
     AssistantTurn,
@@ -543,9 +551,7 @@ class Turn:
 
     # -- hooks: the agent's own code around model calls and tools ----------------------------------
 
-    def _hooks(
-        self, point: str, *arguments: Any, purpose: Literal["turn", "summary"] = "turn"
-    ) -> Generator[Effect, Any, None]:
+    def _hooks(self, point: str, *arguments: Any, purpose: Purpose = "turn") -> Generator[Effect, Any, None]:
         """Call the hooks at a model call; one that raises fails the turn (nothing was proposed yet)."""
         if getattr(self.settings.hooks, point):
             context = self._hooked()
@@ -684,13 +690,14 @@ class Turn:
     def _summary(self, request: ModelRequest) -> Generator[Effect, Any, str | None]:
         """The summary the runtime writes, or None when its call was stopped. It sends the
         conversation's content to the model, so the model hooks see it as any model call, told by
-        their context that it is the summary's."""
+        their context that it is the summary's; and its tokens are the turn's, counted in its usage."""
         hooks = self.settings.hooks
         if hooks.before_model:
             yield from self._hooks("before_model", request, purpose="summary")
         response: ModelResponse | None = yield Summarize(request)
         if response is None:
             return None
+        self._usage = self._usage + response.usage
         if hooks.after_model:
             yield from self._hooks("after_model", response, purpose="summary")
         return response.text

@@ -8,7 +8,19 @@ from typing import Any
 import pytest
 from _helpdesk import approve, reject, user
 
-from dcaf_like import Agent, AgentContext, AgentResult, Session, ToolResult, tool
+from dcaf_like import (
+    Agent,
+    AgentContext,
+    AgentResult,
+    ContextWindow,
+    ModelRequest,
+    ModelResponse,
+    Session,
+    ToolResult,
+    Usage,
+    tool,
+)
+from dcaf_like.application.context import SUMMARY_SYSTEM
 from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 
 
@@ -196,6 +208,33 @@ def test_a_request_id_that_is_not_a_sane_token_is_replaced(start_server, cluster
     response = client.get("/health", headers={"X-Request-ID": "x" * 500})
 
     assert response.headers["x-request-id"] != "x" * 500
+
+
+def test_the_usage_of_a_turn_that_summarized_counts_the_summary_call(start_server):
+    summaries: list[ModelRequest] = []
+
+    def answering(request: ModelRequest) -> ModelResponse:
+        if request.system == SUMMARY_SYSTEM:
+            summaries.append(request)
+            return ModelResponse(text="earlier: the prod pods were checked", usage=Usage(300, 40))
+        return ModelResponse(
+            text="web-2 is in CrashLoopBackOff (OOMKilled); the rest run. " * 3, usage=Usage(10, 5)
+        )
+
+    runtime = FakeRuntime([answering] * 30, context_window=1500)
+    client = start_server(Agent(runtime=runtime, context=ContextWindow(summarize=True)))
+    usages = []
+    conversation: dict[str, str] = {}
+    while not summaries and len(usages) < 30:
+        question = user(f"question {len(usages)}: which pods crash in namespace prod? " * 3, **conversation)
+        body = client.post("/api/chat", json={"messages": [question]}).json()
+        conversation = {"conversation_id": body["data"]["conversation_id"]}
+        usages.append(body["meta"]["usage"])
+
+    *before, summarized = usages
+    assert before
+    assert all(usage == {"input_tokens": 10, "output_tokens": 5} for usage in before)
+    assert summarized == {"input_tokens": 10 + 300, "output_tokens": 5 + 40}
 
 
 @pytest.mark.parametrize("path", ["/api/chat", "/api/chat-stream"])

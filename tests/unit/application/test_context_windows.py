@@ -15,10 +15,13 @@ from dcaf_like import (
     AssistantTurn,
     ContextPolicy,
     ContextWindow,
+    Done,
     FallbackRuntime,
     InMemoryConversationRepository,
     ModelRequest,
+    ModelResponse,
     ToolResult,
+    Usage,
     UserTurn,
     tool,
 )
@@ -239,6 +242,11 @@ def test_a_fallback_runtime_fits_the_smallest_window_it_may_use():
 # -- summaries --------------------------------------------------------------------------------------
 
 
+#: Tokens of each summary call, set apart from those of the script's answers (FakeRuntime's 10 in, 5 out).
+SUMMARY_USAGE = Usage(300, 40)
+ANSWER_USAGE = Usage(10, 5)
+
+
 class Summarizing(FakeRuntime):
     """Answers a summary request with a summary naming how many lines it read, the rest from the script."""
 
@@ -250,9 +258,7 @@ class Summarizing(FakeRuntime):
         if request.system == SUMMARY_SYSTEM:
             self.summaries.append(request)
             lines = request.messages[0].text.splitlines()  # type: ignore[union-attr]
-            from dcaf_like import ModelResponse
-
-            return ModelResponse(text=f"summary of {len(lines)} lines")
+            return ModelResponse(text=f"summary of {len(lines)} lines", usage=SUMMARY_USAGE)
         return super().invoke(request)
 
 
@@ -326,6 +332,70 @@ async def test_an_async_streamed_turn_fits_and_summarizes_like_a_sync_one():
     assert stored.summary is not None
     assert len(runtime.summaries) == 1
     assert tokens(runtime.requests[-1]) <= 1500 - 512
+
+
+class Span:
+    def __init__(self, name: str, attributes: dict[str, object]) -> None:
+        self.name = name
+        self.attributes = attributes
+
+    def set(self, key: str, value: object) -> None:
+        self.attributes[key] = value
+
+    def fail(self, error: object) -> None:
+        return None
+
+    def end(self) -> None:
+        return None
+
+
+class RecordingTracer:
+    """Keeps every span started, with its attributes."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+
+    def start(self, name: str, attributes: dict[str, object], parent: object = None) -> Span:
+        span = Span(name, dict(attributes))
+        self.spans.append(span)
+        return span
+
+
+def test_a_turn_that_summarized_counts_the_summary_call_in_its_usage_and_traces_it_as_the_summarys():
+    tracer = RecordingTracer()
+    runtime = Summarizing([answer(n) for n in range(40)], window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, tracer=tracer, context=ContextWindow(summarize=True))
+    usages: list[Usage] = []
+    conversation_id = None
+    while not runtime.summaries:
+        response = agent.run(question(len(usages)), conversation_id=conversation_id)
+        conversation_id = response.conversation_id
+        usages.append(response.usage)
+
+    *before, summarized = usages
+    assert set(before) == {ANSWER_USAGE}  # the turns before: one model call each
+    assert summarized == ANSWER_USAGE + SUMMARY_USAGE  # its own call and the summary's
+    models = [s.attributes for s in tracer.spans if s.name == "dcaf.model"]
+    [summary] = [a for a in models if a["dcaf.purpose"] == "summary"]
+    assert (summary["dcaf.input_tokens"], summary["dcaf.output_tokens"]) == (300, 40)
+    assert [a["dcaf.purpose"] for a in models].count("turn") == len(usages)
+    assert sum(a["dcaf.input_tokens"] for a in models) == sum(u.input_tokens for u in usages)  # type: ignore[misc]
+
+
+async def test_a_streamed_turn_that_summarized_counts_the_summary_call_in_its_done_event():
+    runtime = Summarizing([answer(n) for n in range(30)], window=1500)
+    agent = Agent(system=SYSTEM, runtime=runtime, context=ContextWindow(summarize=True))
+    conversation_id = (await agent.arun(question(0))).conversation_id
+    done: list[Usage] = []
+    while not runtime.summaries:
+        async for event in agent.arun_stream(question(len(done) + 1), conversation_id=conversation_id):
+            if isinstance(event, Done):
+                done.append(event.response.usage)
+
+    *before, summarized = done
+    assert set(before) == {ANSWER_USAGE}
+    assert summarized == ANSWER_USAGE + SUMMARY_USAGE
+    assert summarized.total_tokens == 15 + 340
 
 
 # -- a turn reads the recent part of a long conversation (ADR 22) -----------------------------------
