@@ -168,6 +168,12 @@ class Agent:
         """The dependencies given as ``Agent(deps=...)`` (a run may pass its own)."""
         return self._settings["deps"]
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The time it reads, ``Agent(clock=...)``: approval and question windows are measured by it."""
+        clock: Callable[[], float] = self._settings["clock"]
+        return clock
+
     def add_tracer(self, tracer: Callable[[Tracer], Tracer]) -> None:
         """Wrap the agent's tracer (``wrap(current) -> new``): how ``serve(metrics=True)`` observes turns."""
         self._settings["tracer"] = tracer(self._settings["tracer"])

@@ -469,6 +469,11 @@ class ServedAgent(Protocol):
     def runtime(self) -> AgentRuntime | None:
         """Its model runtime (a readiness probe looks at it); None for an agent function."""
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Its time, in seconds since the epoch: what its windows are measured by, so an adapter that
+        changes a conversation itself (an A2A task canceled) reads the time the agent's turns read."""
+
     def use_repository(self, repository: ConversationRepository | str) -> None:
         """Keep conversations in `repository` (or the store a URL names) from now on; TypeError for
         an agent that keeps none."""

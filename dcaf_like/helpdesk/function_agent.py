@@ -13,6 +13,7 @@ Agent's ``Done``); without one, the answer is the text it streamed.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -117,6 +118,7 @@ class FunctionAgent:
     repository: None = None
     repository_chosen = False
     runtime: None = None
+    clock: Callable[[], float] = staticmethod(time.time)
 
     def __init__(
         self, func: AgentFunction, *, name: str | None = None, description: str | None = None

@@ -519,7 +519,9 @@ def function_messages(request: AgentRequest) -> list[dict[str, Any]]:
 
 
 def question_data(question: QuestionView) -> dict[str, Any]:
-    """An open question as ``data.questions`` lists it and ``question_asked`` streams it."""
+    """An open question as ``data.questions`` lists it and ``question_asked`` streams it; its
+    ``expires_at`` is when its window closes, in seconds since the epoch as ``GET
+    /api/conversations/{id}`` gives a pending call's (None: it waits as long as it takes)."""
     return {
         "id": question.id,
         "call_id": question.call_id,
@@ -528,6 +530,7 @@ def question_data(question: QuestionView) -> dict[str, Any]:
         "prompt": question.prompt,
         "options": list(question.options),
         "max_length": question.max_length,
+        "expires_at": question.expires_at,
     }
 
 

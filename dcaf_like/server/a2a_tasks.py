@@ -322,9 +322,9 @@ class A2ATasks:
                 )
             expected = conversation.version
             conversation.entrance = "a2a"
+            now = self.agent.clock()  # the time the agent's windows are measured by
             for call in view.pending:
-                conversation.reject_tool_call(call.id, CANCELED, by=caller.name)
-            now = time.time()
+                conversation.reject_tool_call(call.id, CANCELED, by=caller.name, at=now)
             conversation.expire_questions(at=now)  # past their window: the system closes them
             for question in view.questions:  # its call fails, not run
                 if conversation.question(question.id).is_open:
@@ -340,7 +340,7 @@ class A2ATasks:
     # -- internals ----------------------------------------------------------------------------
 
     async def _stop(self, task_id: str, caller: Caller) -> TaskView:
-        await self.repository.arequest_cancel(conversation_of(task_id), at=time.time())
+        await self.repository.arequest_cancel(conversation_of(task_id), at=self.agent.clock())
         deadline = time.monotonic() + CANCEL_WAIT
         view = await self.get(task_id, caller)
         while view.state is TaskState.WORKING and time.monotonic() < deadline:

@@ -198,6 +198,11 @@ class QuestionOut(BaseModel):
     prompt: str
     options: list[str]
     max_length: int
+    expires_at: float | None = Field(
+        None,
+        description="When its window closes, in seconds since the epoch; past it the answer is refused "
+        "(409 question_expired). null: it waits as long as it takes.",
+    )
 
 
 class DataOut(BaseModel):

@@ -14,7 +14,7 @@ from _helpdesk import user
 from _server import dcaf_like_serve
 
 from dcaf_like import Agent, ToolContext, ask_user, tool
-from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
 
 ASKING = "tests/e2e/asking_agent.py:make_agent"
 
@@ -59,6 +59,7 @@ def test_a_question_is_asked_in_the_response_and_its_answer_resumes_the_run(star
         "prompt": "Scale web to zero?",
         "options": [],
         "max_length": 4000,
+        "expires_at": None,  # this agent gives questions no window
     }
     assert question["id"].startswith("q_")
     assert ran == []
@@ -96,6 +97,29 @@ def test_the_stream_sends_question_asked_and_the_model_reads_the_selection(start
 
     assert answered.json()["content"] == "Cleaning up staging."
     assert answered.json()["data"]["executed_tool_calls"][0]["output"] == "staging"
+
+
+def test_a_questions_window_is_in_the_response_the_stream_and_the_stored_conversation(start_server):
+    clock = ManualClock(1_700_000_000.0)
+    ask = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
+    runtime = FakeRuntime([tool_calls(ask), tool_calls(ask)])
+    agent = Agent(tools=[ask_user], runtime=runtime, approval_ttl=3600, question_ttl=600, clock=clock)
+    client = start_server(agent)
+
+    asked = chat(client, "clean up").json()["data"]
+    clock.advance(100)
+    with client.stream("POST", "/api/chat-stream", json={"messages": [user("clean up again")]}) as response:
+        events = [json.loads(line) for line in response.iter_lines() if line]
+
+    [question] = asked["questions"]
+    assert question["expires_at"] == 1_700_000_600.0  # when it was asked, plus question_ttl
+    [streamed] = [e["question"] for e in events if e["type"] == "question_asked"]
+    assert streamed["expires_at"] == 1_700_000_700.0
+    assert events[-1]["message"]["data"]["questions"] == [streamed]
+    stored = client.get(f"/api/conversations/{asked['conversation_id']}").json()
+    assert [q["expires_at"] for q in stored["questions"]] == [question["expires_at"]]
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["QuestionOut"]
+    assert schema["properties"]["expires_at"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
 
 
 @pytest.mark.parametrize(
@@ -389,3 +413,56 @@ def test_an_a2a_stream_that_stops_on_a_question_ends_input_required_with_it_and_
     ]
     assert executed["output"] == "web scaled to zero"
     assert ran == ["web"]
+
+
+def test_canceling_an_a2a_task_closes_a_question_past_its_window_as_expired_and_one_within_it_as_declined(
+    start_server,
+):
+    pytest.importorskip("a2a.types", reason="the a2a extra is not installed: pip install -e '.[a2a]'")
+    clock = ManualClock(1_700_000_000.0)  # the agent's clock: the test moves it, nothing waits
+    ran: list[str] = []
+    asks = [tool_calls(tool_call("scale", name=name)) for name in ("web", "db")]
+    http = start_server(scaling_agent(ran, *asks, question_ttl=60, clock=clock), a2a=True)
+
+    def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = http.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).json()
+        result: dict[str, Any] = body["result"]
+        return result
+
+    def start(text: str) -> dict[str, Any]:
+        parts = [{"kind": "text", "text": text}]
+        message = {"kind": "message", "messageId": os.urandom(4).hex(), "role": "user", "parts": parts}
+        return rpc("message/send", {"message": message})
+
+    stale = start("scale web to zero")  # its window closes at +60
+    clock.advance(40)
+    fresh = start("scale db to zero")  # its window closes at +100
+    clock.advance(30)  # +70: the first one's window closed, the second one's is open
+
+    canceled = [rpc("tasks/cancel", {"id": task["id"]}) for task in (stale, fresh)]
+
+    [asked_stale] = next(p["data"] for p in stale["status"]["message"]["parts"] if p["kind"] == "data")[
+        "questions"
+    ]
+    assert asked_stale["expires_at"] == 1_700_000_060.0  # the status message carries the window too
+    assert [task["status"]["state"] for task in canceled] == ["canceled", "canceled"]
+    closed = []
+    for task in (stale, fresh):
+        conversation_id = task["contextId"]
+        [question] = http.get(f"/api/conversations/{conversation_id}").json()["questions"]
+        trail = http.get("/api/audit", params={"conversation_id": conversation_id}).json()["records"]
+        closed.append(
+            (question["status"], question["answered_by"], [(r["outcome"], r["decided_by"]) for r in trail])
+        )
+        assert [r["question_id"] for r in trail] == [question["id"]]
+    assert closed == [
+        ("expired", "system", [("expired", "system")]),  # its window closed: not the canceler's decline
+        ("declined", "user", [("declined", "user")]),  # the caller (no API keys: "user")
+    ]
+    failed = [
+        http.get(f"/api/conversations/{task['contextId']}").json()["tool_calls"][0]["error"]
+        for task in (stale, fresh)
+    ]
+    assert "expired" in failed[0]
+    assert "declined" in failed[1]
+    assert ran == []

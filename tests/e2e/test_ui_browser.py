@@ -30,7 +30,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.application.errors import ModelError
-from dcaf_like.testing import FakeRuntime, fail, reply, tool_call, tool_calls
+from dcaf_like.testing import FakeRuntime, ManualClock, fail, reply, tool_call, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("DCAF_CHROMIUM", "/usr/bin/chromium")
@@ -705,6 +705,90 @@ def test_a_question_reopened_from_the_list_can_still_be_answered(page, start_ser
     expect(page.locator(".message.assistant").last).to_have_text("Not restarted.")
     stored = client.get(f"/api/conversations/{asked['data']['conversation_id']}").json()
     assert [(q["status"], q["answer"]) for q in stored["questions"]] == [("answered", False)]
+
+
+def test_a_questions_deadline_shows_on_its_card_live_and_reopened_and_past_it_the_card_says_it_expired(
+    browser, start_server
+):
+    from dcaf_like import ask_user
+
+    two_pm = 1_699_966_800.0  # 14 Nov 2023, 14:00 in Paris: the agent's clock and the browser's
+    clock = ManualClock(two_pm)
+    sure = tool_call("ask_user", question="Restart web?", kind="confirmation")
+    runtime = FakeRuntime([tool_calls(sure)])
+    client = start_server(Agent(tools=[ask_user], runtime=runtime, question_ttl=300, clock=clock))
+    context = browser.new_context(
+        viewport={"width": 1100, "height": 760}, locale="en-GB", timezone_id="Europe/Paris"
+    )
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    scripts_failed: list[str] = []
+    page.on("pageerror", lambda error: scripts_failed.append(str(error)))
+    try:
+        page.clock.install(time=two_pm - 60)
+        page.goto(str(client.base_url))
+        page.clock.pause_at(two_pm)  # the browser's time moves only when the test moves it
+
+        send(page, "restart web")
+        live = page.locator(".card.question")
+        expect(live.locator(".deadline")).to_have_text("answer by 14:05")  # local time, not UTC's 13:05
+        expect(live.get_by_role("button")).to_have_text(["Yes", "No", "Decline"])
+        screenshot(page, "5b-question-deadline")
+
+        reopen(page)  # within the window
+        reopened = page.locator(".card.question")
+        expect(reopened.locator(".deadline")).to_have_text("answer by 14:05")
+
+        page.clock.fast_forward("05:00")  # 14:05: the window closes, on the card left open
+        clock.advance(300)
+        card = page.locator(".card", has_text="Restart web?")
+        expect(card.locator(".status")).to_have_text("expired")
+        expect(card.locator(".deadline")).to_have_text(
+            "This question expired at 14:05: it can no longer be answered."
+        )
+        expect(card.get_by_role("button")).to_have_count(0)
+        expect(card.locator("input")).to_have_count(0)
+
+        reopen(page)  # past the window: the card says so at once
+        expect(card.locator(".status")).to_have_text("expired")
+        expect(card.locator(".deadline")).to_have_text(
+            "This question expired at 14:05: it can no longer be answered."
+        )
+        expect(card.get_by_role("button")).to_have_count(0)
+        screenshot(page, "5c-question-expired")
+    finally:
+        context.close()
+    assert scripts_failed == [], "the page's script threw"
+
+
+def reopen(page: Any) -> None:
+    """The conversation opened again from the list, on an empty log (no card left from before)."""
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator(".card")).to_have_count(0)
+    page.locator("#conversations button").first.click()
+
+
+def test_an_answer_the_server_refuses_as_expired_turns_the_card_to_expired(page, start_server):
+    from dcaf_like import ask_user
+
+    two_pm = 1_699_966_800.0
+    clock = ManualClock(two_pm)  # the agent's clock, which the browser's lags behind once moved
+    sure = tool_call("ask_user", question="Restart web?", kind="confirmation")
+    runtime = FakeRuntime([tool_calls(sure)])
+    client = start_server(Agent(tools=[ask_user], runtime=runtime, question_ttl=3600, clock=clock))
+    page.clock.install(time=two_pm - 60)
+    page.goto(str(client.base_url))
+    page.clock.pause_at(two_pm)
+    send(page, "restart web")
+    card = page.locator(".card", has_text="Restart web?")
+    expect(card.get_by_role("button")).to_have_text(["Yes", "No", "Decline"])
+
+    clock.advance(3600)  # the server's window closed; the page's clock says an hour is left
+    card.get_by_role("button", name="Yes", exact=True).click()
+
+    expect(card.locator(".card-error")).to_contain_text("409 question_expired")
+    expect(card.locator(".status")).to_have_text("expired")
+    expect(card.get_by_role("button")).to_have_count(0)
 
 
 # -- attachments -------------------------------------------------------------------------------------

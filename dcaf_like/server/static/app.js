@@ -304,17 +304,31 @@ function rejection(decide) {
 
 // A question a tool (or the model, through ask_user) asks: Yes/No, a button per option, or a text box;
 // and Decline. It replaces the card of the call that asked, and stays until the server takes an answer.
+// A question with a window says by when (its `expires_at`, shown in local time); past it, or once the
+// server refuses an answer as `question_expired`, the card says the question expired instead.
 function questionCard(question) {
-  const card = callCard(question.call_id, question.tool, "question", el("p", { class: "prompt" }, question.prompt));
+  const deadline = question.expires_at == null ? null : el("p", { class: "deadline" }, `answer by ${timeText(question.expires_at)}`);
+  const card = callCard(question.call_id, question.tool, "question", el("p", { class: "prompt" }, question.prompt), deadline);
   card.dataset.questionId = question.id;
 
   const reply = async (answer, label) => {
     const buttons = card.querySelectorAll("button, input");
     buttons.forEach((button) => { button.disabled = true; });
-    if (await run(() => turn("", null, null, [{ id: question.id, ...answer }]), card)) {
+    let expired = false;
+    const answering = async () => {
+      try {
+        await turn("", null, null, [{ id: question.id, ...answer }]);
+      } catch (error) {
+        expired = error.code === "question_expired"; // the server's clock says so: believe it
+        throw error;
+      }
+    };
+    if (await run(answering, card)) {
       card.querySelector(".status").textContent = label;
       card.classList.replace("question", "decided");
-      card.querySelectorAll(".actions, form").forEach((part) => part.remove());
+      card.querySelectorAll(".actions, form, .deadline").forEach((part) => part.remove());
+    } else if (expired) {
+      expire(card, question);
     } else {
       buttons.forEach((button) => { button.disabled = false; });
     }
@@ -338,7 +352,36 @@ function questionCard(question) {
       reply({ value: text.value }, "answered");
     } }, text, el("button", { type: "submit" }, "Answer")));
   }
+  if (deadline) untilExpired(card, question);
   return card;
+}
+
+// Longest a browser's timer waits (about 24.8 days); a later deadline is looked at again then.
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
+// The card turns to expired when its question's window closes, unless it was answered before.
+function untilExpired(card, question) {
+  const left = question.expires_at * 1000 - Date.now();
+  if (left <= 0) { expire(card, question); return; }
+  setTimeout(() => {
+    if (card.isConnected && card.classList.contains("question")) untilExpired(card, question);
+  }, Math.min(left, LONGEST_TIMER_MS));
+}
+
+function expire(card, question) {
+  card.querySelector(".status").textContent = "expired";
+  card.classList.replace("question", "expired");
+  card.querySelectorAll(".actions, form, .deadline").forEach((part) => part.remove());
+  card.append(el("p", { class: "deadline" },
+    `This question expired at ${timeText(question.expires_at)}: it can no longer be answered.`));
+}
+
+// A moment in local time: the hour and minute today, with the day otherwise.
+function timeText(seconds) {
+  const at = new Date(seconds * 1000);
+  const clock = { hour: "2-digit", minute: "2-digit" };
+  return new Date().toDateString() === at.toDateString() ? at.toLocaleTimeString([], clock)
+    : at.toLocaleString([], { month: "short", day: "numeric", ...clock });
 }
 
 // An edit is a JSON merge patch onto the proposal (RFC 7396), as the server applies it: a key left out
