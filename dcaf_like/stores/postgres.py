@@ -415,15 +415,18 @@ class PostgresConversationRepository(BlockingRepository):
         """The pool of the running event loop (asyncio connections belong to the loop that opened them)."""
         loop = asyncio.get_running_loop()
         pool = self._async_by_loop.get(loop)
-        if pool is None:
-            if not self._schema_ready:
-                await asyncio.to_thread(self.migrate)
-            pool = self._pools.AsyncConnectionPool(
-                self._url, **self._pool_options(f"dcaf-{self.table}-async")
-            )
-            self._async_by_loop[loop] = pool
-            await pool.open(wait=False)
-        return pool
+        if pool is not None:
+            return pool
+        if not self._schema_ready:
+            await asyncio.to_thread(self.migrate)
+        # The requests arriving at once on a new loop each got here: one pool is kept, the others
+        # closed (dropped unclosed, a pool leaves its connections open and its workers pending).
+        pool = self._pools.AsyncConnectionPool(self._url, **self._pool_options(f"dcaf-{self.table}-async"))
+        await pool.open(wait=False)
+        kept: AsyncConnectionPool[Any] = self._async_by_loop.setdefault(loop, pool)
+        if kept is not pool:
+            await pool.close()
+        return kept
 
     async def aclose(self) -> None:
         """Close the pool of the running event loop (a server does this at shutdown)."""

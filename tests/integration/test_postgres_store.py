@@ -3,6 +3,7 @@ round trips, against the real server (a database of the session's own, dropped a
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from typing import Any
@@ -259,3 +260,29 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     assert [r.outcome for r in store.decision_records(first.conversation_id)] == ["approved"]
     assert cluster.deleted == [("default", "web-2")]
     await store.aclose()
+
+
+async def test_requests_arriving_at_once_on_a_new_loop_leave_one_pool_open_and_close_the_others(
+    postgres_url, postgres_table
+):
+    store = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made: list[Any] = []
+    pools = store._pools.AsyncConnectionPool
+
+    class Recorded(pools):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    store._pools = type(
+        "Pools", (), {"AsyncConnectionPool": Recorded, "ConnectionPool": store._pools.ConnectionPool}
+    )
+
+    found = await asyncio.gather(*(store.aget(f"conv_{i}") for i in range(8)))
+    open_pools = [pool for pool in made if not pool.closed]
+    await store.aclose()
+
+    assert found == [None] * 8
+    assert len(made) >= 1
+    assert len(open_pools) == 1  # the others were closed, not dropped with their connections open
+    assert all(pool.closed for pool in made)
