@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterator
-from typing import Any, TypeVar
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -131,3 +133,53 @@ def iterate_sync(items: AsyncIterator[T]) -> Iterator[T]:
                 return
     finally:
         stop.set()
+
+
+class PerLoop(Generic[T]):
+    """What an object opens once per event loop (an asyncio client, a pool: they belong to the loop
+    that opened them), closed with its loop: by :meth:`aclose`, or when the loop shuts down if nobody
+    called it.
+
+    A server closes its clients at shutdown (``Agent.aclose``); a script calling
+    ``asyncio.run(agent.arun(...))`` again and again usually does not, and each run's loop ended with
+    the client's connections still open and its tasks cancelled under it. An open async generator is
+    closed by the loop's ``shutdown_asyncgens()`` (``asyncio.run`` and uvicorn both call it), on the
+    loop: each value is kept with one, parked, that closes the value there."""
+
+    def __init__(self, close: Callable[[T], Awaitable[None]]) -> None:
+        self._close = close
+        self._by_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[T, AsyncGenerator[None]]
+        ] = weakref.WeakKeyDictionary()
+
+    def get(self) -> T | None:
+        """The running loop's value, if it has one."""
+        found = self._by_loop.get(asyncio.get_running_loop())
+        return None if found is None else found[0]
+
+    def put(self, value: T) -> T:
+        """Keep `value` as the running loop's (the first one kept, if another came meanwhile)."""
+        loop = asyncio.get_running_loop()
+        found = self._by_loop.get(loop)
+        if found is not None:
+            return found[0]
+        closing = self._closing(loop, value)
+        with contextlib.suppress(StopIteration):  # run it to its yield (nothing before waits): open
+            closing.asend(None).send(None)
+        self._by_loop[loop] = (value, closing)
+        return value
+
+    async def aclose(self) -> None:
+        """Close the running loop's value now (the next :meth:`put` keeps a new one)."""
+        found = self._by_loop.get(asyncio.get_running_loop())
+        if found is not None:
+            await found[1].aclose()
+
+    async def _closing(self, loop: asyncio.AbstractEventLoop, value: T) -> AsyncGenerator[None]:
+        try:
+            yield
+        finally:
+            found = self._by_loop.get(loop)
+            if found is not None and found[0] is value:
+                del self._by_loop[loop]
+            await self._close(value)

@@ -6,16 +6,15 @@ Install with ``pip install 'dcaf_like[openai]'``.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import (
     ModelAccessDenied,
     ModelError,
@@ -113,18 +112,16 @@ class OpenAIRuntime(AgentRuntime):
         self._client = client or openai.OpenAI(**self._settings)
         self._given_async = async_client
         # An asyncio client's connections belong to the loop that opened them: one client per loop.
-        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: The asyncio client of each event loop, closed with its loop.
+        self._async_clients: PerLoop[Any] = PerLoop(_close_client)
         self._openai = openai
 
     def _async_client(self) -> Any:
         if self._given_async is not None:
             return self._given_async
-        loop = asyncio.get_running_loop()
-        client = self._async_by_loop.get(loop)
+        client = self._async_clients.get()
         if client is None:
-            client = self._async_by_loop[loop] = self._openai.AsyncOpenAI(**self._settings)
+            client = self._async_clients.put(self._openai.AsyncOpenAI(**self._settings))
         return client
 
     def secret_values(self) -> tuple[str, ...]:
@@ -135,9 +132,7 @@ class OpenAIRuntime(AgentRuntime):
         self._client.close()
 
     async def aclose(self) -> None:
-        client = self._async_by_loop.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._async_clients.aclose()
 
     def __repr__(self) -> str:
         return f"OpenAIRuntime({self.model!r}, base_url={self.base_url!r})"
@@ -372,3 +367,7 @@ class _StreamState:
             reasoning="".join(self.reasoning),
             model=self.model or model,
         )
+
+
+async def _close_client(client: Any) -> None:
+    await client.close()

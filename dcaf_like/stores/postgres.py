@@ -18,10 +18,10 @@ import contextlib
 import re
 import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import Changes, changes, decode_parts
@@ -144,9 +144,8 @@ class PostgresConversationRepository(BlockingRepository):
         self._lock = threading.Lock()
         self._schema_ready = False
         self._sync: ConnectionPool[Any] | None = None
-        self._async_by_loop: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, AsyncConnectionPool[Any]
-        ] = weakref.WeakKeyDictionary()
+        #: The pool of each event loop, closed with its loop (asyncio connections belong to one loop).
+        self._async_pools: PerLoop[AsyncConnectionPool[Any]] = PerLoop(_close_pool)
         self._saves = 0
         t = table
         # One statement (one snapshot, one round trip): the header, then its messages and calls.
@@ -413,8 +412,7 @@ class PostgresConversationRepository(BlockingRepository):
 
     async def _apool(self) -> AsyncConnectionPool[Any]:
         """The pool of the running event loop (asyncio connections belong to the loop that opened them)."""
-        loop = asyncio.get_running_loop()
-        pool = self._async_by_loop.get(loop)
+        pool = self._async_pools.get()
         if pool is not None:
             return pool
         if not self._schema_ready:
@@ -423,16 +421,14 @@ class PostgresConversationRepository(BlockingRepository):
         # closed (dropped unclosed, a pool leaves its connections open and its workers pending).
         pool = self._pools.AsyncConnectionPool(self._url, **self._pool_options(f"dcaf-{self.table}-async"))
         await pool.open(wait=False)
-        kept: AsyncConnectionPool[Any] = self._async_by_loop.setdefault(loop, pool)
+        kept = self._async_pools.put(pool)
         if kept is not pool:
             await pool.close()
         return kept
 
     async def aclose(self) -> None:
         """Close the pool of the running event loop (a server does this at shutdown)."""
-        pool = self._async_by_loop.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.close()
+        await self._async_pools.aclose()
 
     def close(self) -> None:
         """Close the sync pool (each event loop's pool closes with :meth:`aclose`)."""
@@ -514,3 +510,7 @@ def _conversation(
     messages = [body for part, _, body in rows if part == 1]
     calls = [body for part, _, body in rows if part == 2]
     return decode_parts(rows[0][2], messages, calls, conversation_id, windowed=windowed)
+
+
+async def _close_pool(pool: AsyncConnectionPool[Any]) -> None:
+    await pool.close()

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
@@ -211,9 +211,8 @@ class RedisConversationRepository(ConversationRepository):
             url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
         )
         self._given_async = async_client
-        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, ...]] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: The asyncio client of each event loop and its scripts, closed with its loop.
+        self._async_clients: PerLoop[tuple[Any, ...]] = PerLoop(self._close_client)
         self._redis_async = redis_async
         self._save_script = self._sync.register_script(_SAVE)
         self._read_script = self._sync.register_script(_READ)
@@ -374,8 +373,7 @@ class RedisConversationRepository(ConversationRepository):
     def _async(self) -> tuple[Any, ...]:
         """The asyncio client of the running loop and its save script (redis.asyncio connections
         belong to the loop that opened them)."""
-        loop = asyncio.get_running_loop()
-        found = self._async_by_loop.get(loop)
+        found = self._async_clients.get()
         if found is None:
             # No socket timeout of redis-py's: it would wrap every write in a task of its own
             # (asyncio.wait_for); each call is bounded by _bounded() instead, at less cost.
@@ -391,7 +389,7 @@ class RedisConversationRepository(ConversationRepository):
                 client.register_script(_READ),
                 client.register_script(_READ_RECENT),
             )
-            self._async_by_loop[loop] = found
+            self._async_clients.put(found)
         return found
 
     def _bounded(self) -> _Bounded:
@@ -466,8 +464,10 @@ class RedisConversationRepository(ConversationRepository):
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop (a server does this at shutdown)."""
-        found = self._async_by_loop.pop(asyncio.get_running_loop(), None)
-        if found is not None and self._given_async is None:
+        await self._async_clients.aclose()
+
+    async def _close_client(self, found: tuple[Any, ...]) -> None:
+        if self._given_async is None:  # a client given to the store is its owner's to close
             await found[0].aclose()
 
     def close(self) -> None:

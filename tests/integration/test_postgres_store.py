@@ -262,14 +262,11 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     await store.aclose()
 
 
-async def test_requests_arriving_at_once_on_a_new_loop_leave_one_pool_open_and_close_the_others(
-    postgres_url, postgres_table
-):
-    store = PostgresConversationRepository(postgres_url, table=postgres_table)
+def recording_pools(store: PostgresConversationRepository) -> list[Any]:
+    """The asyncio pools `store` opens from now on, in a list."""
     made: list[Any] = []
-    pools = store._pools.AsyncConnectionPool
 
-    class Recorded(pools):
+    class Recorded(store._pools.AsyncConnectionPool):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             made.append(self)
@@ -277,6 +274,14 @@ async def test_requests_arriving_at_once_on_a_new_loop_leave_one_pool_open_and_c
     store._pools = type(
         "Pools", (), {"AsyncConnectionPool": Recorded, "ConnectionPool": store._pools.ConnectionPool}
     )
+    return made
+
+
+async def test_requests_arriving_at_once_on_a_new_loop_leave_one_pool_open_and_close_the_others(
+    postgres_url, postgres_table
+):
+    store = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made = recording_pools(store)
 
     found = await asyncio.gather(*(store.aget(f"conv_{i}") for i in range(8)))
     open_pools = [pool for pool in made if not pool.closed]
@@ -286,3 +291,16 @@ async def test_requests_arriving_at_once_on_a_new_loop_leave_one_pool_open_and_c
     assert len(made) >= 1
     assert len(open_pools) == 1  # the others were closed, not dropped with their connections open
     assert all(pool.closed for pool in made)
+
+
+def test_a_script_running_a_loop_per_call_leaves_no_pool_open_when_each_loop_ends(
+    postgres_url, postgres_table
+):
+    store = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made = recording_pools(store)
+
+    for n in range(3):  # asyncio.run(agent.arun(...)) per request, never closing the store
+        assert asyncio.run(store.aget(f"conv_{n}")) is None
+        assert len(made) == n + 1
+        assert made[-1].closed  # closed as its loop ended, its connections with it
+    store.close()

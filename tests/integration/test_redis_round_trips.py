@@ -89,3 +89,29 @@ async def test_an_async_call_to_a_redis_that_never_answers_gives_up_after_the_so
     finally:
         await store.aclose()
         server.close()
+
+
+def test_a_script_running_a_loop_per_call_leaves_no_connection_open_when_each_loop_ends(
+    redis_url, redis_prefix
+):
+    import asyncio
+
+    store = RedisConversationRepository(redis_url, prefix=redis_prefix)
+    clients: list[Any] = []
+    make = store._redis_async.Redis.from_url
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        clients.append(make(*args, **kwargs))
+        return clients[-1]
+
+    store._redis_async = type(
+        "RedisAsyncio", (), {"Redis": type("Redis", (), {"from_url": staticmethod(recorded)})}
+    )
+
+    for n in range(3):  # asyncio.run(agent.arun(...)) per request, never closing the store
+        assert asyncio.run(store.aget(f"conv_{n}")) is None
+        assert len(clients) == n + 1
+        connections = clients[-1].connection_pool._available_connections  # what the call used
+        assert connections
+        assert not any(c.is_connected for c in connections)  # closed as its loop ended
+    store.close()
