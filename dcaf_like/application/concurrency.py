@@ -137,49 +137,89 @@ def iterate_sync(items: AsyncIterator[T]) -> Iterator[T]:
 
 class PerLoop(Generic[T]):
     """What an object opens once per event loop (an asyncio client, a pool: they belong to the loop
-    that opened them), closed with its loop: by :meth:`aclose`, or when the loop shuts down if nobody
-    called it.
+    that opened them), closed with its loop: by :meth:`aclose`, or as the loop ends if nobody called it.
 
     A server closes its clients at shutdown (``Agent.aclose``); a script calling
-    ``asyncio.run(agent.arun(...))`` again and again usually does not, and each run's loop ended with
-    the client's connections still open and its tasks cancelled under it. An open async generator is
-    closed by the loop's ``shutdown_asyncgens()`` (``asyncio.run`` and uvicorn both call it), on the
-    loop: each value is kept with one, parked, that closes the value there."""
+    ``asyncio.run(agent.arun(...))`` again and again usually does not. Each value is kept by a task of
+    its own, a keeper, that waits to be cancelled and then closes the value. ``asyncio.run`` (and so
+    uvicorn) cancels every task of its loop before it closes the loop, so the value is closed while
+    the tasks it runs itself are being cancelled, not after. That order matters: a psycopg pool's
+    worker that is cancelled in the middle of opening a connection swallows the cancellation (to keep
+    the pool consistent) and waits on its queue again, and only the pool's ``close()`` stops it; closed
+    any later, ``asyncio.run`` waited for that worker forever (ADR 29).
+
+    A keeper started while the loop was already cancelling its tasks (a turn's last save, opening a
+    pool as its task is cancelled) is not cancelled with them: a parked async generator, which the
+    loop's ``shutdown_asyncgens()`` closes next, stops it there."""
 
     def __init__(self, close: Callable[[T], Awaitable[None]]) -> None:
         self._close = close
-        self._by_loop: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[T, AsyncGenerator[None]]
-        ] = weakref.WeakKeyDictionary()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Kept[T]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def get(self) -> T | None:
         """The running loop's value, if it has one."""
         found = self._by_loop.get(asyncio.get_running_loop())
-        return None if found is None else found[0]
+        return None if found is None else found.value
 
     def put(self, value: T) -> T:
         """Keep `value` as the running loop's (the first one kept, if another came meanwhile)."""
         loop = asyncio.get_running_loop()
         found = self._by_loop.get(loop)
         if found is not None:
-            return found[0]
-        closing = self._closing(loop, value)
-        with contextlib.suppress(StopIteration):  # run it to its yield (nothing before waits): open
-            closing.asend(None).send(None)
-        self._by_loop[loop] = (value, closing)
+            return found.value
+        kept = _Kept(value, loop.create_future())
+        kept.keeper = loop.create_task(self._keep(loop, kept), name="dcaf-like-per-loop-keeper")
+        kept.fallback = self._at_shutdown(loop, kept)
+        with contextlib.suppress(StopIteration):  # run it to its yield (nothing before waits): parked
+            kept.fallback.asend(None).send(None)
+        self._by_loop[loop] = kept
         return value
 
     async def aclose(self) -> None:
-        """Close the running loop's value now (the next :meth:`put` keeps a new one)."""
+        """Close the running loop's value now (the next :meth:`put` keeps a new one); a failure to
+        close it is raised here."""
         found = self._by_loop.get(asyncio.get_running_loop())
-        if found is not None:
-            await found[1].aclose()
+        if found is None:
+            return
+        if not found.stop.done():
+            found.stop.set_result(None)
+        await asyncio.wait({found.keeper})
+        if not found.keeper.cancelled() and (error := found.keeper.exception()) is not None:
+            raise error
 
-    async def _closing(self, loop: asyncio.AbstractEventLoop, value: T) -> AsyncGenerator[None]:
+    async def _keep(self, loop: asyncio.AbstractEventLoop, kept: _Kept[T]) -> None:
+        try:
+            await kept.stop  # set by aclose; else the keeper ends by being cancelled with its loop
+        finally:
+            await self._release(loop, kept)
+
+    async def _at_shutdown(self, loop: asyncio.AbstractEventLoop, kept: _Kept[T]) -> AsyncGenerator[None]:
         try:
             yield
         finally:
-            found = self._by_loop.get(loop)
-            if found is not None and found[0] is value:
-                del self._by_loop[loop]
-            await self._close(value)
+            if not kept.keeper.done():
+                kept.keeper.cancel()
+                await asyncio.wait({kept.keeper})
+            await self._release(loop, kept)  # a keeper cancelled before it ever ran closed nothing
+
+    async def _release(self, loop: asyncio.AbstractEventLoop, kept: _Kept[T]) -> None:
+        if kept.released:
+            return
+        kept.released = True
+        if self._by_loop.get(loop) is kept:
+            del self._by_loop[loop]
+        await self._close(kept.value)
+
+
+class _Kept(Generic[T]):
+    """A value of :class:`PerLoop`, its keeper task and the parked generator that stops the keeper."""
+
+    keeper: asyncio.Task[None]
+    fallback: AsyncGenerator[None]
+
+    def __init__(self, value: T, stop: asyncio.Future[None]) -> None:
+        self.value = value
+        self.stop = stop
+        self.released = False

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -145,7 +147,7 @@ class PostgresConversationRepository(BlockingRepository):
         self._schema_ready = False
         self._sync: ConnectionPool[Any] | None = None
         #: The pool of each event loop, closed with its loop (asyncio connections belong to one loop).
-        self._async_pools: PerLoop[AsyncConnectionPool[Any]] = PerLoop(_close_pool)
+        self._async_pools: PerLoop[_LoopPool] = PerLoop(_close_pool)
         self._saves = 0
         t = table
         # One statement (one snapshot, one round trip): the header, then its messages and calls.
@@ -412,19 +414,30 @@ class PostgresConversationRepository(BlockingRepository):
 
     async def _apool(self) -> AsyncConnectionPool[Any]:
         """The pool of the running event loop (asyncio connections belong to the loop that opened them)."""
-        pool = self._async_pools.get()
-        if pool is not None:
-            return pool
+        found = self._async_pools.get()
+        if found is not None:
+            return found.pool
         if not self._schema_ready:
             await asyncio.to_thread(self.migrate)
         # The requests arriving at once on a new loop each got here: one pool is kept, the others
         # closed (dropped unclosed, a pool leaves its connections open and its workers pending).
-        pool = self._pools.AsyncConnectionPool(self._url, **self._pool_options(f"dcaf-{self.table}-async"))
-        await pool.open(wait=False)
-        kept = self._async_pools.put(pool)
-        if kept is not pool:
-            await pool.close()
-        return kept
+        _quiet_cancelled_workers()
+        made = _LoopPool()
+        pool = self._pools.AsyncConnectionPool(
+            self._url, configure=made.opened, **self._pool_options(f"dcaf-{self.table}-async")
+        )
+        made.pool = pool
+        try:
+            # Its first connections made before it serves: no worker of it is still connecting when
+            # a script's single request is done and its loop ends (the worker's warning, for nothing).
+            await pool.open(wait=True, timeout=self.timeout)
+        except BaseException:
+            await _close_pool(made)
+            raise
+        kept = self._async_pools.put(made)
+        if kept is not made:
+            await _close_pool(made)
+        return kept.pool
 
     async def aclose(self) -> None:
         """Close the pool of the running event loop (a server does this at shutdown)."""
@@ -512,5 +525,42 @@ def _conversation(
     return decode_parts(rows[0][2], messages, calls, conversation_id, windowed=windowed)
 
 
-async def _close_pool(pool: AsyncConnectionPool[Any]) -> None:
-    await pool.close()
+class _CancelledAsItsLoopEnded(logging.Filter):
+    """Drops psycopg's warning that a worker of one of our pools failed with ``CancelledError``: a
+    script's ``asyncio.run`` cancels every task as its loop ends, a worker still connecting then
+    included, and that is no error. The record held the exception, and with it the half-made
+    connection, for as long as a log handler kept it. Other pools' records pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        cancelled = any(isinstance(arg, asyncio.CancelledError) for arg in args)
+        return not (cancelled and any("'dcaf-" in str(arg) or str(arg).startswith("dcaf-") for arg in args))
+
+
+class _LoopPool:
+    """An event loop's pool, with every connection it opened (by its ``configure`` hook)."""
+
+    pool: AsyncConnectionPool[Any]
+
+    def __init__(self) -> None:
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def opened(self, connection: Any) -> None:
+        self.connections.add(connection)
+
+
+def _quiet_cancelled_workers() -> None:
+    pool_log = logging.getLogger("psycopg.pool")
+    if not any(isinstance(f, _CancelledAsItsLoopEnded) for f in pool_log.filters):
+        pool_log.addFilter(_CancelledAsItsLoopEnded())
+
+
+async def _close_pool(found: _LoopPool) -> None:
+    """Close the pool and every connection it opened. A pool whose worker tasks were cancelled (its
+    loop ending: asyncio.run cancels every task) raises CancelledError from ``close()`` before it
+    closes its idle connections, which then stayed open on the server until the process exited."""
+    try:
+        await found.pool.close()
+    finally:
+        for connection in list(found.connections):
+            await connection.close()
