@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from dcaf_like.application.cancel import CancelRun
 from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
@@ -472,11 +473,18 @@ class Agent:
         """Stop the turn running on this conversation, in this process or in any other sharing the
         store: before its next step, or (served, async) while it waits for the model. A tool already
         running finishes. The turn ends with ``stop_reason == "cancelled"``, what it did is saved, and
-        the conversation stays usable. A cancel with no turn running changes nothing."""
-        self.repository.request_cancel(conversation_id, at=self._settings["clock"]())
+        the conversation stays usable. A cancel with no turn running changes nothing.
+
+        Raises ``InvalidRequest`` for an id no conversation can have and ``ConversationNotFound`` for
+        one this agent's store does not hold (nothing is written then)."""
+        CancelRun(self.repository, self._settings["clock"]).blocking(
+            conversation_id, identity=None, entrance="python"
+        )
 
     async def acancel(self, conversation_id: str) -> None:
-        await self.repository.arequest_cancel(conversation_id, at=self._settings["clock"]())
+        await CancelRun(self.repository, self._settings["clock"])(
+            conversation_id, identity=None, entrance="python"
+        )
 
     # -- conversations ----------------------------------------------------------------------------
 

@@ -41,6 +41,19 @@ def run_sync(awaitable: Awaitable[T]) -> T:
     return result[0]
 
 
+def at_once(awaitable: Awaitable[T]) -> T:
+    """The result of an awaitable that never waits: a use case's blocking form performs its I/O in
+    place, so its coroutine finishes on its first step. One that would wait is a bug, and says so."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    steps.close()
+    raise RuntimeError("the blocking driver awaited something that waits for an event loop")
+
+
 async def resolve(value: Any) -> Any:
     """`value`, awaited first if it is awaitable (for callbacks that may be sync or async)."""
     if inspect.isawaitable(value):

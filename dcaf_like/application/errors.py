@@ -77,6 +77,14 @@ class ConcurrencyConflict(ApplicationError):
         )
 
 
+class MissingScope(ApplicationError):
+    """The caller's API key lacks a scope the action needs (HTTP 403 ``missing_scope``)."""
+
+    def __init__(self, scope: str, doing: str) -> None:
+        super().__init__(f"this API key may not {doing}: it needs the {scope!r} scope")
+        self.scope = scope
+
+
 class ConversationNotFound(ApplicationError):
     def __init__(self, conversation_id: str) -> None:
         self.conversation_id = conversation_id

@@ -13,7 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from dcaf_like.application.concurrency import resolve, resolve_sync
+from dcaf_like.application.concurrency import at_once, resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import (
@@ -201,7 +201,7 @@ class AgentService:
         """Run one turn; raise the typed error if it fails (after saving what had already happened).
 
         Nobody reads a stream: the turn builds no events and the model is asked without streaming."""
-        return _at_once(self._quietly(request, blocking=True))
+        return at_once(self._quietly(request, blocking=True))
 
     def execute_stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
         """Run one turn, yielding events as they happen; a failure ends the stream with RunFailed."""
@@ -303,7 +303,9 @@ class AgentService:
                 else:
                     await repository.arecord_decisions(refused)
             raise
-        if run.claim:
+        # Saved before the model is asked when it claims calls (a call never runs twice) and when it
+        # starts a conversation: a run is readable, listed and cancellable from its first moment.
+        if run.claim or stored is None:
             await self._save(run)
         return run
 
@@ -507,7 +509,7 @@ class AgentService:
             await self._save(run)
 
         if run.blocking:
-            return run_tool(effect, span, renew=lambda: _at_once(renew()), every=every)
+            return run_tool(effect, span, renew=lambda: at_once(renew()), every=every)
         try:
             return await arun_tool(effect, span, renew=renew, every=every)
         except asyncio.CancelledError:
@@ -751,29 +753,16 @@ def _response(done: StreamEvent) -> AgentResponse:
     return done.response
 
 
-def _at_once(awaitable: Awaitable[T]) -> T:
-    """The result of an awaitable that never waits: the blocking driver's I/O is performed in place,
-    so a coroutine of it finishes on its first step. One that would wait is a bug, and says so."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        result: T = done.value
-        return result
-    steps.close()
-    raise RuntimeError("the blocking driver awaited something that waits for an event loop")
-
-
 def _at_once_each(events: AsyncGenerator[T, None]) -> Iterator[T]:
     """The items of an async generator that never waits (see :func:`_at_once`), for blocking code.
     Left early, it is closed at once, so its ``finally`` blocks (the turn's save) run then."""
     try:
         while True:
-            yield _at_once(anext(events))
+            yield at_once(anext(events))
     except StopAsyncIteration:
         return
     finally:
-        _at_once(events.aclose())
+        at_once(events.aclose())
 
 
 def _question_window(question_ttl: float | None, approval_ttl: float | None) -> float | None:

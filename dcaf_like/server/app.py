@@ -128,7 +128,7 @@ def create_app(
                 raise RuntimeError(f"{served.name} no longer keeps conversations")
             return current
 
-        app.include_router(conversation_routes(repository))
+        app.include_router(conversation_routes(repository, lambda: served.clock()))
         app.include_router(audit_routes(repository))
     if ui:
         app.include_router(ui_routes())

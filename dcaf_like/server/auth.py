@@ -24,8 +24,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dcaf_like.application.dto import AgentRequest
+from dcaf_like.application.errors import MissingScope
 from dcaf_like.domain import Conversation, Identity
-from dcaf_like.server.errors import MissingScope
 from dcaf_like.server.middleware import current_request_id
 
 ENV_VAR = "DCAF_API_KEYS"

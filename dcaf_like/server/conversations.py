@@ -17,6 +17,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from dcaf_like.application.cancel import CancelRun
 from dcaf_like.application.dto import ToolCallView
 from dcaf_like.application.errors import ConversationNotFound, StoredConversationUnreadable
 from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
@@ -155,7 +156,7 @@ class ConversationOut(BaseModel):
 
 
 def conversation_routes(
-    repository: Callable[[], ConversationRepository],
+    repository: Callable[[], ConversationRepository], clock: Callable[[], float] = time.time
 ) -> APIRouter:
     router = APIRouter(prefix="/api/conversations", tags=["conversations"])
     errors: dict[int | str, dict[str, Any]] = {
@@ -207,14 +208,16 @@ def conversation_routes(
         "/{conversation_id}/cancel",
         status_code=202,
         response_model=CancelOut,
-        responses={503: errors[503]},
+        responses={403: {"model": ErrorBody}, 404: errors[404], 503: errors[503]},
     )
-    async def cancel_run(conversation_id: str) -> Any:
+    async def cancel_run(conversation_id: ConversationIdPath, http: Request) -> Any:
         """Stop the turn running on this conversation, on whichever worker runs it: at the model's
         answer or before its next tool (a tool already running finishes). Its response says
-        ``stop_reason: "cancelled"``; the conversation stays usable. Nothing running: nothing changes."""
+        ``stop_reason: "cancelled"``; the conversation stays usable. Nothing running: nothing changes.
+        Needs the ``chat`` scope, and the conversation must be the caller's (another's is 404)."""
         try:
-            await repository().arequest_cancel(conversation_id, at=time.time())
+            cancel = CancelRun(repository(), clock)
+            await cancel(conversation_id, identity=caller_of(http).identity, entrance="http")
         except Exception as exc:
             return failure(exc, conversation_id)
         return {"conversation_id": conversation_id, "cancel_requested": True}

@@ -15,6 +15,7 @@ from dcaf_like.application.errors import (
     HookFailed,
     InvalidRequest,
     InvalidToolArguments,
+    MissingScope,
     ModelError,
     ModelRateLimited,
     ModelTimeout,
@@ -42,14 +43,6 @@ from dcaf_like.domain import (
     UnknownToolCall,
 )
 from dcaf_like.server.runs import ShuttingDown
-
-
-class MissingScope(Exception):
-    """The request's API key lacks a scope the request needs (403); see ``auth.py``."""
-
-    def __init__(self, scope: str, doing: str) -> None:
-        super().__init__(f"this API key may not {doing}: it needs the {scope!r} scope")
-        self.scope = scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,9 @@ ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef00"
 OPS = "ops-key-0123456789abcdef000"
 CAROL = "carol-key-0123456789abcdef0"  # may chat and read, not approve
+DAVE = "dave-key-0123456789abcdef00"  # may only read
 
-KEYS = {ALICE: "alice", BOB: "bob", OPS: "ops:admin", CAROL: "carol:chat+read"}
+KEYS = {ALICE: "alice", BOB: "bob", OPS: "ops:admin", CAROL: "carol:chat+read", DAVE: "dave:read"}
 
 
 def key(value: str) -> dict[str, str]:
@@ -39,12 +40,16 @@ def deleting(request: ModelRequest) -> ModelResponse:
 
 
 @pytest.fixture
-def server(start_server: Any, cluster: Any) -> httpx.Client:
-    agent = Agent(
+def agent(cluster: Any) -> Agent:
+    return Agent(
         tools=cluster.tools(),
         runtime=FakeRuntime([deleting] * 50),
         repository=InMemoryConversationRepository(),
     )
+
+
+@pytest.fixture
+def server(start_server: Any, agent: Agent) -> httpx.Client:
     client: httpx.Client = start_server(agent, api_keys=KEYS, a2a=True)
     return client
 
@@ -108,6 +113,59 @@ def test_alice_cannot_decide_or_write_in_bobs_conversation(server, cluster, rout
     assert stored["tool_calls"][0]["status"] == "pending"
     assert [m["content"] for m in stored["messages"]] == ["delete web-2", "deleting web-2"]
     assert server.get("/api/audit", headers=key(OPS)).json()["records"] == []
+
+
+# -- stopping a run (docs/runs.md, "Cancelling a run") -------------------------------------------
+
+
+def test_alice_cannot_stop_bobs_run_and_nothing_is_written(server, agent):
+    """docs/runs.md, "Who may cancel"; docs/operations.md, the ownership list."""
+    conversation_id, _ = bobs_pending(server)
+
+    response = server.post(f"/api/conversations/{conversation_id}/cancel", headers=key(ALICE))
+
+    assert is_hidden(response), response.text
+    assert not agent.repository.cancel_requested(conversation_id, since=0)
+
+
+def test_a_key_without_chat_cannot_stop_a_run_and_the_refusal_is_audited(server, agent):
+    conversation_id, _ = bobs_pending(server)
+
+    response = server.post(f"/api/conversations/{conversation_id}/cancel", headers=key(DAVE))
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "missing_scope"
+    assert not agent.repository.cancel_requested(conversation_id, since=0)
+    (record,) = server.get("/api/audit", headers=key(OPS)).json()["records"]
+    assert (record["outcome"], record["decided_by"], record["conversation_id"], record["entrance"]) == (
+        "refused",
+        "dave",
+        conversation_id,
+        "http",
+    )
+    assert "'chat' scope" in record["reason"]
+
+
+@pytest.mark.parametrize("bad_id", ["x" * 3000, 'conv "quoted"', "conv with spaces", "conv;drop"])
+def test_a_cancel_naming_an_id_no_conversation_can_have_is_422_and_writes_nothing(server, agent, bad_id):
+    response = server.post(f"/api/conversations/{bad_id}/cancel", headers=key(BOB))
+
+    assert response.status_code == 422, response.text
+    assert not agent.repository.cancel_requested(bad_id, since=0)
+
+
+def test_the_owner_and_the_operator_may_stop_a_run_and_an_unknown_id_is_404(server, agent):
+    conversation_id, _ = bobs_pending(server)
+
+    by_owner = server.post(f"/api/conversations/{conversation_id}/cancel", headers=key(BOB))
+    by_operator = server.post(f"/api/conversations/{conversation_id}/cancel", headers=key(OPS))
+    unknown = server.post("/api/conversations/conv_nobody_has_this/cancel", headers=key(BOB))
+
+    assert (by_owner.status_code, by_operator.status_code) == (202, 202)
+    assert by_owner.json() == {"conversation_id": conversation_id, "cancel_requested": True}
+    assert agent.repository.cancel_requested(conversation_id, since=0)
+    assert unknown.status_code == 404
+    assert not agent.repository.cancel_requested("conv_nobody_has_this", since=0)
 
 
 def test_alice_cannot_reach_bobs_a2a_tasks_on_any_route(server, cluster):

@@ -10,7 +10,9 @@ import pytest
 
 from dcaf_like import (
     Agent,
+    ConversationNotFound,
     InMemoryConversationRepository,
+    InvalidRequest,
     ModelCompleted,
     ModelResponse,
     ModelTimeout,
@@ -388,13 +390,25 @@ def test_a_cancel_stops_the_turn_before_its_next_step_and_the_conversation_goes_
 
 
 def test_a_cancel_asked_before_a_turn_started_does_not_stop_it(cluster):
-    runtime = FakeRuntime([tool_calls(tool_call("list_pods")), reply("All running.")])
+    runtime = FakeRuntime([reply("Hello."), tool_calls(tool_call("list_pods")), reply("All running.")])
     agent = Agent(tools=cluster.tools(), runtime=runtime)
+    agent.run("hello", conversation_id="conv_early")
     agent.cancel("conv_early")
 
     response = agent.run("which pods run?", conversation_id="conv_early")
 
     assert (response.stop_reason, response.text) == ("end_turn", "All running.")
+
+
+def test_a_cancel_of_a_conversation_the_store_does_not_hold_is_refused_and_writes_nothing():
+    agent = Agent(runtime=FakeRuntime([]))
+
+    with pytest.raises(ConversationNotFound):
+        agent.cancel("conv_nobody")
+    with pytest.raises(InvalidRequest, match="conversation_id"):
+        agent.cancel("conv with spaces")
+
+    assert not agent.repository.cancel_requested("conv_nobody", since=0)
 
 
 class WaitingRuntime(FakeRuntime):
