@@ -18,6 +18,7 @@ n for a confirmation, an option's number (or text) for a selection; "/decline" d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import unicodedata
@@ -27,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TextIO
 
 from dcaf_like.application.commands import command_argv
+from dcaf_like.application.errors import ConversationNotFound
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.domain.merge_patch import merge_patch
 
@@ -92,7 +94,9 @@ class LocalAgent:
                             raise
                         cancelled = True
                         yield CANCELLING
-                        self.loop.run_until_complete(self.agent.acancel(conversation_id))
+                        # Not saved yet (interrupted before its turn began): nothing runs to stop.
+                        with contextlib.suppress(ConversationNotFound):
+                            self.loop.run_until_complete(self.agent.acancel(conversation_id))
                 if isinstance(event, RunFailed):
                     raise event.exception or RuntimeError(event.error)
                 yield from event_lines(event, "")
