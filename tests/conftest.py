@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from _isolate import lift_parent_timeouts, run_in_child, should_isolate
@@ -20,6 +23,48 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     lift_parent_timeouts(items)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Skipped tests said plainly at the very end, by group, each with the one command that runs them:
+    a newcomer's ``make test`` must not pass over a group in silence (the browser tests, above all)."""
+    groups: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        groups[reason] = groups.get(reason, 0) + 1
+    if not groups:
+        return
+    terminalreporter.section("skipped: these groups did not run here", sep="-", yellow=True)
+    for reason, count in sorted(groups.items(), key=lambda item: -item[1]):
+        terminalreporter.line(f"{count:4d} skipped: {reason}", yellow=True)
+
+
+# -- a leak fails the test that leaked it -----------------------------------------------------------
+
+
+def _stranded_tasks() -> list[asyncio.Task[Any]]:
+    """Tasks never finished whose event loop is closed: nothing can run them again, and when they are
+    collected (in whichever test runs then) they fail that test ("Event loop is closed", "Task was
+    destroyed but it is pending"). A psycopg pool's workers left on an ended loop were such tasks."""
+    every = getattr(asyncio.tasks, "_all_tasks", None)
+    if every is None:  # Python 3.12 keeps scheduled tasks under another name
+        every = getattr(asyncio.tasks, "_scheduled_tasks", ())
+    return [t for t in list(every) if not t.done() and t.get_loop().is_closed()]
+
+
+@pytest.fixture(autouse=True)
+def _leaks_fail_their_own_test() -> Iterator[None]:
+    """After each test: a task it left pending on a closed event loop fails it, naming the task, and
+    is collected here, so its errors at collection are this test's too, not the next one's."""
+    before = {id(t) for t in _stranded_tasks()}
+    yield
+    stranded = [t for t in _stranded_tasks() if id(t) not in before]
+    if stranded:
+        names = ", ".join(sorted(f"{t.get_name()} ({t.get_coro()!r})" for t in stranded))
+        del stranded
+        gc.collect()
+        pytest.fail(f"this test left tasks pending on a closed event loop: {names}", pytrace=False)
 
 
 class Cluster:

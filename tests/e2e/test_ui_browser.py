@@ -41,7 +41,7 @@ def browser_missing(why: str) -> None:
     """Skip without a browser, unless CI says services are required (as tests/conftest.py does)."""
     if os.environ.get("DCAF_REQUIRE_SERVICES") == "1":
         pytest.fail(f"{why} (DCAF_REQUIRE_SERVICES=1: the browser tests must run)")
-    pytest.skip(f"{why}; `apt-get install chromium` (.ci/run installs it)")
+    pytest.skip(f"the chat page's browser tests: {why}; run them with `sudo apt-get install chromium`")
 
 
 @pytest.fixture(scope="module")

@@ -245,7 +245,9 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     runtime = FakeRuntime(["one", tool_call("delete_pod", name="web-2"), "deleted"])
     agent = Agent(tools=cluster.tools(), runtime=runtime, repository=store)
     first = await agent.arun("hello")
-    assert store.statements == ["SELECT", "WITH"]  # a new id is looked up before the model is called
+    # A new id is looked up, and the conversation saved, before the model is called (a run is
+    # readable and cancellable from its first moment: docs/runs.md); its outcome saved after.
+    assert store.statements == ["SELECT", "WITH", "WITH"]
     store.statements.clear()
 
     proposed = await agent.arun("delete web-2", conversation_id=first.conversation_id)

@@ -429,6 +429,27 @@ class WaitingRuntime(FakeRuntime):
         yield ModelCompleted(response)
 
 
+def test_a_first_turn_is_readable_and_listed_while_it_waits_for_the_model():
+    """docs/runs.md, "Who may cancel": a conversation is saved as its first turn starts."""
+    runtime = WaitingRuntime([reply("Two pods run.")])
+    agent = Agent(runtime=runtime)
+
+    async def read_while_it_runs():
+        running = asyncio.ensure_future(agent.arun("which pods run?", conversation_id="conv_first"))
+        await runtime.asked.wait()
+        seen = await agent.repository.aget("conv_first")
+        listed = agent.repository.list_ids(10)
+        runtime.answer.set()
+        await running
+        return seen, listed
+
+    seen, listed = asyncio.run(read_while_it_runs())
+
+    assert seen is not None
+    assert [m.content.text for m in seen.messages] == ["which pods run?"]
+    assert "conv_first" in listed
+
+
 @pytest.mark.parametrize("api", ["arun", "arun_stream"])
 def test_a_cancel_stops_a_turn_waiting_for_the_model(api, monkeypatch):
     monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
