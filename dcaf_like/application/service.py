@@ -754,8 +754,9 @@ def _response(done: StreamEvent) -> AgentResponse:
 
 
 def _at_once_each(events: AsyncGenerator[T, None]) -> Iterator[T]:
-    """The items of an async generator that never waits (see :func:`~dcaf_like.application.concurrency.at_once`), for blocking code.
-    Left early, it is closed at once, so its ``finally`` blocks (the turn's save) run then."""
+    """The items of an async generator that never waits, for blocking code (see
+    :func:`~dcaf_like.application.concurrency.at_once`). Left early, it is closed at once, so its
+    ``finally`` blocks (the turn's save) run then."""
     try:
         while True:
             yield at_once(anext(events))
