@@ -37,3 +37,15 @@ if "$python" -c 'import llama_cpp' >/dev/null 2>&1 && ! check; then
   "$python" -m pip install --quiet --no-cache-dir --force-reinstall --no-deps "$spec"
   "$python" -m dcaf_like.runtimes.local_build --expect "$want"
 fi
+
+# The chat page's browser tests drive Debian's Chromium (no browser is downloaded). Installed here
+# when this runs as root with apt, as .ci/run does; otherwise `make test` names the skipped group and
+# the command that enables it.
+if [[ ! -x /usr/bin/chromium ]]; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the chat page's browser tests" >&2
+    (apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)) >/dev/null
+  else
+    echo "note: no /usr/bin/chromium: the chat page's browser tests will be skipped (sudo apt-get install chromium)" >&2
+  fi
+fi

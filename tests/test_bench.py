@@ -1,4 +1,7 @@
-"""`make bench` runs (a short mode: the figures themselves are never asserted; no test is timed)."""
+"""`make bench` runs (a short mode: the figures themselves are never asserted; no test is timed).
+
+Marked ``bench``: `make bench` and CI run them (``pytest -m bench``); `make test` does not, they take
+minutes."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Each runs a benchmark script in a child process, which has its own timeout: on a loaded machine the
 # quick mode can take minutes, which is no failure of what these tests check.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
 
 
 def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgres_url):
