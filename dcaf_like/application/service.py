@@ -78,7 +78,6 @@ from dcaf_like.domain import (
     ApprovalPolicy,
     Attachment,
     Conversation,
-    DeciderKind,
     DecisionRecord,
     DomainError,
     InvalidAnswer,
@@ -87,7 +86,7 @@ from dcaf_like.domain import (
     Trusted,
 )
 from dcaf_like.domain.context import secret_values
-from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, SYSTEM, new_conversation_id
+from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
 
 T = TypeVar("T")
 
@@ -96,7 +95,6 @@ logger = logging.getLogger("dcaf_like.service")
 InstructionProvider = Callable[[RunContext[Any]], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
 
-EXPIRED = "the approval window closed before a decision"
 #: The reason an answer a question does not take is refused with, in the audit trail.
 REFUSED_ANSWER = "the question does not take this answer"
 
@@ -622,16 +620,11 @@ class AgentService:
             asked_by = self._answer(conversation, answer, request.user, now, refused)
             (declined if answer.declined else approved).append(asked_by)
         if request.text or request.attachments:
-            if conversation.tool_calls:  # a call left waiting past its window is rejected first
-                for call in conversation.pending_tool_calls:
-                    if call.is_expired(now):
-                        conversation.reject_tool_call(
-                            call.id.value, EXPIRED, by=SYSTEM, kind=DeciderKind.SYSTEM, at=now
-                        )
-                        rejected.append(call.id.value)
-            if conversation.questions:  # and so is a question: its call fails, not run
-                declined.extend(c.id.value for c in conversation.expire_questions(at=now))
-            conversation.add_user_message(request.text, attachments=request.attachments, at=now)
+            received = conversation.receive_user_message(
+                request.text, attachments=request.attachments, at=now
+            )
+            rejected.extend(received.rejected)
+            declined.extend(received.failed)
         elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
         for call_id in approved:  # this worker runs them: the claim's save carries its lease

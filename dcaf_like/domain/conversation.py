@@ -38,6 +38,8 @@ INTERRUPTED = (
 )
 #: Who closes a question whose window closed (and rejects a call whose approval window did).
 SYSTEM = "system"
+#: Why the system rejected a call whose approval window closed.
+EXPIRED = "the approval window closed before a decision"
 STOPPED_WHILE_RUNNING = (
     "interrupted: the worker running this call stopped it (it was shutting down) before its result was "
     "recorded; it may or may not have had its effect. It was not run again: check before proposing it anew"
@@ -116,6 +118,16 @@ class ContextSummary:
 
     text: str
     through: int
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What :meth:`Conversation.receive_user_message` did: the message it added, the calls it rejected
+    as expired first, and the calls that failed as their questions expired."""
+
+    message: Message
+    rejected: tuple[str, ...]
+    failed: tuple[str, ...]
 
 
 @dataclass(eq=False)
@@ -239,6 +251,22 @@ class Conversation:
         if attachments:
             check_total(attachments)
         return self._add_message(Role.USER, text, at, attachments=tuple(attachments))
+
+    def receive_user_message(
+        self, text: str, *, attachments: tuple[Attachment, ...] = (), at: float
+    ) -> Received:
+        """A user's new message, as every entrance takes it (HelpDesk and A2A alike), in this order:
+        calls left waiting past their approval window are rejected by the system (`EXPIRED`), open
+        questions past theirs expire (their calls fail, not run), then the message is added, refused
+        while anything still waits (:class:`PendingToolCalls`, :class:`OpenQuestions`)."""
+        rejected: list[str] = []
+        for call in self.pending_tool_calls if self.tool_calls else ():
+            if call.is_expired(at):
+                self.reject_tool_call(call.id.value, EXPIRED, by=SYSTEM, kind=DeciderKind.SYSTEM, at=at)
+                rejected.append(call.id.value)
+        failed = [c.id.value for c in self.expire_questions(at=at)] if self.questions else []
+        message = self.add_user_message(text, attachments=attachments, at=at)
+        return Received(message, tuple(rejected), tuple(failed))
 
     def add_assistant_message(
         self, text: str, *, at: float | None = None, runtime: str | None = None

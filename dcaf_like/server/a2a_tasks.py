@@ -431,13 +431,16 @@ class A2ATasks:
             stored = await self.repository.aget(conversation_id) if conversation_id else None
             if stored is not None and not caller.sees(stored):
                 raise ConversationNotFound(stored.id)
+            now = self.agent.clock()  # the time the agent's windows are measured by
             conversation = (
-                stored if stored is not None else Conversation.start(conversation_id, owner=caller.owner)
+                stored
+                if stored is not None
+                else Conversation.start(conversation_id, at=now, owner=caller.owner)
             )
             expected = stored.version if stored is not None else 0
-            record: TaskRecord = conversation.open_task()
-            if text or attachments:
-                conversation.add_user_message(text, attachments=attachments)
+            record: TaskRecord = conversation.open_task(at=now)
+            if text or attachments:  # as over /api/chat: expired calls and questions are closed first
+                conversation.receive_user_message(text, attachments=attachments, at=now)
             try:
                 await self.repository.asave(conversation, expected)
             except ConcurrencyConflict:

@@ -29,7 +29,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
 from dcaf_like import MAX_PART_BYTES, MAX_PARTS_BYTES, Agent, ask_user
-from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
 
 
 def k8s_agent(cluster: Any, *script: Any, **options: Any) -> Agent:
@@ -669,3 +669,40 @@ def test_the_simple_route_takes_a_message_as_parts_with_the_same_limits(start_se
         "part_too_large",
         "message[0]",
     )
+
+
+@pytest.mark.parametrize("entrance", ["/api/chat", "/a2a/tasks/send"])
+def test_a_message_to_a_context_whose_call_expired_is_taken_alike_on_every_entrance(
+    start_server, cluster, entrance
+):
+    """Issue 34: A2A added the message without closing the calls past their window first, and refused
+    what /api/chat accepted. Both now go through Conversation.receive_user_message, on the agent's clock."""
+    clock = ManualClock(1_000_000.0)
+    script = [tool_calls(tool_call("delete_pod", name="web-2")), reply("Left alone.")]
+    agent = k8s_agent(cluster, *script, approval_ttl=60, clock=clock)
+    http = start_server(agent, a2a=True)
+    proposed = http.post("/api/chat", json={"messages": [{"role": "user", "content": "delete web-2"}]}).json()
+    conversation_id = proposed["data"]["conversation_id"]
+    clock.advance(61)  # the approval window closed
+
+    if entrance == "/api/chat":
+        later = {
+            "messages": [
+                {"role": "user", "content": "never mind", "data": {"conversation_id": conversation_id}}
+            ]
+        }
+    else:
+        later = {"message": "never mind", "context_id": conversation_id}
+    response = http.post(entrance, json=later)
+
+    assert response.status_code == 200, response.text
+    stored = http.get(f"/api/conversations/{conversation_id}").json()
+    (call,) = stored["tool_calls"]
+    assert (call["status"], call["rejection_reason"]) == (
+        "rejected",
+        "the approval window closed before a decision",
+    )
+    assert call["decided_at"] == 1_000_061.0  # the agent's clock, not the wall's
+    assert stored["messages"][-2]["content"] == "never mind"
+    assert stored["messages"][-2]["at"] == 1_000_061.0
+    assert cluster.deleted == []
