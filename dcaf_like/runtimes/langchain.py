@@ -108,15 +108,17 @@ class LangChainRuntime(AgentRuntime):
         return f"LangChainRuntime({type(self.chat_model).__name__}({self.model!r}))"
 
     def close(self) -> None:
-        """Close the provider clients the chat model holds (ChatOpenAI's, ChatBedrockConverse's)."""
+        """Close the provider clients the chat model holds (ChatOpenAI's, ChatBedrockConverse's),
+        except an HTTP client langchain-openai shares between its chat models (see `_shared`)."""
         for attribute in ("root_client", "client"):
-            close = getattr(getattr(self.chat_model, attribute, None), "close", None)
-            if callable(close):
+            client = getattr(self.chat_model, attribute, None)
+            close = getattr(client, "close", None)
+            if callable(close) and not _shared(client):
                 close()
 
     async def aclose(self) -> None:
         client = getattr(self.chat_model, "root_async_client", None)
-        if client is not None:
+        if client is not None and not _shared(client):
             await client.close()
 
     # -- calls ------------------------------------------------------------------------------------
@@ -293,3 +295,11 @@ def _reasoning(content: Any) -> str:
 
 def _new_id() -> str:
     return f"call_{uuid.uuid4().hex[:16]}"
+
+
+def _shared(client: Any) -> bool:
+    """True for an OpenAI client whose HTTP client langchain-openai built and caches for every chat
+    model of the same base URL and timeout in the process: closing it broke every other such model
+    ("Cannot send a request, as the client has been closed"). The process keeps it; we leave it."""
+    http = getattr(client, "_client", None)
+    return type(http).__module__.startswith("langchain_openai")

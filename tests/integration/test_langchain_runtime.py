@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import pytest
@@ -51,6 +52,27 @@ def test_an_agent_on_a_langchain_model_keeps_the_approval_gate(server, cluster):
     assert [t["function"]["name"] for t in first["tools"]] == ["list_pods", "delete_pod", "restart_pod"]
     tool_messages = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert tool_messages[0]["content"] == 'pod "web-2" deleted'
+
+
+def test_closing_one_agent_leaves_another_on_the_same_provider_working(server):
+    """langchain-openai shares one HTTP client between chat models of the same base URL: closing
+    it with the first agent made the second fail ("the client has been closed")."""
+    first, second = (
+        Agent(runtime=LangChainRuntime(chat(server))),
+        Agent(runtime=LangChainRuntime(chat(server))),
+    )
+    server.reply("One.")
+    server.reply("Two.")
+    server.reply("Three.")
+
+    async def first_then_second() -> tuple[str, str]:
+        one = (await first.arun("hi")).text
+        await first.aclose()
+        first.close()
+        return one, (await second.arun("hi")).text
+
+    assert asyncio.run(first_then_second()) == ("One.", "Two.")
+    assert second.run("hi").text == "Three."
 
 
 def test_a_call_langchain_could_not_read_is_reported_to_the_model_and_not_run(server, cluster):
