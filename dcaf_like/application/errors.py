@@ -77,6 +77,11 @@ class ConcurrencyConflict(ApplicationError):
         )
 
 
+class NotStorable(InvalidRequest):
+    """The request carries a value no conversation can keep (a number that is not finite): HTTP 422
+    naming where, as a body of the wrong shape is."""
+
+
 class MissingScope(ApplicationError):
     """The caller's API key lacks a scope the action needs (HTTP 403 ``missing_scope``)."""
 

@@ -53,6 +53,7 @@ from dcaf_like.application.runs import (
     run_tool,
     within,
 )
+from dcaf_like.application.storable import refuse_non_finite
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import (
     CANCELLED,
@@ -283,6 +284,7 @@ class AgentService:
     async def _begin(self, request: AgentRequest, span: Span, *, blocking: bool, streams: bool) -> _Run:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
         runs, so a call is never run twice)."""
+        refuse_non_finite(request)  # what cannot be stored is refused before anything is read
         # A new conversation's id is looked up too: a store that cannot be used fails the turn here,
         # before the model is called or a tool runs.
         conversation_id = request.conversation_id or new_conversation_id()

@@ -19,6 +19,7 @@ from dcaf_like.application.errors import (
     ModelError,
     ModelRateLimited,
     ModelTimeout,
+    NotStorable,
     StoreUnavailable,
     ToolsetUnavailable,
     UnknownTool,
@@ -75,6 +76,8 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
     match exc:
         case ShuttingDown():
             return HttpError(503, "shutting_down", "the server is shutting down; try again shortly")
+        case NotStorable():
+            return HttpError(422, "invalid_request", exc.message, field=exc.field)
         case InvalidRequest():
             return HttpError(400, "invalid_request", exc.message, field=exc.field)
         case MissingScope():

@@ -8,7 +8,7 @@ import pytest
 from _helpdesk import user
 
 from dcaf_like import Agent, ModelError, ModelTimeout
-from dcaf_like.testing import FakeRuntime, fail
+from dcaf_like.testing import FakeRuntime, fail, reply
 
 
 @pytest.fixture
@@ -121,3 +121,43 @@ def test_an_agent_function_that_crashes_gets_a_500_without_its_secrets(start_ser
     assert response.json()["error"]["code"] == "internal_error"
     assert "hunter2" not in response.text
     assert any("hunter2" in str(r.exc_info) for r in caplog.records if r.exc_info), "the log has it"
+
+
+# -- values no conversation can keep (issue 34) -----------------------------------------------------
+
+
+@pytest.mark.parametrize("route", ["/api/chat", "/api/chat-stream"])
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ('"session": {"replicas": NaN}', "session.replicas"),
+        ('"session": {"nested": [1, Infinity]}', "session.nested[1]"),
+        ('"session": {"big": 1e999}', "session.big"),
+        ('"platform_context": {"limit": -Infinity}', "platform_context.limit"),  # the body's, not data's
+    ],
+)
+def test_a_number_that_is_not_finite_is_422_naming_it_and_the_conversation_goes_on(
+    start_server, route, raw, field
+):
+    agent = Agent(runtime=FakeRuntime([reply("Hello."), reply("Still here.")]))
+    client = start_server(agent)
+    first = client.post("/api/chat", json={"messages": [user("hi")]}).json()
+    conversation_id = first["data"]["conversation_id"]
+    version = client.get(f"/api/conversations/{conversation_id}").json()["version"]
+
+    data = f'"conversation_id": "{conversation_id}"'
+    on_body = raw.startswith('"platform_context"')
+    message = (
+        '{"role": "user", "content": "again", "data": {' + (data if on_body else f"{data}, {raw}") + "}}"
+    )
+    body = '{"messages": [' + message + "]" + (f", {raw}" if on_body else "") + "}"
+    refused = client.post(route, content=body, headers={"content-type": "application/json"})
+
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_request", field)
+    assert "not finite" in error["message"]
+    assert client.get(f"/api/conversations/{conversation_id}").json()["version"] == version
+    later = client.post("/api/chat", json={"messages": [user("again", conversation_id=conversation_id)]})
+    assert later.status_code == 200
+    assert later.json()["content"] == "Still here."
