@@ -70,6 +70,7 @@ from dcaf_like.application.ports import (
     ApprovalAnswer,
     ConversationRepository,
     PendingApproval,
+    ToolCancelled,
     ToolContext,
     ToolOutput,
 )
@@ -236,6 +237,7 @@ __all__ = [
     "ToolCallInfo",
     "ToolCallProposed",
     "ToolCallView",
+    "ToolCancelled",
     "ToolContext",
     "ToolDecision",
     "ToolDefinitionError",

@@ -471,9 +471,10 @@ class Agent:
 
     def cancel(self, conversation_id: str) -> None:
         """Stop the turn running on this conversation, in this process or in any other sharing the
-        store: before its next step, or (served, async) while it waits for the model. A tool already
-        running finishes. The turn ends with ``stop_reason == "cancelled"``, what it did is saved, and
-        the conversation stays usable. A cancel with no turn running changes nothing.
+        store: before its next step, or (served, async) while it waits for the model or a tool runs
+        (an async tool is cancelled; a def tool sees ``context.cancelled``). The turn ends with
+        ``stop_reason == "cancelled"``, what it did is saved, and the conversation stays usable. A
+        cancel with no turn running changes nothing.
 
         Raises ``InvalidRequest`` for an id no conversation can have and ``ConversationNotFound`` for
         one this agent's store does not hold (nothing is written then)."""

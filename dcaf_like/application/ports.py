@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
@@ -273,6 +274,10 @@ class ConversationRepository(ABC):
         """Close the asyncio client of the running event loop (a server does this at shutdown)."""
 
 
+class ToolCancelled(Exception):
+    """Raised by :meth:`ToolContext.check_cancelled` in a tool whose run was asked to stop."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext(Generic[DepsT]):
     """What a running tool may see besides its arguments, and how it reports its progress.
@@ -291,6 +296,21 @@ class ToolContext(Generic[DepsT]):
     on_progress: Callable[[str, float | None], None] | None = field(default=None, repr=False, compare=False)
     #: The questions this call asked the user that were answered, for a run after the answer.
     answers: tuple[Answered, ...] = ()
+    #: Set once the run is asked to stop while this call runs (docs/runs.md, "Stopping a running
+    #: tool"); read it through :attr:`cancelled` or :meth:`check_cancelled`.
+    cancel_signal: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once someone asked the run to stop while this call runs: a ``def`` tool that works in
+        steps (pod after pod) looks between them and stops cleanly."""
+        return self.cancel_signal.is_set()
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`ToolCancelled` if the run was asked to stop: the call is then settled as
+        failed, stopped by a human, with what the tool said it had done so far."""
+        if self.cancel_signal.is_set():
+            raise ToolCancelled("the run was cancelled while this tool ran")
 
     def ask(
         self,

@@ -26,12 +26,15 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.errors import scrub_exception
-from dcaf_like.application.ports import ToolOutput
+from dcaf_like.application.ports import ToolCancelled, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
 
 logger = logging.getLogger("dcaf_like")
+
+#: The error of a call whose tool was stopped by a cancel while it ran (docs/runs.md).
+STOPPED_BY_CANCEL = "stopped: the run was cancelled while the tool ran; it may have done part of its work"
 
 T = TypeVar("T")
 
@@ -59,6 +62,9 @@ async def arun_tool(
         return await _alimited(effect)
     except UserInputRequired as asked:  # the tool asks the user before it acts
         return ToolOutcome(question=asked)
+    except ToolCancelled:  # it saw the run's cancel (context.check_cancelled) and stopped there
+        span.set("dcaf.stop_reason", "cancelled")
+        return ToolOutcome(error=STOPPED_BY_CANCEL)
     except Exception as exc:
         _scrub_tool_failure(exc, effect)
         span.fail(exc)
@@ -156,6 +162,9 @@ def run_tool(effect: RunTool, span: Span, *, renew: Callable[[], None], every: f
         return _in_thread(effect)
     except UserInputRequired as asked:
         return ToolOutcome(question=asked)
+    except ToolCancelled:
+        span.set("dcaf.stop_reason", "cancelled")
+        return ToolOutcome(error=STOPPED_BY_CANCEL)
     except Exception as exc:
         _scrub_tool_failure(exc, effect)
         span.fail(exc)
@@ -428,8 +437,13 @@ class CancelPoll:
     timer (:class:`_Ticker`): a model call shorter than `every` costs no timer and no store read; a
     longer one reads the store about once per `every`."""
 
-    def __init__(self, check: Callable[[], Awaitable[bool]], every: float) -> None:
-        self._check, self._every = check, every
+    def __init__(
+        self,
+        check: Callable[[], Awaitable[bool]],
+        every: float,
+        on_cancel: Callable[[], None] | None = None,
+    ) -> None:
+        self._check, self._every, self._on_cancel = check, every, on_cancel
         self._due = time.monotonic() + every
         self._asking: asyncio.Task[None] | None = None
         self._stepping: asyncio.Task[Any] | None = None
@@ -483,6 +497,8 @@ class CancelPoll:
         if cancelled:
             self._fired = True
             self._ticker.discard(self)
+            if self._on_cancel is not None:
+                self._on_cancel()
             if self._stepping is not None:
                 self._stepping.cancel()
         else:

@@ -42,6 +42,7 @@ from dcaf_like.application.ports import (
     ExecutableTool,
 )
 from dcaf_like.application.runs import (
+    STOPPED_BY_CANCEL,
     CancelPoll,
     OutOfTime,
     RunCancelled,
@@ -510,13 +511,27 @@ class AgentService:
 
         if run.blocking:
             return run_tool(effect, span, renew=lambda: at_once(renew()), every=every)
+        # A cancel asked while the tool runs reaches it (docs/runs.md, "Stopping a running tool"): an
+        # async def tool is cancelled; a def tool, which no one can stop from outside, sees its
+        # context's cancel signal and may stop at its next check.
+        conversation_id, since, repository = run.conversation.id, run.started, self.repository
+        poll = CancelPoll(
+            lambda: repository.acancel_requested(conversation_id, since=since),
+            CANCEL_POLL,
+            on_cancel=effect.context.cancel_signal.set,
+        )
+        running = arun_tool(effect, span, renew=renew, every=every)
         try:
-            return await arun_tool(effect, span, renew=renew, every=every)
+            return await (poll.step(running) if effect.tool.is_async else running)
+        except RunCancelled:
+            return ToolOutcome(error=STOPPED_BY_CANCEL)
         except asyncio.CancelledError:
             # The task of this turn was stopped (a server shutting down past its grace period): the
             # call is settled now, in the save the driver makes on its way out, not when its lease ends.
             run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
             raise
+        finally:
+            poll.close()
 
     async def _run_reporting(
         self, effect: RunTool, run: _Run

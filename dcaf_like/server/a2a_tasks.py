@@ -306,8 +306,8 @@ class A2ATasks:
     async def cancel(self, task_id: str, *, caller: Caller = ANYONE) -> TaskView:
         """A task waiting for input (or not started) is canceled: its pending calls are rejected and
         never run. A working task is asked to stop, on whichever worker runs it (docs/runs.md); it is
-        returned once canceled, or as it is after `CANCEL_WAIT` seconds (a tool already running
-        finishes first). A finished task cannot be canceled."""
+        returned once canceled, or as it is after `CANCEL_WAIT` seconds (a running tool is told
+        to stop, docs/runs.md). A finished task cannot be canceled."""
         for _ in range(3):
             conversation = await self.repository.aget(conversation_of(task_id))
             if conversation is None or task_id not in conversation.tasks or not caller.sees(conversation):

@@ -212,7 +212,8 @@ def conversation_routes(
     )
     async def cancel_run(conversation_id: ConversationIdPath, http: Request) -> Any:
         """Stop the turn running on this conversation, on whichever worker runs it: at the model's
-        answer or before its next tool (a tool already running finishes). Its response says
+        answer, before its next tool, or while a tool runs (docs/runs.md, "Stopping a running tool"). Its
+        response says
         ``stop_reason: "cancelled"``; the conversation stays usable. Nothing running: nothing changes.
         Needs the ``chat`` scope, and the conversation must be the caller's (another's is 404)."""
         try:

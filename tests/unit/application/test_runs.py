@@ -20,6 +20,7 @@ from dcaf_like import (
     ToolResult,
     tool,
 )
+from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.turn import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
 from dcaf_like.helpdesk.protocol import assistant_message
@@ -409,6 +410,81 @@ def test_a_cancel_of_a_conversation_the_store_does_not_hold_is_refused_and_write
         agent.cancel("conv with spaces")
 
     assert not agent.repository.cancel_requested("conv_nobody", since=0)
+
+
+# -- stopping a running tool (docs/runs.md, "Stopping a running tool") -------------------------------
+
+
+def stopping_agent(step, monkeypatch):
+    """An agent whose one tool, `drain_node`, is `step`; cancels are read every hundredth of a second."""
+    monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
+    drain = tool(requires_approval=False, name="drain_node")(step)
+    runtime = FakeRuntime([tool_calls(tool_call("drain_node", node="n1")), reply("never read")])
+    return Agent(tools=[drain], runtime=runtime)
+
+
+async def cancel_once_started(agent, started, conversation_id="conv_drain"):
+    running = asyncio.ensure_future(agent.arun("drain n1", conversation_id=conversation_id))
+    await started()
+    await agent.acancel(conversation_id)
+    response = await running
+    return response, (await agent.repository.aget(conversation_id)).tool_calls
+
+
+def test_a_cancel_stops_an_async_tool_while_it_runs(monkeypatch):
+    began, finished = asyncio.Event(), []
+
+    async def drain(node: str) -> str:
+        began.set()
+        await asyncio.Event().wait()  # a rollout watched for ever
+        finished.append(node)
+        return "drained"
+
+    agent = stopping_agent(drain, monkeypatch)
+    response, calls = asyncio.run(cancel_once_started(agent, began.wait))
+
+    (call,) = calls.values()
+    assert response.stop_reason == "cancelled"
+    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
+    assert finished == []
+
+
+def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there(monkeypatch):
+    began, drained = threading.Event(), []
+
+    def drain(node: str, context: ToolContext) -> str:
+        began.set()
+        for pod in range(100_000):  # pod after pod, looking between them
+            context.check_cancelled()
+            drained.append(pod)
+            began.wait(0.001)
+        return "drained every pod"
+
+    agent = stopping_agent(drain, monkeypatch)
+    response, calls = asyncio.run(cancel_once_started(agent, lambda: asyncio.to_thread(began.wait)))
+
+    (call,) = calls.values()
+    assert response.stop_reason == "cancelled"
+    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
+    assert 0 < len(drained) < 100_000
+
+
+def test_a_def_tool_that_does_not_stop_finishes_and_its_result_is_kept(monkeypatch):
+    """No one can stop a def tool from outside: one that goes on to its end is recorded as it ended."""
+    began = threading.Event()
+
+    def drain(node: str, context: ToolContext) -> str:
+        began.set()
+        context.cancel_signal.wait(30)  # its work outlasts the cancel (30 s: a bound for a hang)
+        return f"drained {node}; told to stop: {context.cancelled}"
+
+    agent = stopping_agent(drain, monkeypatch)
+    response, calls = asyncio.run(cancel_once_started(agent, lambda: asyncio.to_thread(began.wait)))
+
+    (call,) = calls.values()
+    assert response.stop_reason == "cancelled"
+    assert call.status is ToolCallStatus.EXECUTED
+    assert call.result == "drained n1; told to stop: True"
 
 
 class WaitingRuntime(FakeRuntime):

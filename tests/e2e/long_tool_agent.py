@@ -1,0 +1,31 @@
+"""An agent for tests that stop a long tool: ``snapshot_volume`` (no approval) is an ``async def`` that
+writes ``started <volume>`` to the file ``DCAF_TEST_LEDGER``, then takes a minute, then writes
+``finished <volume>``. Its model is the scripted OpenAI-compatible server at ``DCAF_TEST_OPENAI_URL``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from dcaf_like import Agent, tool
+from dcaf_like.runtimes.openai_chat import OpenAIRuntime
+
+
+def make_agent() -> Agent:
+    ledger = Path(os.environ["DCAF_TEST_LEDGER"])
+
+    def write(line: str) -> None:
+        with ledger.open("a", encoding="utf-8") as out:
+            out.write(f"{line}\n")
+
+    @tool(requires_approval=False)
+    async def snapshot_volume(volume: str) -> str:
+        """Snapshot an EBS volume and wait until the snapshot completes."""
+        write(f"started {volume}")
+        await asyncio.sleep(60)
+        write(f"finished {volume}")
+        return f"snapshot of {volume} completed"
+
+    runtime = OpenAIRuntime("test-model", base_url=os.environ["DCAF_TEST_OPENAI_URL"], max_retries=0)
+    return Agent(tools=[snapshot_volume], runtime=runtime, name="ops")
