@@ -108,6 +108,7 @@ EXPORTED = {
     "ToolCallInfo",
     "ToolCallProposed",
     "ToolCallView",
+    "ToolCancelled",
     "ToolContext",
     "ToolDecision",
     "ToolDefinitionError",
