@@ -566,7 +566,10 @@ class AgentService:
                 yield reports.get_nowait()
         finally:
             if not running.done():
+                # Stopped (a shutdown past its grace period): the tool's run settles its call before
+                # the driver's last save, so the save carries it (not left approved under its lease).
                 running.cancel()
+                await asyncio.wait({running})
         yield running.result()
 
     # -- preparing a turn -------------------------------------------------------------------------

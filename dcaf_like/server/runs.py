@@ -100,6 +100,11 @@ class Runs:
                 queue.put_nowait(exc)
                 if asyncio.current_task() in self._unwatched:
                     logger.warning("a run whose client had gone away failed: %s: %s", type(exc).__name__, exc)
+            except asyncio.CancelledError:
+                # Only a shutdown past its grace period stops a run (a client going away does not): its
+                # reader ends with an error event, so a cut stream never reads as a finished one.
+                queue.put_nowait(ShuttingDown())
+                raise
             finally:
                 queue.put_nowait(None)
 

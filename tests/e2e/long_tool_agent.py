@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from dcaf_like import Agent, tool
@@ -27,5 +28,13 @@ def make_agent() -> Agent:
         write(f"finished {volume}")
         return f"snapshot of {volume} completed"
 
+    @tool(requires_approval=False)
+    def snapshot_volume_blocking(volume: str) -> str:
+        """The same as a plain def tool (boto3 waits this way)."""
+        write(f"started {volume}")
+        time.sleep(60)
+        write(f"finished {volume}")
+        return f"snapshot of {volume} completed"
+
     runtime = OpenAIRuntime("test-model", base_url=os.environ["DCAF_TEST_OPENAI_URL"], max_retries=0)
-    return Agent(tools=[snapshot_volume], runtime=runtime, name="ops")
+    return Agent(tools=[snapshot_volume, snapshot_volume_blocking], runtime=runtime, name="ops")
