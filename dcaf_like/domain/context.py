@@ -48,14 +48,27 @@ def is_secret_value(value: Any) -> bool:
     return isinstance(value, str) and bool(_SECRET_VALUE.match(value))
 
 
-def _is_secret(key: Any, value: Any) -> bool:
-    return is_secret_key(str(key)) or is_secret_value(value)
+def _is_secret(key: Any, value: Any, pair: bool = False) -> bool:
+    return is_secret_key(str(key)) or is_secret_value(value) or (pair and key == "value")
+
+
+#: The keys that name an entry of a list of pairs (``headers: [{"name": "X-Api-Token", "value": ...}]``).
+_PAIR_NAMES = ("name", "key")
+
+
+def _named_secret(mapping: Mapping[Any, Any]) -> bool:
+    """True for a ``{"name": ..., "value": ...}`` pair (a header, an environment variable) whose name
+    is a credential's: its ``value`` is then one, whatever it looks like."""
+    if "value" not in mapping:
+        return False
+    return any(isinstance(mapping.get(n), str) and is_secret_key(mapping[n]) for n in _PAIR_NAMES)
 
 
 def redact(value: Any) -> Any:
     """A copy of `value` with every credential (by its key or by its form) replaced by ``***``."""
     if isinstance(value, Mapping):
-        return {str(k): (REDACTED if _is_secret(k, v) else redact(v)) for k, v in value.items()}
+        pair = _named_secret(value)
+        return {str(k): (REDACTED if _is_secret(k, v, pair) else redact(v)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [REDACTED if is_secret_value(v) else redact(v) for v in value]
     return value
@@ -64,7 +77,8 @@ def redact(value: Any) -> Any:
 def without_secrets(value: Any) -> Any:
     """A copy of `value` with every credential (by its key or by its form) removed."""
     if isinstance(value, Mapping):
-        return {str(k): without_secrets(v) for k, v in value.items() if not _is_secret(k, v)}
+        pair = _named_secret(value)
+        return {str(k): without_secrets(v) for k, v in value.items() if not _is_secret(k, v, pair)}
     if isinstance(value, list | tuple):
         return [without_secrets(v) for v in value if not is_secret_value(v)]
     return value
@@ -80,8 +94,9 @@ def secret_values(value: Any) -> list[str]:
 
 def _collect(value: Any, secret: bool, found: list[str]) -> None:
     if isinstance(value, Mapping):
+        pair = _named_secret(value)
         for k, v in value.items():
-            _collect(v, secret or _is_secret(k, v), found)
+            _collect(v, secret or _is_secret(k, v, pair), found)
     elif isinstance(value, list | tuple):
         for v in value:
             _collect(v, secret or is_secret_value(v), found)

@@ -77,6 +77,23 @@ def test_the_stored_form_keeps_the_rest_nested_included():
     assert sorted(secret_values(context)) == ["Basic dXNlcjpwYXNz", "Bearer x", "apiVersion: v1", "p"]
 
 
+def test_a_credential_given_as_a_name_value_pair_is_secret_by_its_name():
+    """Issue 34: ``headers``/``env`` as lists of pairs were stored in clear (docs/protocol.md promises
+    credentials are never stored)."""
+    context = {
+        "headers": [{"name": "X-Api-Token", "value": "abc123def"}, {"name": "Accept", "value": "json"}],
+        "env": [{"name": "DB_PASSWORD", "value": "hunter2hunter2"}, {"name": "REGION", "value": "eu-west-1"}],
+    }
+
+    assert without_secrets(context) == {
+        "headers": [{"name": "X-Api-Token"}, {"name": "Accept", "value": "json"}],
+        "env": [{"name": "DB_PASSWORD"}, {"name": "REGION", "value": "eu-west-1"}],
+    }
+    assert redact(context)["env"][0] == {"name": "DB_PASSWORD", "value": "***"}
+    assert sorted(secret_values(context)) == ["abc123def", "hunter2hunter2"]
+    assert "hunter2" not in PlatformContext(context).public().__repr__()
+
+
 def test_scrub_removes_every_secret_longest_first_and_leaves_short_values():
     text = "key sk-abc-123 and sk-abc-123-long; pin 42"
 
