@@ -161,6 +161,9 @@ class OpenAIRuntime(AgentRuntime):
                 yield from state.add(chunk)
         except self._openai.OpenAIError as exc:
             raise self._error(exc) from exc
+        if state.finish is None and not state.text and not state.calls:
+            # As the same answer without streaming is (no choices): an error, never an empty answer.
+            raise ModelError(f"{self.name}: the stream ended without a choice or a finish", runtime=self.name)
         response = self._with_text_calls(request, state.response(self.model))
         if state.held and not response.tool_calls:
             yield TextDelta(response.text)
@@ -175,6 +178,9 @@ class OpenAIRuntime(AgentRuntime):
                     yield event
         except self._openai.OpenAIError as exc:
             raise self._error(exc) from exc
+        if state.finish is None and not state.text and not state.calls:
+            # As the same answer without streaming is (no choices): an error, never an empty answer.
+            raise ModelError(f"{self.name}: the stream ended without a choice or a finish", runtime=self.name)
         response = self._with_text_calls(request, state.response(self.model))
         if state.held and not response.tool_calls:
             yield TextDelta(response.text)

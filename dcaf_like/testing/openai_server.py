@@ -36,6 +36,7 @@ class _Answer:
     error_message: str = ""
     usage: tuple[int, int] = (12, 7)
     delay: float = 0.0
+    empty: bool = False
 
 
 @dataclass
@@ -61,6 +62,11 @@ class OpenAICompatibleServer(LoopbackServer):
     def call_with_raw_arguments(self, name: str, arguments: str) -> None:
         """A tool call whose ``arguments`` string is sent as is (e.g. malformed JSON)."""
         self._script.append(_Answer(calls=((name, {}),), raw_arguments=(arguments,)))
+
+    def answer_nothing(self) -> None:
+        """The next request is answered 200 with nothing in it (no choices; streamed, only ``[DONE]``),
+        as a proxy or server that failed without saying so does."""
+        self._script.append(_Answer(empty=True))
 
     def fail(self, status: int, error_type: str, message: str) -> None:
         """The next request gets an OpenAI-style error body with this status."""
@@ -149,7 +155,7 @@ def _handler(owner: OpenAICompatibleServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for chunk in _chunks(answer, body.get("model", owner.model), body):
+            for chunk in () if answer.empty else _chunks(answer, body.get("model", owner.model), body):
                 data = f"data: {json.dumps(chunk)}\n\n".encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
@@ -227,6 +233,13 @@ def _completion(answer: _Answer, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
     if calls:
         message["tool_calls"] = calls
+    if answer.empty:
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [],
+        }
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",

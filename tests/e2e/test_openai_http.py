@@ -37,3 +37,23 @@ def test_an_approval_round_trip_over_http(cluster, start_server):
     tool_message = next(m for m in server.requests[-1]["messages"] if m["role"] == "tool")
     assert tool_message["content"] == 'pod "web-2" deleted'
     server.stop()
+
+
+@pytest.mark.parametrize("route", ["/api/chat", "/api/chat-stream"])
+def test_a_model_that_answers_nothing_is_a_model_error_on_every_route(start_server, route):
+    """Issue 34: an empty 200 was a 502 on /api/chat but an empty successful answer on the stream."""
+    with OpenAICompatibleServer() as server:
+        agent = Agent(runtime=OpenAIRuntime("test-model", base_url=server.base_url, max_retries=0))
+        client = start_server(agent)
+        server.answer_nothing()
+
+        response = client.post(route, json={"messages": [user("which pods run?")]})
+
+    if route == "/api/chat":
+        assert response.status_code == 502, response.text
+        error = response.json()["error"]
+    else:
+        events = [json.loads(line) for line in response.text.splitlines() if line]
+        assert events[-1]["type"] == "error", events
+        error = events[-1]["error"]
+    assert error["code"] == "model_error"
