@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import suppress
 
+from dcaf_like.domain.audit import DecisionRecord
 from dcaf_like.domain.context import scrub
 
 
@@ -83,11 +84,13 @@ class NotStorable(InvalidRequest):
 
 
 class MissingScope(ApplicationError):
-    """The caller's API key lacks a scope the action needs (HTTP 403 ``missing_scope``)."""
+    """The caller's API key lacks a scope the action needs (HTTP 403 ``missing_scope``). `refused`: the
+    audit records of the decisions it refuses, for the entrance to append to the trail."""
 
-    def __init__(self, scope: str, doing: str) -> None:
+    def __init__(self, scope: str, doing: str, refused: Sequence[DecisionRecord] = ()) -> None:
         super().__init__(f"this API key may not {doing}: it needs the {scope!r} scope")
         self.scope = scope
+        self.refused = tuple(refused)
 
 
 class ConversationNotFound(ApplicationError):

@@ -17,7 +17,12 @@ from enum import StrEnum
 from typing import Any
 
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, QuestionView, ToolCallView
-from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound, InvalidRequest
+from dcaf_like.application.errors import (
+    ConcurrencyConflict,
+    ConversationNotFound,
+    InvalidRequest,
+    MissingScope,
+)
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
@@ -43,6 +48,7 @@ from dcaf_like.helpdesk.protocol import (
 )
 from dcaf_like.server.auth import ANYONE, Caller, authorized
 from dcaf_like.server.errors import http_error
+from dcaf_like.server.failures import audit_refused
 from dcaf_like.server.runs import Runs, ShuttingDown
 
 logger = logging.getLogger("dcaf_like.a2a")
@@ -188,7 +194,7 @@ def _platform_context(data: Mapping[str, Any]) -> Mapping[str, Any]:
     return context or {}
 
 
-def agent_request(message: Incoming, caller: Caller) -> AgentRequest:
+def agent_request(message: Incoming, caller: Caller, at: float | None = None) -> AgentRequest:
     """The turn a message asks for: its text, and the decisions its data carries in the HelpDesk
     protocol's form (``{"tool_calls": [{"id": ..., "execute": true}]}``), as `caller` may ask it."""
     decisions = read_decisions(message.data.get("tool_calls"), "data.tool_calls")
@@ -201,8 +207,9 @@ def agent_request(message: Incoming, caller: Caller) -> AgentRequest:
         answers=answers,
         platform_context=dict(_platform_context(message.data)),
         user=caller.name,
+        conversation_id=message.context_id or (conversation_of(message.task_id) if message.task_id else None),
     )
-    return authorized(request, caller, "a2a")
+    return authorized(request, caller, "a2a", at)
 
 
 def conversation_of(task_id: str) -> str:
@@ -288,7 +295,11 @@ class A2ATasks:
         if self.runs is not None and self.runs.draining:
             raise ShuttingDown
         # Read and authorized before anything is stored: a malformed or forbidden message changes nothing.
-        request = agent_request(message, caller)
+        try:
+            request = agent_request(message, caller, self.agent.clock())
+        except MissingScope as refusal:
+            await audit_refused(self.agent, refusal)
+            raise
         waiting = await self._waiting_task(message, caller)
         if waiting is not None:
             request = await self._answering(waiting, request, caller)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import hmac
 import os
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,9 +24,9 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from dcaf_like.application.dto import AgentRequest
+from dcaf_like.application.dto import AgentRequest, ToolDecision
 from dcaf_like.application.errors import MissingScope
-from dcaf_like.domain import Conversation, Identity
+from dcaf_like.domain import Conversation, DeciderKind, DecisionOutcome, DecisionRecord, Identity
 from dcaf_like.server.middleware import current_request_id
 
 ENV_VAR = "DCAF_API_KEYS"
@@ -84,11 +85,12 @@ def caller_of(connection: HTTPConnection | Any) -> Caller:
     return caller if isinstance(caller, Caller) else ANYONE
 
 
-def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentRequest:
+def authorized(request: AgentRequest, caller: Caller, entrance: str, at: float | None = None) -> AgentRequest:
     """`request` as `caller` may send it (MissingScope otherwise): decisions need ``approve``, a message
     ``chat``, and so does an answer to a question the run asked (the user's reply, as a message is;
     docs/runs.md); the conversation must be the caller's (the service checks that as it loads it)."""
-    check_scopes(caller, decides=bool(request.decisions), chats=bool(request.text or request.answers))
+    chats = bool(request.text or request.answers)
+    decisions_checked(caller, request.decisions, request.conversation_id, entrance, at, chats=chats)
     # Everything about who is asking comes from the key alone: whatever a request's body said is
     # replaced here (the session and the platform context stay the client's, and are no authority).
     return replace(
@@ -99,6 +101,39 @@ def authorized(request: AgentRequest, caller: Caller, entrance: str) -> AgentReq
         identity=caller.identity,
         deps=None,
     )
+
+
+def decisions_checked(
+    caller: Caller,
+    decisions: Sequence[ToolDecision],
+    conversation_id: str | None,
+    entrance: str,
+    at: float | None,
+    *,
+    chats: bool,
+) -> None:
+    """:func:`check_scopes`, and a refusal of decisions for a missing ``approve`` carries their audit
+    records (docs/operations.md: every refused decision is in the trail)."""
+    try:
+        check_scopes(caller, decides=bool(decisions), chats=chats)
+    except MissingScope as refusal:
+        if decisions and conversation_id and refusal.scope == "approve":
+            refusal.refused = tuple(
+                DecisionRecord(
+                    conversation_id=conversation_id,
+                    call_id=d.call_id,
+                    tool_name=d.tool_name or "",
+                    fingerprint="",
+                    outcome=DecisionOutcome.REFUSED,
+                    decided_by=caller.name,
+                    decider=DeciderKind.HUMAN,
+                    entrance=entrance,
+                    at=time.time() if at is None else at,
+                    reason=str(refusal),
+                )
+                for d in decisions
+            )
+        raise
 
 
 def check_scopes(caller: Caller, *, decides: bool, chats: bool) -> None:

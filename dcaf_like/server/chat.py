@@ -29,9 +29,9 @@ from dcaf_like.helpdesk.protocol import (
     read_content,
     users_turn_expected,
 )
-from dcaf_like.server.auth import Caller, caller_of, check_scopes
+from dcaf_like.server.auth import Caller, caller_of, decisions_checked
 from dcaf_like.server.errors import http_error
-from dcaf_like.server.failures import error_response, failure, log_failure
+from dcaf_like.server.failures import audit_refused, error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
 from dcaf_like.server.runs import Runs, ShuttingDown
 from dcaf_like.server.wire import ChatRequest, ChatResponse, ErrorBody, MessageIn
@@ -90,8 +90,9 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
         assistant's message; ``data`` always lists pending and executed calls and the session."""
         body = await chat_body(http)
         try:
-            request = agent_request(body, caller_of(http), "http")
+            request = agent_request(body, caller_of(http), "http", served.clock())
         except Exception as exc:
+            await audit_refused(served, exc)
             return failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
         try:
@@ -120,8 +121,9 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
         during the run ends the stream with an ``error`` event."""
         body = await chat_body(http)
         try:
-            request = agent_request(body, caller_of(http), "stream")
+            request = agent_request(body, caller_of(http), "stream", served.clock())
         except Exception as exc:
+            await audit_refused(served, exc)
             return failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
         try:
@@ -163,7 +165,7 @@ async def chat_body(http: Request) -> ChatRequest:
         raise RequestValidationError(problems) from None
 
 
-def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequest:
+def agent_request(body: ChatRequest, caller: Caller, entrance: str, at: float | None = None) -> AgentRequest:
     """The turn a validated body asks for, as `caller` may ask it: the protocol's rules (the last
     message is the user's, its decisions, no command run that this server did not propose) applied to
     what pydantic checked."""
@@ -216,11 +218,12 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str) -> AgentRequ
         for i, m in enumerate(messages[:-1])
     )
     # As authorized() checks, and who is asking from the key alone, in one build of the request.
-    check_scopes(caller, decides=bool(decisions), chats=bool(text or answers))
+    conversation_id = body.conversation_id or _conversation_id(messages)
+    decisions_checked(caller, decisions, conversation_id, entrance, at, chats=bool(text or answers))
     return AgentRequest(
         text=text,
         attachments=attachments,
-        conversation_id=body.conversation_id or _conversation_id(messages),
+        conversation_id=conversation_id,
         decisions=decisions,
         platform_context=dict(body.platform_context or last.platform_context or {}),
         session=session,

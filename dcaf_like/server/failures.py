@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from dcaf_like.application.ports import ServedAgent
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.middleware import current_request_id, logger
 from dcaf_like.server.runs import ShuttingDown
@@ -32,3 +33,16 @@ def log_failure(error: HttpError, exc: BaseException | None) -> None:
         logger.warning("request %s: %s: %s", request_id, error.code, error.message)
     else:
         logger.info("request %s refused: %s: %s", request_id, error.code, error.message)
+
+
+async def audit_refused(served: ServedAgent, exc: BaseException) -> None:
+    """Append to the audit trail the decisions a refusal carries (a key without ``approve``): every
+    refused decision is in the trail (docs/operations.md). A store that cannot take them is logged,
+    and the refusal is answered all the same."""
+    refused = getattr(exc, "refused", ())
+    if not refused or served.repository is None:
+        return
+    try:
+        await served.repository.arecord_decisions(refused)
+    except Exception as failed:
+        logger.warning("could not record %d refused decision(s): %s", len(refused), failed)

@@ -251,6 +251,14 @@ def test_a_key_without_approve_cannot_decide_even_its_own_calls(server, cluster)
     assert cluster.deleted == []
     stored = server.get(f"/api/conversations/{conversation_id}", headers=key(CAROL)).json()
     assert stored["tool_calls"][0]["status"] == "pending"
+    # docs/operations.md: every refused decision is in the audit trail, this one too
+    trail = server.get("/api/audit", headers=key(OPS), params={"conversation_id": conversation_id}).json()
+    assert sorted((r["outcome"], r["call_id"], r["decided_by"], r["entrance"]) for r in trail["records"]) == [
+        ("refused", pending["id"], "carol", "a2a"),
+        ("refused", pending["id"], "carol", "http"),
+        ("refused", pending["id"], "carol", "stream"),
+    ]
+    assert all("'approve' scope" in r["reason"] for r in trail["records"])
 
 
 def test_a_key_without_read_cannot_list_or_read(start_server, cluster):
