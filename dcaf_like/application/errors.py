@@ -7,6 +7,7 @@ from contextlib import suppress
 
 from dcaf_like.domain.audit import DecisionRecord
 from dcaf_like.domain.context import scrub
+from dcaf_like.domain.errors import DomainError
 
 
 class ApplicationError(Exception):
@@ -189,3 +190,16 @@ def scrub_exception(exc: BaseException, secrets: Collection[str]) -> None:
                 with suppress(AttributeError):  # a read-only property
                     setattr(current, name, scrub(value, secrets))
         current = current.__cause__ or current.__context__
+
+
+#: What the caller caused (HTTP 4xx): a refusal, counted apart from a turn that failed.
+REFUSALS: tuple[type[Exception], ...] = (
+    DomainError,
+    InvalidRequest,
+    MissingScope,
+    InvalidToolArguments,
+    UnsupportedPart,
+    UnknownTool,
+    ConcurrencyConflict,
+    ConversationNotFound,
+)

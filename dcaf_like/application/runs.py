@@ -56,22 +56,22 @@ async def arun_tool(
     ``effect.timeout``: an ``async def`` tool is cancelled; a plain ``def`` tool runs in a thread,
     which cannot be stopped, so its late result is logged and not used."""
     renewal = _LoopRenewal(renew, every, effect)
+    report = _Report(effect, span)
     try:
         if effect.timeout is None:
-            return ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context))
-        return await _alimited(effect)
+            return report.of(ToolOutcome(output=await effect.tool.ainvoke(effect.arguments, effect.context)))
+        return report.of(await _alimited(effect))
     except UserInputRequired as asked:  # the tool asks the user before it acts
-        return ToolOutcome(question=asked)
+        return report.of(ToolOutcome(question=asked))
     except ToolCancelled:  # it saw the run's cancel (context.check_cancelled) and stopped there
-        span.set("dcaf.stop_reason", "cancelled")
-        return ToolOutcome(error=STOPPED_BY_CANCEL)
+        return report.of(ToolOutcome(error=STOPPED_BY_CANCEL))
     except Exception as exc:
         _scrub_tool_failure(exc, effect)
         span.fail(exc)
-        return ToolOutcome(error=_describe(exc))
+        return report.of(ToolOutcome(error=_describe(exc)), exc)
     finally:
         await renewal.stop()
-        span.end()
+        report.end()
 
 
 async def _alimited(effect: RunTool) -> ToolOutcome:
@@ -136,6 +136,57 @@ def _invoked(effect: RunTool) -> tuple[str | ToolOutput | None, BaseException | 
         return None, exc
 
 
+class _Report:
+    """How a tool's run ended, said once: the span's ``dcaf.outcome`` (``ok``, ``error``, ``timeout``,
+    ``cancelled``, ``interrupted``: what the metrics count) and, for all but ``ok``, one WARNING line an
+    operator can start from (tool, call, conversation, worker, error class, duration; never an argument
+    or an error's text, which may hold what the tool was given), the traceback at DEBUG."""
+
+    __slots__ = ("effect", "error", "outcome", "span", "started")
+
+    def __init__(self, effect: RunTool, span: Span) -> None:
+        self.effect, self.span, self.started = effect, span, time.perf_counter()
+        self.outcome: ToolOutcome | None = None
+        self.error: BaseException | None = None
+
+    def of(self, outcome: ToolOutcome, error: BaseException | None = None) -> ToolOutcome:
+        self.outcome, self.error = outcome, error
+        return outcome
+
+    def end(self) -> None:
+        seconds = time.perf_counter() - self.started
+        kind = self._kind()
+        self.span.set("dcaf.outcome", kind)
+        self.span.end()
+        if kind == "ok":
+            return
+        context = self.effect.context
+        error = type(self.error).__name__ if self.error is not None else kind
+        logger.warning(
+            "tool %s %s (call=%s conversation=%s worker=%s:%d error=%s seconds=%.3f)",
+            self.effect.tool.name,
+            kind,
+            context.call_id,
+            context.conversation_id,
+            _host(),
+            os.getpid(),
+            error,
+            seconds,
+        )
+        if self.error is not None:
+            logger.debug("tool %s failed", self.effect.tool.name, exc_info=self.error)
+
+    def _kind(self) -> str:
+        outcome = self.outcome
+        if outcome is None:  # its run was stopped under it: by a human's cancel, or by a shutdown
+            return "cancelled" if self.effect.context.cancel_signal.is_set() else "interrupted"
+        if outcome.timed_out:
+            return "timeout"
+        if outcome.error == STOPPED_BY_CANCEL:
+            return "cancelled"
+        return "error" if outcome.error is not None else "ok"
+
+
 def _scrub_tool_failure(exc: Exception, effect: RunTool) -> None:
     """A tool's error goes to the model, the response and the store: without the request's credentials."""
     secrets = effect.context.platform_context.secret_values()
@@ -148,30 +199,31 @@ def run_tool(effect: RunTool, span: Span, *, renew: Callable[[], None], every: f
     time limit and is a plain ``def`` (then in a thread of its own, which cannot be stopped)."""
     tool = effect.tool
     renewal = _KEEPER.every(every, renew, effect)
+    report = _Report(effect, span)
     try:
         if effect.timeout is None:
             if tool.is_async:
-                return ToolOutcome(output=resolve_sync(tool.ainvoke(effect.arguments, effect.context)))
-            return ToolOutcome(output=tool.invoke(effect.arguments, effect.context))
+                output = resolve_sync(tool.ainvoke(effect.arguments, effect.context))
+                return report.of(ToolOutcome(output=output))
+            return report.of(ToolOutcome(output=tool.invoke(effect.arguments, effect.context)))
         if tool.is_async:
             try:
                 limited = awithin(tool.ainvoke(effect.arguments, effect.context), effect.timeout)
-                return ToolOutcome(output=run_sync(limited))
+                return report.of(ToolOutcome(output=run_sync(limited)))
             except OutOfTime:
-                return timed_out(effect, cancelled=True)
-        return _in_thread(effect)
+                return report.of(timed_out(effect, cancelled=True))
+        return report.of(_in_thread(effect))
     except UserInputRequired as asked:
-        return ToolOutcome(question=asked)
+        return report.of(ToolOutcome(question=asked))
     except ToolCancelled:
-        span.set("dcaf.stop_reason", "cancelled")
-        return ToolOutcome(error=STOPPED_BY_CANCEL)
+        return report.of(ToolOutcome(error=STOPPED_BY_CANCEL))
     except Exception as exc:
         _scrub_tool_failure(exc, effect)
         span.fail(exc)
-        return ToolOutcome(error=_describe(exc))
+        return report.of(ToolOutcome(error=_describe(exc)), exc)
     finally:
         renewal.stop()
-        span.end()
+        report.end()
 
 
 def _in_thread(effect: RunTool) -> ToolOutcome:

@@ -17,6 +17,7 @@ from dcaf_like.application.concurrency import at_once, resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import (
+    REFUSALS,
     ApplicationError,
     ConversationNotFound,
     InvalidRequest,
@@ -275,6 +276,8 @@ class AgentService:
             self._notify(request, response, waiting_before)
         except Exception as exc:
             self._scrub(exc, request)
+            if isinstance(exc, REFUSALS):  # the caller's doing: counted apart from failed turns
+                span.set("dcaf.refused", type(exc).__name__)
             span.fail(exc)
             await self._on_error(exc, request, run, blocking)
             raise

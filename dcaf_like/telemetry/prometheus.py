@@ -14,11 +14,10 @@ to a fresh temporary directory before the workers start, every worker writes its
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import multiprocess as _multiprocess
 
 from dcaf_like.application.tracing import NO_SPAN, Span, Tracer
@@ -38,17 +37,20 @@ MODEL_TOKENS = Counter(
     ["runtime", "direction"],
 )
 TOOLS = Counter(
-    "dcaf_tool_executions", "Tool executions, by tool and outcome (ok, error).", ["tool", "outcome"]
+    "dcaf_tool_executions",
+    "Tool executions, by tool and outcome (ok, error, timeout, cancelled, interrupted).",
+    ["tool", "outcome"],
+)
+REFUSED = Counter(
+    "dcaf_refused_requests",
+    "Requests refused before or as their turn began (a forged decision, a missing scope, pending calls), "
+    "by the refusal's error; they are not failed turns.",
+    ["error"],
 )
 DECISIONS = Counter(
     "dcaf_decisions",
     "Decisions on tool calls, by kind (approve, reject, refused) and entrance (http, stream, a2a, ...).",
     ["kind", "entrance"],
-)
-WAITING = Gauge(
-    "dcaf_calls_awaiting_decision",
-    "Tool calls waiting for a human's decision, as the turns this server ran left them.",
-    multiprocess_mode="livesum",
 )
 DECISION_WAIT = Histogram(
     "dcaf_decision_wait_seconds",
@@ -74,21 +76,11 @@ class MetricsTracer:
 
     def __init__(self, inner: Tracer) -> None:
         self.inner = inner
-        self._waiting: dict[str, int] = {}  # conversation id -> calls it left waiting
-        self._lock = threading.Lock()
 
     def start(self, name: str, attributes: dict[str, Any], parent: Span | None = None) -> Span:
         inner_parent = parent.inner if isinstance(parent, _MetricSpan) else parent
         inner = self.inner.start(name, attributes, inner_parent)
         return _MetricSpan(self, name, dict(attributes), parent, inner)
-
-    def waiting(self, conversation_id: str, pending: int) -> None:
-        with self._lock:
-            before = self._waiting.pop(conversation_id, 0)
-            if pending:
-                self._waiting[conversation_id] = pending
-        if pending != before:
-            WAITING.inc(pending - before)
 
 
 class _MetricSpan:
@@ -131,13 +123,14 @@ def _ignore(span: _MetricSpan, seconds: float) -> None:
 
 def _turn(span: _MetricSpan, seconds: float) -> None:
     a = span.attributes
+    if refused := a.get("dcaf.refused"):
+        REFUSED.labels(str(refused)).inc()
+        return
     if span.failed:
         TURNS.labels("failed").inc()
         return
     pending = int(a.get("dcaf.pending_approvals", 0))
     TURNS.labels("awaiting_approval" if pending else "completed").inc()
-    if conversation_id := a.get("dcaf.conversation_id"):
-        span.tracer.waiting(str(conversation_id), pending)
 
 
 def _model(span: _MetricSpan, seconds: float) -> None:
@@ -151,7 +144,8 @@ def _model(span: _MetricSpan, seconds: float) -> None:
 
 
 def _tool(span: _MetricSpan, seconds: float) -> None:
-    TOOLS.labels(str(span.attributes.get("dcaf.tool", "")), "error" if span.failed else "ok").inc()
+    outcome = span.attributes.get("dcaf.outcome") or ("error" if span.failed else "ok")
+    TOOLS.labels(str(span.attributes.get("dcaf.tool", "")), str(outcome)).inc()
 
 
 def _decision(span: _MetricSpan, seconds: float) -> None:

@@ -57,12 +57,16 @@ def test_metrics_count_the_turns_tools_and_decisions_made(tmp_path, workers):
         proposed = ops.post("/api/chat", json={"messages": [user("delete pod web-1")]}).json()
         pending = proposed["data"]["tool_calls"][0]
         conversation = proposed["data"]["conversation_id"]
-        middle = _samples(httpx.get(f"{served.url}/metrics", headers=admin, timeout=10).text)
         decided = ops.post(
             "/api/chat",
             json={"messages": [user(conversation_id=conversation, tool_calls=[approve(pending)])]},
         )
         assert decided.status_code == 200, decided.text
+        replayed = ops.post(
+            "/api/chat",
+            json={"messages": [user(conversation_id=conversation, tool_calls=[approve(pending)])]},
+        )
+        assert replayed.status_code == 409, replayed.text  # refused: not a failed turn
         assert ops.post("/api/chat", json={"messages": [user("hello")]}).status_code == 200
         metrics = httpx.get(f"{served.url}/metrics", headers=admin, timeout=10)
 
@@ -80,11 +84,9 @@ def test_metrics_count_the_turns_tools_and_decisions_made(tmp_path, workers):
     assert moved("dcaf_tool_executions_total", tool="delete_pod", outcome="ok") == 1
     assert moved("dcaf_decisions_total", kind="approve", entrance="http") == 1
     assert moved("dcaf_decision_wait_seconds_count") == 1
-    assert (
-        _value(middle, "dcaf_calls_awaiting_decision") - _value(before, "dcaf_calls_awaiting_decision") == 1
-    )
-    assert _value(after, "dcaf_calls_awaiting_decision") == _value(before, "dcaf_calls_awaiting_decision")
+    assert moved("dcaf_refused_requests_total", error="IllegalTransition") == 1
     assert moved("dcaf_http_requests_total", route="/api/chat", status="200") == 3
+    assert moved("dcaf_http_requests_total", route="/api/chat", status="409") == 1
     # a fresh server: the one refused scrape above is the only one
     assert _value(after, "dcaf_http_requests_total", route="/metrics", status="403") == 1
 
