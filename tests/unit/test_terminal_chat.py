@@ -6,7 +6,7 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
-from dcaf_like import Agent
+from dcaf_like import Agent, ToolContext
 from dcaf_like.application.errors import ModelError
 from dcaf_like.cli.terminal import LocalAgent, TerminalChat
 from dcaf_like.testing import FakeRuntime, fail
@@ -115,17 +115,20 @@ def test_ctrl_c_during_a_turn_stops_the_run_at_its_next_step_and_the_chat_goes_o
     ran = []
 
     @tool(requires_approval=False)
-    def scale(name: str) -> str:
+    def scale(name: str, context: ToolContext) -> str:
         """Scale a deployment."""
         ran.append(name)
         if name == "web":  # the person presses Ctrl-C while it runs, the chat waiting for events
             main = threading.main_thread().ident
-            for _ in range(500):
+            for _ in range(3000):  # until the chat's loop waits for events (a bound, not a measure)
                 frame = sys._current_frames().get(main)
                 if frame is not None and frame.f_code.co_name == "select":
                     break
                 time.sleep(0.01)
             _thread.interrupt_main()
+            # Until the cancel it asked for reached this call (a bound for a hang, not a measure): the
+            # interrupt is taken when the chat's loop next wakes, whatever the machine's load.
+            context.cancel_signal.wait(30)
         return f"{name} scaled"
 
     runtime = FakeRuntime(
