@@ -27,7 +27,7 @@ from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import Changes, changes, decode_parts
-from dcaf_like.stores._shared import BlockingRepository, ClientErrors, check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, ClientErrors, check_retention
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -211,8 +211,10 @@ class PostgresConversationRepository(BlockingRepository):
             f"SELECT record FROM {t}_decisions WHERE namespace = %s AND conversation_id = %s AND at >= %s "
             "ORDER BY at DESC, seq DESC LIMIT %s"
         )
+        # One statement: the mark, and the marks older than CANCEL_KEPT pruned (they can stop no turn).
         self._cancel_sql = (
-            f"INSERT INTO {t}_cancels (namespace, id, at) VALUES (%s, %s, %s) "
+            f"WITH pruned AS (DELETE FROM {t}_cancels WHERE namespace = %(ns)s AND at < %(oldest)s) "
+            f"INSERT INTO {t}_cancels (namespace, id, at) VALUES (%(ns)s, %(id)s, %(at)s) "
             "ON CONFLICT (namespace, id) DO UPDATE SET at = EXCLUDED.at"
         )
         self._cancelled_sql = f"SELECT at FROM {t}_cancels WHERE namespace = %s AND id = %s"
@@ -306,8 +308,9 @@ class PostgresConversationRepository(BlockingRepository):
         return [DecisionRecord.from_json(row[0]) for row in rows]
 
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        params = {"ns": self.namespace, "id": conversation_id, "at": at, "oldest": at - CANCEL_KEPT}
         with self._connection() as db:
-            self._run(db, self._cancel_sql, (self.namespace, conversation_id, at))
+            self._run(db, self._cancel_sql, params)
 
     def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
         row = self._one(self._cancelled_sql, (self.namespace, conversation_id))

@@ -23,7 +23,7 @@ from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
 from dcaf_like.stores._codec import Changes, changes, decode_parts
-from dcaf_like.stores._shared import check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, check_retention
 
 logger = logging.getLogger("dcaf_like.stores")
 
@@ -345,6 +345,10 @@ class SqliteConversationRepository(ConversationRepository):
                 f"INSERT INTO {CANCELS} (namespace, id, at) VALUES (?, ?, ?) "
                 "ON CONFLICT (namespace, id) DO UPDATE SET at = excluded.at",
                 (self.namespace, conversation_id, at),
+            )
+            # Marks older than CANCEL_KEPT can stop no turn: pruned as a new one is written.
+            db.execute(
+                f"DELETE FROM {CANCELS} WHERE namespace = ? AND at < ?", (self.namespace, at - CANCEL_KEPT)
             )
 
     def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
