@@ -158,7 +158,9 @@ def _from_signature(tool_name: str, func: Callable[..., Any]) -> ArgumentSchema:
             raise ToolDefinitionError(
                 tool_name, param.name, "*args and **kwargs cannot be described to a model"
             )
-        annotation = hints.get(param.name, Any)
+        if param.name not in hints:
+            raise ToolDefinitionError(tool_name, param.name, _unannotated(param.name))
+        annotation = hints[param.name]
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, pydantic.Field(default, description=described.get(param.name)))
     try:
@@ -170,6 +172,24 @@ def _from_signature(tool_name: str, func: Callable[..., Any]) -> ArgumentSchema:
         return _model_schema(tool_name, model, None)
     except pydantic.PydanticUserError:
         raise _unsupported(tool_name, fields) from None
+
+
+#: Parameter names an author gives a forgotten ToolContext (the framework fills one only when annotated).
+_CONTEXT_NAMES = frozenset({"context", "ctx", "tool_context", "run_context"})
+
+
+def _unannotated(name: str) -> str:
+    """Why a parameter without a type is refused: the model would be told "anything" for it, so a
+    gated call's id could be a list, and nothing would check it before a human approves it."""
+    if name in _CONTEXT_NAMES:
+        return (
+            "has no type annotation, so the model would be asked to fill it in: did you mean "
+            f"`{name}: ToolContext`?"
+        )
+    return (
+        f"has no type annotation, so the model may send anything for it and nothing checks it: annotate "
+        f"it (`{name}: str`), or `{name}: Any` to take any JSON value on purpose"
+    )
 
 
 _SUPPORTED = (

@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import warnings
 from enum import Enum, StrEnum
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
@@ -333,3 +334,41 @@ def test_bad_tool_definitions_are_refused_when_defined():
 
     with pytest.raises(TypeError, match="schema must be"):
         tool(schema=42)(noop)  # type: ignore[arg-type]
+
+
+# -- parameters without a type (issue 36) -------------------------------------------------------------
+
+
+def test_a_parameter_without_a_type_is_refused_when_the_tool_is_defined_naming_it():
+    from dcaf_like.application.errors import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError) as refused:
+
+        @tool
+        def resize_instance(instance_id, new_type: str) -> str:  # type: ignore[no-untyped-def]
+            """Resize an EC2 instance."""
+            return "resized"
+
+    assert (refused.value.tool_name, refused.value.parameter) == ("resize_instance", "instance_id")
+    assert "`instance_id: str`" in str(refused.value)
+    assert "`instance_id: Any`" in str(refused.value)
+
+
+def test_a_forgotten_tool_context_is_named_as_such():
+    from dcaf_like.application.errors import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=r"did you mean `context: ToolContext`\?"):
+
+        @tool(requires_approval=False)
+        def where(context) -> str:  # type: ignore[no-untyped-def]
+            """Where the agent acts."""
+            return "here"
+
+
+def test_any_taken_on_purpose_is_any_json():
+    @tool(requires_approval=False)
+    def echo(value: Any) -> str:
+        """Echo a value."""
+        return repr(value)
+
+    assert echo.input_schema["properties"]["value"] == {}  # any JSON value
