@@ -370,3 +370,109 @@ def rpc_call(server: httpx.Client, api_key: str, method: str, params: dict[str, 
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
+
+
+# -- every entrance, from the app itself (issue 34) -----------------------------------------------------
+
+#: Routes that read or change no conversation, with why. A route not here must be in ENTRANCES.
+NO_CONVERSATION = {
+    ("GET", "/openapi.json"): "the API's description",
+    ("GET", "/docs"): "the API's description",
+    ("GET", "/docs/oauth2-redirect"): "the API's description",
+    ("GET", "/redoc"): "the API's description",
+    ("GET", "/.well-known/agent-card.json"): "the agent's card",
+    ("GET", "/.well-known/agent.json"): "the agent's card",
+    ("GET", "/health"): "a probe",
+    ("GET", "/ready"): "a probe",
+    ("GET", "/"): "the chat page's files (it uses the routes below)",
+    ("GET", "/ui/app.js"): "the chat page's files",
+    ("GET", "/ui/app.css"): "the chat page's files",
+    ("GET", "/metrics"): "counts only, admin only",
+    ("GET", "/mcp"): "the agent's ungated tools; no conversation is read or written",
+    ("POST", "/mcp"): "the agent's ungated tools; no conversation is read or written",
+    ("DELETE", "/mcp"): "an MCP session",
+}
+
+
+def _alice_tries(server: httpx.Client, method: str, path: str, conversation_id: str, pending: dict) -> bool:
+    """Alice's attempt on bob's conversation through one entrance; True if she was refused as if it did
+    not exist (or, for the list, if it is not listed)."""
+    task_id = f"{conversation_id}~1"
+    target = path.replace("{conversation_id}", conversation_id).replace("{task_id}", task_id)
+    writing = {"messages": [user("mine now", conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+    if (method, path) == ("GET", "/api/conversations"):
+        listed = server.get(target, headers=key(ALICE)).json()["conversations"]
+        return conversation_id not in [c["id"] for c in listed]
+    if (method, path) == ("GET", "/api/audit"):  # the operator's: alice may not read it at all
+        return server.get(target, headers=key(ALICE)).status_code == 403
+    if (method, path) == ("POST", "/a2a"):
+        answer = rpc_call(server, ALICE, "message/send", a2a_message({}, context_id=conversation_id))
+        return "error" in answer
+    if path == "/a2a/tasks/send":
+        body: dict[str, Any] = {"context_id": conversation_id, "message": "mine now"}
+        return server.post(target, headers=key(ALICE), json=body).status_code == 404
+    if path in ("/api/chat", "/api/chat-stream"):
+        return stream_status(server, key(ALICE), writing).status_code == 404
+    return server.request(method, target, headers=key(ALICE)).status_code == 404
+
+
+ENTRANCES = {
+    ("POST", "/api/chat"),
+    ("POST", "/api/chat-stream"),
+    ("GET", "/api/conversations"),
+    ("GET", "/api/conversations/{conversation_id}"),
+    ("DELETE", "/api/conversations/{conversation_id}"),
+    ("POST", "/api/conversations/{conversation_id}/cancel"),
+    ("GET", "/api/audit"),
+    ("POST", "/a2a"),
+    ("POST", "/a2a/tasks/send"),
+    ("GET", "/a2a/tasks/{task_id}"),
+}
+
+
+def _routes(app: Any) -> set[tuple[str, str]]:
+    """Every (method, path) the app serves, routers included (HEAD left out: GET's twin)."""
+    found: set[tuple[str, str]] = set()
+
+    def walk(routes: list[Any]) -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None)
+            if inner is not None:
+                walk(inner.routes)
+                continue
+            for method in getattr(route, "methods", None) or ():
+                if method != "HEAD":
+                    found.add((method, route.path))
+
+    walk(app.routes)
+    return found
+
+
+def test_every_route_of_the_app_is_an_entrance_in_the_table_or_says_why_it_touches_no_conversation():
+    """A new route cannot be added without joining the ownership table below."""
+    from dcaf_like import create_app
+
+    agent = Agent(runtime=FakeRuntime([]), repository=InMemoryConversationRepository())
+    app = create_app(agent, api_keys=KEYS, a2a=True, mcp=True, metrics=True)
+
+    unlisted = _routes(app) - ENTRANCES - set(NO_CONVERSATION)
+    assert not unlisted, (
+        f"routes in no row of the entrance table (tests/e2e/test_ownership_http.py): {unlisted}"
+    )
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(ENTRANCES))
+def test_through_every_entrance_another_identity_finds_nothing_and_changes_nothing(
+    server, cluster, agent, method, path
+):
+    conversation_id, pending = bobs_pending(server)
+    version = agent.repository.get(conversation_id).version
+
+    assert _alice_tries(server, method, path, conversation_id, pending), f"{method} {path} let alice in"
+
+    stored = agent.repository.get(conversation_id)
+    assert stored is not None
+    assert stored.version == version
+    assert [c.status.value for c in stored.tool_calls.values()] == ["pending"]
+    assert cluster.deleted == []
+    assert not agent.repository.cancel_requested(conversation_id, since=0)
