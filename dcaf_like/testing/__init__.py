@@ -8,6 +8,7 @@ from dcaf_like.testing.bedrock_server import BedrockConverseServer
 from dcaf_like.testing.builders import ConversationBuilder, ManualClock
 from dcaf_like.testing.fake_runtime import (
     FakeRuntime,
+    RulesRuntime,
     ScriptExhausted,
     Step,
     fail,
@@ -25,6 +26,7 @@ __all__ = [
     "GeminiServer",
     "ManualClock",
     "OpenAICompatibleServer",
+    "RulesRuntime",
     "ScriptExhausted",
     "Step",
     "fail",

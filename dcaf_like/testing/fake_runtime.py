@@ -75,6 +75,35 @@ def fail(error: Exception) -> Step:
 ScriptItem = Step | ModelToolCall | str | Callable[[ModelRequest], ModelResponse]
 
 
+#: The most steps a script may have: one built from an endless iterator is refused, not read for ever.
+MAX_SCRIPT_STEPS = 100_000
+
+
+def _finite(script: Iterable[ScriptItem]) -> list[ScriptItem]:
+    steps = list(itertools.islice(script, MAX_SCRIPT_STEPS + 1))
+    if len(steps) > MAX_SCRIPT_STEPS:
+        raise ValueError(
+            f"FakeRuntime takes a finite script (at most {MAX_SCRIPT_STEPS} steps), answered in order; "
+            "for an answer that depends on the request, the same on every call and every worker, use "
+            "RulesRuntime(answer)"
+        )
+    return steps
+
+
+def _answer(item: ScriptItem | ModelResponse, request: ModelRequest) -> Step | ModelResponse:
+    if isinstance(item, ModelResponse):
+        return item
+    if isinstance(item, str):
+        return reply(item)
+    if isinstance(item, ModelToolCall):
+        return tool_calls(item)
+    if isinstance(item, Step):
+        if item.error is not None:
+            raise item.error
+        return item
+    return item(request)
+
+
 class FakeRuntime(AgentRuntime):
     """Scripted per model call, in order. Each item is a :class:`Step`, a bare string (a reply), a
     :class:`ModelToolCall` (one call), or a function of the request (for answers that depend on it).
@@ -92,7 +121,7 @@ class FakeRuntime(AgentRuntime):
     ) -> None:
         self.context_window = context_window
         self.accepts = frozenset(accepts)
-        self.script: list[ScriptItem] = list(script)
+        self.script: list[ScriptItem] = _finite(script)
         self.requests: list[ModelRequest] = []
 
     def then(self, *items: ScriptItem) -> FakeRuntime:
@@ -111,16 +140,7 @@ class FakeRuntime(AgentRuntime):
                 f"FakeRuntime was called {index + 1} times but its script has {len(self.script)} steps",
                 runtime=self.name,
             )
-        item = self.script[index]
-        if isinstance(item, str):
-            return reply(item)
-        if isinstance(item, ModelToolCall):
-            return tool_calls(item)
-        if isinstance(item, Step):
-            if item.error is not None:
-                raise item.error
-            return item
-        return item(request)
+        return _answer(self.script[index], request)
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
         step = self._next(request)
@@ -138,3 +158,39 @@ class FakeRuntime(AgentRuntime):
         for chunk in step.chunks if step.chunks is not None else ((step.text,) if step.text else ()):
             yield TextDelta(chunk)
         yield ModelCompleted(step.response())
+
+
+class RulesRuntime(FakeRuntime):
+    """Answers every model call with ``answer(request)``: a :class:`Step`, a bare string (a reply), a
+    :class:`ModelToolCall` or a ``ModelResponse``, from the request alone. It keeps no place in a
+    script, so it answers alike in every worker and process (``dcaf-like serve --workers 2``) and
+    after a restart, where each process's FakeRuntime would start its script again::
+
+        def answer(request: ModelRequest) -> ScriptItem:
+            last = request.messages[-1]
+            if isinstance(last, ToolResult):
+                return f"Done: {last.content}"
+            return tool_call("delete_pod", name="web-1") if "delete" in last.text else "Nothing to do."
+
+        agent = Agent(tools=[delete_pod], runtime=RulesRuntime(answer))
+    """
+
+    name = "rules"
+
+    def __init__(
+        self,
+        answer: Callable[[ModelRequest], ScriptItem | ModelResponse],
+        *,
+        context_window: int | None = None,
+        accepts: Iterable[str] = (),
+    ) -> None:
+        super().__init__((), context_window=context_window, accepts=accepts)
+        self.answer = answer
+
+    @property
+    def remaining(self) -> int:
+        return MAX_SCRIPT_STEPS  # it never runs out
+
+    def _next(self, request: ModelRequest) -> Step | ModelResponse:
+        self.requests.append(request)
+        return _answer(self.answer(request), request)

@@ -53,3 +53,42 @@ def test_the_builder_makes_a_conversation_waiting_for_approval(memory_repository
     assert cluster.deleted == [("default", "web-1")]
     assert response.session == {"step": 2}
     assert response.text == "done"
+
+
+# -- scripts that end, and answers that need none (issue 36) -------------------------------------------
+
+
+def test_a_script_that_never_ends_is_refused_at_once_naming_the_runtime_that_fits():
+    import itertools
+
+    from dcaf_like.testing import FakeRuntime, reply
+
+    with pytest.raises(ValueError, match=r"finite script .* use RulesRuntime\(answer\)"):
+        FakeRuntime(itertools.repeat(reply("Hi.")))
+
+
+def test_rules_runtime_answers_every_call_from_the_request_alone():
+    from dcaf_like import Agent, ToolResult, tool
+    from dcaf_like.testing import RulesRuntime, tool_call
+
+    deleted = []
+
+    @tool
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        deleted.append(name)
+        return f"{name} deleted"
+
+    def answer(request):
+        last = request.messages[-1]
+        if isinstance(last, ToolResult):
+            return f"Done: {last.content}"
+        return tool_call("delete_pod", name=last.text.split()[-1])
+
+    agent = Agent(tools=[delete_pod], runtime=RulesRuntime(answer))
+    for name in ("web-1", "web-2", "web-3"):  # as many turns as asked: no script runs out
+        proposed = agent.run(f"delete {name}")
+        done = agent.approve(proposed.conversation_id, proposed.pending_tool_calls[0].id)
+        assert done.text == f"Done: {name} deleted"
+
+    assert deleted == ["web-1", "web-2", "web-3"]
