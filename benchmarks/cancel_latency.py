@@ -42,7 +42,7 @@ def measure(runs: int) -> list[float]:
                 model.call([("snapshot_volume", {"volume": conversation_id})])
                 answered: list[float] = []
 
-                def turn(conversation_id: str = conversation_id) -> None:
+                def turn(conversation_id: str = conversation_id, answered: list[float] = answered) -> None:
                     body = {"messages": [{"role": "user", "content": "snapshot",
                                           "data": {"conversation_id": conversation_id}}]}  # fmt: skip
                     httpx.post(f"{worker_a.url}/api/chat", json=body, timeout=90)
