@@ -122,6 +122,8 @@ class AuditReport:
         outcome = "every family held" if self.held else "FAILED"
         if self.budget_spent and not self.failed:
             outcome = "OUT OF TIME"
+        elif self.error and not self.failed:  # nothing was tried that could fail: no verdict to copy
+            outcome = "COULD NOT RUN"
         lines = [
             f"# Approval-gate audit of {self.url}: {outcome}",
             "",

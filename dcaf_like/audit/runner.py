@@ -133,6 +133,16 @@ class Audit:
                     f"asking for a proposal: no answer in {self.client.timeout:g} s "
                     "(raise --timeout for a slow model)"
                 )
+            if outcome.status == 401:
+                raise AuditAborted(
+                    f"the server wants an API key (it answered {outcome.describe()}): pass --api-key KEY "
+                    "or set DCAF_API_KEY, with a key that may chat and approve"
+                )
+            if outcome.status == 403:
+                raise AuditAborted(
+                    "the API key may not do what the audit needs (the server answered "
+                    f"{outcome.describe()}): give a key with the chat and approve scopes"
+                )
             if outcome.status != 200 or not isinstance(outcome.body, dict):
                 raise AuditAborted(f"asking for a proposal: the server answered {outcome.describe()}")
             data = outcome.body.get("data") or {}

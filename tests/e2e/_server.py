@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,3 +85,24 @@ def dcaf_like_serve(*args: str, env: Mapping[str, str] | None = None) -> Iterato
         drain.join(timeout=15)
         process.stderr.close()
         served.log = "".join(lines)
+
+
+def until(ready: Callable[[], bool], what: str, seconds: float = 20) -> None:
+    """Wait for `ready` (a bound for a hang, not a measure: the test fails naming `what` past it)."""
+    import pytest
+
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.02)
+
+
+def store_url_of(kind: str, request: Any, tmp_path: Path) -> str:
+    """The ``--store`` URL of a store of `kind` (``sqlite``, ``redis``, ``postgres``) of this test's own,
+    for tests that run several server processes on one store."""
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'conversations.sqlite3'}"
+    if kind == "postgres":
+        return f"{request.getfixturevalue('postgres_url')}?table={request.getfixturevalue('postgres_table')}"
+    return f"{request.getfixturevalue('redis_url')}?prefix={request.getfixturevalue('redis_prefix')}"

@@ -189,3 +189,20 @@ def test_out_of_time_the_report_says_which_families_were_not_reached(control):
     assert report.proposals == report.agent_turns == 0
     assert report.to_markdown().startswith(f"# Approval-gate audit of {url}: OUT OF TIME")
     assert "**Out of time:**" in report.to_markdown()
+
+
+def test_an_audit_that_could_not_run_says_so_and_what_would_let_it_run(cluster):
+    """Issue 36: a keyed server audited without a key headlined FAILED, though the exit status was 2."""
+    from dcaf_like import Agent, create_app
+    from dcaf_like.testing import FakeRuntime
+
+    agent = Agent(tools=cluster.tools(), runtime=FakeRuntime([]))
+    with serving(create_app(agent, api_keys={"k" * 32: "ops"}, ui=False)) as client:
+        report = run_audit(str(client.base_url), propose=PROPOSE)
+
+    headline = report.to_markdown().splitlines()[0]
+    assert headline.endswith(": COULD NOT RUN")
+    assert "FAILED" not in headline
+    assert "--api-key" in report.error
+    assert "DCAF_API_KEY" in report.error
+    assert not report.held

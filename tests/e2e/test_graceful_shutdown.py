@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from pathlib import Path
 
 import httpx
-from _server import dcaf_like_serve
+from _server import dcaf_like_serve, until
 
 from dcaf_like import SqliteConversationRepository
 from dcaf_like.domain import ToolCallStatus
@@ -67,10 +66,7 @@ STOPPED = -signal.SIGTERM
 
 
 def wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not predicate():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.02)
+    until(predicate, what)
 
 
 def draining(url: str) -> bool:

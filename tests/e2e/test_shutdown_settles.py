@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from _helpdesk import user
-from _server import dcaf_like_serve
+from _server import dcaf_like_serve, store_url_of, until
 
 from dcaf_like.stores import open_store
 from dcaf_like.testing import OpenAICompatibleServer
@@ -28,10 +27,7 @@ AGENT = "tests/e2e/long_tool_agent.py:make_agent"
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'conversations.sqlite3'}"
-    url = request.getfixturevalue("postgres_url")
-    return f"{url}?table={request.getfixturevalue('postgres_table')}"
+    return store_url_of(request.param, request, tmp_path)
 
 
 def free_port() -> str:
@@ -65,10 +61,7 @@ def test_sigterm_past_the_grace_settles_the_running_call_and_ends_the_stream_wit
 
             following = threading.Thread(target=follow, daemon=True)
             following.start()
-            deadline = time.monotonic() + 20
-            while not (ledger.exists() and "started" in ledger.read_text()):  # a bounded wait, not a measure
-                assert time.monotonic() < deadline, "the tool never started"
-                time.sleep(0.05)
+            until(lambda: ledger.exists() and "started" in ledger.read_text(), "the tool started")
 
             served.process.send_signal(signal.SIGTERM)
             served.process.wait(timeout=30)  # the tool takes 60 s: the grace period (1 s) ends it
