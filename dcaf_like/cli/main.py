@@ -184,7 +184,8 @@ def _parser() -> argparse.ArgumentParser:
         "chat", help="chat with an agent on the terminal, deciding each call it wants approved"
     )
     chat.add_argument("target", nargs="?", help="FILE.py:NAME or MODULE:NAME, run in this process")
-    chat.add_argument("--url", help="a served agent instead (http://HOST:PORT); key in $DCAF_API_KEY")
+    chat.add_argument("--url", help="a served agent instead (http://HOST:PORT)")
+    chat.add_argument("--api-key", help="with --url: the server's API key (default: $DCAF_API_KEY)")
     chat.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
     chat.add_argument(
         "--store", default=None, help="with a target: where conversations live (default: memory)"
@@ -338,7 +339,10 @@ def _chat(args: argparse.Namespace) -> int:
     transport: LocalAgent | RemoteAgent
     try:
         if args.url is not None:
-            transport = RemoteAgent(args.url, api_key=os.environ.get("DCAF_API_KEY"))
+            transport = RemoteAgent(args.url, api_key=args.api_key or os.environ.get("DCAF_API_KEY"))
+            if (problem := transport.check()) is not None:  # said now, not at the first message
+                print(f"dcaf-like chat: {problem}", file=sys.stderr)
+                return 2
         else:
             target = load_target(args.target, factory=args.factory)
             attach_store(target, args.store, default=None)

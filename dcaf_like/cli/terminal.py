@@ -123,6 +123,23 @@ class RemoteAgent:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
 
+    def check(self) -> str | None:
+        """Why the chat cannot start (None: it can): the server wants a key this client lacks, or
+        refuses the one it has. An empty body is sent, which a server refuses after it read the key
+        (422), so nothing is run or stored."""
+        request = urllib.request.Request(self.url, data=b"{}", headers=self.headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=min(self.timeout, 10)):
+                return None
+        except urllib.error.HTTPError as exc:
+            if exc.code != 401:
+                return None
+            if "Authorization" in self.headers:
+                return f"the server at {self.url} refused the API key (401): check --api-key or DCAF_API_KEY"
+            return f"the server at {self.url} wants an API key (401): pass --api-key KEY or set DCAF_API_KEY"
+        except (urllib.error.URLError, OSError):
+            return None  # not up yet: the chat opens, and a message sent says the server is unreachable
+
     def turn(self, message: dict[str, Any]) -> Iterator[Event]:
         body = json.dumps({"messages": [message]}).encode()
         request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")

@@ -390,3 +390,38 @@ def test_over_http_a_question_is_prompted_for_and_the_tool_runs_with_the_answer(
     chat.type("/quit")
     assert chat.close() == 0
     assert scaled == ["staging/web"]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ((), "pass --api-key KEY or set DCAF_API_KEY"),
+        (("--api-key", "not-the-key-0123456789abc"), "refused the API key"),
+    ],
+)
+def test_a_missing_or_wrong_key_is_said_at_start_naming_the_flag_and_the_variable(start_server, given, said):
+    """Issue 36: the chat opened and failed at the first message with the server's curl-oriented text."""
+    agent = Agent(runtime=FakeRuntime([]))
+    client = start_server(agent, api_keys={"right-key-0123456789abcdef": "alice"})
+    environment = {k: v for k, v in os.environ.items() if k != "DCAF_API_KEY"}
+
+    result = subprocess.run(
+        [COMMAND, "chat", "--url", str(client.base_url), *given],
+        capture_output=True, text=True, timeout=60, check=False, env=environment, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert "you>" not in result.stdout
+
+
+def test_the_right_key_by_flag_opens_the_chat(terminals, start_server):
+    key = "right-key-0123456789abcdef"
+    client = start_server(Agent(runtime=FakeRuntime([reply("Hello.")])), api_keys={key: "alice"})
+    chat = terminals("--url", str(client.base_url), "--api-key", key)
+
+    chat.expect("you> ")
+    chat.type("hi")
+    chat.expect("agent> Hello.")
+    chat.type("/quit")
+    assert chat.close() == 0
