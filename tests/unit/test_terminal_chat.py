@@ -6,6 +6,8 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from dcaf_like import Agent, ToolContext
 from dcaf_like.application.errors import ModelError
 from dcaf_like.cli.terminal import LocalAgent, TerminalChat
@@ -103,6 +105,7 @@ def test_a_local_agent_whose_model_fails_is_an_error_line_with_the_http_status()
     assert "error 502 model_error: provider down" in shown
 
 
+@pytest.mark.own_process  # it interrupts the main thread: under xdist that is the worker's, not the chat's
 def test_ctrl_c_during_a_turn_stops_the_run_at_its_next_step_and_the_chat_goes_on():
     import _thread
     import sys
