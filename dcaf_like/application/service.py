@@ -308,7 +308,8 @@ class AgentService:
                     await repository.arecord_decisions(refused)
             raise
         # Saved before the model is asked when it claims calls (a call never runs twice) and when it
-        # starts a conversation: a run is readable, listed and cancellable from its first moment.
+        # starts a conversation: a run is readable, listed and cancellable from its first moment (its
+        # cost, one save per new conversation, is in docs/benchmarks.md).
         if run.claim or stored is None:
             await self._save(run)
         return run
