@@ -26,8 +26,7 @@ CHILD_TIMEOUT = 1800  # seconds: a child's own tests keep pytest-timeout's limit
 
 
 def should_isolate(item: pytest.Item) -> bool:
-    own = item.get_closest_marker("native") or item.get_closest_marker("own_process")
-    return own is not None and os.environ.get(IN_CHILD) != "1"
+    return item.get_closest_marker("native") is not None and os.environ.get(IN_CHILD) != "1"
 
 
 def lift_parent_timeouts(items: list[pytest.Item]) -> None:

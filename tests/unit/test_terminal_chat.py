@@ -6,8 +6,6 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from dcaf_like import Agent, ToolContext
 from dcaf_like.application.errors import ModelError
 from dcaf_like.cli.terminal import LocalAgent, TerminalChat
@@ -105,33 +103,22 @@ def test_a_local_agent_whose_model_fails_is_an_error_line_with_the_http_status()
     assert "error 502 model_error: provider down" in shown
 
 
-@pytest.mark.own_process  # it interrupts the main thread: under xdist that is the worker's, not the chat's
 def test_ctrl_c_during_a_turn_stops_the_run_at_its_next_step_and_the_chat_goes_on():
-    import _thread
-    import sys
-    import threading
-    import time
-
     from dcaf_like import tool
     from dcaf_like.testing import reply, tool_call, tool_calls
 
     ran = []
 
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt  # as the signal handler does, in the chat's loop while it waits for events
+
     @tool(requires_approval=False)
     def scale(name: str, context: ToolContext) -> str:
         """Scale a deployment."""
         ran.append(name)
-        if name == "web":  # the person presses Ctrl-C while it runs, the chat waiting for events
-            main = threading.main_thread().ident
-            for _ in range(3000):  # until the chat's loop waits for events (a bound, not a measure)
-                frame = sys._current_frames().get(main)
-                if frame is not None and frame.f_code.co_name == "select":
-                    break
-                time.sleep(0.01)
-            _thread.interrupt_main()
-            # Until the cancel it asked for reached this call (a bound for a hang, not a measure): the
-            # interrupt is taken when the chat's loop next wakes, whatever the machine's load.
-            context.cancel_signal.wait(30)
+        if name == "web":  # the person presses Ctrl-C while it runs
+            transport.loop.call_soon_threadsafe(ctrl_c)
+            context.cancel_signal.wait(30)  # until the cancel it asked for reached this call (a bound)
         return f"{name} scaled"
 
     runtime = FakeRuntime(

@@ -454,10 +454,10 @@ def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there(monkeypatc
 
     def drain(node: str, context: ToolContext) -> str:
         began.set()
-        for pod in range(100_000):  # pod after pod, looking between them
+        for pod in range(10_000):  # pod after pod, looking between them
             context.check_cancelled()
             drained.append(pod)
-            began.wait(0.001)
+            context.cancel_signal.wait(0.01)  # a pod's eviction; over at once when a cancel comes
         return "drained every pod"
 
     agent = stopping_agent(drain, monkeypatch)
@@ -466,7 +466,7 @@ def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there(monkeypatc
     (call,) = calls.values()
     assert response.stop_reason == "cancelled"
     assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
-    assert 0 < len(drained) < 100_000
+    assert 0 < len(drained) < 10_000
 
 
 def test_a_def_tool_that_does_not_stop_finishes_and_its_result_is_kept(monkeypatch):
