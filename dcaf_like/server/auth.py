@@ -122,7 +122,7 @@ def decisions_checked(
                 DecisionRecord(
                     conversation_id=conversation_id,
                     call_id=d.call_id,
-                    tool_name=d.tool_name or "",
+                    tool_name="",  # not loaded: never what the client claims the call is
                     fingerprint="",
                     outcome=DecisionOutcome.REFUSED,
                     decided_by=caller.name,
