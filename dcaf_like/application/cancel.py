@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dcaf_like.application.concurrency import at_once
 from dcaf_like.application.errors import ConversationNotFound, InvalidRequest, MissingScope
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.domain import DeciderKind, DecisionOutcome, DecisionRecord, Identity
+from dcaf_like.domain import DecisionRecord, Identity
 
 #: What a conversation id may be: at most 128 of A-Z a-z 0-9 . _ : -
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -49,7 +49,11 @@ class CancelRun:
         check_conversation_id(conversation_id)
         if identity is not None and not identity.can(SCOPE):
             refusal = MissingScope(SCOPE, "stop runs")
-            records = [_refused(conversation_id, identity, entrance, str(refusal), self.clock())]
+            reason = f"cancel refused: {refusal}"
+            at = self.clock()
+            records = [
+                DecisionRecord.refused(conversation_id, reason, by=identity.name, entrance=entrance, at=at)
+            ]
             store.record_decisions(records) if blocking else await store.arecord_decisions(records)
             raise refusal
         found = store.get_recent(conversation_id) if blocking else await store.aget_recent(conversation_id)
@@ -64,21 +68,3 @@ class CancelRun:
     def blocking(self, conversation_id: str, *, identity: Identity | None, entrance: str) -> None:
         """The same, from blocking code (``Agent.cancel``)."""
         at_once(self(conversation_id, identity=identity, entrance=entrance, blocking=True))
-
-
-def _refused(
-    conversation_id: str, identity: Identity, entrance: str, reason: str, at: float
-) -> DecisionRecord:
-    """The audit record of a cancel refused: it names no call (it was about the run)."""
-    return DecisionRecord(
-        conversation_id=conversation_id,
-        call_id="",
-        tool_name="",
-        fingerprint="",
-        outcome=DecisionOutcome.REFUSED,
-        decided_by=identity.name,
-        decider=DeciderKind.HUMAN,
-        entrance=entrance,
-        at=at,
-        reason=f"cancel refused: {reason}",
-    )

@@ -45,6 +45,25 @@ class DecisionRecord:
     question_id: str = ""
     id: str = field(default_factory=lambda: secrets.token_hex(8))
 
+    @classmethod
+    def refused(
+        cls, conversation_id: str, reason: str, *, by: str, entrance: str, at: float, call_id: str = ""
+    ) -> DecisionRecord:
+        """The record of a request refused before its conversation was loaded (a missing scope): it
+        names the call the request named, if any, and no tool (nothing the client claims is evidence)."""
+        return cls(
+            conversation_id=conversation_id,
+            call_id=call_id,
+            tool_name="",
+            fingerprint="",
+            outcome=DecisionOutcome.REFUSED,
+            decided_by=by,
+            decider=DeciderKind.HUMAN,
+            entrance=entrance,
+            at=at,
+            reason=reason,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dcaf_like.application.dto import AgentRequest, ToolDecision
 from dcaf_like.application.errors import MissingScope
-from dcaf_like.domain import Conversation, DeciderKind, DecisionOutcome, DecisionRecord, Identity
+from dcaf_like.domain import Conversation, DecisionRecord, Identity
 from dcaf_like.server.middleware import current_request_id
 
 ENV_VAR = "DCAF_API_KEYS"
@@ -118,18 +118,15 @@ def decisions_checked(
         check_scopes(caller, decides=bool(decisions), chats=chats)
     except MissingScope as refusal:
         if decisions and conversation_id and refusal.scope == "approve":
+            when = time.time() if at is None else at
             refusal.refused = tuple(
-                DecisionRecord(
-                    conversation_id=conversation_id,
-                    call_id=d.call_id,
-                    tool_name="",  # not loaded: never what the client claims the call is
-                    fingerprint="",
-                    outcome=DecisionOutcome.REFUSED,
-                    decided_by=caller.name,
-                    decider=DeciderKind.HUMAN,
+                DecisionRecord.refused(
+                    conversation_id,
+                    str(refusal),
+                    by=caller.name,
                     entrance=entrance,
-                    at=time.time() if at is None else at,
-                    reason=str(refusal),
+                    at=when,
+                    call_id=d.call_id,
                 )
                 for d in decisions
             )
