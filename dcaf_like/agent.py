@@ -66,7 +66,10 @@ class Agent:
             (`approval_ttl`); ``math.inf``: no limit, whatever the approval window.
         approver: Asked during the run about each call that needs approval (a CLI prompt) instead
             of suspending the turn; returns an ``ApprovalAnswer`` or a bool.
-        clock: The time, in seconds since the epoch (tests pass a fake one).
+        clock: The time, in seconds since the epoch: approval and question windows and leases are
+            measured by it. A clock with a ``monotonic()`` method (the test kit's ``ManualClock``)
+            also measures the turn's time limit and the reads of cancel requests, so a test moves
+            time instead of sleeping (docs/runs.md, "Testing a time limit without waiting").
         tracer: Where spans of turns, model calls, tools and decisions go; by default
             OpenTelemetry's global tracer provider when opentelemetry is installed, else nowhere.
         turn_timeout: Seconds a whole turn may take; it then ends with

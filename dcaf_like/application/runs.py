@@ -50,12 +50,17 @@ def _host() -> str:
 
 
 async def arun_tool(
-    effect: RunTool, span: Span, *, renew: Callable[[], Awaitable[None]], every: float
+    effect: RunTool,
+    span: Span,
+    *,
+    renew: Callable[[], Awaitable[None]],
+    every: float,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> ToolOutcome:
-    """Run the tool, calling `renew` every `every` seconds while it runs, and giving up on it at
-    ``effect.timeout``: an ``async def`` tool is cancelled; a plain ``def`` tool runs in a thread,
-    which cannot be stopped, so its late result is logged and not used."""
-    renewal = _LoopRenewal(renew, every, effect)
+    """Run the tool, calling `renew` every `every` seconds (by `monotonic`) while it runs, and giving
+    up on it at ``effect.timeout``: an ``async def`` tool is cancelled; a plain ``def`` tool runs in a
+    thread, which cannot be stopped, so its late result is logged and not used."""
+    renewal = _LoopRenewal(renew, every, effect, monotonic)
     report = _Report(effect, span)
     try:
         if effect.timeout is None:
@@ -258,19 +263,25 @@ def _in_thread(effect: RunTool) -> ToolOutcome:
 
 class _LoopRenewal:
     """Renews a lease every `every` seconds on the running event loop, until stopped. It costs no timer
-    of its own: the loop's :class:`_Ticker` tells it the time."""
+    of its own: the loop's :class:`_Ticker` asks it when to renew, by the agent's clock."""
 
-    def __init__(self, renew: Callable[[], Awaitable[None]], every: float, effect: RunTool) -> None:
-        self._renew, self._every, self._effect = renew, every, effect
-        self._due = time.monotonic() + every
+    def __init__(
+        self,
+        renew: Callable[[], Awaitable[None]],
+        every: float,
+        effect: RunTool,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._renew, self._every, self._effect, self._now = renew, every, effect, monotonic
+        self._due = monotonic() + every
         self._running: asyncio.Task[None] | None = None
         self._stopped = False
         self._ticker = _Ticker.of(asyncio.get_running_loop())
         self._ticker.add(self, every)
 
-    def due(self, now: float) -> None:
+    def due(self) -> None:
         """Renew now if `every` has passed since the last renewal (one at a time)."""
-        if now >= self._due and self._running is None and not self._stopped:
+        if self._running is None and not self._stopped and self._now() >= self._due:
             self._running = asyncio.get_running_loop().create_task(self._renewing())
 
     async def _renewing(self) -> None:
@@ -278,7 +289,7 @@ class _LoopRenewal:
             await self._renew()
         except Exception as exc:  # the tool goes on; its lease may run out (docs/runs.md)
             _renewal_failed(self._effect, exc)
-        self._due = time.monotonic() + self._every
+        self._due = self._now() + self._every
         self._running = None
 
     async def stop(self) -> None:
@@ -484,19 +495,20 @@ class RunCancelled(Exception):
 
 
 class CancelPoll:
-    """Asks `check` every `every` seconds, from the first step on, whether the turn was cancelled, and
-    interrupts the step under way (:meth:`step`) when it was. The polls of one event loop share one
-    timer (:class:`_Ticker`): a model call shorter than `every` costs no timer and no store read; a
-    longer one reads the store about once per `every`."""
+    """Asks `check` every `every` seconds (by `monotonic`, the agent clock's), from the first step on,
+    whether the turn was cancelled, and interrupts the step under way (:meth:`step`) when it was. The
+    polls of one event loop share one timer (:class:`_Ticker`): a model call shorter than `every`
+    costs no timer and no store read; a longer one reads the store about once per `every`."""
 
     def __init__(
         self,
         check: Callable[[], Awaitable[bool]],
         every: float,
         on_cancel: Callable[[], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._check, self._every, self._on_cancel = check, every, on_cancel
-        self._due = time.monotonic() + every
+        self._check, self._every, self._on_cancel, self._now = check, every, on_cancel, monotonic
+        self._due = monotonic() + every
         self._asking: asyncio.Task[None] | None = None
         self._stepping: asyncio.Task[Any] | None = None
         self._closed = False
@@ -532,9 +544,9 @@ class CancelPoll:
                 return
             yield item
 
-    def due(self, now: float) -> None:
+    def due(self) -> None:
         """Ask `check` now if `every` has passed since the last answer (one question at a time)."""
-        if now >= self._due and self._asking is None and not self._closed:
+        if self._asking is None and not self._closed and self._now() >= self._due:
             self._asking = asyncio.get_running_loop().create_task(self._ask())
 
     async def _ask(self) -> None:
@@ -554,7 +566,7 @@ class CancelPoll:
             if self._stepping is not None:
                 self._stepping.cancel()
         else:
-            self._due = time.monotonic() + self._every
+            self._due = self._now() + self._every
 
     def close(self) -> None:
         self._closed = True
@@ -564,14 +576,15 @@ class CancelPoll:
 
 
 class _Timed(Protocol):
-    def due(self, now: float) -> None:
-        """Act if it is time (`now` is ``time.monotonic()``)."""
+    def due(self) -> None:
+        """Act if it is time, by the job's own clock (its agent's)."""
 
 
 class _Ticker:
     """The one timer of an event loop's periodic jobs (cancel polls, lease renewals): it ticks every
-    half of the shortest period of those registered while any is, tells each one the time, and stops
-    when none is left. A job that ends before its period costs a set's add and discard, not a timer."""
+    half of the shortest period of those registered while any is, asks each one to act if it is time
+    by its own clock, and stops when none is left. A job that ends before its period costs a set's add
+    and discard, not a timer."""
 
     _of_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker]] = (
         weakref.WeakKeyDictionary()
@@ -613,7 +626,6 @@ class _Ticker:
         if not self._jobs:
             self._period = float("inf")
             return
-        now = time.monotonic()
         for job in list(self._jobs):
-            job.due(now)
+            job.due()
         self._arm()

@@ -13,6 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from dcaf_like.application.clock import monotonic_of
 from dcaf_like.application.concurrency import at_once, resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
@@ -101,7 +102,8 @@ InstructionProvider = Callable[[RunContext[Any]], str | Awaitable[str]]
 #: The reason an answer a question does not take is refused with, in the audit trail.
 REFUSED_ANSWER = "the question does not take this answer"
 
-#: Seconds between two reads of the store for a cancel request while the model answers (async only).
+#: Seconds (by the agent's clock) between two reads of the store for a cancel request while the model
+#: answers or a tool runs (async ports only).
 CANCEL_POLL = 0.5
 
 
@@ -150,6 +152,7 @@ class AgentService:
         self.system = system
         self.approver = approver
         self.clock = clock
+        self.monotonic = monotonic_of(clock)
         self.tracer: Tracer = tracer or NoTracer()
         self.name = name
         #: Who this service is when it holds a lease on a call it runs.
@@ -172,6 +175,7 @@ class AgentService:
             runtime_name=runtime.name,
             agent_name=name,
             clock=clock,
+            monotonic=self.monotonic,
             system=system if isinstance(system, str) else None,
             worker=self.worker,
             lease_ttl=lease_ttl,
@@ -468,7 +472,11 @@ class AgentService:
         if run.blocking:
             return span, left if the_turns else own, the_turns, None
         conversation_id, since, repository = run.conversation.id, run.started, self.repository
-        poll = CancelPoll(lambda: repository.acancel_requested(conversation_id, since=since), CANCEL_POLL)
+        poll = CancelPoll(
+            lambda: repository.acancel_requested(conversation_id, since=since),
+            CANCEL_POLL,
+            monotonic=self.monotonic,
+        )
         return span, left if the_turns else own, the_turns, poll
 
     def _stopped(self, exc: Exception, span: Span, seconds: float | None, the_turns: bool) -> Stopped:
@@ -523,8 +531,9 @@ class AgentService:
             lambda: repository.acancel_requested(conversation_id, since=since),
             CANCEL_POLL,
             on_cancel=effect.context.cancel_signal.set,
+            monotonic=self.monotonic,
         )
-        running = arun_tool(effect, span, renew=renew, every=every)
+        running = arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
         try:
             return await (poll.step(running) if effect.tool.is_async else running)
         except RunCancelled:

@@ -214,6 +214,8 @@ class TurnSettings:
     runtime_name: str = ""
     agent_name: str = ""
     clock: Callable[[], float] = time.time
+    #: What the turn's time limit is measured by (the agent clock's monotonic reading).
+    monotonic: Callable[[], float] = time.monotonic
     #: Instructions that are the same every turn; None when they are resolved per turn.
     system: str | None = None
     #: Who runs this turn's tools (a lease names it), and for how long a lease holds unless renewed.
@@ -265,7 +267,7 @@ class Turn:
     # Under a context window: the block of each message (by its position in the conversation) whose
     # calls have all settled, with its tokens; it reads the same for the rest of the turn.
     _settled_blocks: dict[int, tuple[Block, int]] = field(init=False, default_factory=dict)
-    # time.monotonic() when the turn's time limit runs out (None: no limit).
+    # settings.monotonic() when the turn's time limit runs out (None: no limit).
     _deadline: float | None = field(init=False, default=None)
     # Model calls and tool runs so far: every step after the first checks for a cancel.
     _steps: int = field(init=False, default=0)
@@ -278,7 +280,7 @@ class Turn:
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
         if self.settings.turn_timeout is not None:
-            self._deadline = time.monotonic() + self.settings.turn_timeout
+            self._deadline = self.settings.monotonic() + self.settings.turn_timeout
         if self.emits:
             yield Emit(RunStarted(self.conversation.id))
         for call_id in (*self.interrupted_now, *self.declined_now):
@@ -627,7 +629,7 @@ class Turn:
             return None
 
     def _time_left(self) -> float | None:
-        return None if self._deadline is None else self._deadline - time.monotonic()
+        return None if self._deadline is None else self._deadline - self.settings.monotonic()
 
     def _why_not_run(self, stopped: str) -> str:
         if stopped == CANCELLED:

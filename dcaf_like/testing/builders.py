@@ -9,13 +9,17 @@ from dcaf_like.domain import Conversation, ToolInput
 
 class ManualClock:
     """A clock a test moves by hand, for ``Agent(clock=...)`` and the stores' ``clock=``: approval and
-    question windows, leases and retention, without sleeping. ``clock.now += 3600`` or
-    ``clock.advance(3600)``."""
+    question windows, leases, retention, the turn's time limit and the cancel poll of a running turn,
+    without sleeping. ``clock.now += 3600`` or ``clock.advance(3600)``."""
 
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now
 
     def __call__(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        """The same time: an agent measures its time limits by it (``dcaf_like.application.clock``)."""
         return self.now
 
     def advance(self, seconds: float) -> None:

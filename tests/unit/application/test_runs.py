@@ -21,6 +21,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.application.runs import STOPPED_BY_CANCEL
+from dcaf_like.application.service import CANCEL_POLL
 from dcaf_like.application.turn import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
 from dcaf_like.helpdesk.protocol import assistant_message
@@ -285,6 +286,46 @@ def test_a_turn_past_its_time_limit_stops_and_the_conversation_stays_usable(api)
     assert "the turn's time limit of 0.1 s" in results_seen_by_model(runtime)[0].content
 
 
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_turn_whose_time_limit_passes_during_a_tool_stops_before_the_next_model_call(api):
+    """The limit is measured by the agent's clock: a test moves it instead of waiting."""
+    clock = ManualClock()
+
+    @tool(requires_approval=False)
+    def rollout_status() -> str:
+        """Wait for a rollout."""
+        clock.advance(61)  # the rollout took a minute
+        return "rolled out"
+
+    runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("Rolled out.")])
+    agent = Agent(tools=[rollout_status], runtime=runtime, turn_timeout=60, clock=clock)
+
+    response = agent.run("roll out") if api == "sync" else asyncio.run(agent.arun("roll out"))
+
+    assert response.stop_reason == "turn_timeout"
+    [call] = response.executed_tool_calls
+    assert (call.status, call.output) == ("executed", "rolled out")  # it ended in time: its result is kept
+    assert len(runtime.requests) == 1
+    assert agent.decide(response.conversation_id, []).text == "Rolled out."
+
+
+def test_a_turn_with_time_left_on_the_agents_clock_goes_on_however_long_the_machine_takes():
+    clock = ManualClock()
+
+    @tool(requires_approval=False)
+    def rollout_status() -> str:
+        """Wait for a rollout."""
+        clock.advance(59)
+        return "rolled out"
+
+    runtime = FakeRuntime([tool_calls(tool_call("rollout_status")), reply("Rolled out.")])
+    agent = Agent(tools=[rollout_status], runtime=runtime, turn_timeout=60, clock=clock)
+
+    response = agent.run("roll out")
+
+    assert (response.stop_reason, response.text) == ("end_turn", "Rolled out.")
+
+
 class HangingRuntime(FakeRuntime):
     """Answers from its script, except while `hang` is set: then it waits for `release`."""
 
@@ -415,23 +456,24 @@ def test_a_cancel_of_a_conversation_the_store_does_not_hold_is_refused_and_write
 # -- stopping a running tool (docs/runs.md, "Stopping a running tool") -------------------------------
 
 
-def stopping_agent(step, monkeypatch):
-    """An agent whose one tool, `drain_node`, is `step`; cancels are read every hundredth of a second."""
-    monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
+def stopping_agent(step):
+    """An agent whose one tool, `drain_node`, is `step`, on a clock the test moves."""
     drain = tool(requires_approval=False, name="drain_node")(step)
     runtime = FakeRuntime([tool_calls(tool_call("drain_node", node="n1")), reply("never read")])
-    return Agent(tools=[drain], runtime=runtime)
+    return Agent(tools=[drain], runtime=runtime, clock=ManualClock())
 
 
 async def cancel_once_started(agent, started, conversation_id="conv_drain"):
+    """Cancel the run once `started`, then move the agent's clock past the poll that reads cancels."""
     running = asyncio.ensure_future(agent.arun("drain n1", conversation_id=conversation_id))
     await started()
     await agent.acancel(conversation_id)
+    agent.clock.advance(CANCEL_POLL)
     response = await running
     return response, (await agent.repository.aget(conversation_id)).tool_calls
 
 
-def test_a_cancel_stops_an_async_tool_while_it_runs(monkeypatch):
+def test_a_cancel_stops_an_async_tool_while_it_runs():
     began, finished = asyncio.Event(), []
 
     async def drain(node: str) -> str:
@@ -440,7 +482,7 @@ def test_a_cancel_stops_an_async_tool_while_it_runs(monkeypatch):
         finished.append(node)
         return "drained"
 
-    agent = stopping_agent(drain, monkeypatch)
+    agent = stopping_agent(drain)
     response, calls = asyncio.run(cancel_once_started(agent, began.wait))
 
     (call,) = calls.values()
@@ -449,7 +491,7 @@ def test_a_cancel_stops_an_async_tool_while_it_runs(monkeypatch):
     assert finished == []
 
 
-def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there(monkeypatch):
+def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there():
     began, drained = threading.Event(), []
 
     def drain(node: str, context: ToolContext) -> str:
@@ -460,7 +502,7 @@ def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there(monkeypatc
             context.cancel_signal.wait(0.01)  # a pod's eviction; over at once when a cancel comes
         return "drained every pod"
 
-    agent = stopping_agent(drain, monkeypatch)
+    agent = stopping_agent(drain)
     response, calls = asyncio.run(cancel_once_started(agent, lambda: asyncio.to_thread(began.wait)))
 
     (call,) = calls.values()
@@ -469,7 +511,7 @@ def test_a_def_tool_sees_the_cancel_at_its_next_check_and_stops_there(monkeypatc
     assert 0 < len(drained) < 10_000
 
 
-def test_a_def_tool_that_does_not_stop_finishes_and_its_result_is_kept(monkeypatch):
+def test_a_def_tool_that_does_not_stop_finishes_and_its_result_is_kept():
     """No one can stop a def tool from outside: one that goes on to its end is recorded as it ended."""
     began = threading.Event()
 
@@ -478,7 +520,7 @@ def test_a_def_tool_that_does_not_stop_finishes_and_its_result_is_kept(monkeypat
         context.cancel_signal.wait(30)  # its work outlasts the cancel (30 s: a bound for a hang)
         return f"drained {node}; told to stop: {context.cancelled}"
 
-    agent = stopping_agent(drain, monkeypatch)
+    agent = stopping_agent(drain)
     response, calls = asyncio.run(cancel_once_started(agent, lambda: asyncio.to_thread(began.wait)))
 
     (call,) = calls.values()
@@ -527,10 +569,9 @@ def test_a_first_turn_is_readable_and_listed_while_it_waits_for_the_model():
 
 
 @pytest.mark.parametrize("api", ["arun", "arun_stream"])
-def test_a_cancel_stops_a_turn_waiting_for_the_model(api, monkeypatch):
-    monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
+def test_a_cancel_stops_a_turn_waiting_for_the_model(api):
     runtime = WaitingRuntime([reply("never read")])
-    agent = Agent(runtime=runtime)
+    agent = Agent(runtime=runtime, clock=ManualClock())
 
     async def run_and_cancel():
         if api == "arun":
@@ -545,6 +586,7 @@ def test_a_cancel_stops_a_turn_waiting_for_the_model(api, monkeypatch):
             running = asyncio.ensure_future(last_event())
         await runtime.asked.wait()
         await agent.acancel("conv_c")
+        agent.clock.advance(CANCEL_POLL)  # the poll that reads cancels is due
         return await asyncio.wait_for(running, 10)
 
     outcome = asyncio.run(run_and_cancel())
@@ -583,10 +625,9 @@ class WaitingByConversation(FakeRuntime):
         return ModelResponse(text=f"answered {first}")
 
 
-def test_turns_waiting_for_the_model_at_once_are_each_stopped_by_their_own_cancel_only(monkeypatch):
-    monkeypatch.setattr("dcaf_like.application.service.CANCEL_POLL", 0.01)
+def test_turns_waiting_for_the_model_at_once_are_each_stopped_by_their_own_cancel_only():
     runtime = WaitingByConversation()
-    agent = Agent(runtime=runtime)
+    agent = Agent(runtime=runtime, clock=ManualClock())
 
     async def two_turns_one_cancelled():
         runtime.asked = {"first": asyncio.Event(), "second": asyncio.Event()}
@@ -595,6 +636,7 @@ def test_turns_waiting_for_the_model_at_once_are_each_stopped_by_their_own_cance
         await runtime.asked["first"].wait()
         await runtime.asked["second"].wait()
         await agent.acancel("conv_1")
+        agent.clock.advance(CANCEL_POLL)
         stopped = await asyncio.wait_for(first, 10)
         runtime.answer.set()
         return stopped, await asyncio.wait_for(second, 10)
