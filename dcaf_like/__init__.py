@@ -40,6 +40,7 @@ from dcaf_like.application.errors import (
 )
 from dcaf_like.application.events import (
     ApprovalRequired,
+    CancelRequested,
     Done,
     QuestionAsked,
     RunFailed,
@@ -182,6 +183,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequired",
     "AssistantTurn",
+    "CancelRequested",
     "ConcurrencyConflict",
     "ContextPolicy",
     "ContextWindow",

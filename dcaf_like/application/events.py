@@ -92,6 +92,15 @@ class RunFailed:
     type: str = field(default="error", init=False)
 
 
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """The run saw a cancel (docs/runs.md, "Cancel"): it stops at once, or, for a plain ``def`` tool
+    that does not look, once the tool ends. Sent once per turn, before the settled calls and ``Done``."""
+
+    conversation_id: str
+    type: str = field(default="cancel_requested", init=False)
+
+
 StreamEvent = (
     RunStarted
     | TextDelta
@@ -103,6 +112,7 @@ StreamEvent = (
     | ToolFinished
     | ToolRejected
     | QuestionAsked
+    | CancelRequested
     | Done
     | RunFailed
 )

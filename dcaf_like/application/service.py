@@ -27,7 +27,7 @@ from dcaf_like.application.errors import (
     UnsupportedPart,
     scrub_exception,
 )
-from dcaf_like.application.events import Done, RunFailed, StreamEvent, ToolProgress
+from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent, ToolProgress
 from dcaf_like.application.hooks import Hooks, Purpose, hook_context
 from dcaf_like.application.messages import (
     ModelCompleted,
@@ -243,8 +243,8 @@ class AgentService:
         :func:`_at_once_each`: nothing here then waits on an event loop); else with the async ones.
         Without `streams` the turn builds no events and the model is asked without streaming."""
         # The effects whose events reach the stream: the model's deltas; a tool's progress reports
-        # when served (a blocking stream drops them, docs/runs.md).
-        streamed = (CallModel,) if blocking else (CallModel, RunTool)
+        # when served (a blocking stream drops them, docs/runs.md); a cancel seen between steps.
+        streamed = (CallModel, CheckCancel) if blocking else (CallModel, RunTool, CheckCancel)
         span = self._start_span(request)
         run: _Run | None = None
         try:
@@ -335,13 +335,22 @@ class AgentService:
 
     def _streamed(
         self, effect: Effect, run: _Run
-    ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome, None]:
-        """Perform a model call or a tool run that streams: its events as they come (the model's
-        deltas, the tool's progress), then what the turn is sent back."""
+    ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome | bool, None]:
+        """Perform a model call, a tool run or a cancel check that streams: its events as they come
+        (the model's deltas, the tool's progress, the cancel's acknowledgement), then what the turn is
+        sent back."""
         if isinstance(effect, CallModel):
             return self._stream_model(effect, run)
+        if isinstance(effect, CheckCancel):
+            return self._check_cancel_streamed(run)
         assert isinstance(effect, RunTool), effect
         return self._run_reporting(effect, run)
+
+    async def _check_cancel_streamed(self, run: _Run) -> AsyncGenerator[CancelRequested | bool, None]:
+        cancelled = await self._cancel_requested(run)
+        if cancelled and (ack := run.acknowledge_cancel()) is not None:
+            yield ack
+        yield cancelled
 
     def _perform(self, effect: Effect, run: _Run) -> Awaitable[Any]:
         """What performs an effect that streams nothing; awaited, it is what the turn is sent back."""
@@ -435,8 +444,9 @@ class AgentService:
 
     async def _stream_model(
         self, effect: CallModel, run: _Run
-    ) -> AsyncGenerator[TextDelta | ReasoningDelta | ModelResponse | Stopped, None]:
-        """The model's deltas as they come, then its response (or why the turn stops waiting)."""
+    ) -> AsyncGenerator[TextDelta | ReasoningDelta | CancelRequested | ModelResponse | Stopped, None]:
+        """The model's deltas as they come, then its response (or why the turn stops waiting, after
+        the acknowledgement of a cancel)."""
         span, seconds, the_turns, poll = self._model_call(effect, run)
         try:
             if poll is None:
@@ -451,7 +461,10 @@ class AgentService:
                     return
                 yield event
         except Exception as exc:
-            yield self._stopped(exc, span, seconds, the_turns)
+            stopped = self._stopped(exc, span, seconds, the_turns)
+            if stopped.reason == CANCELLED and (ack := run.acknowledge_cancel()) is not None:
+                yield ack
+            yield stopped
             return
         finally:
             _end(span, poll)
@@ -527,10 +540,16 @@ class AgentService:
         # async def tool is cancelled; a def tool, which no one can stop from outside, sees its
         # context's cancel signal and may stop at its next check.
         conversation_id, since, repository = run.conversation.id, run.started, self.repository
+        signal = effect.context.cancel_signal
+
+        def on_cancel() -> None:
+            signal.set()
+            run.cancel_seen()
+
         poll = CancelPoll(
             lambda: repository.acancel_requested(conversation_id, since=since),
             CANCEL_POLL,
-            on_cancel=effect.context.cancel_signal.set,
+            on_cancel=on_cancel,
             monotonic=self.monotonic,
         )
         running = arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
@@ -548,11 +567,11 @@ class AgentService:
 
     async def _run_reporting(
         self, effect: RunTool, run: _Run
-    ) -> AsyncGenerator[ToolProgress | ToolOutcome, None]:
+    ) -> AsyncGenerator[ToolProgress | CancelRequested | ToolOutcome, None]:
         """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
-        thread), then its ToolOutcome."""
+        thread) and a cancel's acknowledgement as soon as it is seen, then its ToolOutcome."""
         loop = asyncio.get_running_loop()
-        reports: asyncio.Queue[ToolProgress] = asyncio.Queue()
+        reports: asyncio.Queue[ToolProgress | CancelRequested] = asyncio.Queue()
         call_id, name = effect.context.call_id, effect.tool.name
 
         def report(message: str, fraction: float | None) -> None:
@@ -565,7 +584,12 @@ class AgentService:
                 pass
             loop.call_soon_threadsafe(reports.put_nowait, event)
 
+        def acknowledge() -> None:  # the cancel poll saw a cancel while the tool runs: say so at once
+            if (ack := run.acknowledge_cancel()) is not None:
+                reports.put_nowait(ack)
+
         effect.context = replace(effect.context, on_progress=report)
+        run.on_cancel_seen = acknowledge
         running = asyncio.ensure_future(self._run_tool(effect, run))
         try:
             while not running.done():
@@ -578,6 +602,7 @@ class AgentService:
             while not reports.empty():
                 yield reports.get_nowait()
         finally:
+            run.on_cancel_seen = None
             if not running.done():
                 # Stopped (a shutdown past its grace period): the tool's run settles its call before
                 # the driver's last save, so the save carries it (not left approved under its lease).
@@ -751,6 +776,21 @@ class _Run:
     blocking: bool
     #: The request approved calls: their claim is saved before the turn goes on.
     claim: bool = False
+    #: Called when a cancel poll sees a cancel while a streamed tool runs (it acknowledges it).
+    on_cancel_seen: Callable[[], None] | None = None
+    #: The stream said it saw a cancel (once per turn).
+    cancel_acknowledged: bool = False
+
+    def cancel_seen(self) -> None:
+        if self.on_cancel_seen is not None:
+            self.on_cancel_seen()
+
+    def acknowledge_cancel(self) -> CancelRequested | None:
+        """The event that tells the stream a cancel was seen, the first time only."""
+        if self.cancel_acknowledged:
+            return None
+        self.cancel_acknowledged = True
+        return CancelRequested(self.conversation.id)
 
 
 async def _each(items: Iterable[T]) -> AsyncIterator[T]:
@@ -765,7 +805,7 @@ async def _resolved(value: Any, blocking: bool) -> Any:
 
 
 #: What a streamed effect ends with: the answer the turn is sent back.
-_ANSWERS = (ModelResponse, Stopped, ToolOutcome)
+_ANSWERS = (ModelResponse, Stopped, ToolOutcome, bool)
 
 
 def _end(span: Span, poll: CancelPoll | None) -> None:

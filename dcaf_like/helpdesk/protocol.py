@@ -33,6 +33,7 @@ from dcaf_like.application.dto import (
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import (
     ApprovalRequired,
+    CancelRequested,
     Done,
     QuestionAsked,
     RunFailed,
@@ -612,6 +613,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
     if isinstance(event, QuestionAsked):
         return [{"type": "question_asked", "question": question_data(event.question)}]
+    if isinstance(event, CancelRequested):
+        return [{"type": "cancel_requested", "conversation_id": event.conversation_id}]
     if isinstance(event, Done):
         message = assistant_message(event.response, request_id=request_id)
         return [{"type": "done", "conversation_id": event.response.conversation_id, "message": message}]

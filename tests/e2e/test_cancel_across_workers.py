@@ -4,6 +4,7 @@ worker B (docs/runs.md, "Cancelling a run" and "Stopping a running tool")."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
@@ -27,9 +28,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def cancel_from_b(
     target: str, store_url: str, tmp_path: Path, script: Callable[[OpenAICompatibleServer], None],
     started: Callable[[OpenAICompatibleServer], bool], then: dict[str, Any] | None = None,
+    stream: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """Worker A runs a turn (the model scripted by `script`); once `started`, worker B is asked to
-    cancel it; then (optionally) `then` is sent to worker B. What each answered, and the conversation."""
+    """Worker A runs a turn (the model scripted by `script`; streamed if `stream`, its NDJSON lines
+    in "lines"); once `started`, worker B is asked to cancel it; then (optionally) `then` is sent to
+    worker B. What each answered, and the conversation."""
     conversation_id = f"conv_{uuid.uuid4().hex[:24]}"  # chosen by the client, so it can cancel the first turn
     serve = (target, "--factory", "--port", "0", "--store", store_url)
     seen: dict[str, Any] = {"conversation_id": conversation_id}
@@ -47,7 +50,18 @@ def cancel_from_b(
                 turn = {"messages": [user(text, conversation_id=conversation_id)]}
                 return httpx.post(f"{worker.url}/api/chat", json=turn, timeout=50)
 
-            asking = threading.Thread(target=lambda: seen.update(response=ask(worker_a, "go")), daemon=True)
+            def ask_streamed(worker: Served, text: str) -> None:
+                turn = {"messages": [user(text, conversation_id=conversation_id)]}
+                with httpx.stream("POST", f"{worker.url}/api/chat-stream", json=turn, timeout=50) as answer:
+                    seen["lines"] = [json.loads(line) for line in answer.iter_lines() if line]
+
+            def go() -> None:
+                if stream:
+                    ask_streamed(worker_a, "go")
+                else:
+                    seen["response"] = ask(worker_a, "go")
+
+            asking = threading.Thread(target=go, daemon=True)
             asking.start()
             until(lambda: started(model), "worker A's turn started")
             seen["cancel"] = httpx.post(
@@ -103,3 +117,37 @@ def test_a_cancel_sent_to_worker_b_stops_an_async_tool_running_on_worker_a(
         "stopped: the run was cancelled while the tool ran; it may have done part of its work",
     )
     assert ledger.read_text() == "started vol-1\n"
+
+
+def test_a_stream_on_worker_a_acknowledges_a_cancel_sent_to_worker_b_then_settles_the_call(
+    store_url: str, tmp_path: Path
+) -> None:
+    """docs/runs.md, "Cancel": the stream says `cancel_requested` at once, then the settled call,
+    then `done`."""
+    ledger = tmp_path / "ledger.log"
+    seen = cancel_from_b(
+        "tests/e2e/long_tool_agent.py:make_agent", store_url, tmp_path,
+        lambda model: model.call([("snapshot_volume", {"volume": "vol-1"})]),
+        started=lambda model: ledger.exists() and "started" in ledger.read_text(), stream=True,
+    )  # fmt: skip
+
+    assert seen["cancel"].status_code == 202
+    kinds = [line["type"] for line in seen["lines"] if line["type"] in LIFECYCLE]
+    assert kinds == [
+        "run_started",
+        "tool_call_proposed",
+        "tool_started",
+        "cancel_requested",
+        "tool_finished",
+        "done",
+    ]
+    acknowledged = next(line for line in seen["lines"] if line["type"] == "cancel_requested")
+    assert acknowledged["conversation_id"] == seen["conversation_id"]
+    finished = next(line for line in seen["lines"] if line["type"] == "tool_finished")
+    assert finished["tool_call"]["status"] == "failed"
+    assert seen["lines"][-1]["type"] == "done"
+    assert ledger.read_text() == "started vol-1\n"
+
+
+#: The typed lifecycle events (the seed's events come beside them).
+LIFECYCLE = {"run_started", "tool_call_proposed", "tool_started", "cancel_requested", "tool_finished", "done"}

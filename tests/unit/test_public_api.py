@@ -43,6 +43,7 @@ EXPORTED = {
     "ApprovalPolicy",
     "ApprovalRequired",
     "AssistantTurn",
+    "CancelRequested",
     "ConcurrencyConflict",
     "ContextPolicy",
     "ContextWindow",

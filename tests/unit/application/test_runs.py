@@ -718,3 +718,126 @@ def test_progress_refuses_a_fraction_outside_zero_to_one(fraction):
     with pytest.raises(ValueError, match="fraction must be between 0 and 1"):
         context.progress("halfway", fraction=fraction)
     context.progress("no one listens")  # nobody streams: nothing happens
+
+
+# -- the stream acknowledges a cancel (docs/runs.md, "Cancel": "The stream says so at once") ---------
+
+
+def types_of(events):
+    return [e.type for e in events]
+
+
+def test_a_stream_waiting_for_the_model_says_it_saw_the_cancel_then_ends_cancelled():
+    runtime = WaitingRuntime([reply("never read")])
+    agent = Agent(runtime=runtime, clock=ManualClock())
+
+    async def stream_and_cancel():
+        events = []
+
+        async def read():
+            async for event in agent.arun_stream("summarize the incident", conversation_id="conv_s"):
+                events.append(event)
+
+        reading = asyncio.ensure_future(read())
+        await runtime.asked.wait()
+        await agent.acancel("conv_s")
+        agent.clock.advance(CANCEL_POLL)
+        await asyncio.wait_for(reading, 10)
+        return events
+
+    events = asyncio.run(stream_and_cancel())
+
+    assert types_of(events) == ["run_started", "cancel_requested", "done"]
+    assert events[1].conversation_id == "conv_s"
+    assert events[-1].response.stop_reason == "cancelled"
+
+
+def test_a_stream_says_it_saw_the_cancel_while_a_def_tool_that_does_not_look_still_runs():
+    """The acknowledgement does not wait for the tool: this one ends only after the stream said it."""
+    acknowledged, began = threading.Event(), threading.Event()
+
+    def drain(node: str) -> str:
+        began.set()
+        acknowledged.wait(30)  # a bound for a hang: the test sets it on reading the acknowledgement
+        return "drained"
+
+    agent = stopping_agent(drain)
+
+    async def stream_and_cancel():
+        events = []
+
+        async def read():
+            async for event in agent.arun_stream("drain n1", conversation_id="conv_d"):
+                events.append(event)
+                if event.type == "cancel_requested":
+                    acknowledged.set()
+
+        reading = asyncio.ensure_future(read())
+        await asyncio.to_thread(began.wait)
+        await agent.acancel("conv_d")
+        agent.clock.advance(CANCEL_POLL)
+        await asyncio.wait_for(reading, 10)
+        return events
+
+    events = asyncio.run(stream_and_cancel())
+
+    kinds = types_of(events)
+    assert kinds[kinds.index("tool_started") :] == [
+        "tool_started",
+        "cancel_requested",
+        "tool_finished",
+        "done",
+    ]
+    assert events[kinds.index("tool_finished")].call.status == "executed"  # it ended as it ended
+    assert events[-1].response.stop_reason == "cancelled"
+
+
+def test_a_stream_cancelled_while_an_async_tool_runs_says_so_then_settles_the_call():
+    began = asyncio.Event()
+
+    async def drain(node: str) -> str:
+        began.set()
+        await asyncio.Event().wait()
+        return "drained"
+
+    agent = stopping_agent(drain)
+
+    async def stream_and_cancel():
+        reading = asyncio.ensure_future(collected(agent.arun_stream("drain n1", conversation_id="conv_a")))
+        await began.wait()
+        await agent.acancel("conv_a")
+        agent.clock.advance(CANCEL_POLL)
+        return await asyncio.wait_for(reading, 10)
+
+    events = asyncio.run(stream_and_cancel())
+
+    kinds = types_of(events)
+    assert kinds[kinds.index("tool_started") :] == [
+        "tool_started",
+        "cancel_requested",
+        "tool_finished",
+        "done",
+    ]
+    assert (events[-2].call.status, events[-2].call.error) == ("failed", STOPPED_BY_CANCEL)
+
+
+def test_a_blocking_stream_says_it_saw_a_cancel_found_between_steps_once():
+    @tool(requires_approval=False)
+    def scale(name: str, context: ToolContext) -> str:
+        """Scale a deployment."""
+        agent.cancel(context.conversation_id)
+        return f"{name} scaled"
+
+    runtime = FakeRuntime([tool_calls(tool_call("scale", name="web"), tool_call("scale", name="api"))])
+    agent = Agent(tools=[scale], runtime=runtime)
+
+    events = list(agent.run_stream("scale web and api"))
+
+    kinds = types_of(events)
+    assert kinds.count("cancel_requested") == 1
+    assert kinds[kinds.index("cancel_requested") :] == ["cancel_requested", "tool_finished", "done"]
+    assert events[-2].call.error == "not run: the run was cancelled before it"
+
+
+async def collected(events):
+    return [event async for event in events]
