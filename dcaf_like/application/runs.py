@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import heapq
 import itertools
 import logging
 import os
 import queue
-import socket
 import threading
 import time
 import weakref
@@ -30,6 +28,7 @@ from dcaf_like.application.ports import ToolCancelled, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
+from dcaf_like.application.workers import host_name
 
 logger = logging.getLogger("dcaf_like")
 
@@ -37,16 +36,6 @@ logger = logging.getLogger("dcaf_like")
 STOPPED_BY_CANCEL = "stopped: the run was cancelled while the tool ran; it may have done part of its work"
 
 T = TypeVar("T")
-
-
-def new_worker_id() -> str:
-    """Who holds a lease: host, process, and a random part (two services in one process differ)."""
-    return f"{_host()}:{os.getpid()}:{os.urandom(4).hex()}"
-
-
-@functools.cache
-def _host() -> str:
-    return socket.gethostname()
 
 
 async def arun_tool(
@@ -173,7 +162,7 @@ class _Report:
             kind,
             context.call_id,
             context.conversation_id,
-            _host(),
+            host_name(),
             os.getpid(),
             error,
             seconds,

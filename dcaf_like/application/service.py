@@ -52,7 +52,6 @@ from dcaf_like.application.runs import (
     arun_tool,
     awithin,
     iterate_within,
-    new_worker_id,
     run_tool,
     within,
 )
@@ -77,6 +76,7 @@ from dcaf_like.application.turn import (
     TurnSettings,
     apply_decision,
 )
+from dcaf_like.application.workers import new_worker_id, worker_gone
 from dcaf_like.domain import (
     NO_CONTEXT,
     ApprovalPolicy,
@@ -656,8 +656,13 @@ class AgentService:
         _check_parts(conversation, request.attachments, self.runtime)
         expected = conversation.version if stored is not None else 0
         conversation.entrance = request.entrance
-        # Calls whose run ended without a result (their worker died) are settled, never run again.
-        interrupted = [c.id.value for c in conversation.settle_abandoned_calls(at=now)] if stored else []
+        # Calls whose run ended without a result (their lease ran out, or their worker is known to
+        # have exited) are settled, never run again.
+        interrupted = (
+            [c.id.value for c in conversation.settle_abandoned_calls(at=now, gone=worker_gone)]
+            if stored
+            else []
+        )
         context = request.platform_context
         conversation.use_platform_context(PlatformContext(context) if context else NO_CONTEXT)
         if request.session is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -473,11 +474,14 @@ class Conversation:
         self.version += 1
         return call
 
-    def settle_abandoned_calls(self, *, at: float | None = None) -> list[ToolCall]:
-        """Mark INTERRUPTED every approved call whose run ended without a result: its lease ran out
-        (the worker running it crashed or was killed). It is not run again; its outcome is unknown."""
+    def settle_abandoned_calls(
+        self, *, at: float | None = None, gone: Callable[[str], bool] | None = None
+    ) -> list[ToolCall]:
+        """Mark INTERRUPTED every approved call whose run ended without a result: its lease ran out,
+        or its holder is known to be `gone` (the worker running it crashed or was killed). It is not
+        run again; its outcome is unknown."""
         now = _now(at)
-        abandoned = [c.id.value for c in self.tool_calls.values() if c.is_abandoned(now)]
+        abandoned = [c.id.value for c in self.tool_calls.values() if c.is_abandoned(now, gone)]
         return [self.interrupt_tool_call(call_id, INTERRUPTED, at=now) for call_id in abandoned]
 
     def interrupt_tool_call(self, call_id: str, reason: str, *, at: float | None = None) -> ToolCall:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -270,12 +270,14 @@ class ToolCall:
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
 
-    def is_abandoned(self, now: float) -> bool:
+    def is_abandoned(self, now: float, gone: Callable[[str], bool] | None = None) -> bool:
         """Approved, and nobody holds it any more: its lease ran out (or it never had one, as calls
-        stored before leases existed) with no result recorded."""
+        stored before leases existed), or its holder is known to be `gone`, with no result recorded."""
         if self.status is not ToolCallStatus.APPROVED:
             return False
-        return self.lease_expires_at is None or now >= self.lease_expires_at
+        if self.lease_expires_at is None or now >= self.lease_expires_at:
+            return True
+        return gone is not None and self.lease_owner is not None and gone(self.lease_owner)
 
     def lease(self, owner: str, *, until: float) -> None:
         """Who runs this approved call, until when; called again to renew."""
