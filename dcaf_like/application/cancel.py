@@ -57,7 +57,7 @@ class CancelRun:
             store.record_decisions(records) if blocking else await store.arecord_decisions(records)
             raise refusal
         found = store.get_recent(conversation_id) if blocking else await store.aget_recent(conversation_id)
-        if found is None or not (identity is None or identity.can("admin") or found.owner == identity.name):
+        if found is None or not found.is_visible_to(identity):
             raise ConversationNotFound(conversation_id)  # another identity's: as if it did not exist
         at = self.clock()
         if blocking:

@@ -21,7 +21,7 @@ from dcaf_like.domain.errors import (
     UnknownTask,
     UnknownToolCall,
 )
-from dcaf_like.domain.identity import NOBODY, Trusted
+from dcaf_like.domain.identity import NOBODY, Identity, Trusted
 from dcaf_like.domain.policy import ApprovalPolicy
 from dcaf_like.domain.question import (
     MAX_TEXT_ANSWER,
@@ -170,6 +170,11 @@ class Conversation:
     # `call_offset` on; the ones before were settled, and no turn needs them. 0: all of it is held.
     message_offset: int = field(default=0, repr=False)
     call_offset: int = field(default=0, repr=False)
+
+    def is_visible_to(self, identity: Identity | None) -> bool:
+        """Whether `identity` may read, use, stop or forget this conversation: its owner, or an
+        ``admin``; anyone when nobody was authenticated (a server without keys, the Python API)."""
+        return identity is None or identity.can("admin") or self.owner == identity.name
 
     @classmethod
     def start(

@@ -72,7 +72,7 @@ class Caller:
         return not self.keyed or "admin" in self.scopes
 
     def sees(self, conversation: Conversation) -> bool:
-        return self.sees_all or conversation.owner == self.name
+        return conversation.is_visible_to(self.identity)
 
 
 ANYONE = Caller("user", SCOPES, keyed=False)

@@ -7,7 +7,6 @@ sees only its own conversations (an ``admin`` key sees all): another's is not fo
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -18,12 +17,12 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from dcaf_like.application.cancel import CancelRun
+from dcaf_like.application.conversations import DeleteConversation, ListConversations, ReadConversation
 from dcaf_like.application.dto import ToolCallView
-from dcaf_like.application.errors import ConversationNotFound, StoredConversationUnreadable
-from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
+from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 from dcaf_like.helpdesk.protocol import described
-from dcaf_like.server.auth import Caller, caller_of
+from dcaf_like.server.auth import caller_of
 from dcaf_like.server.failures import failure
 from dcaf_like.server.wire import (
     APPROVAL_REASON_DOC,
@@ -39,8 +38,6 @@ from dcaf_like.server.wire import (
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 60
-# A caller who sees only its own conversations: how many of the most recent the list looks through.
-SCAN_LIMIT = 5000
 
 logger = logging.getLogger("dcaf_like.server")
 
@@ -173,10 +170,9 @@ def conversation_routes(
         first. One whose stored record cannot be read is named in ``errors`` (to callers who see every
         conversation: its owner cannot be read either) and the others are listed; a store that is down
         is a 503."""
+        caller = caller_of(http)
         try:
-            caller = caller_of(http)
-            caller.require("read", "list conversations")
-            found, unreadable = await _visible(repository(), caller, limit)
+            listed = await ListConversations(repository())(identity=caller.identity, limit=limit)
         except Exception as exc:
             return failure(exc, None)
         errors = [
@@ -185,9 +181,9 @@ def conversation_routes(
                 "code": "conversation_unreadable",
                 "message": f"the stored record cannot be read ({damaged.reason.partition(':')[0]})",
             }
-            for damaged in unreadable
+            for damaged in listed.unreadable
         ]
-        return {"conversations": [_summary(c) for c in found], "errors": errors if caller.sees_all else []}
+        return {"conversations": [_summary(c) for c in listed.conversations], "errors": errors}
 
     @router.get(
         "/{conversation_id}", response_model=ConversationOut, responses={404: errors[404], 503: errors[503]}
@@ -195,11 +191,8 @@ def conversation_routes(
     async def read_conversation(conversation_id: ConversationIdPath, http: Request) -> Any:
         """One conversation whole: messages, every tool call with its decision and outcome, session."""
         try:
-            caller = caller_of(http)
-            caller.require("read", "read conversations")
-            conversation = await repository().aget(conversation_id)
-            if conversation is None or not caller.sees(conversation):
-                raise ConversationNotFound(conversation_id)
+            read = ReadConversation(repository())
+            conversation = await read(conversation_id, identity=caller_of(http).identity)
         except Exception as exc:
             return failure(exc, conversation_id)
         return _whole(conversation)
@@ -233,66 +226,13 @@ def conversation_routes(
         """Forget a conversation. Its pending calls can no longer be approved; the audit trail keeps
         the decisions made in it."""
         try:
-            caller = caller_of(http)
-            caller.require("chat", "delete conversations")
-            store = repository()
-            if not caller.sees_all:
-                conversation = await store.aget(conversation_id)
-                if conversation is None or not caller.sees(conversation):
-                    raise ConversationNotFound(conversation_id)
-            if not await asyncio.to_thread(store.delete, conversation_id):
-                raise ConversationNotFound(conversation_id)
+            delete = DeleteConversation(repository(), clock)
+            await delete(conversation_id, identity=caller_of(http).identity, entrance="http")
         except Exception as exc:
             return failure(exc, conversation_id)
         return Response(status_code=204)
 
     return router
-
-
-async def _visible(
-    store: ConversationRepository, caller: Caller, limit: int
-) -> tuple[list[Conversation], list[StoredConversationUnreadable]]:
-    """The `limit` most recent conversations `caller` sees, and the records that could not be read. The
-    store lists every owner's: for a caller who sees only its own, ever more of the most recent are
-    read, up to SCAN_LIMIT."""
-    asked = limit
-    read: set[str] = set()
-    found: list[Conversation] = []
-    unreadable: list[StoredConversationUnreadable] = []
-    while True:
-        ids = await asyncio.to_thread(store.list_ids, asked)
-        unread = [i for i in ids if i not in read]
-        read.update(unread)
-        for item in await _load(store, unread):
-            if isinstance(item, StoredConversationUnreadable):
-                logger.warning("%s", item)
-                unreadable.append(item)
-            elif item is not None and caller.sees(item):
-                found.append(item)
-        if len(found) >= limit or len(ids) < asked or asked >= SCAN_LIMIT:
-            return found[:limit], unreadable
-        asked = min(asked * 4, SCAN_LIMIT)
-
-
-async def _load(
-    store: ConversationRepository, ids: list[str]
-) -> list[Conversation | StoredConversationUnreadable | None]:
-    """A page in one batch read (one round trip on Redis, never a connection per id); when one record
-    in it is damaged, each is read on its own, READ_CONCURRENCY at once, so the others still list."""
-    try:
-        return list(await store.aget_many(ids))
-    except StoredConversationUnreadable:
-        pass
-    limit = asyncio.Semaphore(READ_CONCURRENCY)
-
-    async def one(conversation_id: str) -> Conversation | StoredConversationUnreadable | None:
-        async with limit:
-            try:
-                return await store.aget(conversation_id)
-            except StoredConversationUnreadable as damaged:
-                return damaged
-
-    return list(await asyncio.gather(*(one(i) for i in ids)))
 
 
 def _updated_at(conversation: Conversation) -> float:

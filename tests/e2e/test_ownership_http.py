@@ -147,11 +147,33 @@ def test_a_key_without_chat_cannot_stop_a_run_and_the_refusal_is_audited(server,
 
 
 @pytest.mark.parametrize("bad_id", ["x" * 3000, 'conv "quoted"', "conv with spaces", "conv;drop"])
-def test_a_cancel_naming_an_id_no_conversation_can_have_is_422_and_writes_nothing(server, agent, bad_id):
-    response = server.post(f"/api/conversations/{bad_id}/cancel", headers=key(BOB))
+@pytest.mark.parametrize("method, suffix", [("POST", "/cancel"), ("GET", ""), ("DELETE", "")])
+def test_a_conversation_route_naming_an_id_no_conversation_can_have_is_422_and_writes_nothing(
+    server, agent, bad_id, method, suffix
+):
+    response = server.request(method, f"/api/conversations/{bad_id}{suffix}", headers=key(BOB))
 
     assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"
     assert not agent.repository.cancel_requested(bad_id, since=0)
+
+
+def test_a_key_without_chat_cannot_delete_a_conversation_and_the_refusal_is_audited(server):
+    """docs/operations.md: a refused delete joins the audit trail, as a refused cancel does."""
+    conversation_id, _ = bobs_pending(server)
+
+    response = server.delete(f"/api/conversations/{conversation_id}", headers=key(DAVE))
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "missing_scope"
+    assert server.get(f"/api/conversations/{conversation_id}", headers=key(BOB)).status_code == 200
+    (record,) = server.get("/api/audit", headers=key(OPS)).json()["records"]
+    assert (record["outcome"], record["decided_by"], record["conversation_id"]) == (
+        "refused",
+        "dave",
+        conversation_id,
+    )
+    assert record["reason"].startswith("delete refused:")
 
 
 def test_the_owner_and_the_operator_may_stop_a_run_and_an_unknown_id_is_404(server, agent):
