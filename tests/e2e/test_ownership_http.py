@@ -147,7 +147,7 @@ def test_a_key_without_chat_cannot_stop_a_run_and_the_refusal_is_audited(server,
 
 
 @pytest.mark.parametrize("bad_id", ["x" * 3000, 'conv "quoted"', "conv with spaces", "conv;drop"])
-@pytest.mark.parametrize("method, suffix", [("POST", "/cancel"), ("GET", ""), ("DELETE", "")])
+@pytest.mark.parametrize(("method", "suffix"), [("POST", "/cancel"), ("GET", ""), ("DELETE", "")])
 def test_a_conversation_route_naming_an_id_no_conversation_can_have_is_422_and_writes_nothing(
     server, agent, bad_id, method, suffix
 ):
