@@ -24,17 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from dcaf_like.application.errors import ConversationNotFound
 from dcaf_like.application.ports import ServedAgent, ToolProvider
+from dcaf_like.application.tasks import TaskNotFound, TaskRefused, TaskState, TaskView
 from dcaf_like.domain import Attachment, InvalidPart, attachment
 from dcaf_like.domain.attachment import check_total
 from dcaf_like.helpdesk.protocol import read_content
-from dcaf_like.server.a2a_tasks import (
-    A2ATasks,
-    Incoming,
-    TaskNotFound,
-    TaskRefused,
-    TaskState,
-    TaskView,
-)
+from dcaf_like.server.a2a_tasks import A2ATasks, Incoming, task_data, task_dict
 from dcaf_like.server.auth import ANYONE, Caller, caller_of
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.failures import error_response
@@ -116,7 +110,7 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
             view = await tasks.send(incoming, caller=caller_of(http), wait=body.wait)
         except Exception as exc:
             return _error(exc)
-        return JSONResponse(view.to_dict())
+        return JSONResponse(task_dict(view))
 
     @app.get("/a2a/tasks/{task_id}", tags=["a2a"], response_model=None)
     async def get_task(
@@ -130,7 +124,7 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
             view = await tasks.get(task_id, caller)
         except Exception as exc:
             return _error(exc)
-        return JSONResponse(view.to_dict())
+        return JSONResponse(task_dict(view))
 
     return tasks
 
@@ -476,7 +470,7 @@ def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
         "contextId": view.context_id,
         "status": {
             "state": _STATES[view.state],
-            "message": message("ROLE_AGENT", status_text, "status", view.data()),
+            "message": message("ROLE_AGENT", status_text, "status", task_data(view)),
             "timestamp": _rfc3339(time.time()),
         },
         "history": history,
@@ -486,7 +480,7 @@ def task_proto(view: TaskView, *, history_length: int | None = None) -> Task:
             {
                 "artifactId": f"{view.id}-answer",
                 "name": "answer",
-                "parts": [{"text": view.text}, {"data": view.data()}],
+                "parts": [{"text": view.text}, {"data": task_data(view)}],
             }
         ]
     task: Task = ParseDict(body, Task())

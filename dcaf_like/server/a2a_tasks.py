@@ -1,9 +1,9 @@
-"""A2A tasks over the conversation store: a task is a run of messages in a conversation (its context).
+"""A2A tasks as the server runs them: a message read into the agent's request, a turn run (in the
+background when the client does not wait), and a task written in A2A's terms.
 
-Nothing about a task lives in this process: its state is read from the stored conversation (its
-messages, their tool calls, and the conversation's :class:`~dcaf_like.domain.TaskRecord`), so any
-worker sharing the store answers for any task. Decisions on pending calls go through the agent like
-the HelpDesk protocol's, with the same server-side checks.
+What a task is, and every change to one, is the use case's
+(:class:`~dcaf_like.application.tasks.TaskLifecycle`): opening, recording, ending and cancelling go
+through it, and a task's turn through the agent, with the same server-side checks as HelpDesk's.
 """
 
 from __future__ import annotations
@@ -11,34 +11,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
-from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, QuestionView, ToolCallView
-from dcaf_like.application.errors import (
-    ConcurrencyConflict,
-    ConversationNotFound,
-    InvalidRequest,
-    MissingScope,
-)
+from dcaf_like.application.cancel import CancelRun
+from dcaf_like.application.dto import AgentRequest, AgentResponse
+from dcaf_like.application.errors import InvalidRequest, MissingScope
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.service import refuse_unaccepted
-from dcaf_like.domain import (
-    Attachment,
-    Conversation,
-    DomainError,
-    IllegalTransition,
-    Role,
-    TaskOutcome,
-    TaskRecord,
-    ToolCall,
-    ToolCallStatus,
-    UnknownToolCall,
+from dcaf_like.application.tasks import (
+    CANCELED,
+    TaskLifecycle,
+    TaskState,
+    TaskView,
+    TaskWorking,
+    answered_by_text,
+    conversation_of,
 )
+from dcaf_like.domain import Attachment, TaskOutcome
 from dcaf_like.helpdesk.protocol import (
     calls_data,
     question_data,
@@ -53,136 +46,28 @@ from dcaf_like.server.runs import Runs, ShuttingDown
 
 logger = logging.getLogger("dcaf_like.a2a")
 
-CANCELED = "the task was canceled"
 #: Seconds tasks/cancel waits for a working task to stop before answering with it as it is.
 CANCEL_WAIT = 5.0
 
 
-class TaskState(StrEnum):
-    """The A2A task states this server reports."""
-
-    SUBMITTED = "submitted"
-    WORKING = "working"
-    INPUT_REQUIRED = "input-required"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELED = "canceled"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED)
+def task_data(view: TaskView) -> dict[str, Any]:
+    """The calls of a task in the HelpDesk protocol's form (``data`` of a message), and the questions
+    that wait."""
+    data = calls_data(view.pending, view.executed, view.rejected)
+    data["questions"] = [question_data(q) for q in view.questions]
+    return data
 
 
-class TaskNotFound(LookupError):
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-        super().__init__(f"no task {task_id}")
-
-
-class TaskRefused(ValueError):
-    """The task cannot take this message or this cancel in its state."""
-
-
-@dataclass(frozen=True, slots=True)
-class TaskView:
-    """A task as the store says it is."""
-
-    id: str
-    context_id: str
-    state: TaskState
-    text: str
-    pending: tuple[ToolCallView, ...]
-    executed: tuple[ToolCallView, ...]
-    rejected: tuple[ToolCallView, ...]
-    #: Its messages with text or parts: role, text and the images and files a user's carried.
-    history: tuple[tuple[str, str, tuple[Attachment, ...]], ...]
-    note: str = ""
-    #: Questions the task's calls asked that wait for the user's answer.
-    questions: tuple[QuestionView, ...] = ()
-
-    def data(self) -> dict[str, Any]:
-        """The calls of the task in the HelpDesk protocol's form (``data`` of a message), and the
-        questions that wait."""
-        data = calls_data(self.pending, self.executed, self.rejected)
-        data["questions"] = [question_data(q) for q in self.questions]
-        return data
-
-    def to_dict(self) -> dict[str, Any]:
-        """The task as the simple endpoints (``/a2a/tasks/...``) answer it."""
-        return {
-            "id": self.id,
-            "context_id": self.context_id,
-            "status": self.state.value,
-            "text": self.text,
-            **self.data(),
-            **({"error": self.note} if self.state is TaskState.FAILED else {}),
-        }
-
-
-def task_view(conversation: Conversation, task_id: str) -> TaskView:
-    record = conversation.task(task_id)
-    order = list(conversation.tasks)
-    later = [conversation.tasks[t].first_message for t in order[order.index(task_id) + 1 :]]
-    end = min(later, default=len(conversation.messages))
-    messages = conversation.messages[record.first_message : end]
-    calls = [conversation.tool_calls[i] for m in messages for i in m.tool_call_ids]
-    replies = [m for m in messages if m.role is Role.ASSISTANT]
-    if record.outcome is not None:
-        state = TaskState(record.outcome.value)
-    elif any(c.status in _WAITING for c in calls):
-        state = TaskState.INPUT_REQUIRED
-    elif later or (messages and _answered(messages[-1].role, messages[-1].tool_call_ids)):
-        state = TaskState.COMPLETED
-    elif not messages:
-        state = TaskState.SUBMITTED
-    else:
-        state = TaskState.WORKING
-    views = [ToolCallView.of(c) for c in calls]
-    return TaskView(
-        id=task_id,
-        context_id=conversation.id,
-        state=state,
-        text=replies[-1].text if replies else "",
-        pending=tuple(v for v in views if v.status == ToolCallStatus.PENDING.value),
-        executed=tuple(v for v in views if v.status in ("executed", "failed", "interrupted")),
-        rejected=tuple(v for v in views if v.status == ToolCallStatus.REJECTED.value),
-        history=tuple((m.role.value, m.text, m.attachments) for m in messages if m.text or m.attachments),
-        note=record.note,
-        questions=_open_questions(conversation, calls),
-    )
-
-
-# A call waiting for the user: for a decision, or for the answer to its question.
-_WAITING = (ToolCallStatus.PENDING, ToolCallStatus.ASKING)
-
-
-def _open_questions(conversation: Conversation, calls: list[ToolCall]) -> tuple[QuestionView, ...]:
-    if not conversation.questions:
-        return ()
-    names = {c.id.value: c.name for c in calls}
-    return tuple(
-        QuestionView.of(q, names[q.call_id]) for q in conversation.open_questions if q.call_id in names
-    )
-
-
-def answered_by_text(question: QuestionView, text: str) -> QuestionAnswer:
-    """A message's text as the answer to the one question its task waits for (A2A: the next message
-    answers it): ``yes`` / ``no`` for a confirmation, an option (as written) for a selection."""
-    if question.kind == "confirmation":
-        said = text.strip().lower()
-        if said in ("yes", "y", "true"):
-            return QuestionAnswer(question.id, True)
-        if said in ("no", "n", "false"):
-            return QuestionAnswer(question.id, False)
-        raise InvalidRequest("message", f"question {question.id} is answered yes or no")
-    if question.kind == "selection":
-        return QuestionAnswer(question.id, text.strip())
-    return QuestionAnswer(question.id, text)
-
-
-def _answered(role: Role, call_ids: Sequence[str]) -> bool:
-    """The last message is the model's answer with no calls after it: the run is over."""
-    return role is Role.ASSISTANT and not call_ids
+def task_dict(view: TaskView) -> dict[str, Any]:
+    """A task as the simple endpoints (``/a2a/tasks/...``) answer it."""
+    return {
+        "id": view.id,
+        "context_id": view.context_id,
+        "status": view.state.value,
+        "text": view.text,
+        **task_data(view),
+        **({"error": view.note} if view.state is TaskState.FAILED else {}),
+    }
 
 
 def _platform_context(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -210,13 +95,6 @@ def agent_request(message: Incoming, caller: Caller, at: float | None = None) ->
         conversation_id=message.context_id or (conversation_of(message.task_id) if message.task_id else None),
     )
     return authorized(request, caller, "a2a", at)
-
-
-def conversation_of(task_id: str) -> str:
-    conversation_id, sep, number = task_id.rpartition("~")
-    if not sep or not number.isdigit() or not conversation_id:
-        raise TaskNotFound(task_id)
-    return conversation_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,12 +131,14 @@ class A2ATasks:
             raise TypeError(f"{self.agent.name} no longer keeps conversations")
         return repository
 
+    @property
+    def tasks(self) -> TaskLifecycle:
+        """The use case every A2A entrance goes through, on the agent's store and clock."""
+        return TaskLifecycle(self.repository, self.agent.clock)
+
     async def get(self, task_id: str, caller: Caller = ANYONE) -> TaskView:
         """The task as stored; another identity's task is not found."""
-        conversation = await self.repository.aget(conversation_of(task_id))
-        if conversation is None or task_id not in conversation.tasks or not caller.sees(conversation):
-            raise TaskNotFound(task_id)
-        return task_view(conversation, task_id)
+        return await self.tasks.get(task_id, identity=caller.identity)
 
     async def send(self, message: Incoming, *, caller: Caller = ANYONE, wait: bool = True) -> TaskView:
         """Resume the task `message` names (or its context's task waiting for input) with the
@@ -300,16 +180,25 @@ class A2ATasks:
         except MissingScope as refusal:
             await audit_refused(self.agent, refusal)
             raise
-        waiting = await self._waiting_task(message, caller)
+        waiting = await self.tasks.waiting_task(message.task_id, message.context_id, identity=caller.identity)
         if waiting is not None:
             request = await self._answering(waiting, request, caller)
             return waiting, self._run(waiting, request, new_task=False, deltas=deltas), True
         if request.decisions:
-            return await self._begin_deciding(message.context_id, request, caller, deltas)
+            task_id, first = await self.tasks.next_deciding_task(
+                message.context_id, request.decisions, identity=caller.identity
+            )
+            return (
+                task_id,
+                self._run(task_id, request, new_task=False, deltas=deltas, record_from=first),
+                True,
+            )
         runtime = self.agent.runtime
         if runtime is not None:  # refused before the task is stored, as the HelpDesk routes refuse it
             refuse_unaccepted(request.attachments, runtime)
-        task_id = await self._open(message.context_id, request.text, request.attachments, caller)
+        task_id = await self.tasks.open(
+            message.context_id, request.text, request.attachments, identity=caller.identity
+        )
         # The user's message is stored with the task, so the task reads as working from the start.
         run = self._run(task_id, replace(request, text="", attachments=()), new_task=True, deltas=deltas)
         return task_id, run, False
@@ -319,39 +208,16 @@ class A2ATasks:
         never run. A working task is asked to stop, on whichever worker runs it (docs/runs.md); it is
         returned once canceled, or as it is after `CANCEL_WAIT` seconds (a running tool is told
         to stop, docs/runs.md). A finished task cannot be canceled."""
-        for _ in range(3):
-            conversation = await self.repository.aget(conversation_of(task_id))
-            if conversation is None or task_id not in conversation.tasks or not caller.sees(conversation):
-                raise TaskNotFound(task_id)
-            view = task_view(conversation, task_id)
-            if view.state is TaskState.WORKING:
-                return await self._stop(task_id, caller)
-            if view.state not in (TaskState.INPUT_REQUIRED, TaskState.SUBMITTED):
-                raise TaskRefused(
-                    f"task {task_id} is {view.state.value}; "
-                    "only a task waiting for input, or working, can be canceled"
-                )
-            expected = conversation.version
-            conversation.entrance = "a2a"
-            now = self.agent.clock()  # the time the agent's windows are measured by
-            for call in view.pending:
-                conversation.reject_tool_call(call.id, CANCELED, by=caller.name, at=now)
-            conversation.expire_questions(at=now)  # past their window: the system closes them
-            for question in view.questions:  # its call fails, not run
-                if conversation.question(question.id).is_open:
-                    conversation.decline_question(question.id, by=caller.name, at=now)
-            conversation.end_task(task_id, TaskOutcome.CANCELED, CANCELED)
-            try:
-                await self.repository.asave(conversation, expected)
-            except ConcurrencyConflict:
-                continue
-            return task_view(conversation, task_id)
-        raise TaskRefused(f"task {task_id} kept changing; try again")
+        try:
+            return await self.tasks.cancel_waiting(task_id, identity=caller.identity)
+        except TaskWorking:
+            return await self._stop(task_id, caller)
 
     # -- internals ----------------------------------------------------------------------------
 
     async def _stop(self, task_id: str, caller: Caller) -> TaskView:
-        await self.repository.arequest_cancel(conversation_of(task_id), at=self.agent.clock())
+        cancel = CancelRun(self.repository, self.agent.clock)
+        await cancel(conversation_of(task_id), identity=caller.identity, entrance="a2a")
         deadline = time.monotonic() + CANCEL_WAIT
         view = await self.get(task_id, caller)
         while view.state is TaskState.WORKING and time.monotonic() < deadline:
@@ -368,96 +234,9 @@ class A2ATasks:
             return request
         return replace(request, text="", answers=(answered_by_text(view.questions[0], request.text),))
 
-    async def _waiting_task(self, message: Incoming, caller: Caller) -> str | None:
-        """The task a message continues: the one it names, which must wait for input, or else the
-        task of its context that waits for input. None: the message starts a task."""
-        if message.task_id:
-            view = await self.get(message.task_id, caller)
-            if message.context_id and message.context_id != view.context_id:
-                raise TaskRefused(f"task {message.task_id} is not in context {message.context_id}")
-            if view.state is not TaskState.INPUT_REQUIRED:
-                raise TaskRefused(
-                    f"task {message.task_id} is {view.state.value}: only a task waiting for input takes "
-                    "a message; send a new message in its context instead"
-                )
-            return view.id
-        if not message.context_id:
-            return None
-        conversation = await self.repository.aget(message.context_id)
-        if conversation is not None and not caller.sees(conversation):
-            raise ConversationNotFound(message.context_id)  # another identity's context
-        if conversation is None or not conversation.tasks:
-            return None
-        current = task_view(conversation, next(reversed(conversation.tasks)))
-        return current.id if current.state is TaskState.INPUT_REQUIRED else None
-
-    async def _begin_deciding(
-        self,
-        context_id: str | None,
-        request: AgentRequest,
-        caller: Caller,
-        deltas: asyncio.Queue[str] | None,
-    ) -> tuple[str, Coroutine[Any, Any, None], bool]:
-        """Decisions no task of the context waits for: on calls proposed over the HelpDesk routes, or
-        on none at all. Nothing is written before the agent has honoured them, so a refused decision
-        leaves the conversation as it was; honoured, the run is recorded as the context's next task."""
-        conversation = await self.repository.aget(context_id) if context_id else None
-        if conversation is not None and not caller.sees(conversation):
-            raise ConversationNotFound(conversation.id)  # another identity's: as if it did not exist
-        if conversation is None:
-            raise UnknownToolCall(request.decisions[0].call_id, context_id or "(a new context)")
-        for decision in request.decisions:  # the agent would refuse these too; refused here, cheaply
-            call = conversation.tool_call(decision.call_id)
-            if call.status is not ToolCallStatus.PENDING:
-                wanted = ToolCallStatus.APPROVED if decision.approve else ToolCallStatus.REJECTED
-                raise IllegalTransition(call.id.value, call.status.value, wanted.value)
-        task_id = f"{conversation.id}~{len(conversation.tasks) + 1}"
-        first = len(conversation.messages)
-        return task_id, self._run(task_id, request, new_task=False, deltas=deltas, record_from=first), True
-
     async def _stored(self, task_id: str) -> bool:
         conversation = await self.repository.aget(conversation_of(task_id))
         return conversation is not None and task_id in conversation.tasks
-
-    async def _record(self, task_id: str, first_message: int) -> None:
-        """The task of a run that already happened, from its first message on."""
-        for _ in range(3):
-            conversation = await self.repository.aget(conversation_of(task_id))
-            if conversation is None or task_id in conversation.tasks:
-                return
-            expected = conversation.version
-            record = conversation.open_task(first_message=first_message)
-            if record.id != task_id:  # another task was opened in the context meanwhile
-                logger.warning("task %s was recorded as %s", task_id, record.id)
-            try:
-                await self.repository.asave(conversation, expected)
-            except ConcurrencyConflict:
-                continue
-            return
-
-    async def _open(
-        self, conversation_id: str | None, text: str, attachments: tuple[Attachment, ...], caller: Caller
-    ) -> str:
-        for _ in range(3):
-            stored = await self.repository.aget(conversation_id) if conversation_id else None
-            if stored is not None and not caller.sees(stored):
-                raise ConversationNotFound(stored.id)
-            now = self.agent.clock()  # the time the agent's windows are measured by
-            conversation = (
-                stored
-                if stored is not None
-                else Conversation.start(conversation_id, at=now, owner=caller.owner)
-            )
-            expected = stored.version if stored is not None else 0
-            record: TaskRecord = conversation.open_task(at=now)
-            if text or attachments:  # as over /api/chat: expired calls and questions are closed first
-                conversation.receive_user_message(text, attachments=attachments, at=now)
-            try:
-                await self.repository.asave(conversation, expected)
-            except ConcurrencyConflict:
-                continue
-            return record.id
-        raise TaskRefused("the context kept changing; try again")
 
     async def _run(
         self,
@@ -516,16 +295,9 @@ class A2ATasks:
             logger.info("task %s: %s: %s", task_id, type(exc).__name__, exc)
 
     async def _fail(self, task_id: str, note: str, outcome: TaskOutcome = TaskOutcome.FAILED) -> None:
-        for _ in range(3):
-            conversation = await self.repository.aget(conversation_of(task_id))
-            if conversation is None:
-                return
-            expected = conversation.version
-            try:
-                conversation.end_task(task_id, outcome, note)
-                await self.repository.asave(conversation, expected)
-            except ConcurrencyConflict:
-                continue
-            except DomainError:
-                return  # already ended
-            return
+        await self.tasks.end(task_id, outcome, note)
+
+    async def _record(self, task_id: str, first_message: int) -> None:
+        recorded = await self.tasks.record(task_id, first_message)
+        if recorded != task_id:  # another task was opened in the context meanwhile
+            logger.warning("task %s was recorded as %s", task_id, recorded)

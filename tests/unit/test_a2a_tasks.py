@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from dcaf_like.application.tasks import TaskNotFound, TaskState, conversation_of, task_view
 from dcaf_like.domain import Conversation, DomainError, TaskOutcome, ToolInput
 from dcaf_like.domain.errors import UnknownTask
-from dcaf_like.server.a2a_tasks import TaskNotFound, TaskState, conversation_of, task_view
+from dcaf_like.server.a2a_tasks import task_dict
 from dcaf_like.stores._codec import conversation_from_dict, conversation_to_dict
 
 
@@ -49,7 +50,7 @@ def test_a_task_reads_working_then_input_required_then_completed():
     assert [(c.id, c.name, c.input) for c in waiting.pending] == [(call_id, "delete_pod", {"name": "web-2"})]
     assert running.state is TaskState.WORKING
     assert (done.state, done.text) == (TaskState.COMPLETED, "Deleted web-2.")
-    assert done.to_dict()["executed_tool_calls"][0]["output"] == 'pod "web-2" deleted'
+    assert task_dict(done)["executed_tool_calls"][0]["output"] == 'pod "web-2" deleted'
 
 
 def test_an_earlier_task_is_completed_and_keeps_only_its_own_messages():
@@ -76,7 +77,7 @@ def test_only_an_end_the_messages_cannot_show_is_recorded_and_only_once():
     conversation.end_task(task.id, TaskOutcome.FAILED, "the model timed out")
 
     view = task_view(conversation, task.id)
-    assert (view.state, view.to_dict()["error"]) == (TaskState.FAILED, "the model timed out")
+    assert (view.state, task_dict(view)["error"]) == (TaskState.FAILED, "the model timed out")
     assert conversation.version == version + 1
     with pytest.raises(DomainError, match="already ended"):
         conversation.end_task(task.id, TaskOutcome.CANCELED)
