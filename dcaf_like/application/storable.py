@@ -20,20 +20,22 @@ NOT_FINITE = "a number that is not finite (NaN or Infinity) cannot be stored: se
 
 def refuse_non_finite(request: AgentRequest) -> None:
     """NotStorable naming the first non-finite number in what `request` would store."""
-    _check(request.session, "session")
-    _check(request.platform_context, "platform_context")
+    check_storable(request.session, "session")
+    check_storable(request.platform_context, "platform_context")
     for n, decision in enumerate(request.decisions):
-        _check(decision.arguments, f"decisions[{n}].arguments")
-        _check(decision.edited_arguments, f"decisions[{n}].edited_arguments")
+        check_storable(decision.arguments, f"decisions[{n}].arguments")
+        check_storable(decision.edited_arguments, f"decisions[{n}].edited_arguments")
 
 
-def _check(value: Any, where: str) -> None:
+def check_storable(value: Any, where: str) -> None:
+    """NotStorable naming the first non-finite number in `value` (a JSON value found at `where`): for an
+    entrance whose wire cannot carry one to the request (A2A's JSON-RPC, whose SDK fails on it)."""
     if isinstance(value, float):
         if not math.isfinite(value):
             raise NotStorable(where, NOT_FINITE)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            _check(item, f"{where}.{key}")
+            check_storable(item, f"{where}.{key}")
     elif isinstance(value, list | tuple):
         for n, item in enumerate(value):
-            _check(item, f"{where}[{n}]")
+            check_storable(item, f"{where}[{n}]")

@@ -22,8 +22,9 @@ from fastapi import FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from dcaf_like.application.errors import ConversationNotFound
+from dcaf_like.application.errors import ConversationNotFound, NotStorable
 from dcaf_like.application.ports import ServedAgent, ToolProvider
+from dcaf_like.application.storable import check_storable
 from dcaf_like.application.tasks import TaskNotFound, TaskRefused, TaskState, TaskView
 from dcaf_like.domain import Attachment, InvalidPart, attachment
 from dcaf_like.domain.attachment import check_total
@@ -89,7 +90,26 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
     v03 = dispatcher._v03_adapter
     if v03 is not None:
         v03.handler = v03_handler(handler)
-    app.add_route(RPC_PATH, dispatcher.handle_requests, methods=["POST"], include_in_schema=False)
+
+    async def rpc(request: Request) -> Any:
+        """The SDK's dispatcher, after a body holding a number JSON cannot carry back (NaN, Infinity,
+        ``1e999``) is refused naming where it is, as every entrance refuses it (the SDK would fail on
+        it with an internal error)."""
+        try:
+            body = await request.json()
+            check_storable(body.get("params") if isinstance(body, dict) else None, "params")
+        except NotStorable as exc:
+            error = {
+                "code": -32602,
+                "message": str(exc),
+                "data": {"code": "not_storable", "field": exc.field},
+            }
+            return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": error})
+        except ValueError:
+            pass  # not JSON: the dispatcher answers it as JSON-RPC says
+        return await dispatcher.handle_requests(request)
+
+    app.add_route(RPC_PATH, rpc, methods=["POST"], include_in_schema=False)
 
     async def card(request: Request) -> JSONResponse:
         from a2a.server.request_handlers.response_helpers import agent_card_to_dict
