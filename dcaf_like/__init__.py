@@ -19,6 +19,7 @@ from dcaf_like.application.dto import (
     ToolCallView,
     ToolDecision,
 )
+from dcaf_like.application.effects import RunContext
 from dcaf_like.application.errors import (
     ApplicationError,
     ConcurrencyConflict,
@@ -77,7 +78,6 @@ from dcaf_like.application.ports import (
 )
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.service import InstructionProvider
-from dcaf_like.application.turn import RunContext
 from dcaf_like.commands import LocalCommandRunner, command_tool
 from dcaf_like.domain import (
     MAX_PART_BYTES,

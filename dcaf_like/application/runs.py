@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from dcaf_like.application.concurrency import resolve_sync, run_sync
+from dcaf_like.application.effects import RunTool, ToolOutcome, timed_out
 from dcaf_like.application.errors import scrub_exception
 from dcaf_like.application.ports import ToolCancelled, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
-from dcaf_like.application.turn import RunTool, ToolOutcome, timed_out
 from dcaf_like.application.workers import host_name
 
 logger = logging.getLogger("dcaf_like")

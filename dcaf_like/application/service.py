@@ -16,15 +16,28 @@ from typing import Any, TypeVar
 from dcaf_like.application.clock import monotonic_of
 from dcaf_like.application.concurrency import at_once, resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
-from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
+from dcaf_like.application.dto import AgentRequest, AgentResponse
+from dcaf_like.application.effects import (
+    CANCELLED,
+    TURN_TIMEOUT,
+    AskApprover,
+    CallHooks,
+    CallModel,
+    CheckCancel,
+    Effect,
+    Emit,
+    ResolveInstructions,
+    RunContext,
+    RunTool,
+    Stopped,
+    Summarize,
+    ToolOutcome,
+)
 from dcaf_like.application.errors import (
     REFUSALS,
     ApplicationError,
-    ConversationNotFound,
-    InvalidRequest,
     ModelError,
     ModelTimeout,
-    UnsupportedPart,
     scrub_exception,
 )
 from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent, ToolProgress
@@ -43,6 +56,7 @@ from dcaf_like.application.ports import (
     ConversationRepository,
     ExecutableTool,
 )
+from dcaf_like.application.requests import RequestRules
 from dcaf_like.application.runs import (
     STOPPED_BY_CANCEL,
     CancelPoll,
@@ -57,37 +71,14 @@ from dcaf_like.application.runs import (
 )
 from dcaf_like.application.storable import refuse_non_finite
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
-from dcaf_like.application.turn import (
-    CANCELLED,
-    TURN_TIMEOUT,
-    AskApprover,
-    CallHooks,
-    CallModel,
-    CheckCancel,
-    Effect,
-    Emit,
-    ResolveInstructions,
-    RunContext,
-    RunTool,
-    Stopped,
-    Summarize,
-    ToolOutcome,
-    Turn,
-    TurnSettings,
-    apply_decision,
-)
-from dcaf_like.application.workers import new_worker_id, worker_gone
+from dcaf_like.application.turn import Turn, TurnSettings
+from dcaf_like.application.workers import new_worker_id
 from dcaf_like.domain import (
-    NO_CONTEXT,
     ApprovalPolicy,
-    Attachment,
     Conversation,
     DecisionRecord,
     DomainError,
-    InvalidAnswer,
     PlatformContext,
-    Role,
-    Trusted,
 )
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
@@ -98,9 +89,6 @@ logger = logging.getLogger("dcaf_like.service")
 
 InstructionProvider = Callable[[RunContext[Any]], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
-
-#: The reason an answer a question does not take is refused with, in the audit trail.
-REFUSED_ANSWER = "the question does not take this answer"
 
 #: Seconds (by the agent's clock) between two reads of the store for a cancel request while the model
 #: answers or a tool runs (async ports only).
@@ -162,8 +150,6 @@ class AgentService:
         self.notifier = notifier
         #: The agent's dependencies, given to its instructions, tools and policy; never stored or sent.
         self.deps = deps
-        #: What a request that names no caller and no deps of its own runs as (a value: shared).
-        self._anonymous: Trusted[Any] = Trusted(None, deps)
         self._settings = TurnSettings(
             toolbox=toolbox,
             policy=policy or ApprovalPolicy(),
@@ -186,6 +172,9 @@ class AgentService:
             count_request_tokens=runtime.count_request_tokens,
             accepts=runtime.accepts,
             hooks=Hooks.of(hooks),
+        )
+        self._rules = RequestRules(
+            self._settings, runtime, worker=self.worker, lease_ttl=lease_ttl, deps=deps, tracer=self.tracer
         )
         fitting = self._settings.context
         #: A turn reads the conversation's recent part only (ADR 22) when its policy never sends what
@@ -639,132 +628,22 @@ class AgentService:
         blocking: bool,
         streams: bool,
     ) -> _Run:
-        """Everything a request changes before any tool runs. It raises before anything is saved
-        (the records of the decisions it refused are in `refused`)."""
+        """Apply the request's rules (:class:`RequestRules`) and make its turn. It raises before
+        anything is saved (the records of the decisions it refused are in `refused`)."""
         now = self.clock()
-        if stored is not None and not _may_use(request, stored):
-            raise ConversationNotFound(stored.id)  # another owner's: as if it did not exist
-        if stored is None:
-            conversation = Conversation.start(conversation_id, at=now, owner=request.owner)
-            for role, text in request.history:
-                if role == Role.USER.value:
-                    conversation.add_user_message(text, at=now)
-                else:
-                    conversation.add_assistant_message(text, at=now)
-        else:
-            conversation = stored
-        _check_parts(conversation, request.attachments, self.runtime)
-        expected = conversation.version if stored is not None else 0
-        conversation.entrance = request.entrance
-        # Calls whose run ended without a result (their lease ran out, or their worker is known to
-        # have exited) are settled, never run again.
-        interrupted = (
-            [c.id.value for c in conversation.settle_abandoned_calls(at=now, gone=worker_gone)]
-            if stored
-            else []
-        )
-        context = request.platform_context
-        conversation.use_platform_context(PlatformContext(context) if context else NO_CONTEXT)
-        if request.session is not None:
-            conversation.replace_session(dict(request.session))
-        approved: list[str] = []
-        rejected: list[str] = []
-        if request.identity is None and request.deps is None:
-            trusted = self._anonymous
-        else:
-            trusted = Trusted(request.identity, self.deps if request.deps is None else request.deps)
-        for decision in request.decisions:
-            if self._decide(conversation, decision, request.user, trusted, now, span, refused):
-                approved.append(decision.call_id)
-            else:
-                rejected.append(decision.call_id)
-        declined: list[str] = []
-        for answer in request.answers:  # an answered question claims its call to run again
-            asked_by = self._answer(conversation, answer, request.user, now, refused)
-            (declined if answer.declined else approved).append(asked_by)
-        if request.text or request.attachments:
-            received = conversation.receive_user_message(
-                request.text, attachments=request.attachments, at=now
-            )
-            rejected.extend(received.rejected)
-            declined.extend(received.failed)
-        elif not request.decisions and not request.answers and not _awaits_model(conversation):
-            raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
-        for call_id in approved:  # this worker runs them: the claim's save carries its lease
-            conversation.lease_tool_call(call_id, self.worker, until=now + self.lease_ttl)
+        prepared = self._rules.prepare(request, conversation_id, stored, now=now, span=span, refused=refused)
         turn = Turn(
-            conversation,
+            prepared.conversation,
             self._settings,
-            approved_now=approved,
-            rejected_now=rejected,
-            interrupted_now=interrupted,
-            trusted=trusted,
-            declined_now=declined,
+            approved_now=prepared.approved,
+            rejected_now=prepared.rejected,
+            interrupted_now=prepared.interrupted,
+            trusted=prepared.trusted,
+            declined_now=prepared.declined,
             emits=streams,
         )
-        return _Run(turn, conversation, expected, now, span, blocking, claim=bool(approved))
-
-    def _answer(
-        self,
-        conversation: Conversation,
-        answer: QuestionAnswer,
-        user: str,
-        now: float,
-        refused: list[DecisionRecord],
-    ) -> str:
-        """Apply an answer (or a refusal to answer) to an open question: the id of the call that asked.
-        It raises, changing nothing stored, for a question this conversation never asked, one already
-        answered, one whose window closed, or a value the question does not take (its record, never
-        the value, in `refused`)."""
-        try:
-            if answer.declined:
-                return conversation.decline_question(answer.question_id, by=user, at=now).id.value
-            call = conversation.answer_question(
-                answer.question_id,
-                answer.value,
-                by=user,
-                worker=self.worker,
-                until=now + self.lease_ttl,
-                at=now,
-            )
-        except DomainError as exc:
-            # An InvalidAnswer's detail may quote the value: the trail keeps only that it was refused.
-            reason = REFUSED_ANSWER if isinstance(exc, InvalidAnswer) else str(exc)
-            refused.append(conversation.answer_refusal(answer.question_id, reason, by=user, at=now))
-            raise
-        return call.id.value
-
-    def _decide(
-        self,
-        conversation: Conversation,
-        decision: ToolDecision,
-        user: str,
-        trusted: Trusted[Any],
-        now: float,
-        parent: Span,
-        refused: list[DecisionRecord],
-    ) -> bool:
-        attributes = {
-            "dcaf.call_id": decision.call_id,
-            "dcaf.decision": "approve" if decision.approve else "reject",
-            "dcaf.decided_by": user,
-            "dcaf.edited": decision.edited_arguments is not None,
-        }
-        span = self.tracer.start("dcaf.decision", attributes, parent)
-        try:
-            approved = apply_decision(
-                conversation, self._settings, decision, by=user, at=now, trusted=trusted
-            )
-            call = conversation.tool_call(decision.call_id)
-            span.set("dcaf.tool", call.name)
-            span.set("dcaf.waited_seconds", max(0.0, now - call.proposed_at))
-            return approved
-        except Exception as exc:
-            span.fail(exc)  # refused: nothing ran; the request fails with this error
-            refused.append(conversation.refusal(decision.call_id, str(exc), by=user, at=now))
-            raise
-        finally:
-            span.end()
+        claim = bool(prepared.approved)
+        return _Run(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)
 
 
 @dataclass(slots=True)
@@ -844,19 +723,6 @@ def _question_window(question_ttl: float | None, approval_ttl: float | None) -> 
     return None if ttl is None or math.isinf(ttl) else ttl
 
 
-def _may_use(request: AgentRequest, conversation: Conversation) -> bool:
-    """Ownership: a request with an owner uses only that owner's conversations, unless it sees all."""
-    return request.owner is None or request.sees_all or conversation.owner == request.owner
-
-
-def _awaits_model(conversation: Conversation) -> bool:
-    """True when the model owes an answer: after a user message, or after its calls all finished."""
-    if not conversation.messages:
-        return False
-    last = conversation.messages[-1]
-    return last.role is Role.USER or bool(last.tool_call_ids)
-
-
 def _traced(span: Span, response: ModelResponse) -> ModelResponse:
     if span is NO_SPAN:  # nothing records it: skip the attributes
         return response
@@ -892,34 +758,3 @@ def _checked_instructions(value: Any) -> str:
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:
     return RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
-
-
-def refuse_unaccepted(attachments: Sequence[Attachment], runtime: AgentRuntime) -> None:
-    """Raise :class:`UnsupportedPart` naming the first of a message's `attachments` `runtime` cannot
-    take, and why (before anything is saved: A2A opens no task for it)."""
-    refused = runtime.refused_part(list(attachments))
-    if refused is not None:
-        index, reason = refused
-        part = attachments[index]
-        raise UnsupportedPart(index, part.describe(), part.kind.value, runtime.name, reason)
-
-
-def _check_parts(conversation: Conversation, new: tuple[Attachment, ...], runtime: AgentRuntime) -> None:
-    """Refuse the turn when `runtime` cannot take a part its model requests would carry: one of this
-    turn's (`new`), or an earlier message's (the runtime changed since, or the request would hold
-    more of a kind than the provider takes). The model would not see it, and must not be asked as if
-    it had; and a conversation the provider refuses could not go on."""
-    if not new and not any(message.attachments for message in conversation.messages):
-        return  # the usual turn: no parts anywhere
-    earlier = [(i, part) for message in conversation.messages for i, part in enumerate(message.attachments)]
-    refused = runtime.refused_part([part for _, part in earlier] + list(new))
-    if refused is None:
-        return
-    at, reason = refused
-    if at < len(earlier):
-        index, part = earlier[at]
-        raise UnsupportedPart(
-            index, f"in an earlier message: {part.describe()}", part.kind.value, runtime.name, reason
-        )
-    index = at - len(earlier)
-    raise UnsupportedPart(index, new[index].describe(), new[index].kind.value, runtime.name, reason)

@@ -8,7 +8,8 @@ rules are those of every other entrance: the conversation must be the caller's
 (:meth:`Conversation.is_visible_to`; another identity's task is not found), times come from the
 agent's clock, and a user's message is taken as every entrance takes it
 (:meth:`Conversation.receive_user_message`). Every change is one load-change-save retried on a lost
-race (:func:`changed`). Running a turn is the agent's (:class:`AgentService`), as on HelpDesk.
+race (:func:`changed`). Running a turn is the agent's
+(:class:`~dcaf_like.application.service.AgentService`), as on HelpDesk.
 """
 
 from __future__ import annotations

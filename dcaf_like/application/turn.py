@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, cast
+from typing import Any
 
 from dcaf_like.application.context import (
     Block,
@@ -21,12 +21,30 @@ from dcaf_like.application.context import (
     estimate_tokens,
 )
 from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
+from dcaf_like.application.effects import (
+    AWAITING_APPROVAL,
+    AWAITING_INPUT,
+    CANCELLED,
+    HOOK_FAILED,
+    TURN_TIMEOUT,
+    AskApprover,
+    CallHooks,
+    CallModel,
+    CheckCancel,
+    Effect,
+    Emit,
+    ResolveInstructions,
+    RunContext,
+    RunTool,
+    Stopped,
+    Summarize,
+    ToolOutcome,
+)
 from dcaf_like.application.errors import HookFailed, InvalidToolArguments, UnknownTool
 from dcaf_like.application.events import (
     ApprovalRequired,
     QuestionAsked,
     RunStarted,
-    StreamEvent,
     ToolCallProposed,
     ToolFinished,
     ToolRejected,
@@ -43,15 +61,12 @@ from dcaf_like.application.hooks import (
 )
 from dcaf_like.application.messages import (
     NO_USAGE,
-    AssistantTurn,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ModelToolCall,
-    ToolResult,
     ToolSpec,
     Usage,
-    UserTurn,
 )
 from dcaf_like.application.ports import (
     ApprovalAnswer,
@@ -61,18 +76,15 @@ from dcaf_like.application.ports import (
     ToolOutput,
 )
 from dcaf_like.application.questions import Answered, UserInputRequired
+from dcaf_like.application.transcript import transcribe
 from dcaf_like.domain import (
     NOBODY,
     ApprovalPolicy,
-    Attachment,
     Conversation,
     DeciderKind,
     EditNotAllowed,
-    Identity,
     InvalidQuestion,
     InvalidToolInput,
-    Message,
-    PlatformContext,
     PolicyDenied,
     Question,
     Role,
@@ -83,122 +95,6 @@ from dcaf_like.domain import (
     Trusted,
     Verdict,
 )
-from dcaf_like.domain.identity import DepsT
-
-# -- effects: what the turn asks its driver to do ---------------------------------------------------
-# Effects and outcomes live for one step of one turn and never leave the application layer. They are
-# not frozen: a frozen dataclass's __init__ is slower than a plain one's, and a turn makes several.
-
-
-@dataclass(frozen=True, slots=True)
-class RunContext(Generic[DepsT]):
-    """What dynamic instructions see of a run. `session` and `platform_context` are the client's
-    (never authority); `identity` (None without API keys) and `deps` are the server's.
-    ``RunContext[MyDeps]`` types `deps`."""
-
-    conversation_id: str
-    platform_context: PlatformContext
-    session: Mapping[str, Any]
-    agent_name: str = ""
-    identity: Identity | None = None
-    deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
-
-
-@dataclass(slots=True)
-class ResolveInstructions:
-    context: RunContext
-
-
-@dataclass(slots=True)
-class CallModel:
-    request: ModelRequest
-    #: Seconds left of the turn's time limit (None: no limit). When they run out the driver sends
-    #: back :class:`Stopped` instead of a response.
-    timeout: float | None = None
-
-
-@dataclass(slots=True)
-class RunTool:
-    tool: ExecutableTool
-    arguments: dict[str, Any]
-    context: ToolContext
-    #: Seconds this run may take (None: no limit), and the limit that is, named in the error when it
-    #: runs out: the tool's own or what is left of the turn's.
-    timeout: float | None = None
-    limit: str = ""
-
-
-@dataclass(slots=True)
-class Summarize:
-    """Ask the agent's runtime for the summary of what no longer fits the context window: its
-    response, or None when its call was stopped (cancel, time limit)."""
-
-    request: ModelRequest
-
-
-@dataclass(slots=True)
-class AskApprover:
-    pending: PendingApproval
-
-
-@dataclass(slots=True)
-class Emit:
-    event: StreamEvent
-
-
-@dataclass(slots=True)
-class CheckCancel:
-    """Was this turn asked to stop (``agent.cancel``, from any worker)? The driver answers a bool.
-    Asked before every step but the first, so a turn that runs no tool never asks."""
-
-
-@dataclass(slots=True)
-class CallHooks:
-    """Call the agent's hooks at `point` (a method of :class:`~dcaf_like.application.hooks.Hook`)
-    with `arguments`. The driver answers a :class:`Refused` (a ``before_tool`` veto), the
-    :class:`HookFailed` of a hook that raised, or None. Yielded only when some hook has that method."""
-
-    point: str
-    arguments: tuple[Any, ...]
-
-
-Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel | CallHooks
-
-
-@dataclass(slots=True)
-class ToolOutcome:
-    output: str | ToolOutput | None = None
-    error: str | None = None
-    #: The run went past ``RunTool.timeout``: `error` says so.
-    timed_out: bool = False
-    #: The tool asked the user before acting (it raised UserInputRequired): no output, no error.
-    question: UserInputRequired | None = None
-
-
-@dataclass(slots=True)
-class Stopped:
-    """What a driver sends back for a model call the turn must not wait for any longer."""
-
-    reason: str
-
-
-TURN_TIMEOUT = "turn_timeout"
-CANCELLED = "cancelled"
-# Not a stop reason a response carries: the turn raises the hook's HookFailed once its calls are settled.
-HOOK_FAILED = "hook_failed"
-AWAITING_APPROVAL = "awaiting_approval"
-AWAITING_INPUT = "awaiting_input"
-
-
-def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
-    """The outcome of a run that went past its time limit: `cancelled` when the tool was stopped (an
-    ``async def`` tool), else it may still be running in its thread and its result will not be used."""
-    what = (
-        "it was cancelled"
-        if cancelled
-        else "it could not be stopped and may still be running; its result will not be used"
-    )
-    return ToolOutcome(error=f"timed out after {effect.timeout:g} s ({effect.limit}): {what}", timed_out=True)
 
 
 @dataclass(slots=True)  # never changed after it is made; not frozen, whose __init__ is slower
@@ -716,7 +612,7 @@ class Turn:
             known = settled_blocks.get(index)
             if known is None:
                 messages: list[ModelMessage] = []
-                settled = _transcribe(conversation, message, messages, accepts)
+                settled = transcribe(conversation, message, messages, accepts)
                 block = Block(index, tuple(messages), message.role is Role.USER, pinned=not settled)
                 known = (block, block_cost(block, count))
                 if settled and index != last:
@@ -733,8 +629,8 @@ class Turn:
         tail: list[ModelMessage] = []
         for index in range(self._stable_messages, len(messages)):
             if tail or index == len(messages) - 1:
-                _transcribe(conversation, messages[index], tail, accepts)
-            elif _transcribe(conversation, messages[index], tail, accepts):
+                transcribe(conversation, messages[index], tail, accepts)
+            elif transcribe(conversation, messages[index], tail, accepts):
                 stable.extend(tail)
                 tail.clear()
                 self._stable_messages = index + 1
@@ -809,89 +705,3 @@ def apply_decision(
         at=at,
     )
     return True
-
-
-def transcript(conversation: Conversation, accepts: frozenset[str] = frozenset()) -> tuple[ModelMessage, ...]:
-    """The conversation as a model reads it: each proposal followed by the outcome of each of its calls
-    (and the images and files those returned, of the kinds in `accepts`)."""
-    messages: list[ModelMessage] = []
-    for message in conversation.messages:
-        _transcribe(conversation, message, messages, accepts)
-    return tuple(messages)
-
-
-def _transcribe(
-    conversation: Conversation, message: Message, into: list[ModelMessage], accepts: frozenset[str]
-) -> bool:
-    """Append `message`'s model form to `into`; True if that form is final (every call settled)."""
-    if message.role is Role.USER:
-        into.append(UserTurn(message.text, message.attachments))
-        return True
-    calls = [conversation.tool_calls[i] for i in message.tool_call_ids]
-    into.append(
-        AssistantTurn(
-            message.text,
-            tuple(ModelToolCall(c.id.value, c.name, c.proposed_input.as_dict()) for c in calls),
-        )
-    )
-    settled = True
-    shown: list[tuple[ToolCall, Attachment]] = []
-    for call in calls:
-        if not call.status.is_terminal:
-            # A provider refuses a call with no result after it (OpenAI: 400): one still running
-            # elsewhere, or still waiting, gets a result that says so.
-            settled = False
-            into.append(ToolResult(call.id.value, call.name, UNSETTLED, True))
-        elif call.result_attachments:
-            result = _result_of(call)
-            taken = [a for a in call.result_attachments if a.kind.value in accepts]
-            left_out = [a for a in call.result_attachments if a.kind.value not in accepts]
-            note = _attachments_note(taken, left_out)
-            into.append(replace(result, content=f"{result.content}\n{note}" if result.content else note))
-            shown.extend((call, a) for a in taken)
-        else:
-            into.append(_result_of(call))
-    if shown:
-        into.append(_tools_attachments(shown))
-    return settled
-
-
-def _attachments_note(taken: list[Attachment], left_out: list[Attachment]) -> str:
-    """What a result says of its images and files: those shown, and those the model cannot read."""
-    lines = []
-    if taken:
-        listed = ", ".join(a.describe() for a in taken)
-        lines.append(f"[It also returned {listed}: shown in the message after the results.]")
-    if left_out:
-        listed = ", ".join(f"{a.describe()} of {a.size} bytes" for a in left_out)
-        lines.append(f"[It also returned {listed}, which this model cannot read: left out.]")
-    return "\n".join(lines)
-
-
-def _tools_attachments(shown: list[tuple[ToolCall, Attachment]]) -> UserTurn:
-    """The images and files tools returned, as a turn after their results: a tool message holds only
-    text in some APIs (OpenAI's), and every runtime that takes a kind of part takes it in a user's turn."""
-    listed = "; ".join(f"{call.name} ({call.id.value}): {a.describe()}" for call, a in shown)
-    text = f"[Not from the user: what the tool calls above returned besides text. {listed}]"
-    return UserTurn(text, tuple(a for _, a in shown))
-
-
-UNSETTLED = "No result yet: this call has not finished (it is running or waiting for a decision)."
-
-
-def _result_of(call: ToolCall) -> ToolResult:
-    if call.status is ToolCallStatus.EXECUTED:
-        content = call.result or ""
-        if call.edited:  # secret arguments masked: the model never learns a value a human chose
-            content = (
-                f"(A human edited the arguments before running: {call.shown_json(call.effective_input)})\n"
-                + content
-            )
-        return ToolResult(call.id.value, call.name, content)
-    if call.status is ToolCallStatus.REJECTED:
-        return ToolResult(
-            call.id.value, call.name, f"Not run. Rejected: {call.rejection_reason or 'no reason given'}", True
-        )
-    if call.status is ToolCallStatus.INTERRUPTED:
-        return ToolResult(call.id.value, call.name, f"Outcome unknown: {call.error}", True)
-    return ToolResult(call.id.value, call.name, f"Error: {call.error}", True)

@@ -21,7 +21,7 @@ from dcaf_like.application.errors import InvalidRequest, MissingScope
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
-from dcaf_like.application.service import refuse_unaccepted
+from dcaf_like.application.requests import refuse_unaccepted
 from dcaf_like.application.tasks import (
     CANCELED,
     TaskLifecycle,

@@ -19,7 +19,7 @@ from k8s_agent import POLICY, SYSTEM, Cluster
 from dcaf_like import Agent, ContextWindow, InMemoryConversationRepository, ModelCompleted, ModelRequest
 from dcaf_like.application.context import message_text
 from dcaf_like.application.messages import ModelStreamEvent
-from dcaf_like.application.turn import transcript
+from dcaf_like.application.transcript import transcript
 from dcaf_like.domain import Conversation, ToolInput
 from dcaf_like.runtimes.local import LocalRuntime
 

@@ -757,13 +757,14 @@ def test_a_turn_that_reads_from_the_cut_sends_what_a_whole_read_would():
 
 def without_the_turns_blocks_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model call of a turn transcribes and counts every block again, as before they were kept."""
-    from dcaf_like.application.turn import Turn, _transcribe
+    from dcaf_like.application.transcript import transcribe
+    from dcaf_like.application.turn import Turn
 
     def afresh(self: Turn) -> tuple[list[Block], list[int]]:
         conversation, blocks = self.conversation, []
         for index, message in enumerate(conversation.messages, conversation.message_offset):
             messages: list[ModelMessage] = []
-            settled = _transcribe(conversation, message, messages, self.settings.accepts)
+            settled = transcribe(conversation, message, messages, self.settings.accepts)
             blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
         return blocks, [block_cost(b, self.settings.count_tokens) for b in blocks]
 

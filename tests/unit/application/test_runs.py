@@ -22,7 +22,7 @@ from dcaf_like import (
 )
 from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.service import CANCEL_POLL
-from dcaf_like.application.turn import transcript
+from dcaf_like.application.transcript import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
 from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dcaf_like import Agent, AssistantTurn, ToolResult, UserTurn, attachment
-from dcaf_like.application.turn import transcript
+from dcaf_like.application.transcript import transcript
 from dcaf_like.domain import Conversation, ToolInput
 from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 

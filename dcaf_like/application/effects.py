@@ -1,0 +1,132 @@
+"""What a turn asks its driver to do (effects), and what the driver sends back (outcomes).
+
+The turn (:mod:`dcaf_like.application.turn`) yields these; the driver
+(:mod:`dcaf_like.application.service`) performs them with its ports, and the tool runner
+(:mod:`dcaf_like.application.runs`) reads them without knowing the turn's rules. Effects and outcomes
+live for one step of one turn and never leave the application layer. They are not frozen: a frozen
+dataclass's __init__ is slower than a plain one's, and a turn makes several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, cast
+
+from dcaf_like.application.events import StreamEvent
+from dcaf_like.application.messages import ModelRequest
+from dcaf_like.application.ports import ExecutableTool, PendingApproval, ToolContext, ToolOutput
+from dcaf_like.application.questions import UserInputRequired
+from dcaf_like.domain import Identity, PlatformContext
+from dcaf_like.domain.identity import DepsT
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext(Generic[DepsT]):
+    """What dynamic instructions see of a run. `session` and `platform_context` are the client's
+    (never authority); `identity` (None without API keys) and `deps` are the server's.
+    ``RunContext[MyDeps]`` types `deps`."""
+
+    conversation_id: str
+    platform_context: PlatformContext
+    session: Mapping[str, Any]
+    agent_name: str = ""
+    identity: Identity | None = None
+    deps: DepsT = field(default=cast(Any, None), repr=False, compare=False)
+
+
+@dataclass(slots=True)
+class ResolveInstructions:
+    context: RunContext
+
+
+@dataclass(slots=True)
+class CallModel:
+    request: ModelRequest
+    #: Seconds left of the turn's time limit (None: no limit). When they run out the driver sends
+    #: back :class:`Stopped` instead of a response.
+    timeout: float | None = None
+
+
+@dataclass(slots=True)
+class RunTool:
+    tool: ExecutableTool
+    arguments: dict[str, Any]
+    context: ToolContext
+    #: Seconds this run may take (None: no limit), and the limit that is, named in the error when it
+    #: runs out: the tool's own or what is left of the turn's.
+    timeout: float | None = None
+    limit: str = ""
+
+
+@dataclass(slots=True)
+class Summarize:
+    """Ask the agent's runtime for the summary of what no longer fits the context window: its
+    response, or None when its call was stopped (cancel, time limit)."""
+
+    request: ModelRequest
+
+
+@dataclass(slots=True)
+class AskApprover:
+    pending: PendingApproval
+
+
+@dataclass(slots=True)
+class Emit:
+    event: StreamEvent
+
+
+@dataclass(slots=True)
+class CheckCancel:
+    """Was this turn asked to stop (``agent.cancel``, from any worker)? The driver answers a bool.
+    Asked before every step but the first, so a turn that runs no tool never asks."""
+
+
+@dataclass(slots=True)
+class CallHooks:
+    """Call the agent's hooks at `point` (a method of :class:`~dcaf_like.application.hooks.Hook`)
+    with `arguments`. The driver answers a :class:`Refused` (a ``before_tool`` veto), the
+    :class:`HookFailed` of a hook that raised, or None. Yielded only when some hook has that method."""
+
+    point: str
+    arguments: tuple[Any, ...]
+
+
+Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel | CallHooks
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    output: str | ToolOutput | None = None
+    error: str | None = None
+    #: The run went past ``RunTool.timeout``: `error` says so.
+    timed_out: bool = False
+    #: The tool asked the user before acting (it raised UserInputRequired): no output, no error.
+    question: UserInputRequired | None = None
+
+
+@dataclass(slots=True)
+class Stopped:
+    """What a driver sends back for a model call the turn must not wait for any longer."""
+
+    reason: str
+
+
+TURN_TIMEOUT = "turn_timeout"
+CANCELLED = "cancelled"
+# Not a stop reason a response carries: the turn raises the hook's HookFailed once its calls are settled.
+HOOK_FAILED = "hook_failed"
+AWAITING_APPROVAL = "awaiting_approval"
+AWAITING_INPUT = "awaiting_input"
+
+
+def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
+    """The outcome of a run that went past its time limit: `cancelled` when the tool was stopped (an
+    ``async def`` tool), else it may still be running in its thread and its result will not be used."""
+    what = (
+        "it was cancelled"
+        if cancelled
+        else "it could not be stopped and may still be running; its result will not be used"
+    )
+    return ToolOutcome(error=f"timed out after {effect.timeout:g} s ({effect.limit}): {what}", timed_out=True)
