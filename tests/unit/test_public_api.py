@@ -105,6 +105,7 @@ EXPORTED = {
     "StreamEvent",
     "TextDelta",
     "Tool",
+    "ToolCallAlreadyDecided",
     "ToolCallInfo",
     "ToolCallProposed",
     "ToolCallView",
