@@ -22,7 +22,7 @@ lint:
 	$(BIN)/lint-imports
 
 # The suite over the machine's cores (at most 4): about 4 minutes on 2 cores with Redis, PostgreSQL
-# and Chromium present (README, "What make test needs"). The benchmark tests run in `make bench`.
+# and Chromium present (docs/development.md, "What make test needs"). The benchmark tests run in `make bench`.
 test: lint
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
 

@@ -122,7 +122,7 @@ def service_missing(what: str) -> None:
     """Skip when a local service is not running, unless CI says services are required."""
     if os.environ.get("DCAF_REQUIRE_SERVICES") == "1":
         pytest.fail(f"{what} is required (DCAF_REQUIRE_SERVICES=1) but not reachable")
-    pytest.skip(f"{what} is not running on this machine; start it as .ci/run does (README: make test)")
+    pytest.skip(f"{what} is not running on this machine; start it as .ci/run does (docs/development.md)")
 
 
 @pytest.fixture(scope="session")

@@ -23,3 +23,16 @@ def blocks() -> list[tuple[str, str]]:
 def test_the_documented_code_runs(where, code):
     # dont_inherit: a block runs as a reader would run it, without this module's `from __future__` import.
     exec(compile(code, where, "exec", dont_inherit=True), {"__name__": "__docs__"})
+
+
+def test_the_protocol_lists_each_route_once():
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    table = text.split("| Route | What it does |", 1)[1].split("\n\n", 1)[0]
+    routes = [
+        route
+        for row in table.splitlines()[2:]
+        for route in re.findall(r"`([A-Z]+ /[^`?]*)", row.split(" | ")[0])
+    ]
+
+    assert "DELETE /api/conversations/{id}" in routes
+    assert sorted(r for r in routes if routes.count(r) > 1) == []

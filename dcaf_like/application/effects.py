@@ -129,4 +129,13 @@ def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:
         if cancelled
         else "it could not be stopped and may still be running; its result will not be used"
     )
-    return ToolOutcome(error=f"timed out after {effect.timeout:g} s ({effect.limit}): {what}", timed_out=True)
+    after = seconds_text(effect.timeout or 0.0)
+    return ToolOutcome(error=f"timed out after {after} s ({effect.limit}): {what}", timed_out=True)
+
+
+def seconds_text(seconds: float) -> str:
+    """`seconds` as a person reads a duration: ``3`` for what is left of a turn's limit (2.99961),
+    ``12.5``, ``0.05``; a tenth of a second from one second on, two significant digits below."""
+    if seconds < 1:
+        return f"{seconds:.2g}"
+    return f"{round(seconds, 1):.1f}".removesuffix(".0")

@@ -139,6 +139,12 @@ def _parser() -> argparse.ArgumentParser:
         help="an origin (https://ops.example.com) whose pages may send changes, besides the server's own "
         "(repeatable; default: $DCAF_ALLOWED_ORIGINS)",
     )
+    run.add_argument(
+        "--api-keys-file",
+        metavar="FILE",
+        help="the API keys, one identity[:scope+scope]=key a line (# comments allowed), in a file only its "
+        "owner may read (chmod 600); instead of $DCAF_API_KEYS (docs/operations.md)",
+    )
     run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
     run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
     run.add_argument("--mcp", action="store_true", help="also serve the tools that need no approval over MCP")
@@ -255,11 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "audit":
         return _audit(args)
     try:
+        api_keys = None if args.api_keys_file is None else _keys_from_file(args.api_keys_file)
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
             return _serve_workers(args, target)
         serve(
             target,
+            api_keys=api_keys,
             host=args.host,
             port=args.port,
             store=args.store,
@@ -279,6 +287,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _keys_from_file(path: str) -> dict[str, str]:
+    from dcaf_like.server.auth import keys_from_file  # not at import: it loads starlette
+
+    return keys_from_file(path)
 
 
 def _days(value: str) -> float:
@@ -411,6 +425,7 @@ _MCP = "DCAF_SERVE_MCP"
 _METRICS = "DCAF_SERVE_METRICS"
 _RETENTION = "DCAF_SERVE_RETENTION_DAYS"
 _GRACE = "DCAF_SERVE_SHUTDOWN_GRACE"
+_KEYS_FILE = "DCAF_SERVE_API_KEYS_FILE"  # its path: each worker reads the keys from the file itself
 
 
 def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
@@ -442,6 +457,7 @@ def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
             _METRICS: "1" if args.metrics else "",
             _RETENTION: repr(args.retention_days),
             _GRACE: repr(args.shutdown_grace),
+            _KEYS_FILE: "" if args.api_keys_file is None else str(Path(args.api_keys_file).resolve()),
         }
     )
     if args.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -468,8 +484,10 @@ def worker_app() -> Any:
     attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE, retention_days=retention)
     from dcaf_like.server.app import create_app
 
+    keys_file = os.environ.get(_KEYS_FILE)
     app = create_app(
         target,
+        api_keys=_keys_from_file(keys_file) if keys_file else None,
         max_body_bytes=int(os.environ[_MAX_BODY]),
         ui=os.environ.get(_UI, "1") == "1",
         a2a=os.environ.get(_A2A) == "1",

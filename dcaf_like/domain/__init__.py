@@ -30,6 +30,7 @@ from dcaf_like.domain.errors import (
     IllegalTransition,
     PendingToolCalls,
     PolicyDenied,
+    ToolCallAlreadyDecided,
     UnknownTask,
     UnknownToolCall,
 )
@@ -113,6 +114,7 @@ __all__ = [
     "TaskOutcome",
     "TaskRecord",
     "ToolCall",
+    "ToolCallAlreadyDecided",
     "ToolCallId",
     "ToolCallStatus",
     "ToolInput",

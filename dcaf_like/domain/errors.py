@@ -10,11 +10,25 @@ class DomainError(Exception):
 class IllegalTransition(DomainError):
     """A tool call was asked to move between two states the state machine does not connect."""
 
-    def __init__(self, call_id: str, from_status: str, to_status: str) -> None:
+    def __init__(self, call_id: str, from_status: str, to_status: str, message: str | None = None) -> None:
         self.call_id = call_id
         self.from_status = from_status
         self.to_status = to_status
-        super().__init__(f"tool call {call_id} cannot go from {from_status} to {to_status}")
+        super().__init__(message or f"tool call {call_id} cannot go from {from_status} to {to_status}")
+
+
+class ToolCallAlreadyDecided(IllegalTransition):
+    """A decision (an approval or a rejection) for a call that no longer waits for one: a replayed or
+    late decision. It says what HTTP's ``409 tool_call_already_decided`` says."""
+
+    def __init__(self, call_id: str, from_status: str, to_status: str) -> None:
+        super().__init__(
+            call_id,
+            from_status,
+            to_status,
+            f"tool call {call_id} is {from_status}, not pending: a decision is honoured once, for a call "
+            "that still waits for one",
+        )
 
 
 class UnknownToolCall(DomainError):

@@ -20,6 +20,7 @@ from dcaf_like.domain.errors import (
     EditNotAllowed,
     IllegalTransition,
     PolicyDenied,
+    ToolCallAlreadyDecided,
 )
 from dcaf_like.domain.identity import NOBODY, Trusted
 from dcaf_like.domain.merge_patch import merge_patch
@@ -322,7 +323,7 @@ class ToolCall:
         if edited_input is not None and edited_input != self.proposed_input and not self.editable:
             raise EditNotAllowed(self.id.value, self.name)
         if self.status is not ToolCallStatus.PENDING:  # a call waiting for an answer resumes by it only
-            raise IllegalTransition(self.id.value, self.status.value, ToolCallStatus.APPROVED.value)
+            raise ToolCallAlreadyDecided(self.id.value, self.status.value, ToolCallStatus.APPROVED.value)
         if self.is_expired(at):
             raise ApprovalExpired(self.id.value)
         if context is not None:
@@ -354,6 +355,8 @@ class ToolCall:
             raise PolicyDenied(self.id.value, decision.reason)
 
     def reject(self, reason: str, *, by: str, at: float, kind: DeciderKind = DeciderKind.HUMAN) -> None:
+        if self.status is not ToolCallStatus.PENDING:
+            raise ToolCallAlreadyDecided(self.id.value, self.status.value, ToolCallStatus.REJECTED.value)
         self._move(ToolCallStatus.REJECTED)
         self.rejection_reason = reason
         self.decided_by = by

@@ -7,7 +7,9 @@ listed in ``_PROVIDERS`` and imported only when named; third-party packages add 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
+from pathlib import Path
 
 from dcaf_like.application.errors import RuntimeNotConfigured
 from dcaf_like.application.ports import AgentRuntime
@@ -28,7 +30,15 @@ def _local() -> RuntimeFactory:
 
     from dcaf_like.runtimes.local import LocalRuntime
 
-    return lambda model: LocalRuntime(model or None)
+    def local(model: str) -> AgentRuntime:
+        if model and not Path(model).expanduser().is_file():  # said now, not at the first turn
+            raise RuntimeNotConfigured(
+                f"local:{model}: no model file at {Path(model).expanduser()}; name a GGUF file that exists, "
+                "or use 'local' for the default model (downloaded on first use)"
+            )
+        return LocalRuntime(model or None)
+
+    return local
 
 
 def _bedrock() -> RuntimeFactory:
@@ -63,14 +73,15 @@ def _adk() -> RuntimeFactory:
     return AdkRuntime
 
 
-# provider name -> (factory loader, the extra that installs its SDK).
-_PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str]] = {
-    "openai": (_openai, "openai"),
-    "local": (_local, "local"),
-    "bedrock": (_bedrock, "bedrock"),
-    "langchain": (_langchain, "langchain"),
-    "agno": (_agno, "agno"),
-    "adk": (_adk, "adk"),
+# provider name -> (factory loader, the extra that installs its SDK, an example of its name string when
+# it needs a model: None when the provider has a default one).
+_PROVIDERS: dict[str, tuple[Callable[[], RuntimeFactory], str, str | None]] = {
+    "openai": (_openai, "openai", "openai:gpt-4o-mini"),
+    "local": (_local, "local", None),
+    "bedrock": (_bedrock, "bedrock", "bedrock:anthropic.claude-3-haiku-20240307-v1:0"),
+    "langchain": (_langchain, "langchain", "langchain:openai:gpt-4o-mini"),
+    "agno": (_agno, "agno", "agno:openai:gpt-4o-mini"),
+    "adk": (_adk, "adk", "adk:gemini-2.0-flash"),
 }
 
 ENTRY_POINT_GROUP = "dcaf_like.runtimes"
@@ -96,7 +107,12 @@ def resolve_runtime(runtime: AgentRuntime | str | None) -> AgentRuntime:
         raise TypeError(f"runtime must be an AgentRuntime or a 'provider:model' string, not {runtime!r}")
     provider, _, model = runtime.partition(":")
     if provider in _PROVIDERS:
-        load, extra = _PROVIDERS[provider]
+        load, extra, example = _PROVIDERS[provider]
+        if example is not None and not model.strip():
+            raise RuntimeNotConfigured(
+                f"runtime {runtime!r} names no model: {provider} needs one, as '{provider}:<model>' "
+                f"(for instance {example!r})"
+            )
         try:
             factory = load()
         except ImportError as exc:
@@ -109,7 +125,9 @@ def resolve_runtime(runtime: AgentRuntime | str | None) -> AgentRuntime:
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=provider):
         factory = ep.load()
         return factory(model)  # type: ignore[no-any-return]
-    raise RuntimeNotConfigured(f"no runtime provider named {provider!r}. " + _what_exists())
+    close = difflib.get_close_matches(provider, available_providers(), n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    raise RuntimeNotConfigured(f"no runtime provider named {provider!r}{guess}. " + _what_exists())
 
 
 def _what_exists() -> str:

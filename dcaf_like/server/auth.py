@@ -15,9 +15,11 @@ from __future__ import annotations
 import hmac
 import os
 import re
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import HTTPConnection
@@ -165,6 +167,63 @@ def parse_holder(holder: str) -> Caller:
     return Caller(name, scopes)
 
 
+MIN_KEY_LENGTH = 16
+
+
+class ApiKeysFileError(ValueError):
+    """An API keys file that cannot be used as it is: the message names the file, the line when one
+    is wrong, and the fix; never a key."""
+
+
+def keys_from_file(path: str | Path) -> dict[str, str]:
+    """``{key: holder}`` from the file at `path` (``dcaf-like serve --api-keys-file``): one
+    ``identity[:scope+scope]=key`` a line, as in ``DCAF_API_KEYS``; blank lines and lines starting with
+    ``#`` are skipped. Refused with :class:`ApiKeysFileError` when the file can be read or written by
+    anyone but its owner, or a line is not a key (named by its number, its key never shown)."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ApiKeysFileError(f"no API keys file at {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ApiKeysFileError(f"the API keys file {path} cannot be read: {reason}") from None
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ApiKeysFileError(
+            f"the API keys file {path} is open to other users (mode {stat.S_IMODE(mode):04o}): make it "
+            f"readable by its owner only: chmod 600 {path}"
+        )
+    keys: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{path}, line {number}"
+        holder, sep, key = line.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ApiKeysFileError(f"{where}: expected identity[:scope+scope]=key")
+        try:
+            caller = parse_holder(holder)
+        except ValueError as exc:
+            raise ApiKeysFileError(f"{where}: {exc}") from None
+        if len(key) < MIN_KEY_LENGTH:
+            raise ApiKeysFileError(
+                f"{where}: the key of {caller.name!r} is "
+                + ("missing after '='" if not key else f"too short: use {MIN_KEY_LENGTH} characters or more")
+            )
+        if key in lines:
+            raise ApiKeysFileError(f"{where}: the same key as line {lines[key]}; give each key once")
+        keys[key], lines[key] = holder.strip(), number
+    if not keys:
+        raise ApiKeysFileError(
+            f"the API keys file {path} holds no key: write one identity[:scope+scope]=key a line"
+        )
+    return keys
+
+
 class ApiKeys:
     def __init__(self, keys: Mapping[str, str]) -> None:
         if not keys:
@@ -172,8 +231,10 @@ class ApiKeys:
         callers = {}
         for key, holder in keys.items():
             caller = parse_holder(holder)
-            if len(key) < 16:
-                raise ValueError(f"the API key of {caller.name!r} is too short: use 16 characters or more")
+            if len(key) < MIN_KEY_LENGTH:
+                raise ValueError(
+                    f"the API key of {caller.name!r} is too short: use {MIN_KEY_LENGTH} characters or more"
+                )
             callers[key] = caller
         self._keys = [(key.encode(), caller) for key, caller in callers.items()]
 

@@ -40,6 +40,7 @@ from dcaf_like.domain import (
     PolicyDenied,
     QuestionClosed,
     QuestionExpired,
+    ToolCallAlreadyDecided,
     UnknownQuestion,
     UnknownToolCall,
 )
@@ -84,14 +85,10 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(403, "missing_scope", message)
         case UnknownToolCall():
             return HttpError(404, "unknown_tool_call", message, call_id=exc.call_id, conversation_id=conv)
-        case IllegalTransition():
+        case IllegalTransition():  # a decision's, in the words Python raises it with
+            decided = ToolCallAlreadyDecided(exc.call_id, exc.from_status, exc.to_status)
             return HttpError(
-                409,
-                "tool_call_already_decided",
-                f"tool call {exc.call_id} is {exc.from_status}, not pending: "
-                "a decision is honoured once, for a call that still waits for one",
-                call_id=exc.call_id,
-                conversation_id=conv,
+                409, "tool_call_already_decided", str(decided), call_id=exc.call_id, conversation_id=conv
             )
         case ApprovalMismatch():
             return HttpError(409, "approval_mismatch", message, call_id=exc.call_id, conversation_id=conv)

@@ -175,7 +175,9 @@ class RequestMiddleware:
         return HttpError(
             413,
             "body_too_large",
-            f"the request body is over the server's limit of {self.max_bytes} bytes",
+            f"the request body is over the server's limit of {self.max_bytes} bytes: send less, or raise "
+            "the limit where the server is started (dcaf-like serve --max-body-bytes N, or "
+            "max_body_bytes=N for serve() and create_app())",
             field="body",
         )
 

@@ -11,8 +11,9 @@ URL                                       store
 ``postgresql://user:pw@host:5432/db``     PostgresConversationRepository (also ``postgres://``)
 ========================================  ====================================================
 
-Query options every store takes: ``namespace`` (defaults to the agent's name), ``ttl`` (seconds) and
-``audit_ttl`` (seconds a decision record is kept; none: for good).
+A SQLite URL's folder must exist (a mistyped path is refused, not served from a new, empty file); the
+file is created in it. Query options every store takes: ``namespace`` (defaults to the agent's name),
+``ttl`` (seconds) and ``audit_ttl`` (seconds a decision record is kept; none: for good).
 Redis also takes ``prefix``; DynamoDB ``region``, ``endpoint`` and ``create=1`` (create the table);
 PostgreSQL ``table``, ``pool_min`` and ``pool_max``, and libpq's own parameters (``sslmode``, ...).
 The SQLite, Redis, DynamoDB and PostgreSQL classes are imported from here lazily, with their client
@@ -21,11 +22,13 @@ libraries.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -129,6 +132,12 @@ def _sqlite(url: _StoreUrl) -> ConversationRepository:
             f"a sqlite URL is sqlite:///relative/path or sqlite:////absolute/path, not {redact(url.text)!r}"
         )
     url.no_more()
+    folder = Path(path).expanduser().parent
+    if not folder.exists():  # a typo in a path would otherwise serve from a new, empty store
+        raise StoreConfigError(
+            f"the SQLite store's folder {folder} does not exist: create it (mkdir -p {folder}) or correct "
+            "the path (sqlite:///relative/path.db, sqlite:////absolute/path.db)"
+        )
     return SqliteConversationRepository(path, namespace=url.namespace, ttl=url.ttl, audit_ttl=url.audit_ttl)
 
 
@@ -182,7 +191,19 @@ def _postgres(url: _StoreUrl) -> ConversationRepository:
     table = url.options.pop("table", "dcaf_conversations")
     pool_min = _count(url.options.pop("pool_min", "1"), "pool_min", url.text)
     pool_max = _count(url.options.pop("pool_max", "10"), "pool_max", url.text)
-    from dcaf_like.stores.postgres import PostgresConversationRepository
+    from dcaf_like.stores.postgres import PostgresConversationRepository, libpq_parameters
+
+    libpq = libpq_parameters()
+    if unknown := sorted(set(url.options) - set(libpq)):
+        # Not the URL: `serve` adds ttl to the one typed, and the option alone says what to fix.
+        ours = ("namespace", "ttl", "audit_ttl", "table", "pool_min", "pool_max")
+        guess = _did_you_mean(unknown[0], [*ours, *libpq])
+        raise StoreConfigError(
+            f"{unknown[0]!r} is not an option of a PostgreSQL store URL{guess}; "
+            f"the store takes {', '.join(ours)}, and libpq its connection parameters (sslmode, "
+            "connect_timeout, application_name, ...: "
+            "https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)"
+        )
 
     return PostgresConversationRepository(
         url.without_options(),
@@ -257,12 +278,17 @@ def _check_redis_options(redis_url: str, store: str) -> None:
         named = re.search(r"keyword argument '(\w+)'", str(exc))
         option = repr(named.group(1)) if named else "an option"
         raise StoreConfigError(
-            f"store {redact(store)!r}: {option} is not an option of this store or of redis-py; "
-            "this store takes namespace, ttl, audit_ttl and prefix, and redis-py its connection options "
-            "(socket_timeout, health_check_interval, ...): check the spelling"
+            f"{option} is not an option of a Redis store URL or of redis-py; this store takes namespace, "
+            "ttl, audit_ttl and prefix, and redis-py its connection options (socket_timeout, "
+            "health_check_interval, ...): check the spelling"
         ) from None
     finally:
         pool.disconnect()
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _missing(extra: str, exc: ImportError) -> str:

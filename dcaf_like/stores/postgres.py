@@ -89,6 +89,13 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _LIVE = "(expires_at IS NULL OR expires_at > %s)"
 
 
+def libpq_parameters() -> list[str]:
+    """The connection parameters libpq takes (``sslmode``, ``connect_timeout``, ...), in its order."""
+    from psycopg import pq
+
+    return [option.keyword.decode() for option in pq.Conninfo.get_defaults()]
+
+
 class PostgresConversationRepository(BlockingRepository):
     """Conversations in the PostgreSQL database at `url`, in `table`, under `namespace`.
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from _helpdesk import approve, reject, user
 
-from dcaf_like import Agent, InMemoryConversationRepository
+from dcaf_like import Agent, InMemoryConversationRepository, ToolCallView
 from dcaf_like.stores._codec import decode
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
@@ -135,3 +135,51 @@ def test_a_conversation_stored_under_the_old_names_reads_back_in_the_new_ones(st
     assert calls["tool_edit"]["edited"] is True
     assert calls["tool_edit"]["input"] == {"name": "web-2"}
     assert calls["tool_edit"]["proposed_input"]["name"] == "web-edit"
+
+
+def documented_reason() -> dict[str, str]:
+    """docs/protocol.md's table of what the deprecated ``reason`` is, list by list: the new name it
+    stands for (``approval_reason``, ``rejection_reason``) or ``not sent``."""
+    text = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text(encoding="utf-8")
+    table = text.split("#### The deprecated `reason`", 1)[1].split("| Where |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.strip("| ").split(" | ") for line in table.splitlines()[2:]]
+    return {where: meaning.split("`")[1] if "`" in meaning else meaning for where, meaning in rows}
+
+
+def meaning_of_reason(call: dict[str, Any]) -> str:
+    if "reason" not in call:
+        return "not sent"
+    [name] = [n for n in ("approval_reason", "rejection_reason") if call.get(n) == call["reason"]]
+    return name
+
+
+def test_the_deprecated_reason_means_in_each_list_what_the_protocol_says(start_server, cluster):
+    from dcaf_like.helpdesk.protocol import pending_command
+
+    agent = ops_agent(cluster)
+    client = start_server(agent)
+    first = stream(client, user("delete web-1, restart web-3"))
+    [waiting] = [e for e in first if e["type"] == "tool_calls"]
+    proposed = next(e["tool_call"] for e in first if e["type"] == "tool_call_proposed")
+    conversation_id = first[-1]["conversation_id"]
+    waits = ToolCallView.of(agent.conversation(conversation_id).tool_call(waiting["tool_calls"][0]["id"]))
+    events = {
+        e["type"]: e
+        for e in stream(
+            client, user(conversation_id=conversation_id, tool_calls=decided(waiting["tool_calls"]))
+        )
+    }
+    data = events["done"]["message"]["data"]
+    stored = {c["name"]: c for c in client.get(f"/api/conversations/{conversation_id}").json()["tool_calls"]}
+
+    seen = {
+        "`data.tool_calls[]`": meaning_of_reason(waiting["tool_calls"][0]),
+        "the stream's `tool_call_proposed`": meaning_of_reason(proposed),
+        "`data.cmds[]`": meaning_of_reason(pending_command(waits, ["kubectl", "get", "pods"])),
+        "`data.rejected_tool_calls[]`": meaning_of_reason(data["rejected_tool_calls"][0]),
+        "the stream's `tool_rejected`": meaning_of_reason(events["tool_rejected"]["tool_call"]),
+        "`GET /api/conversations/{id}`'s `tool_calls[]`": meaning_of_reason(stored["restart_pod"]),
+        "`data.executed_tool_calls[]`": meaning_of_reason(data["executed_tool_calls"][0]),
+        "the stream's `tool_finished`": meaning_of_reason(events["tool_finished"]["tool_call"]),
+    }
+    assert seen == documented_reason()

@@ -59,6 +59,11 @@ def test_a_body_over_the_limit_is_refused_whether_or_not_it_declares_its_length(
     for response in (declared, chunked):
         assert response.status_code == 413
         assert response.json()["error"]["code"] == "body_too_large"
+        assert response.json()["error"]["message"] == (
+            "the request body is over the server's limit of 4096 bytes: send less, or raise the limit where "
+            "the server is started (dcaf-like serve --max-body-bytes N, or max_body_bytes=N for serve() and "
+            "create_app())"
+        )
 
 
 def test_unknown_paths_and_methods_answer_json(client):

@@ -84,7 +84,7 @@ def test_metrics_count_the_turns_tools_and_decisions_made(tmp_path, workers):
     assert moved("dcaf_tool_executions_total", tool="delete_pod", outcome="ok") == 1
     assert moved("dcaf_decisions_total", kind="approve", entrance="http") == 1
     assert moved("dcaf_decision_wait_seconds_count") == 1
-    assert moved("dcaf_refused_requests_total", error="IllegalTransition") == 1
+    assert moved("dcaf_refused_requests_total", error="ToolCallAlreadyDecided") == 1
     assert moved("dcaf_http_requests_total", route="/api/chat", status="200") == 3
     assert moved("dcaf_http_requests_total", route="/api/chat", status="409") == 1
     # a fresh server: the one refused scrape above is the only one

@@ -104,3 +104,49 @@ def test_a_bedrock_runtime_without_a_region_says_where_to_give_one(tmp_path):
     assert_refused_at_start_up(
         result, "bedrock:anthropic.claude-3-haiku: no AWS region", "region=", "AWS_REGION"
     )
+
+
+def test_a_misspelt_postgres_option_is_named_with_the_options_taken_not_the_url(tmp_path):
+    typed = "postgresql://ops:hunter2@127.0.0.1:5432/ops?sslmdoe=require"
+
+    result = serve(tmp_path, AGENT, "--store", typed)
+
+    assert_refused_at_start_up(
+        result,
+        "'sslmdoe' is not an option of a PostgreSQL store URL (did you mean 'sslmode'?)",
+        "the store takes namespace, ttl, audit_ttl, table, pool_min, pool_max",
+    )
+    assert "postgresql://" not in result.stderr, "no URL, and surely not one with a ttl the user never typed"
+    assert "hunter2" not in result.stderr
+
+
+def test_a_sqlite_store_in_a_folder_that_does_not_exist_is_refused_not_created(tmp_path):
+    result = serve(tmp_path, AGENT, "--store", "sqlite:///nonexistent/dir/x.db")
+
+    assert_refused_at_start_up(
+        result, "the SQLite store's folder nonexistent/dir does not exist", "mkdir -p nonexistent/dir"
+    )
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_misspelt_runtime_is_asked_about_the_closest_provider(tmp_path):
+    result = serve(tmp_path, "from dcaf_like import Agent\n\nagent = Agent(runtime='loacl')\n")
+
+    assert_refused_at_start_up(result, "no runtime provider named 'loacl' (did you mean 'local'?)")
+
+
+def test_bedrock_without_a_model_says_one_is_needed(tmp_path):
+    result = serve(tmp_path, "from dcaf_like import Agent\n\nagent = Agent(runtime='bedrock')\n")
+
+    assert_refused_at_start_up(
+        result, "runtime 'bedrock' names no model", "'bedrock:anthropic.claude-3-haiku-20240307-v1:0'"
+    )
+    assert "no AWS region" not in result.stderr
+
+
+def test_a_local_model_file_that_does_not_exist_is_refused_at_start_up(tmp_path):
+    result = serve(
+        tmp_path, "from dcaf_like import Agent\n\nagent = Agent(runtime='local:/nope/model.gguf')\n"
+    )
+
+    assert_refused_at_start_up(result, "local:/nope/model.gguf: no model file at /nope/model.gguf")

@@ -106,6 +106,7 @@ EXPORTED = {
     "StreamEvent",
     "TextDelta",
     "Tool",
+    "ToolCallAlreadyDecided",
     "ToolCallInfo",
     "ToolCallProposed",
     "ToolCallView",

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dcaf_like import RuntimeNotConfigured, resolve_runtime
+from dcaf_like import Agent, RuntimeNotConfigured, resolve_runtime
 from dcaf_like.runtimes import available_providers
 
 
@@ -49,3 +49,53 @@ def test_an_unknown_provider_lists_what_exists():
 
     assert "no runtime provider named 'nope'" in str(raised.value)
     assert "openai" in str(raised.value)
+
+
+def test_a_misspelt_provider_is_asked_about_the_closest_one():
+    with pytest.raises(RuntimeNotConfigured) as raised:
+        Agent(runtime="loacl")
+
+    assert str(raised.value).startswith(
+        "no runtime provider named 'loacl' (did you mean 'local'?). Providers"
+    )
+
+
+@pytest.mark.parametrize(
+    ("runtime", "example"),
+    [
+        ("bedrock", "'bedrock:anthropic.claude-3-haiku-20240307-v1:0'"),
+        ("bedrock:", "'bedrock:anthropic.claude-3-haiku-20240307-v1:0'"),
+        ("openai", "'openai:gpt-4o-mini'"),
+    ],
+)
+def test_a_provider_named_without_a_model_says_one_is_needed_with_an_example(runtime, example):
+    with pytest.raises(RuntimeNotConfigured) as raised:
+        Agent(runtime=runtime)
+
+    provider = runtime.rstrip(":")
+    assert str(raised.value) == (
+        f"runtime {runtime!r} names no model: {provider} needs one, as '{provider}:<model>' "
+        f"(for instance {example})"
+    )
+
+
+def test_a_local_model_file_that_does_not_exist_is_refused_when_the_agent_is_built(tmp_path):
+    missing = tmp_path / "nope" / "model.gguf"
+
+    with pytest.raises(RuntimeNotConfigured) as raised:
+        Agent(runtime=f"local:{missing}")
+
+    assert str(raised.value) == (
+        f"local:{missing}: no model file at {missing}; name a GGUF file that exists, or use 'local' for the "
+        "default model (downloaded on first use)"
+    )
+
+
+def test_a_local_model_file_that_exists_is_taken_and_loaded_only_when_used(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+
+    agent = Agent(runtime=f"local:{model}")
+
+    assert agent.runtime.name == "local:model.gguf"
+    assert not agent.runtime.loaded

@@ -13,13 +13,14 @@ from dcaf_like import (
     DynamoDBConversationRepository,
     FunctionAgent,
     InMemoryConversationRepository,
+    PostgresConversationRepository,
     RedisConversationRepository,
     SqliteConversationRepository,
     StoreConfigError,
     open_store,
 )
 from dcaf_like.domain import Conversation
-from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store
+from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, with_retention
 from dcaf_like.stores import redact
 from dcaf_like.testing import FakeRuntime
 
@@ -35,6 +36,7 @@ def agent(**options) -> Agent:
 
 def test_a_sqlite_url_with_three_slashes_is_relative_and_four_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
 
     relative = open_store("sqlite:///data/c.db")
     absolute = open_store(f"sqlite:///{tmp_path}/abs.db")
@@ -70,7 +72,7 @@ def test_memory_url_and_a_repository_pass_through():
     ("url", "complaint"),
     [
         ("mysql://user:pw@db/x", "no store for 'mysql://user:***@db/x'"),
-        ("postgres://user:pw@db/x?tabel=t", 'invalid URI query parameter: "tabel"'),
+        ("postgres://user:pw@db/x?tabel=t", "'tabel' is not an option of a PostgreSQL store URL"),
         ("postgresql://user:pw@db/x?table=Robert');DROP", "table must be a lower-case SQL name"),
         ("postgresql://user:pw@db/x?pool_max=many", "pool_max must be a number, not 'many'"),
         ("sqlite://host/x.db", "sqlite:///relative/path"),
@@ -88,6 +90,40 @@ def test_a_bad_store_url_is_a_clear_error_without_its_password(url, complaint):
     assert complaint in str(raised.value)
     assert "s3cret" not in str(raised.value)
     assert "pw@" not in str(raised.value)
+
+
+def test_a_misspelt_postgres_option_is_named_with_the_options_taken_not_a_url_never_typed():
+    typed = "postgresql://ops:s3cret@db.internal/ops?sslmdoe=require"
+
+    with pytest.raises(StoreConfigError) as raised:
+        open_store(with_retention(typed, 30))  # what `serve --store` opens: ttl added to what was typed
+
+    assert str(raised.value) == (
+        "'sslmdoe' is not an option of a PostgreSQL store URL (did you mean 'sslmode'?); the store takes "
+        "namespace, ttl, audit_ttl, table, pool_min, pool_max, and libpq its connection parameters "
+        "(sslmode, connect_timeout, application_name, ...: "
+        "https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)"
+    )
+
+
+def test_libpq_options_still_reach_the_postgres_store():
+    store = open_store("postgresql://ops@db.internal/ops?sslmode=require&connect_timeout=3&table=t")
+
+    assert isinstance(store, PostgresConversationRepository)
+    assert store.table == "t"
+
+
+def test_a_sqlite_url_in_a_folder_that_does_not_exist_is_refused_not_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    with pytest.raises(StoreConfigError) as raised:
+        open_store("sqlite:///nonexistent/dir/x.db")
+
+    assert str(raised.value) == (
+        "the SQLite store's folder nonexistent/dir does not exist: create it (mkdir -p nonexistent/dir) "
+        "or correct the path (sqlite:///relative/path.db, sqlite:////absolute/path.db)"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_redact_hides_only_the_password():

@@ -18,6 +18,7 @@ from dcaf_like import (
     InvalidToolArguments,
     ModelRateLimited,
     PendingToolCalls,
+    ToolCallAlreadyDecided,
     ToolDecision,
     ToolResult,
     UnknownToolCall,
@@ -26,6 +27,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.helpdesk.protocol import assistant_message
+from dcaf_like.server.errors import http_error
 from dcaf_like.testing import FakeRuntime, fail, reply, tool_call, tool_calls
 
 
@@ -270,10 +272,21 @@ def test_an_approval_is_single_use(cluster):
     call_id = first.pending_tool_calls[0].id
     agent.approve(first.conversation_id, call_id)
 
-    with pytest.raises(IllegalTransition, match="from executed to approved"):
+    with pytest.raises(ToolCallAlreadyDecided) as replayed:
         agent.approve(first.conversation_id, call_id)
+    with pytest.raises(ToolCallAlreadyDecided) as rejected_late:
+        agent.reject(first.conversation_id, call_id, "too late")
 
     assert cluster.deleted == [("default", "web-1")]
+    # Python says what HTTP's 409 tool_call_already_decided says, not the state machine's words.
+    said = (
+        f"tool call {call_id} is executed, not pending: a decision is honoured once, for a call that still "
+        "waits for one"
+    )
+    assert str(replayed.value) == str(rejected_late.value) == said
+    assert http_error(replayed.value).message == said
+    assert http_error(replayed.value).code == "tool_call_already_decided"
+    assert isinstance(replayed.value, IllegalTransition)  # what code written before it catches
 
 
 def test_an_approval_cannot_be_carried_into_another_conversation(cluster):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 
 import pytest
@@ -21,6 +22,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.application.runs import STOPPED_BY_CANCEL
+from dcaf_like.application.effects import RunTool, timed_out
 from dcaf_like.application.service import CANCEL_POLL
 from dcaf_like.application.transcript import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
@@ -280,6 +282,10 @@ def test_a_turn_past_its_time_limit_stops_and_the_conversation_stays_usable(api)
     [call] = response.executed_tool_calls
     assert call.status == "failed"
     assert "the turn's time limit of 0.1 s" in call.error
+    # What was left of the turn, rounded as a person reads it ("0.1", "0.087"), never "0.0999612"
+    assert re.match(r"timed out after [0-9.]{1,5} s \(the turn's time limit of 0.1 s\)", call.error), (
+        call.error
+    )
     assert len(runtime.requests) == 1
     follow_up = agent.decide(response.conversation_id, [])
     assert follow_up.text == "Try again later."
@@ -324,6 +330,19 @@ def test_a_turn_with_time_left_on_the_agents_clock_goes_on_however_long_the_mach
     response = agent.run("roll out")
 
     assert (response.stop_reason, response.text) == ("end_turn", "Rolled out.")
+
+
+@pytest.mark.parametrize(
+    ("left", "said"), [(2.99961, "3"), (12.345, "12.3"), (59.96, "60"), (0.0499, "0.05"), (0.05, "0.05")]
+)
+def test_a_time_limit_that_ran_out_is_said_in_rounded_seconds(left, said):
+    effect = RunTool(
+        tool=None, arguments={}, context=None, timeout=left, limit="the turn's time limit of 3 s"
+    )  # type: ignore[arg-type]
+
+    outcome = timed_out(effect, cancelled=True)
+
+    assert outcome.error == f"timed out after {said} s (the turn's time limit of 3 s): it was cancelled"
 
 
 class HangingRuntime(FakeRuntime):

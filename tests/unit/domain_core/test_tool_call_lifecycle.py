@@ -16,6 +16,7 @@ from dcaf_like.domain import (
     IllegalTransition,
     InvalidToolInput,
     PendingToolCalls,
+    ToolCallAlreadyDecided,
     ToolCallStatus,
     ToolInput,
     fingerprint,
@@ -86,7 +87,11 @@ def test_every_illegal_transition_is_refused_naming_from_and_to(source, target):
         MOVES[target](conversation, call.id.value)
 
     assert (info.value.from_status, info.value.to_status) == (source.value, target.value)
-    assert f"from {source.value} to {target.value}" in str(info.value)
+    if target in (S.APPROVED, S.REJECTED):  # a decision: said as HTTP's tool_call_already_decided says it
+        assert isinstance(info.value, ToolCallAlreadyDecided)
+        assert f"is {source.value}, not pending: a decision is honoured once" in str(info.value)
+    else:
+        assert f"from {source.value} to {target.value}" in str(info.value)
     assert call.status is source
     assert conversation.version == version
 
