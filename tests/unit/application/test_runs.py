@@ -21,8 +21,8 @@ from dcaf_like import (
     ToolResult,
     tool,
 )
-from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.effects import RunTool, timed_out
+from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.service import CANCEL_POLL
 from dcaf_like.application.transcript import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
