@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dcaf_like.application.thread_handoff import in_thread
+from dcaf_like.concurrency.threads import in_thread
 
 ROUNDS = 5
 

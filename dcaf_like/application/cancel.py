@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dcaf_like.application.concurrency import at_once
 from dcaf_like.application.errors import ConversationNotFound, InvalidRequest, MissingScope
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import DecisionRecord, Identity
 
 #: What a conversation id may be: at most 128 of A-Z a-z 0-9 . _ : -

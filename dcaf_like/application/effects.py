@@ -86,8 +86,9 @@ class CheckCancel:
 @dataclass(slots=True)
 class CallHooks:
     """Call the agent's hooks at `point` (a method of :class:`~dcaf_like.application.hooks.Hook`)
-    with `arguments`. The driver answers a :class:`Refused` (a ``before_tool`` veto), the
-    :class:`HookFailed` of a hook that raised, or None. Yielded only when some hook has that method."""
+    with `arguments`. The driver answers a :class:`~dcaf_like.application.hooks.Refused` (a
+    ``before_tool`` veto), the :class:`~dcaf_like.application.errors.HookFailed` of a hook that raised,
+    or None. Yielded only when some hook has that method."""
 
     point: str
     arguments: tuple[Any, ...]

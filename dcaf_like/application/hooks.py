@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from dcaf_like.application.concurrency import resolve, resolve_sync
 from dcaf_like.application.errors import HookFailed
 from dcaf_like.application.messages import ModelRequest, ModelResponse
+from dcaf_like.concurrency.bridges import resolve, resolve_sync
 from dcaf_like.domain import ToolCall
 
 logger = logging.getLogger("dcaf_like.hooks")

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, cast, runtime_checkable
 
-from dcaf_like.application.concurrency import iterate_in_thread
 from dcaf_like.application.context import estimate_tokens
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.events import StreamEvent
@@ -32,6 +31,7 @@ from dcaf_like.application.messages import (
 from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
+from dcaf_like.concurrency.bridges import iterate_in_thread
 from dcaf_like.domain import (
     MAX_PART_BYTES,
     MAX_PARTS_BYTES,

@@ -14,21 +14,21 @@ import heapq
 import itertools
 import logging
 import os
-import queue
 import threading
 import time
-import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, ClassVar, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
-from dcaf_like.application.concurrency import resolve_sync, run_sync
 from dcaf_like.application.effects import RunTool, ToolOutcome, timed_out
 from dcaf_like.application.errors import scrub_exception
 from dcaf_like.application.ports import ToolCancelled, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.workers import host_name
+from dcaf_like.concurrency.bridges import resolve_sync, run_sync
+from dcaf_like.concurrency.ticker import Ticker
+from dcaf_like.concurrency.time_limits import OutOfTime, awithin
 
 logger = logging.getLogger("dcaf_like")
 
@@ -252,7 +252,7 @@ def _in_thread(effect: RunTool) -> ToolOutcome:
 
 class _LoopRenewal:
     """Renews a lease every `every` seconds on the running event loop, until stopped. It costs no timer
-    of its own: the loop's :class:`_Ticker` asks it when to renew, by the agent's clock."""
+    of its own: the loop's :class:`Ticker` asks it when to renew, by the agent's clock."""
 
     def __init__(
         self,
@@ -265,7 +265,7 @@ class _LoopRenewal:
         self._due = monotonic() + every
         self._running: asyncio.Task[None] | None = None
         self._stopped = False
-        self._ticker = _Ticker.of(asyncio.get_running_loop())
+        self._ticker = Ticker.of(asyncio.get_running_loop())
         self._ticker.add(self, every)
 
     def due(self) -> None:
@@ -396,86 +396,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-# -- model calls within a time limit ----------------------------------------------------------------
-
-
-class OutOfTime(Exception):
-    """A call went past its time limit (not a TimeoutError of its own: that is the call's failure)."""
-
-
-async def awithin(awaitable: Awaitable[T], seconds: float) -> T:
-    """`awaitable`'s result, or OutOfTime once `seconds` have passed (it is then cancelled)."""
-    limit = asyncio.timeout(seconds)
-    try:
-        async with limit:
-            return await awaitable
-    except TimeoutError:
-        if limit.expired():
-            raise OutOfTime from None
-        raise
-
-
-async def aiterate_within(iterator: AsyncIterator[T], seconds: float) -> AsyncIterator[T]:
-    """`iterator`'s items, or OutOfTime once `seconds` have passed since the first was asked for."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        try:
-            item = await awithin(anext(iterator), deadline - asyncio.get_running_loop().time())
-        except StopAsyncIteration:
-            return
-        yield item
-
-
-def within(call: Callable[[], T], seconds: float) -> T:
-    """`call()` run in a thread of its own, or OutOfTime once `seconds` have passed (the thread, which
-    cannot be stopped, goes on; what it returns is dropped)."""
-    outcome: list[tuple[Any, BaseException | None]] = []
-    finished = threading.Event()
-
-    def target() -> None:
-        try:
-            outcome.append((call(), None))
-        except BaseException as exc:
-            outcome.append((None, exc))
-        finished.set()
-
-    context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(target,), name="dcaf-model-call", daemon=True).start()
-    if not finished.wait(seconds):
-        raise OutOfTime
-    value, error = outcome[0]
-    if error is not None:
-        raise error
-    return value  # type: ignore[no-any-return]
-
-
-def iterate_within(iterator: Iterator[T], seconds: float) -> Iterator[T]:
-    """`iterator`'s items, read in a thread of its own, or OutOfTime once `seconds` have passed."""
-    items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-    deadline = time.monotonic() + seconds
-
-    def pump() -> None:
-        try:
-            for item in iterator:
-                items.put(("item", item))
-        except BaseException as exc:
-            items.put(("error", exc))
-        items.put(("end", None))
-
-    context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(pump,), name="dcaf-model-stream", daemon=True).start()
-    while True:
-        try:
-            kind, value = items.get(timeout=max(deadline - time.monotonic(), 0))
-        except queue.Empty:
-            raise OutOfTime from None
-        if kind == "end":
-            return
-        if kind == "error":
-            raise value
-        yield value
-
-
 # -- cancel requests during a model call ------------------------------------------------------------
 
 
@@ -486,7 +406,7 @@ class RunCancelled(Exception):
 class CancelPoll:
     """Asks `check` every `every` seconds (by `monotonic`, the agent clock's), from the first step on,
     whether the turn was cancelled, and interrupts the step under way (:meth:`step`) when it was. The
-    polls of one event loop share one timer (:class:`_Ticker`): a model call shorter than `every`
+    polls of one event loop share one timer (:class:`Ticker`): a model call shorter than `every`
     costs no timer and no store read; a longer one reads the store about once per `every`."""
 
     def __init__(
@@ -502,7 +422,7 @@ class CancelPoll:
         self._stepping: asyncio.Task[Any] | None = None
         self._closed = False
         self._fired = False
-        self._ticker = _Ticker.of(asyncio.get_running_loop())
+        self._ticker = Ticker.of(asyncio.get_running_loop())
         self._ticker.add(self, every)
 
     def fired(self) -> bool:
@@ -562,59 +482,3 @@ class CancelPoll:
         self._ticker.discard(self)
         if self._asking is not None and not self._asking.done():
             self._asking.cancel()
-
-
-class _Timed(Protocol):
-    def due(self) -> None:
-        """Act if it is time, by the job's own clock (its agent's)."""
-
-
-class _Ticker:
-    """The one timer of an event loop's periodic jobs (cancel polls, lease renewals): it ticks every
-    half of the shortest period of those registered while any is, asks each one to act if it is time
-    by its own clock, and stops when none is left. A job that ends before its period costs a set's add
-    and discard, not a timer."""
-
-    _of_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker]] = (
-        weakref.WeakKeyDictionary()
-    )
-
-    # It holds no reference to its loop, not even through its timer (a weak one), so a closed loop
-    # (the dictionary's key) can be collected: the loop holds the timer, the timer the ticker.
-    def __init__(self) -> None:
-        self._jobs: set[_Timed] = set()
-        self._period = float("inf")
-        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> _Ticker:
-        ticker = cls._of_loop.get(loop)
-        if ticker is None:
-            ticker = cls._of_loop[loop] = cls()
-        return ticker
-
-    def add(self, job: _Timed, every: float) -> None:
-        self._jobs.add(job)
-        if every / 2 < self._period:  # a shorter period than the timer's: start again
-            self._period = every / 2
-            timer = self._timer() if self._timer is not None else None
-            if timer is not None:
-                timer.cancel()
-            self._timer = None
-        if self._timer is None:
-            self._arm()
-
-    def discard(self, job: _Timed) -> None:
-        self._jobs.discard(job)
-
-    def _arm(self) -> None:
-        self._timer = weakref.ref(asyncio.get_running_loop().call_later(self._period, self._tick))
-
-    def _tick(self) -> None:
-        self._timer = None
-        if not self._jobs:
-            self._period = float("inf")
-            return
-        for job in list(self._jobs):
-            job.due()
-        self._arm()

@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from dcaf_like.application.clock import monotonic_of
-from dcaf_like.application.concurrency import at_once, resolve, resolve_sync
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.effects import (
@@ -57,22 +56,13 @@ from dcaf_like.application.ports import (
     ExecutableTool,
 )
 from dcaf_like.application.requests import RequestRules
-from dcaf_like.application.runs import (
-    STOPPED_BY_CANCEL,
-    CancelPoll,
-    OutOfTime,
-    RunCancelled,
-    aiterate_within,
-    arun_tool,
-    awithin,
-    iterate_within,
-    run_tool,
-    within,
-)
+from dcaf_like.application.runs import STOPPED_BY_CANCEL, CancelPoll, RunCancelled, arun_tool, run_tool
 from dcaf_like.application.storable import refuse_non_finite
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import Turn, TurnSettings
 from dcaf_like.application.workers import new_worker_id
+from dcaf_like.concurrency.bridges import at_once, resolve, resolve_sync
+from dcaf_like.concurrency.time_limits import OutOfTime, aiterate_within, awithin, iterate_within, within
 from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
@@ -705,7 +695,7 @@ def _response(done: StreamEvent) -> AgentResponse:
 
 def _at_once_each(events: AsyncGenerator[T, None]) -> Iterator[T]:
     """The items of an async generator that never waits, for blocking code (see
-    :func:`~dcaf_like.application.concurrency.at_once`). Left early, it is closed at once, so its
+    :func:`~dcaf_like.concurrency.bridges.at_once`). Left early, it is closed at once, so its
     ``finally`` blocks (the turn's save) run then."""
     try:
         while True:

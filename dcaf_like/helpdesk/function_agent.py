@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dcaf_like.application.concurrency import iterate_in_thread, resolve, run_sync
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
 from dcaf_like.application.events import (
     ApprovalRequired,
@@ -35,6 +34,7 @@ from dcaf_like.application.events import (
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
+from dcaf_like.concurrency.bridges import iterate_in_thread, resolve, run_sync
 from dcaf_like.domain import Identity, PlatformContext, Session
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.helpdesk.protocol import function_messages, read_messages

@@ -34,8 +34,8 @@ from dcaf_like.application.messages import (
     Usage,
     UserTurn,
 )
-from dcaf_like.application.portal import Portal
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.concurrency.portal import Portal
 from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.runtimes._errors import typed_error
 

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dcaf_like.application.concurrency import iterate_in_thread
 from dcaf_like.application.errors import ModelError, ModelRequestInvalid
 from dcaf_like.application.messages import (
     ModelCompleted,
@@ -26,6 +25,7 @@ from dcaf_like.application.messages import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.concurrency.bridges import iterate_in_thread
 from dcaf_like.domain.attachment import Attachment
 from dcaf_like.runtimes.local_model import QWEN_CODER_1_5B, Progress, ensure_model
 from dcaf_like.runtimes.local_probe import ensure_model_runs

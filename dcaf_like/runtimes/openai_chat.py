@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import (
     ModelAccessDenied,
     ModelError,
@@ -35,6 +34,7 @@ from dcaf_like.application.messages import (
     Usage,
 )
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.domain.context import scrub
 from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls

@@ -8,7 +8,7 @@ from types import TracebackType
 
 from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
-from dcaf_like.application.thread_handoff import in_thread
+from dcaf_like.concurrency.threads import in_thread
 from dcaf_like.domain import Conversation, DecisionRecord
 
 # Seconds a store that keeps cancel requests apart from conversations keeps one: long enough for any
@@ -50,7 +50,7 @@ def first_line(exc: BaseException) -> str:
 
 class BlockingRepository(ConversationRepository):
     """A store whose client blocks: each async method of the port runs its sync twin in a worker thread
-    (:func:`~dcaf_like.application.thread_handoff.in_thread`), unless the store overrides it with a
+    (:func:`~dcaf_like.concurrency.threads.in_thread`), unless the store overrides it with a
     native one."""
 
     async def aget(self, conversation_id: str) -> Conversation | None:

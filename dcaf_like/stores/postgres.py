@@ -23,8 +23,8 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, ClientErrors, check_retention

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from dcaf_like.application.concurrency import PerLoop
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
+from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.stores._codec import changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, ClientErrors, check_retention

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from dcaf_like.application.messages import ToolSpec
 from dcaf_like.application.ports import ToolContext, ToolOutput
-from dcaf_like.application.thread_handoff import in_thread
+from dcaf_like.concurrency.threads import in_thread
 from dcaf_like.tools._injected import IDENTITY_OR_NONE, injected_kind
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Tool:
 
     def invoke(self, arguments: Mapping[str, Any], context: ToolContext[Any]) -> str | ToolOutput:
         if self.is_async:
-            from dcaf_like.application.concurrency import run_sync
+            from dcaf_like.concurrency.bridges import run_sync
 
             return run_sync(self.ainvoke(arguments, context))
         return render(self.func(**self._kwargs(arguments, context)))

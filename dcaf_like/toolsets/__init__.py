@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dcaf_like.application.concurrency import run_sync
 from dcaf_like.application.messages import ToolSpec
 from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolOutput
+from dcaf_like.concurrency.bridges import run_sync
 
 SEPARATOR = "__"
 MAX_NAME = 64

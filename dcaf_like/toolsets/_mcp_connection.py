@@ -2,7 +2,7 @@
 
 An MCP session (``mcp.Client``) is an async context manager whose task groups belong to the task that
 entered it, and to that task's event loop. An agent runs from blocking code, from a test's loop, from
-uvicorn's: so the session lives on a :class:`~dcaf_like.application.portal.Portal` loop, entered and
+uvicorn's: so the session lives on a :class:`~dcaf_like.concurrency.portal.Portal` loop, entered and
 exited by one keeper task, and every caller hands its request to that loop. Closing sets the keeper free
 to leave the session, which stops the server's process (stdio) or ends its HTTP session.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dcaf_like.application.errors import ToolsetUnavailable
-from dcaf_like.application.portal import Portal
+from dcaf_like.concurrency.portal import Portal
 
 logger = logging.getLogger("dcaf_like.toolsets.mcp")
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dcaf_like.application.concurrency import iterate_sync, run_sync
+from dcaf_like.concurrency.bridges import iterate_sync, run_sync
 from dcaf_like.tools import Tool
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dcaf_like.application.concurrency import iterate_in_thread, iterate_sync, run_sync
+from dcaf_like.concurrency.bridges import iterate_in_thread, iterate_sync, run_sync
 
 
 async def counting(limit: int, seen: list[int], closed: threading.Event):

@@ -1,6 +1,7 @@
-"""The dependency rule, checked on the source: the domain imports only the standard library and
-itself; the application layer imports no adapter, facade or SDK. (import-linter checks the same
-contracts in `make lint`; this test also knows what "standard library" means.)"""
+"""The dependency rule, checked on the source: the domain and the ground floor (`concurrency/`)
+import only the standard library and themselves; the application layer imports no adapter, facade
+or SDK. (import-linter checks the same contracts in `make lint`; this test also knows what "standard
+library" means.)"""
 
 from __future__ import annotations
 
@@ -36,11 +37,20 @@ def test_the_domain_imports_only_the_standard_library_and_itself(path):
         )
 
 
+@pytest.mark.parametrize("path", modules_of("concurrency"), ids=lambda p: p.name)
+def test_the_ground_floor_imports_only_the_standard_library_and_itself(path):
+    for name in imported_modules(path):
+        root = name.split(".")[0]
+        assert root in sys.stdlib_module_names or name.startswith("dcaf_like.concurrency"), (
+            f"{path.name} imports {name}"
+        )
+
+
 @pytest.mark.parametrize("path", modules_of("application"), ids=lambda p: p.name)
 def test_the_application_layer_imports_only_the_standard_library_the_domain_and_itself(path):
     for name in imported_modules(path):
         root = name.split(".")[0]
-        inward = name.startswith(("dcaf_like.domain", "dcaf_like.application"))
+        inward = name.startswith(("dcaf_like.domain", "dcaf_like.application", "dcaf_like.concurrency"))
         assert root in sys.stdlib_module_names or inward, f"{path.name} imports {name}"
 
 

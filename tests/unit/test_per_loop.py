@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from dcaf_like.application.concurrency import PerLoop
+from dcaf_like.concurrency.bridges import PerLoop
 
 
 class Client:

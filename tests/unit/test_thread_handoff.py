@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from dcaf_like.application.thread_handoff import MAX_THREADS, in_thread
+from dcaf_like.concurrency.threads import MAX_THREADS, in_thread
 
 HANDOFFS = pytest.mark.parametrize("handoff", [asyncio.to_thread, in_thread], ids=["to_thread", "in_thread"])
 

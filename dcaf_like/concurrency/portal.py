@@ -9,6 +9,8 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from dcaf_like.concurrency.bridges import Handed, areceived, pump, received
+
 T = TypeVar("T")
 
 
@@ -28,31 +30,20 @@ class Portal:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
 
     def iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
-        handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
-        asyncio.run_coroutine_threadsafe(_pump(items, handoff.put), self.loop)
-        while True:
-            kind, value = handoff.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
+        handoff: queue.Queue[Handed] = queue.Queue()
+        asyncio.run_coroutine_threadsafe(pump(items, handoff.put), self.loop)
+        yield from received(handoff.get)
 
     async def aiterate(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
         caller = asyncio.get_running_loop()
-        handoff: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        handoff: asyncio.Queue[Handed] = asyncio.Queue()
 
-        def put(item: tuple[str, Any]) -> None:
+        def put(item: Handed) -> None:
             caller.call_soon_threadsafe(handoff.put_nowait, item)
 
-        asyncio.run_coroutine_threadsafe(_pump(items, put), self.loop)
-        while True:
-            kind, value = await handoff.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
+        asyncio.run_coroutine_threadsafe(pump(items, put), self.loop)
+        async for item in areceived(handoff.get):
+            yield item
 
     def close(self) -> None:
         if self.loop.is_running():
@@ -60,13 +51,3 @@ class Portal:
             self.thread.join(timeout=10)
         if not self.loop.is_closed():
             self.loop.close()
-
-
-async def _pump(items: AsyncIterator[T], put: Any) -> None:
-    try:
-        async for item in items:
-            put(("item", item))
-    except BaseException as exc:
-        put(("error", exc))
-    else:
-        put(("end", None))

@@ -1,4 +1,10 @@
-"""Bridges between blocking and asyncio code, so sync and async callers share one implementation."""
+"""Bridges between blocking and asyncio code, so sync and async callers share one implementation.
+
+Items cross from one thread or event loop to another one way: the producer side (:func:`pump`, or
+:func:`pump_blocking` for a blocking iterator) puts ``("item", x)`` for each item, then ``("end",
+None)`` or ``("error", exc)``, and the consumer side (:func:`received`, :func:`areceived`) yields the
+items and raises the error. :func:`iterate_in_thread`, :func:`iterate_sync`, the
+:class:`~dcaf_like.concurrency.portal.Portal` and the time-limited iterators are made of them."""
 
 from __future__ import annotations
 
@@ -67,48 +73,95 @@ def resolve_sync(value: Any) -> Any:
     return value
 
 
+Handed = tuple[str, Any]
+"""What crosses: ``("item", x)``, then ``("end", None)`` or ``("error", exc)``."""
+
+
+async def pump(
+    items: AsyncIterator[T], put: Callable[[Handed], Any], stop: threading.Event | None = None
+) -> None:
+    """Hand `items` over with `put`, closing them at the end; stop after the item during which `stop`
+    was set (the consumer went away)."""
+    try:
+        async for item in items:
+            put(("item", item))
+            if stop is not None and stop.is_set():
+                break
+    except BaseException as exc:
+        put(("error", exc))
+        return
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    put(("end", None))
+
+
+def pump_blocking(iterator: Iterator[T], put: Callable[[Handed], bool], *, close: bool = True) -> None:
+    """Hand a blocking iterator's items over with `put`, which says whether someone still takes them
+    (False: stop after this item); `close` the iterator at the end."""
+    try:
+        for item in iterator:
+            if not put(("item", item)):
+                break
+        else:
+            put(("end", None))
+    except BaseException as exc:
+        put(("error", exc))
+    finally:
+        closing = getattr(iterator, "close", None) if close else None
+        if closing is not None:
+            closing()
+
+
+def received(get: Callable[[], Handed]) -> Iterator[Any]:
+    """The items handed over, read with a blocking `get`; the error raised."""
+    while True:
+        kind, value = get()
+        if kind == "item":
+            yield value
+        elif kind == "error":
+            raise value
+        else:
+            return
+
+
+async def areceived(get: Callable[[], Awaitable[Handed]]) -> AsyncIterator[Any]:
+    """The items handed over, read with an awaited `get`; the error raised."""
+    while True:
+        kind, value = await get()
+        if kind == "item":
+            yield value
+        elif kind == "error":
+            raise value
+        else:
+            return
+
+
 async def iterate_in_thread(iterator: Iterator[T]) -> AsyncIterator[T]:
     """Drive a blocking iterator from a worker thread, handing each item over as soon as it exists. A
     consumer that stops early (or whose event loop closes) stops it after its next item."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    handoff: asyncio.Queue[Handed] = asyncio.Queue()
     gone = threading.Event()
 
-    def hand_over(kind: str, value: Any) -> bool:
+    def hand_over(item: Handed) -> bool:
         """Whether someone is still there to take it: False once the consumer stopped or its loop
         closed (then nothing is raised in this thread: nobody would see it)."""
         if gone.is_set():
             return False
         try:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+            loop.call_soon_threadsafe(handoff.put_nowait, item)
         except RuntimeError:  # the event loop closed
             return False
         return True
 
-    def pump() -> None:
-        try:
-            for item in iterator:
-                if not hand_over("item", item):
-                    break
-            else:
-                hand_over("end", None)
-        except BaseException as exc:
-            hand_over("error", exc)
-        finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
-
-    threading.Thread(target=pump, daemon=True, name="dcaf-like-stream").start()
+    threading.Thread(
+        target=pump_blocking, args=(iterator, hand_over), daemon=True, name="dcaf-like-stream"
+    ).start()
     try:
-        while True:
-            kind, value = await queue.get()
-            if kind == "item":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
+        async for item in areceived(handoff.get):
+            yield item
     finally:
         gone.set()
 
@@ -116,34 +169,13 @@ async def iterate_in_thread(iterator: Iterator[T]) -> AsyncIterator[T]:
 def iterate_sync(items: AsyncIterator[T]) -> Iterator[T]:
     """Iterate `items` from blocking code: it runs on its own event loop in a worker thread, each item
     handed over as soon as it exists. A consumer that stops early stops it after its next item."""
-    handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
+    handoff: queue.Queue[Handed] = queue.Queue()
     stop = threading.Event()
-
-    async def pump() -> None:
-        try:
-            async for item in items:
-                handoff.put(("item", item))
-                if stop.is_set():
-                    break
-        except BaseException as exc:
-            handoff.put(("error", exc))
-            return
-        finally:
-            aclose = getattr(items, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        handoff.put(("end", None))
-
-    threading.Thread(target=asyncio.run, args=(pump(),), daemon=True, name="dcaf-like-iterate").start()
+    threading.Thread(
+        target=asyncio.run, args=(pump(items, handoff.put, stop),), daemon=True, name="dcaf-like-iterate"
+    ).start()
     try:
-        while True:
-            kind, value = handoff.get()
-            if kind == "item":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
+        yield from received(handoff.get)
     finally:
         stop.set()
 
