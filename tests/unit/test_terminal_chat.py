@@ -273,8 +273,8 @@ def test_a_question_is_prompted_in_its_kind_until_the_answer_is_one_it_takes():
     finally:
         agent.close()
 
-    assert "ask_user asks: Which namespace?" in shown
-    assert "  1. prod\n  2. staging\n" in shown
+    assert shown.count("asks: Which namespace?") == 1  # issue 36 item 5: it was printed twice
+    assert "The agent asks: Which namespace?\n  1. prod\n  2. staging\n" in shown
     assert "a number from 1 to 2" in shown  # "3" was asked again
     assert "y or n" in shown  # so was "maybe"
     assert "agent> Deleting staging's pods." in shown
