@@ -405,7 +405,7 @@ def test_over_http_a_question_is_prompted_for_and_the_tool_runs_with_the_answer(
     chat.type("/quit")
     assert chat.close() == 0
     assert scaled == ["staging/web"]
-    # docs/ui.md, "The terminal": a question is printed once, where it is asked (issue 36 item 5)
+    # docs/ui.md, "The terminal: `dcaf-like chat`": a question is printed once (issue 36 item 5)
     assert chat.output.count("Which namespace?") == 1, chat.output
     assert chat.output.count("Scale web in staging to zero?") == 1
 
@@ -479,8 +479,8 @@ def instances_agent(ran: list[str]) -> Agent:
 
 
 def test_after_a_refused_edit_every_decision_of_the_batch_is_asked_again_saying_so(terminals, start_server):
-    """docs/ui.md, "The terminal": after a refusal the chat reads the conversation back and asks
-    again every decision of the batch that was not applied, saying so."""
+    """docs/ui.md, "The terminal: `dcaf-like chat`": after a refusal the chat reads the conversation
+    back and asks again every decision of the batch that was not applied, saying so; nothing ran."""
     ran: list[str] = []
     client = start_server(instances_agent(ran))
     chat = terminals("--url", str(client.base_url))
@@ -520,8 +520,8 @@ def test_after_a_refused_edit_every_decision_of_the_batch_is_asked_again_saying_
 
 
 def test_a_conversation_is_reopened_with_its_last_messages_and_what_waits_in_it(terminals, start_server):
-    """docs/ui.md, "The terminal": `--conversation ID` shows the conversation's last messages and
-    asks what waits in it."""
+    """docs/ui.md, "The terminal: `dcaf-like chat`": `--conversation ID` shows the conversation's last
+    messages and asks what waits in it."""
     ran: list[str] = []
     client = start_server(instances_agent(ran))
     started = client.post("/api/chat", json={"messages": [user("clean up i-1 and i-2")]})
@@ -547,6 +547,7 @@ def test_a_conversation_is_reopened_with_its_last_messages_and_what_waits_in_it(
 
 
 def test_reopening_a_conversation_the_server_does_not_hold_says_so_and_exits_2(start_server):
+    """docs/ui.md, "The terminal: `dcaf-like chat`": an id the server does not hold ends the chat."""
     client = start_server(Agent(runtime=FakeRuntime([])))
 
     result = subprocess.run(
@@ -572,9 +573,9 @@ def test_reopening_a_conversation_the_server_does_not_hold_says_so_and_exits_2(s
     ],
 )
 def test_ctrl_c_asks_the_server_to_stop_and_shows_the_run_to_its_end(terminals, start_server, looks, settled):
-    """docs/ui.md, "The terminal": Ctrl-C during a run asks the server to cancel it, then shows the
-    settled call and the stop reason, never a silent `you>` (issue 35 item 3): a tool that does not
-    look at the cancel ran to its end, and the terminal says it did."""
+    """docs/ui.md, "The terminal: `dcaf-like chat`": Ctrl-C during a run asks the server to cancel it,
+    then shows the settled call and the stop reason, never a silent `you>` (issue 35 item 3): a tool
+    that does not look at the cancel ran to its end, and the terminal says it did."""
     snapshots: list[str] = []
 
     @tool(requires_approval=False)
