@@ -700,6 +700,7 @@ async function openConversation(id) {
 function newChat() {
   state.conversationId = null;
   state.assistant = null;
+  state.calls.clear();
   state.attached = [];
   showAttached();
   $("log").replaceChildren();
