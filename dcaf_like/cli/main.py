@@ -194,6 +194,11 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--api-key", help="with --url: the server's API key (default: $DCAF_API_KEY)")
     chat.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
     chat.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="reopen this conversation: its last messages, then what waits in it for a decision",
+    )
+    chat.add_argument(
         "--store", default=None, help="with a target: where conversations live (default: memory)"
     )
     chat.add_argument(
@@ -339,7 +344,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from dcaf_like.cli.terminal import LocalAgent, RemoteAgent, TerminalChat
+    from dcaf_like.cli.terminal import ChatError, LocalAgent, RemoteAgent, TerminalChat
 
     if (args.target is None) == (args.url is None):
         print("dcaf-like chat: name an agent (FILE.py:NAME) or a server (--url), not both", file=sys.stderr)
@@ -364,8 +369,20 @@ def _chat(args: argparse.Namespace) -> int:
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
+    chat = TerminalChat(
+        transport,
+        out=sys.stdout,
+        session=session,
+        platform_context=platform_context,
+        conversation_id=args.conversation,
+    )
     try:
-        TerminalChat(transport, out=sys.stdout, session=session, platform_context=platform_context).run()
+        if args.conversation is not None:
+            chat.reopen()
+        chat.run()
+    except ChatError as exc:
+        print(f"dcaf-like chat: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print()
     finally:

@@ -7,9 +7,14 @@ this process (:class:`LocalAgent`, the agent loaded from ``FILE.py:NAME``) or ov
 checked where the agent runs, exactly as for any other client.
 
 Ctrl-C during a turn asks the agent to stop it (``agent.acancel``, or ``POST
-/api/conversations/{id}/cancel``) and shows the turn to its end, which comes at its next step; a
-second Ctrl-C leaves the chat. Calls left undecided (Ctrl-D at the approval prompt) are asked about
-again before the next message is sent, since the agent takes no message while calls wait.
+/api/conversations/{id}/cancel``) and shows the turn to its end: the settled calls and the final
+answer or stop reason; a second Ctrl-C leaves the chat. Calls left undecided (Ctrl-D at the approval
+prompt) are asked about again before the next message is sent, since the agent takes no message while
+calls wait.
+
+The server is the truth: after any refused or failed turn the chat reads the conversation back and
+asks again every decision it still waits for (a batch of decisions is applied whole or not at all),
+and ``--conversation ID`` reopens a conversation where it stands.
 
 A question the run asks (docs/runs.md, "Questions") is prompted for in its kind: a line of text, y or
 n for a confirmation, an option's number (or text) for a selection; "/decline" declines it.
@@ -20,9 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import shlex
+import signal
+import threading
 import unicodedata
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TextIO
@@ -49,6 +58,14 @@ at an approval prompt: y approves, n asks for a reason, "/reject REASON" rejects
 at a question: type the answer (y or n; an option's number); "/decline" declines to answer"""
 
 
+# How many of a reopened conversation's last messages are shown.
+LAST_MESSAGES = 6
+
+
+class ChatError(Exception):
+    """What the chat could not do (read a conversation back), in words to print."""
+
+
 class Transport(Protocol):
     def turn(self, message: dict[str, Any]) -> Iterator[Event]:
         """The events of one turn (a HelpDesk user message), as ``/api/chat-stream`` sends them; a
@@ -56,8 +73,14 @@ class Transport(Protocol):
         turn, yields a ``cancelling`` event and goes on with the turn's events to its end."""
         ...
 
+    def conversation(self, conversation_id: str) -> dict[str, Any]:
+        """The conversation as ``GET /api/conversations/{id}`` answers; :class:`ChatError` if it
+        cannot be read."""
+        ...
+
 
 CANCELLING: Event = {"type": "cancelling"}
+INTERRUPTED = object()  # Ctrl-C, as the SIGINT handler of a remote turn puts it in the line queue
 
 
 class LocalAgent:
@@ -104,6 +127,16 @@ class LocalAgent:
             error = http_error(exc)
             yield {"type": "error", "status": error.status, **error.body("")}
 
+    def conversation(self, conversation_id: str) -> dict[str, Any]:
+        from dcaf_like.server.conversations import conversation_record
+
+        if self.agent.repository is None:
+            raise ChatError("this agent keeps no conversations")
+        found = self.loop.run_until_complete(self.agent.repository.aget(conversation_id))
+        if found is None:
+            raise ChatError(f"404 conversation_not_found: no conversation {conversation_id}")
+        return conversation_record(found)
+
     def close(self) -> None:
         self.loop.run_until_complete(self.agent.aclose())  # the clients bound to this loop
         self.loop.close()
@@ -117,7 +150,8 @@ class RemoteAgent:
     """A served agent at `url`; `api_key` if its server wants one."""
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 300) -> None:
-        self.url = url.rstrip("/") + "/api/chat-stream"
+        self.base = url.rstrip("/")
+        self.url = self.base + "/api/chat-stream"
         self.headers = {"Content-Type": "application/json", "Accept": "application/x-ndjson"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -141,46 +175,94 @@ class RemoteAgent:
             return None  # not up yet: the chat opens, and a message sent says the server is unreachable
 
     def turn(self, message: dict[str, Any]) -> Iterator[Event]:
+        """The turn's events. The stream is read by a thread of its own and Ctrl-C only puts a mark
+        among its lines, so that no interrupt lands inside a read (which would lose the rest of the
+        stream: the settled calls and ``done``)."""
         body = json.dumps({"messages": [message]}).encode()
         request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
         conversation_id = str(message.get("data", {}).get("conversation_id") or "")
+        try:
+            response = urllib.request.urlopen(request, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            yield {"type": "error", "status": exc.code, **_refusal(exc)}
+            return
+        except (urllib.error.URLError, OSError) as exc:
+            yield _unreachable(self.url, exc)
+            return
+        lines: queue.SimpleQueue[Any] = queue.SimpleQueue()  # its put may be called from a signal handler
+
+        def read() -> None:
+            try:
+                for line in response:  # each line as the server flushes it
+                    lines.put(line)
+                lines.put(None)
+            except Exception as exc:  # a cut stream, or one closed once `done` was read
+                lines.put(exc)
+
+        threading.Thread(target=read, name="dcaf-chat-stream", daemon=True).start()
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, lambda *_: lines.put(INTERRUPTED)) if on_main_thread else None
         cancelled = False
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                lines = iter(response)  # each line as the server flushes it
-                while True:
-                    try:
-                        line = next(lines)
-                    except StopIteration:
-                        break
-                    except KeyboardInterrupt:
+            with response:
+                while (line := lines.get()) is not None:
+                    if line is INTERRUPTED:
                         if cancelled or not conversation_id:
-                            raise
+                            raise KeyboardInterrupt
                         cancelled = True
                         yield CANCELLING
-                        self.cancel(conversation_id)
-                        continue
-                    if line.strip():
+                        if (refused := self.cancel(conversation_id)) is not None:
+                            yield refused
+                    elif isinstance(line, Exception):
+                        yield _unreachable(self.url, line)
+                        return
+                    elif line.strip():
                         yield json.loads(line)
-        except urllib.error.HTTPError as exc:
-            try:
-                refused = json.loads(exc.read())
-            except ValueError:
-                refused = {"error": {"code": "http_error", "message": exc.reason}}
-            yield {"type": "error", "status": exc.code, **refused}
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            yield {"type": "error", "error": {"code": "unreachable", "message": f"{self.url}: {reason}"}}
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
-    def cancel(self, conversation_id: str) -> None:
-        """``POST /api/conversations/{id}/cancel``: the server stops the turn at its next step."""
-        url = self.url.removesuffix("/api/chat-stream") + f"/api/conversations/{conversation_id}/cancel"
+    def cancel(self, conversation_id: str) -> Event | None:
+        """``POST /api/conversations/{id}/cancel``: the server stops the turn at its next step. None
+        once accepted, else the refusal as an ``error`` event."""
+        url = f"{self.base}/api/conversations/{urllib.parse.quote(conversation_id)}/cancel"
         request = urllib.request.Request(url, data=b"", headers=self.headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout):
-            pass
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout):
+                return None
+        except urllib.error.HTTPError as exc:
+            return {"type": "error", "status": exc.code, **_refusal(exc)}
+        except (urllib.error.URLError, OSError) as exc:
+            return _unreachable(url, exc)
+
+    def conversation(self, conversation_id: str) -> dict[str, Any]:
+        url = f"{self.base}/api/conversations/{urllib.parse.quote(conversation_id)}"
+        request = urllib.request.Request(url, headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                record: dict[str, Any] = json.loads(response.read())
+                return record
+        except urllib.error.HTTPError as exc:
+            error = _refusal(exc)["error"]
+            raise ChatError(f"{exc.code} {error.get('code')}: {error.get('message')}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ChatError(_unreachable(url, exc)["error"]["message"]) from None
 
     def close(self) -> None:
         pass
+
+
+def _refusal(exc: urllib.error.HTTPError) -> dict[str, Any]:
+    try:
+        refused: dict[str, Any] = json.loads(exc.read())
+    except ValueError:
+        refused = {"error": {"code": "http_error", "message": exc.reason}}
+    return refused
+
+
+def _unreachable(url: str, exc: BaseException) -> Event:
+    reason = getattr(exc, "reason", exc)
+    return {"type": "error", "error": {"code": "unreachable", "message": f"{url}: {reason}"}}
 
 
 class TerminalChat:
@@ -194,6 +276,7 @@ class TerminalChat:
         out: TextIO,
         session: dict[str, Any] | None = None,
         platform_context: dict[str, Any] | None = None,
+        conversation_id: str | None = None,
     ) -> None:
         self.transport = transport
         self.ask = ask
@@ -203,9 +286,44 @@ class TerminalChat:
         self.session = session
         #: Sent with every message: a decision is checked against the context its call was proposed in.
         self.platform_context = platform_context
-        self.conversation_id: str | None = None
+        self.conversation_id = conversation_id
         self.pending: list[Event] = []  # calls waiting for a decision after the last turn
         self.questions: list[Event] = []  # questions waiting for an answer after the last turn
+
+    def reopen(self) -> None:
+        """Show the conversation named at start where it stands: its last messages, with their calls,
+        then ask what waits in it. :class:`ChatError` if it cannot be read."""
+        assert self.conversation_id is not None
+        record = self.transport.conversation(self.conversation_id)
+        messages = record["messages"]
+        calls = {call["id"]: call for call in record["tool_calls"]}
+        earlier = len(messages) - LAST_MESSAGES
+        self.say(
+            f"(conversation {record['id']}"
+            + (f"; {earlier} earlier message(s) not shown)" if earlier > 0 else ")")
+        )
+        for message in messages[-LAST_MESSAGES:]:
+            if message["content"]:
+                speaker = "you> " if message["role"] == "user" else "agent> "
+                self.say(speaker + message["content"])
+            for call in (calls[i] for i in message["tool_call_ids"] if i in calls):
+                self.show_call(call)
+        self.pending, self.questions = _waiting_in(record)
+        if self.pending or self.questions:
+            self.say(f"  {len(self.pending)} call(s) and {len(self.questions)} question(s) wait in it")
+        self.settle()
+
+    def show_call(self, call: Event) -> None:
+        """A stored call as the stream's events print it; a call waiting is asked about after."""
+        shown = _shown(call["name"], call["input"])
+        if call["status"] in ("executed", "failed", "interrupted"):
+            edited = " (arguments edited)" if call.get("edited") else ""
+            self.say(f"  {call['status']}: {shown}{edited}")
+            self.say(_indent(call["output"] if call.get("output") is not None else f"Error: {call['error']}"))
+        elif call["status"] == "rejected":
+            self.say(f"  rejected: {shown}: {call.get('rejection_reason')}")
+        elif call["status"] == "approved":
+            self.say(f"  running: {shown}")
 
     def run(self) -> None:
         while True:
@@ -240,7 +358,9 @@ class TerminalChat:
 
     def exchange(self, text: str) -> None:
         """One user message, then decisions until nothing waits (or the server fails)."""
-        self.pending, _ = self.turn(text, [])
+        self.pending, refused = self.turn(text, [])
+        if refused is not None:
+            self.reread(refused, [], [])  # refused because something waits (another client's)?
         self.settle()
 
     def settle(self) -> None:
@@ -269,11 +389,37 @@ class TerminalChat:
     ) -> None:
         asked = self.questions
         waiting, refused = self.turn("", decisions, answers or [])
-        # A refused edit or answer changed nothing: the same calls and questions wait, ask again.
-        if refused not in EDIT_REFUSALS:
+        if refused is None:
             self.pending = waiting
-        else:
-            self.questions = asked
+        elif not self.reread(refused, decisions, answers or []):
+            # Not readable: a refused edit or answer changed nothing, so the same are asked again.
+            if refused in EDIT_REFUSALS:
+                self.questions = asked
+            else:
+                self.pending = []
+
+    def reread(self, refused: str, decisions: list[dict[str, Any]], answers: list[dict[str, Any]]) -> bool:
+        """After a refused or failed turn, what waits is what the server holds: read the conversation
+        back, say which of the decisions just sent were not applied, and leave every call and question
+        still waiting to be asked again. False if it could not be read."""
+        if self.conversation_id is None:
+            return False
+        try:
+            record = self.transport.conversation(self.conversation_id)
+        except ChatError as exc:
+            if decisions or answers:
+                self.say(f"  could not read the conversation back ({exc}); /pending asks what you know of")
+            return False
+        self.pending, self.questions = _waiting_in(record)
+        sent = {d["id"]: d for d in [*decisions, *answers]}
+        not_applied = [w for w in [*self.pending, *self.questions] if w["id"] in sent]
+        if not_applied:
+            self.say(f"  not applied ({refused}): the server took none of these decisions; asking again:")
+            for waiting in not_applied:
+                self.say(f"    {_what(waiting)}: your {_decision_word(sent[waiting['id']])} was not applied")
+        elif self.pending or self.questions:
+            self.say(f"  {len(self.pending)} call(s) and {len(self.questions)} question(s) still wait")
+        return True
 
     def turn(
         self, text: str, decisions: list[dict[str, Any]], answers: list[dict[str, Any]] | None = None
@@ -297,6 +443,7 @@ class TerminalChat:
         if self.platform_context is not None:
             message["platform_context"] = self.platform_context
         at_line_start = True
+        stopping = False  # said once per turn, whoever asked
         for event in self.transport.turn(message):
             kind = event.get("type")
             if kind == "text_delta":
@@ -307,8 +454,12 @@ class TerminalChat:
             if not at_line_start:
                 self.say("")
                 at_line_start = True
-            if kind == "cancelling":
+            if kind == "cancelling" and not stopping:
+                stopping = True
                 self.say("  (stopping the run at its next step; Ctrl-C again to leave)")
+            elif kind == "cancel_requested" and not stopping:
+                stopping = True
+                self.say("  (a cancel was asked for: the run stops at its next step)")
             elif kind == "tool_started":
                 self.say(f"  running {event['name']} ...")
             elif kind == "tool_progress":
@@ -325,8 +476,6 @@ class TerminalChat:
                 call = event["tool_call"]
                 why = call.get("rejection_reason", call.get("reason"))  # `reason`: a server before ADR 20
                 self.say(f"  rejected: {_shown(call['name'], call['input'])}: {why}")
-            elif kind == "question_asked":
-                self.say(f"  {event['question']['tool']} asks: {event['question']['prompt']}")
             elif kind == "done":
                 self.conversation_id = event["conversation_id"]
                 message = event["message"]
@@ -339,6 +488,7 @@ class TerminalChat:
                     self.say(f"  (answered by {_printable(str(meta['answered_by']))})")
                 data = message["data"]
                 return [*data["tool_calls"], *data.get("cmds", [])], None
+            # question_asked: the question is asked once the turn ends (reply), said there once
             elif kind == "error":
                 error = event.get("error", {})
                 request_id = f" (request {error['request_id']})" if error.get("request_id") else ""
@@ -346,7 +496,10 @@ class TerminalChat:
                 status = f"{event['status']} " if event.get("status") else ""
                 self.say(f"error {status}{code}: {error.get('message')}{request_id}")
                 return [], str(code)
-        return [], None
+        if not at_line_start:
+            self.say("")
+        self.say("  (the stream ended before the run did)")
+        return [], "stream_ended"
 
     def decide(self, call: Event) -> dict[str, Any]:
         """Ask about one waiting call (or command) until the answer is a decision."""
@@ -396,7 +549,9 @@ class TerminalChat:
     def reply(self, question: Event) -> dict[str, Any]:
         """Ask one question until the answer is one it takes (or "/decline")."""
         kind, options = question["kind"], question.get("options") or []
-        self.say(f"\nThe agent asks: {question['prompt']}")
+        who = question.get("tool")
+        who = f"{who} asks" if who and who != "ask_user" else "The agent asks"
+        self.say(f"\n{who}: {question['prompt']}")
         for number, option in enumerate(options, start=1):
             self.say(f"  {number}. {option}")
         prompt = {"confirmation": "[y]es / [n]o: ", "selection": f"choose 1-{len(options)}: "}.get(
@@ -470,6 +625,41 @@ def diff_lines(proposed: dict[str, Any], after: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"{key}: {_args(proposed[key])} -> {_args(after[key])}")
     return lines
+
+
+def _waiting_in(record: dict[str, Any]) -> tuple[list[Event], list[Event]]:
+    """The calls (as ``data.tool_calls`` lists them; a command with its argv) and the open questions
+    (as ``data.questions``) that wait in a conversation read back."""
+    calls, pending = {c["id"]: c for c in record["tool_calls"]}, []
+    for call in calls.values():
+        if call["status"] != "pending":
+            continue
+        argv = command_argv(call["name"], call["input"])
+        if argv is not None:
+            pending.append({"id": call["id"], "argv": argv, "approval_reason": call.get("approval_reason")})
+        else:
+            pending.append({**call, "tool_description": call.get("description", "")})
+    questions = [
+        {**q, "tool": calls[q["call_id"]]["name"] if q["call_id"] in calls else None}
+        for q in record.get("questions", [])
+        if q["status"] == "open"
+    ]
+    return pending, questions
+
+
+def _what(waiting: Event) -> str:
+    """A waiting call, command or question, in a few words."""
+    if "argv" in waiting:
+        return f"$ {shlex.join(waiting['argv'])}"
+    return str(waiting["name"]) if "name" in waiting else f"the question {waiting['prompt']!r}"
+
+
+def _decision_word(decision: dict[str, Any]) -> str:
+    if "value" in decision or "declined" in decision:
+        return "answer"
+    if not decision.get("execute"):
+        return "rejection"
+    return "edited approval" if "edited_input" in decision else "approval"
 
 
 def _rejection(call: Event, reason: str) -> dict[str, Any]:

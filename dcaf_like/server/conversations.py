@@ -195,7 +195,7 @@ def conversation_routes(
             conversation = await read(conversation_id, identity=caller_of(http).identity)
         except Exception as exc:
             return failure(exc, conversation_id)
-        return _whole(conversation)
+        return conversation_record(conversation)
 
     @router.post(
         "/{conversation_id}/cancel",
@@ -263,7 +263,9 @@ def _title(conversation: Conversation) -> str:
     return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "\u2026"
 
 
-def _whole(conversation: Conversation) -> dict[str, Any]:
+def conversation_record(conversation: Conversation) -> dict[str, Any]:
+    """A conversation whole, as ``GET /api/conversations/{id}`` answers (and ``dcaf-like chat`` reads
+    one in this process)."""
     calls = []
     for call in conversation.tool_calls.values():
         view = ToolCallView.of(call)

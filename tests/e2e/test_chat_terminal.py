@@ -11,15 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
+from _helpdesk import user
 
 from dcaf_like import (
     Agent,
+    ApprovalPolicy,
     Identity,
     ModelRequest,
     ModelResponse,
     PlatformContext,
     Session,
     ToolContext,
+    argument_in,
+    deny,
     tool,
 )
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
@@ -68,14 +72,23 @@ agent = Agent(tools=[delete_pod], name="ops", runtime=GatedRuntime([
 '''
 
 
+# Makes the pty the controlling terminal of a new session, then runs the command: Ctrl-C typed on it
+# is then a SIGINT to the chat, as on a person's terminal.
+CONTROLLING = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 class Terminal:
     """A process on a pseudo-terminal: `expect` waits for text, `type` types a line."""
 
     def __init__(self, *args: str, env: dict[str, str]) -> None:
         self.fd, child = pty.openpty()
         self.process = subprocess.Popen(
-            args, stdin=child, stdout=child, stderr=child, cwd=ROOT, env=env, close_fds=True
-        )
+            [sys.executable, "-c", CONTROLLING, *args], stdin=child, stdout=child, stderr=child, cwd=ROOT,
+            env=env, close_fds=True, start_new_session=True,
+        )  # fmt: skip
         os.close(child)
         self.output = ""
         self.seen = 0
@@ -104,6 +117,9 @@ class Terminal:
 
     def type(self, line: str) -> None:
         os.write(self.fd, (line + "\n").encode())
+
+    def ctrl_c(self) -> None:
+        os.write(self.fd, b"\x03")
 
     def close(self) -> int:
         try:
@@ -373,12 +389,11 @@ def test_over_http_a_question_is_prompted_for_and_the_tool_runs_with_the_answer(
     chat.type("scale web to zero")
 
     shown = chat.expect("choose 1-2: ")
-    assert "scale asks: Which namespace?" in shown
-    assert "  1. prod\n  2. staging\n" in shown
+    assert "scale asks: Which namespace?\n  1. prod\n  2. staging\n" in shown
     chat.type("3")
     chat.expect("a number from 1 to 2")
     chat.type("2")
-    chat.expect("The agent asks: Scale web in staging to zero?")
+    chat.expect("scale asks: Scale web in staging to zero?")
     chat.expect("[y]es / [n]o: ")
     assert scaled == []
     chat.type("y")
@@ -390,6 +405,9 @@ def test_over_http_a_question_is_prompted_for_and_the_tool_runs_with_the_answer(
     chat.type("/quit")
     assert chat.close() == 0
     assert scaled == ["staging/web"]
+    # docs/ui.md, "The terminal: `dcaf-like chat`": a question is printed once (issue 36 item 5)
+    assert chat.output.count("Which namespace?") == 1, chat.output
+    assert chat.output.count("Scale web in staging to zero?") == 1
 
 
 @pytest.mark.parametrize(
@@ -423,5 +441,167 @@ def test_the_right_key_by_flag_opens_the_chat(terminals, start_server):
     chat.expect("you> ")
     chat.type("hi")
     chat.expect("agent> Hello.")
+    chat.type("/quit")
+    assert chat.close() == 0
+
+
+# -- the terminal as a full client of a long run (issue 35 item 4) -----------------------------------
+
+
+def instances_agent(ran: list[str]) -> Agent:
+    """Two gated calls proposed in one turn (one batch), and a policy that refuses one edit of them."""
+
+    @tool
+    def stop_instance(instance_id: str) -> str:
+        """Stop an instance."""
+        ran.append(f"stop {instance_id}")
+        return f"{instance_id} stopped"
+
+    @tool(editable=True)
+    def terminate_instance(instance_id: str) -> str:
+        """Terminate an instance."""
+        ran.append(f"terminate {instance_id}")
+        return f"{instance_id} terminated"
+
+    policy = ApprovalPolicy(
+        [deny("production instances are off limits", when=argument_in("instance_id", "i-prod"))]
+    )
+    runtime = FakeRuntime(
+        [
+            tool_calls(
+                tool_call("stop_instance", instance_id="i-1"),
+                tool_call("terminate_instance", instance_id="i-2"),
+            ),
+            reply("Stopped i-1, terminated i-2."),
+        ]
+    )
+    return Agent(tools=[stop_instance, terminate_instance], runtime=runtime, approval_policy=policy)
+
+
+def test_after_a_refused_edit_every_decision_of_the_batch_is_asked_again_saying_so(terminals, start_server):
+    """docs/ui.md, "The terminal: `dcaf-like chat`": after a refusal the chat reads the conversation
+    back and asks again every decision of the batch that was not applied, saying so; nothing ran."""
+    ran: list[str] = []
+    client = start_server(instances_agent(ran))
+    chat = terminals("--url", str(client.base_url))
+    chat.expect("you> ")
+    chat.type("clean up i-1 and i-2")
+    chat.expect("The agent wants to run stop_instance")
+    chat.expect("approve? [y]es / [n]o: ")
+    chat.type("y")
+    chat.expect("The agent wants to run terminate_instance")
+    chat.expect("approve? [y]es / [n]o / [e]dit: ")
+    chat.type("e")
+    chat.expect("arguments as JSON: ")
+    chat.type(CLEAR_LINE + '{"instance_id": "i-prod"}')
+    chat.expect("run it like this? [y]es / [n]o: ")
+    chat.type("y")
+
+    chat.expect("error 403 policy_denied")
+    shown = chat.expect("approve? [y]es / [n]o: ")
+    assert "not applied (policy_denied): the server took none of these decisions; asking again:" in shown
+    assert "stop_instance: your approval was not applied" in shown
+    assert "terminate_instance: your edited approval was not applied" in shown
+    assert "The agent wants to run stop_instance" in shown
+    assert ran == []
+    chat.type("y")
+    chat.expect("The agent wants to run terminate_instance")
+    chat.expect("approve? [y]es / [n]o / [e]dit: ")
+    chat.type("y")
+
+    chat.expect('executed: stop_instance {"instance_id": "i-1"}')
+    chat.expect('executed: terminate_instance {"instance_id": "i-2"}')
+    chat.expect("agent> Stopped i-1, terminated i-2.")
+    chat.expect("you> ")
+    chat.type("/quit")
+    assert chat.close() == 0
+    assert ran == ["stop i-1", "terminate i-2"]
+    assert "409" not in chat.output
+
+
+def test_a_conversation_is_reopened_with_its_last_messages_and_what_waits_in_it(terminals, start_server):
+    """docs/ui.md, "The terminal: `dcaf-like chat`": `--conversation ID` shows the conversation's last
+    messages and asks what waits in it."""
+    ran: list[str] = []
+    client = start_server(instances_agent(ran))
+    started = client.post("/api/chat", json={"messages": [user("clean up i-1 and i-2")]})
+    conversation_id = started.json()["data"]["conversation_id"]
+    chat = terminals("--url", str(client.base_url), "--conversation", conversation_id)
+
+    shown = chat.expect("approve? [y]es / [n]o: ")
+    assert f"(conversation {conversation_id})" in shown
+    assert "you> clean up i-1 and i-2" in shown
+    assert "2 call(s) and 0 question(s) wait in it" in shown
+    assert "The agent wants to run stop_instance: Stop an instance." in shown
+    chat.type("/reject not today")
+    chat.expect("approve? [y]es / [n]o / [e]dit: ")
+    chat.type("y")
+
+    chat.expect("rejected: stop_instance")
+    chat.expect('executed: terminate_instance {"instance_id": "i-2"}')
+    chat.expect("agent> Stopped i-1, terminated i-2.")
+    chat.expect("you> ")
+    chat.type("/quit")
+    assert chat.close() == 0
+    assert ran == ["terminate i-2"]
+
+
+def test_reopening_a_conversation_the_server_does_not_hold_says_so_and_exits_2(start_server):
+    """docs/ui.md, "The terminal: `dcaf-like chat`": an id the server does not hold ends the chat."""
+    client = start_server(Agent(runtime=FakeRuntime([])))
+
+    result = subprocess.run(
+        [COMMAND, "chat", "--url", str(client.base_url), "--conversation", "conv_nowhere"],
+        capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    assert result.returncode == 2
+    assert "dcaf-like chat: 404 conversation_not_found" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("looks", "settled"),
+    [
+        (False, ('executed: snapshot_volume {"volume_id": "vol-7"}', "snap-1 created")),
+        (
+            True,
+            (
+                'failed: snapshot_volume {"volume_id": "vol-7"}',
+                "stopped: the run was cancelled while the tool ran",
+            ),
+        ),
+    ],
+)
+def test_ctrl_c_asks_the_server_to_stop_and_shows_the_run_to_its_end(terminals, start_server, looks, settled):
+    """docs/ui.md, "The terminal: `dcaf-like chat`": Ctrl-C during a run asks the server to cancel it,
+    then shows the settled call and the stop reason, never a silent `you>` (issue 35 item 3): a tool
+    that does not look at the cancel ran to its end, and the terminal says it did."""
+    snapshots: list[str] = []
+
+    @tool(requires_approval=False)
+    def snapshot_volume(volume_id: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        context.progress("copying blocks", fraction=0.2)
+        context.cancel_signal.wait(timeout=30)  # runs until the cancel reaches it (a bound)
+        if looks:
+            context.check_cancelled()
+        snapshots.append(volume_id)
+        return "snap-1 created"
+
+    runtime = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume_id="vol-7")), reply("never said")])
+    client = start_server(Agent(tools=[snapshot_volume], runtime=runtime))
+    chat = terminals("--url", str(client.base_url))
+    chat.expect("you> ")
+    chat.type("snapshot vol-7")
+    chat.expect("snapshot_volume: copying blocks (20%)")
+
+    chat.ctrl_c()
+
+    chat.expect("(stopping the run at its next step; Ctrl-C again to leave)")
+    for line in settled:
+        chat.expect(line)
+    chat.expect("(run cancelled)")
+    chat.expect("you> ")
+    assert snapshots == ([] if looks else ["vol-7"])
     chat.type("/quit")
     assert chat.close() == 0

@@ -6,8 +6,11 @@ Screenshots of the key states go to ``$DCAF_ARTIFACTS`` (default ``test-artifact
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import queue
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _server import serving
 
 from dcaf_like import (
     Agent,
@@ -27,6 +31,7 @@ from dcaf_like import (
     ToolOutput,
     ToolResult,
     attachment,
+    create_app,
     tool,
 )
 from dcaf_like.application.errors import ModelError
@@ -304,6 +309,35 @@ def test_with_api_keys_the_page_asks_for_one_and_decisions_are_recorded_under_it
     assert cluster.deleted == [("default", "web-2")]
 
 
+def test_on_a_keyed_server_the_first_screen_asks_for_a_key_in_words_with_its_field_focused(
+    page, start_server
+):
+    """docs/ui.md, "The page" (API keys): the first screen asks for a key in words, its field focused,
+    not a raw red `401 unauthorized: ...` (issue 36, item 4); a key the server refuses is said so."""
+    key = "k" * 24
+    client = start_server(Agent(runtime=FakeRuntime(["Hello."])), api_keys={key: "alice"})
+    page.goto(str(client.base_url))
+
+    prompt = page.get_by_role("form", name="This agent needs a key")
+    expect(prompt).to_contain_text("This agent asks for an API key. Paste the key you were given")
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.locator("#error")).to_be_hidden()
+    expect(page.get_by_text("401")).to_have_count(0)
+    screenshot(page, "key-asked")
+
+    page.keyboard.type("not-the-key-0123456789")
+    page.keyboard.press("Enter")
+    expect(prompt).to_contain_text("The server did not accept this API key. Check it, then paste it again.")
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.locator("#error")).to_be_hidden()
+
+    page.keyboard.type(key)
+    page.keyboard.press("Enter")
+    expect(prompt).to_be_hidden()
+    send(page, "hi")
+    expect(page.locator(".message.assistant").last).to_have_text("Hello.")
+
+
 def test_two_waiting_calls_are_decided_one_card_at_a_time(page, start_server, cluster):
     runtime = FakeRuntime(
         [
@@ -414,32 +448,186 @@ def test_stop_ends_the_run_and_the_conversation_goes_on(page, start_server):
     stop.click()
 
     expect(page.locator(".note")).to_have_text("Run stopped.")
-    expect(stop).to_be_hidden()
+    expect(page.locator("#stop")).to_be_hidden()
     send(page, "try again")
     expect(page.locator(".message.assistant").last).to_have_text("Here is the summary.")
     screenshot(page, "stopped-run")
 
 
-def test_a_running_tools_progress_shows_on_its_card(page, start_server):
-    go = threading.Event()
+def test_a_running_calls_card_shows_its_arguments_elapsed_time_and_a_progress_bar(page, start_server):
+    """docs/ui.md, "The page": a running call's card shows its arguments, how long it has run, and a
+    progress bar its reports fill (issue 35, item 3)."""
+    reports: queue.Queue[tuple[str, float | None] | None] = queue.Queue()
 
     @tool(requires_approval=False)
-    def restart_pods(context: ToolContext) -> str:
-        """Restart the pods one by one."""
-        context.progress("3/10 pods restarted", fraction=0.3)
-        go.wait(timeout=10)
-        return "10 pods restarted"
+    def snapshot_volume(volume_id: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        while (report := reports.get(timeout=10)) is not None:  # each report when the test says
+            context.progress(report[0], fraction=report[1])
+        return "snap-1 created"
 
-    runtime = FakeRuntime([tool_calls(tool_call("restart_pods")), reply("All restarted.")])
-    client = start_server(Agent(tools=[restart_pods], runtime=runtime, name="ops"))
+    runtime = FakeRuntime(
+        [tool_calls(tool_call("snapshot_volume", volume_id="vol-7")), reply("Snapshot taken.")]
+    )
+    client = start_server(Agent(tools=[snapshot_volume], runtime=runtime, name="ops"))
+    page.clock.install(time=1_700_000_000)
     page.goto(str(client.base_url))
+    page.clock.pause_at(1_700_000_060)  # the browser's time moves only when the test moves it
 
-    send(page, "restart the pods")
+    send(page, "snapshot vol-7")
 
     card = page.locator(".card.running")
-    expect(card.locator(".progress")).to_have_text("3/10 pods restarted (30%)")
+    expect(card.locator(".tool")).to_have_text("snapshot_volume")
+    expect(card.locator(".args")).to_have_text(json.dumps({"volume_id": "vol-7"}, indent=2))
+    expect(card.locator(".elapsed")).to_have_text("running for 0 s")
+    page.clock.run_for(65_000)
+    expect(card.locator(".elapsed")).to_have_text("running for 1 min 05 s")
+
+    reports.put(("copying blocks", 0.2))
+    expect(card.locator(".progress")).to_have_text("copying blocks (20%)")
+    bar = card.get_by_role("progressbar", name="snapshot_volume progress")
+    expect(bar).to_have_js_property("value", 0.2)
+    reports.put(("waiting for the provider", None))  # no fraction: the bar only says it goes on
+    expect(card.locator(".progress")).to_have_text("waiting for the provider")
+    expect(bar).not_to_have_attribute("value", re.compile(".*"))
+    reports.put(("copying blocks", 0.6))
+    expect(bar).to_have_js_property("value", 0.6)
+    screenshot(page, "running-card")
+    reports.put(None)
+
+    done = page.locator(".card.executed")
+    expect(done.locator(".output")).to_have_text("snap-1 created")
+    expect(done.locator(".elapsed, progress")).to_have_count(0)  # the settled card replaced it
+    expect(page.locator(".message.assistant").last).to_have_text("Snapshot taken.")
+
+
+def test_an_approved_calls_running_card_shows_the_arguments_as_edited(page, start_server):
+    """docs/ui.md, "The page": the running card shows the arguments the call runs with."""
+    go = threading.Event()
+
+    @tool(editable=True)
+    def scale(deployment: str, replicas: int) -> str:
+        """Scale a deployment."""
+        go.wait(timeout=10)
+        return f"{deployment} scaled to {replicas}"
+
+    runtime = FakeRuntime([tool_call("scale", deployment="web", replicas=5), reply("Scaled.")])
+    client = start_server(Agent(tools=[scale], runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "scale web")
+    pending = page.locator(".card.pending")
+    pending.get_by_role("button", name="Edit", exact=True).click()
+    pending.get_by_label("Edited arguments").fill('{"replicas": 3}')
+    pending.get_by_role("button", name="Approve edited", exact=True).click()
+
+    running = page.locator(".card.running")
+    expect(running.locator(".args")).to_have_text(json.dumps({"deployment": "web", "replicas": 3}, indent=2))
     go.set()
-    expect(page.locator(".card.executed .output")).to_have_text("10 pods restarted")
+    expect(page.locator(".card.executed .output")).to_have_text("web scaled to 3")
+
+
+def test_stop_says_stopping_on_the_running_card_until_the_stopped_call_settles_it(page, start_server):
+    """docs/ui.md, "The page" (Stop): after Stop the running call's card and the button say
+    "stopping" until the settled call arrives; then the card shows it failed, stopped by the cancel
+    (issue 35, item 1)."""
+    settle = threading.Event()
+    snapshots: list[str] = []
+
+    @tool
+    def snapshot_volume(volume_id: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        context.progress("copying blocks", fraction=0.2)
+        context.cancel_signal.wait(timeout=10)  # until the cancel reached this call
+        settle.wait(timeout=10)  # then as long as the test looks at "stopping"
+        context.check_cancelled()
+        snapshots.append(volume_id)
+        return "snap-1 created"
+
+    runtime = FakeRuntime([tool_call("snapshot_volume", volume_id="vol-7"), reply("Stopped, as asked.")])
+    client = start_server(Agent(tools=[snapshot_volume], runtime=runtime, name="ops"))
+    page.goto(str(client.base_url))
+    send(page, "snapshot vol-7")
+    page.locator(".card.pending").get_by_role("button", name="Approve", exact=True).click()
+    card = page.locator('.card[data-call-id]:has(.tool:text-is("snapshot_volume"))')
+    expect(card.locator(".status")).to_have_text("running")
+    expect(card.locator(".progress")).to_have_text("copying blocks (20%)")
+    stop = page.get_by_role("button", name="Stop", exact=True)
+
+    stop.click()
+
+    expect(card.locator(".status")).to_have_text("stopping")
+    expect(card.locator(".args")).to_have_text(json.dumps({"volume_id": "vol-7"}, indent=2))
+    stopping = page.get_by_role("button", name="Stopping\u2026", exact=True)
+    expect(stopping).to_be_disabled()
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_disabled()
+    screenshot(page, "stopping")
+    settle.set()
+
+    expect(card.locator(".status")).to_have_text("failed")
+    expect(card.locator(".output")).to_contain_text("stopped: the run was cancelled while the tool ran")
+    expect(page.locator(".note")).to_have_text("Run stopped.")
+    expect(page.locator("#stop")).to_be_hidden()
+    assert snapshots == []
+    screenshot(page, "stopped-call")
+
+
+def test_a_cancel_the_stream_reports_makes_the_page_say_stopping_whoever_asked(page, start_server):
+    """docs/ui.md, "The page" (Stop): the stream's `cancel_requested` event (a cancel sent by another
+    client, or this page's own Stop) is shown as "stopping", once however often it is said.
+
+    The real server sends that event from main's 80cbeb8 on; until this branch has it, the test plays
+    the stream from a scripted /api/chat-stream in front of the real app (its page, its other routes)."""
+    script: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    async def scripted_stream(request: Any) -> Any:
+        from starlette.responses import StreamingResponse
+
+        body = await request.json()
+        conversation_id = body["messages"][0]["data"]["conversation_id"]
+
+        async def lines() -> Any:
+            while (line := await asyncio.to_thread(script.get, timeout=10)) is not None:
+                yield json.dumps({**line, "conversation_id": conversation_id}) + "\n"
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+
+    real = create_app(Agent(runtime=FakeRuntime([])))
+    app = Starlette(routes=[Route("/api/chat-stream", scripted_stream, methods=["POST"]), Mount("/", real)])
+    with serving(app) as client:
+        page.goto(str(client.base_url))
+        send(page, "snapshot vol-7")
+        call = {"id": "tc_1", "name": "snapshot_volume", "input": {"volume_id": "vol-7"}}
+        script.put({"type": "tool_call_proposed", "tool_call": {**call, "status": "approved"}})
+        script.put({"type": "tool_started", "id": "tc_1", "name": "snapshot_volume"})
+        card = page.locator('.card[data-call-id="tc_1"]')
+        expect(card.locator(".status")).to_have_text("running")
+
+        script.put({"type": "cancel_requested"})
+        script.put({"type": "cancel_requested"})  # said twice: shown once, the same
+
+        expect(card.locator(".status")).to_have_text("stopping")
+        expect(page.get_by_role("button", name="Stopping\u2026", exact=True)).to_be_disabled()
+        failed = {
+            **call,
+            "status": "failed",
+            "output": "Error: stopped: the run was cancelled while the tool ran",
+        }
+        script.put({"type": "tool_finished", "tool_call": failed})
+        expect(card.locator(".status")).to_have_text("failed")
+        done = {
+            "role": "assistant",
+            "content": "",
+            "data": {"session": {}},
+            "meta": {"stop_reason": "cancelled"},
+        }
+        script.put({"type": "done", "message": done})
+        script.put(None)
+        expect(page.locator(".note")).to_have_text("Run stopped.")
+        expect(page.locator("#stop")).to_be_hidden()
+        expect(page.locator(".card")).to_have_count(1)
 
 
 def test_a_partial_edit_shows_what_stays_and_what_changes_before_it_runs(page, start_server):

@@ -273,8 +273,8 @@ def test_a_question_is_prompted_in_its_kind_until_the_answer_is_one_it_takes():
     finally:
         agent.close()
 
-    assert "ask_user asks: Which namespace?" in shown
-    assert "  1. prod\n  2. staging\n" in shown
+    assert shown.count("asks: Which namespace?") == 1  # issue 36 item 5: it was printed twice
+    assert "The agent asks: Which namespace?\n  1. prod\n  2. staging\n" in shown
     assert "a number from 1 to 2" in shown  # "3" was asked again
     assert "y or n" in shown  # so was "maybe"
     assert "agent> Deleting staging's pods." in shown
@@ -308,3 +308,42 @@ def test_the_model_that_answered_is_shown_when_a_fallback_chose_it_and_not_other
 
     assert "(answered by local)" in fell_back
     assert "answered by" not in plain
+
+
+class ReadableTransport(ScriptedTransport):
+    """A scripted transport whose conversation, read back, is `record`."""
+
+    def __init__(self, record: dict[str, Any], *turns: list[dict[str, Any]]) -> None:
+        super().__init__(*turns)
+        self.record = record
+
+    def conversation(self, conversation_id: str) -> dict[str, Any]:
+        return self.record
+
+
+EMPTY = {"id": "conv_1", "messages": [], "tool_calls": [], "questions": []}
+
+
+def test_a_stream_that_ends_before_the_run_did_says_so():
+    """docs/ui.md, "The terminal: `dcaf-like chat`": a stream that ends before the run did says so."""
+    transport = ReadableTransport(EMPTY, [{"type": "tool_started", "id": "tc_1", "name": "snapshot_volume"}])
+
+    shown = chat(transport, "snapshot vol-7")
+
+    assert "  running snapshot_volume ...\n  (the stream ended before the run did)\n" in shown
+
+
+def test_stopping_is_said_once_whoever_asked_for_the_cancel():
+    """docs/ui.md, "The terminal: `dcaf-like chat`": the chat's own Ctrl-C and the stream's
+    `cancel_requested` event say "stopping" once."""
+    cancelled = {"type": "done", "conversation_id": "conv_1",
+                 "message": {"data": {"tool_calls": []}, "meta": {"stop_reason": "cancelled"}}}  # fmt: skip
+    transport = ScriptedTransport([{"type": "cancelling"}, {"type": "cancel_requested"}, cancelled])
+    alone = ScriptedTransport([{"type": "cancel_requested"}, {"type": "cancel_requested"}, cancelled])
+
+    mine, another = chat(transport, "snapshot vol-7"), chat(alone, "snapshot vol-7")
+
+    assert mine.count("(stopping the run at its next step; Ctrl-C again to leave)") == 1
+    assert "a cancel was asked for" not in mine
+    assert another.count("(a cancel was asked for: the run stops at its next step)") == 1
+    assert "(run cancelled)" in another

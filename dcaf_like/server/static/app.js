@@ -5,7 +5,11 @@
 
 const $ = (id) => document.getElementById(id);
 const KEY = "dcaf_like.api_key";
-const state = { conversationId: null, assistant: null, busy: false, streamed: false, attached: [] };
+// `calls`: the arguments of each call this page has seen proposed (or edited), by id, for its running
+// card; `stopping`: a cancel of the run under way was accepted (or the stream said it saw one).
+const state = {
+  conversationId: null, assistant: null, busy: false, streamed: false, attached: [], calls: new Map(), stopping: false,
+};
 // Developer mode (?dev=1): the session and the platform context can be edited and are sent with each
 // message, as any client may send them (they are the client's, never authority).
 const DEV = new URLSearchParams(location.search).get("dev") === "1";
@@ -47,8 +51,9 @@ async function request(path, options = {}) {
   if (response.ok) return response;
   let body = null;
   try { body = await response.json(); } catch (_) { /* not JSON: the status says enough */ }
-  if (response.status === 401) $("key-form").hidden = false;
-  throw new ApiError(response.status, body);
+  const error = new ApiError(response.status, body);
+  if (response.status === 401) askForKey();
+  throw error;
 }
 
 // A new conversation's id, chosen here so that Stop can name it during its first turn.
@@ -98,7 +103,9 @@ function handle(event) {
   switch (event.type) {
     case "text_delta": assistantBubble().append(event.text); state.streamed = true; break;
     case "reasoning_delta": assistantBubble().append(el("span", { class: "reasoning" }, event.text)); break;
-    case "tool_started": place(callCard(event.id, event.name, "running")); break;
+    case "tool_call_proposed": state.calls.set(event.tool_call.id, event.tool_call.input); break;
+    case "tool_started": place(runningCard(event.id, event.name)); break;
+    case "cancel_requested": stopping(); break;
     case "tool_progress": showProgress(event); break;
     case "tool_finished": place(executedCard(event.tool_call)); break;
     case "tool_rejected": place(rejectedCard(event.tool_call)); break;
@@ -110,8 +117,7 @@ function handle(event) {
     case "commands": event.commands.forEach((command) => place(commandCard(command))); break;
     case "done": finished(event); break;
     case "error": showError(new ApiError(event.status, event)); break;
-    // tool_call_proposed, approval_required, executed_tool_calls and executed_commands repeat what the
-    // events above show.
+    // approval_required, executed_tool_calls and executed_commands repeat what the events above show.
     default: break;
   }
 }
@@ -204,11 +210,40 @@ function sizeText(bytes) {
   return bytes < MIB ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / MIB).toFixed(1)} MiB`;
 }
 
-// A running call's latest progress report, on its card.
+// A call running: its arguments (as proposed, or as edited here), how long it has run (from when its
+// `tool_started` arrived, ticked each second), and a progress bar its `tool_progress` reports fill.
+function runningCard(id, name) {
+  const input = state.calls.get(id);
+  const args = input === undefined ? null : argsOf({ name, input }, pretty);
+  const card = callCard(id, titleOf({ name, input }), state.stopping ? "stopping" : "running", args,
+    el("p", { class: "elapsed" }, "running for 0 s"));
+  card.dataset.startedAt = String(Date.now());
+  return card;
+}
+
+function elapsedText(ms) {
+  const seconds = Math.max(0, Math.floor(ms / 1000));
+  if (seconds < 60) return `running for ${seconds} s`;
+  return `running for ${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, "0")} s`;
+}
+
+setInterval(() => {
+  document.querySelectorAll(".card[data-started-at] .elapsed").forEach((line) => {
+    line.textContent = elapsedText(Date.now() - Number(line.closest(".card").dataset.startedAt));
+  });
+}, 1000);
+
+// A running call's latest progress report, on its card: the tool's words, and a bar (without a
+// fraction, a bar that says only that it goes on).
 function showProgress(event) {
   const card = document.querySelector(`.card[data-call-id="${CSS.escape(event.id)}"]`);
   if (!card) return;
-  const share = typeof event.fraction === "number" ? ` (${Math.round(event.fraction * 100)}%)` : "";
+  const known = typeof event.fraction === "number";
+  const share = known ? ` (${Math.round(event.fraction * 100)}%)` : "";
+  let bar = card.querySelector("progress");
+  if (!bar) bar = card.appendChild(el("progress", { max: "1", "aria-label": `${event.name} progress` }));
+  if (known) bar.value = event.fraction;
+  else bar.removeAttribute("value");
   let line = card.querySelector(".progress");
   if (!line) line = card.appendChild(el("p", { class: "progress" }));
   line.textContent = event.message + share;
@@ -222,6 +257,7 @@ function rejectedCard(call) {
 // A call waiting for a decision: what it is and why it waits, its exact arguments, and the buttons.
 // The card stays until the server accepts a decision; a refusal is shown and the card can be used again.
 function pendingCard(call) {
+  state.calls.set(call.id, call.input);
   const card = callCard(call.id, call.name, "pending",
     el("p", { class: "description" }, call.tool_description || ""),
     el("p", { class: "why" }, call.approval_reason || ""),
@@ -247,6 +283,7 @@ function pendingCard(call) {
       showCardError(card, new Error(`Not JSON: ${error.message}`));
       return;
     }
+    state.calls.set(call.id, mergePatch(call.input, input));
     decide({ execute: true, edited_input: input }, "approved (edited)");
   } }, el("div", { class: "edit-area" }, edited, changes), el("button", { type: "submit" }, "Approve edited"));
 
@@ -506,6 +543,7 @@ function errorText(error) {
 }
 
 function showError(error) {
+  if (error.status === 401) return; // the key prompt says it, in words (askForKey)
   const box = $("error");
   box.textContent = errorText(error);
   box.hidden = false;
@@ -533,26 +571,55 @@ async function run(exchange, card = null) {
     await exchange();
     return true;
   } catch (error) {
-    if (card && card.isConnected) showCardError(card, error);
+    if (error.status === 401) { /* the key prompt says it */ } else if (card && card.isConnected) showCardError(card, error);
     else showError(error);
     return false;
   } finally {
     state.busy = false;
+    state.stopping = false;
     $("send").disabled = false;
     $("stop").hidden = true;
+    $("stop").textContent = "Stop";
   }
 }
 
 // Stop asks the server to stop the run (on whichever worker runs it); the stream shows it to its end.
 async function stop() {
-  if (!state.busy || !state.conversationId) return;
+  if (!state.busy || !state.conversationId || state.stopping) return;
   $("stop").disabled = true;
   try {
     await request(`api/conversations/${encodeURIComponent(state.conversationId)}/cancel`, { method: "POST" });
+    stopping();
   } catch (error) {
     showError(error);
     $("stop").disabled = false;
   }
+}
+
+// A cancel of the run was accepted (our Stop's 202) or seen by the run (a `cancel_requested` event,
+// whoever asked): Stop says so, and each running call's card says "stopping" until its settled call
+// (failed, stopped; or executed, if it ended first) replaces it. Saying it twice changes nothing.
+function stopping() {
+  if (!state.busy) return;
+  state.stopping = true;
+  $("stop").disabled = true;
+  $("stop").textContent = "Stopping\u2026";
+  document.querySelectorAll(".card.running").forEach((card) => {
+    card.classList.replace("running", "stopping");
+    card.querySelector(".status").textContent = "stopping";
+  });
+}
+
+// The server wants an API key (it answered 401): said in words, with the key's field focused; the
+// error box shows no raw 401. `refused`: a key was sent and the server did not take it.
+function askForKey() {
+  const refused = Boolean(sessionStorage.getItem(KEY));
+  $("key-note").textContent = refused
+    ? "The server did not accept this API key. Check it, then paste it again."
+    : "This agent asks for an API key. Paste the key you were given; it is kept in this tab only, until it closes.";
+  $("key-form").hidden = false;
+  $("error").hidden = true;
+  $("api-key").focus();
 }
 
 // The JSON object typed in a developer-mode field; an Error naming the field if it is not one.
@@ -633,6 +700,7 @@ async function openConversation(id) {
 function newChat() {
   state.conversationId = null;
   state.assistant = null;
+  state.calls.clear();
   state.attached = [];
   showAttached();
   $("log").replaceChildren();
