@@ -132,6 +132,23 @@ def command_refused(path: str) -> InvalidRequest:
     )
 
 
+def platform_context_in(
+    top_level: Mapping[str, Any] | None, carried: Iterable[Mapping[str, Any] | None]
+) -> dict[str, Any]:
+    """The platform context a turn is in: the request's top-level ``platform_context``, else that of
+    the latest message that carries one (`carried`, the messages' in order). A stateless client resends
+    its whole history and may put the context on its first message only, as seed 003's example does:
+    a message with none (or an empty object) leaves the one before it in force. Where the context is
+    read from decides nothing about trust: the client writes all of it, and an approval runs only in
+    the context its call was proposed in (ADR 12, ADR 30)."""
+    if top_level:
+        return dict(top_level)
+    for context in reversed(list(carried)):
+        if context:
+            return dict(context)
+    return {}
+
+
 def conversation_id_in(data: Iterable[Mapping[str, Any]]) -> str | None:
     """The conversation the messages' ``data`` names, the latest first (``thread_id`` is the seed's)."""
     for values in reversed(list(data)):
@@ -183,9 +200,7 @@ def read_messages(
         request_session = dict(raw_session)
         if problem := json_problem(request_session, f"{last_path}.data.session"):
             raise InvalidRequest(f"{last_path}.data.session", f"the session is saved as JSON: {problem}")
-    context = dict(platform_context or {})
-    if not context and last.platform_context is not None:
-        context = dict(last.platform_context)
+    context = platform_context_in(platform_context, (m.platform_context for m in parsed))
     return AgentRequest(
         text=last.content,
         attachments=last.attachments,

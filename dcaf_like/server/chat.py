@@ -26,6 +26,7 @@ from dcaf_like.helpdesk.protocol import (
     decision,
     event_lines,
     ndjson,
+    platform_context_in,
     read_content,
     users_turn_expected,
 )
@@ -225,7 +226,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str, at: float | 
         attachments=attachments,
         conversation_id=conversation_id,
         decisions=decisions,
-        platform_context=dict(body.platform_context or last.platform_context or {}),
+        platform_context=platform_context_in(body.platform_context, (m.platform_context for m in messages)),
         session=session,
         history=tuple((role, content) for role, content in history if content),
         user=caller.name,

@@ -37,6 +37,8 @@ def test_the_seed_approval_sequence_proposes_waits_executes_and_answers(start_se
     )
     client = start_server(ops_agent(cluster, runtime))
     first = user("Delete the crashing pod web-2", cmds=[], executed_cmds=[], tool_calls=[])
+    # As the seed writes it: the platform context on the first message only, never on the approval.
+    first["platform_context"] = {"tenant_name": "production", "k8s_namespace": "default", "duplo_token": "t"}
 
     proposed = client.post("/api/chat", json={"messages": [first]})
 
