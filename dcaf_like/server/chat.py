@@ -19,6 +19,7 @@ from dcaf_like.application.dto import AgentRequest, QuestionAnswer, ToolDecision
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.helpdesk.protocol import (
+    SERVER_REPORTED,
     Stamps,
     answer,
     assistant_message,
@@ -28,6 +29,7 @@ from dcaf_like.helpdesk.protocol import (
     ndjson,
     platform_context_in,
     read_content,
+    refuse_reported_runs,
     users_turn_expected,
 )
 from dcaf_like.server.auth import Caller, caller_of, decisions_checked
@@ -179,6 +181,8 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str, at: float | 
     answers: tuple[QuestionAnswer, ...] = ()
     session = None
     if last.data is not None:
+        reported = {key: getattr(last.data, key) for key in SERVER_REPORTED}
+        refuse_reported_runs(reported, f"{path}.data")
         decisions = tuple(
             found
             for call in last.data.tool_calls or ()

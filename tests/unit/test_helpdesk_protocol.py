@@ -50,6 +50,8 @@ data = st.fixed_dictionaries(
         "tool_calls": st.none() | st.lists(tool_calls, max_size=3),
         "cmds": st.none() | st.lists(commands, max_size=3),
         "session": st.none() | objects,
+        "executed_tool_calls": st.none() | st.lists(objects, max_size=1),
+        "executed_cmds": st.none() | st.lists(objects, max_size=1),
         "conversation_id": st.none() | st.sampled_from(["", "conv_1", "conv_2"]),
         "thread_id": st.none() | st.sampled_from(["", "thread_1"]),
     },
