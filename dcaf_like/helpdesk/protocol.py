@@ -168,7 +168,7 @@ def platform_context_in(
     its whole history and may put the context on its first message only, as seed 003's example does:
     a message with none (or an empty object) leaves the one before it in force. Where the context is
     read from decides nothing about trust: the client writes all of it, and an approval runs only in
-    the context its call was proposed in (ADR 12, ADR 30)."""
+    the context its call was proposed in (ADR 12, ADR 31)."""
     if top_level:
         return dict(top_level)
     for context in reversed(list(carried)):

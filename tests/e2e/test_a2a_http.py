@@ -141,7 +141,7 @@ def test_the_card_gives_the_seeds_skills_and_protocol_version_in_the_a2a_schema_
 
     card = http.get("/.well-known/agent-card.json").json()
 
-    # ADR 32: the seed's "skills" (tool names) are the skills' names, its "version" (the protocol's)
+    # ADR 33: the seed's "skills" (tool names) are the skills' names, its "version" (the protocol's)
     # is each interface's protocolVersion, and the model and provider are not published.
     assert [s["name"] for s in card["skills"]] == ["list_pods", "delete_pod", "restart_pod"]
     assert "1.0" in [i["protocolVersion"] for i in card["supportedInterfaces"]]

@@ -148,7 +148,7 @@ def test_a_rejection_is_honoured_under_any_context(start_server):
     assert ops.runs == []
 
 
-# -- issue 42 item 1: a stateless client's resent history carries the context (ADR 30) --------------
+# -- issue 42 item 1: a stateless client's resent history carries the context (ADR 31) --------------
 
 
 def propose_in_history(client: httpx.Client, context: dict[str, Any]) -> list[dict[str, Any]]:
