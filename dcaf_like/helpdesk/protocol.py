@@ -584,22 +584,6 @@ def answer(question_id: str, value: Any = None, *, declined: bool = False) -> Qu
     return QuestionAnswer(question_id, None if declined else value, declined=declined)
 
 
-def answered_by_text(question_id: str, kind: str, text: str) -> QuestionAnswer:
-    """A user's plain message as the answer to the one question its conversation (or A2A task) waits
-    on: ``yes`` / ``no`` for a confirmation (anything else is refused), an option (as written) for a
-    selection, the text for a text question. The answer is then checked like any other."""
-    if kind == "confirmation":
-        said = text.strip().lower()
-        if said in ("yes", "y", "true"):
-            return QuestionAnswer(question_id, True)
-        if said in ("no", "n", "false"):
-            return QuestionAnswer(question_id, False)
-        raise InvalidRequest("message", f"question {question_id} is answered yes or no")
-    if kind == "selection":
-        return QuestionAnswer(question_id, text.strip())
-    return QuestionAnswer(question_id, text)
-
-
 def read_answers(answers: Any, path: str) -> tuple[QuestionAnswer, ...]:
     """The answers of a ``data.answers`` list (None: none) at `path`."""
     read: list[QuestionAnswer] = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionView, ToolCallView
+from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, QuestionView, ToolCallView
 from dcaf_like.application.errors import (
     ConcurrencyConflict,
     ConversationNotFound,
@@ -40,7 +40,6 @@ from dcaf_like.domain import (
     UnknownToolCall,
 )
 from dcaf_like.helpdesk.protocol import (
-    answered_by_text,
     calls_data,
     question_data,
     read_answers,
@@ -164,6 +163,21 @@ def _open_questions(conversation: Conversation, calls: list[ToolCall]) -> tuple[
     return tuple(
         QuestionView.of(q, names[q.call_id]) for q in conversation.open_questions if q.call_id in names
     )
+
+
+def answered_by_text(question: QuestionView, text: str) -> QuestionAnswer:
+    """A message's text as the answer to the one question its task waits for (A2A: the next message
+    answers it): ``yes`` / ``no`` for a confirmation, an option (as written) for a selection."""
+    if question.kind == "confirmation":
+        said = text.strip().lower()
+        if said in ("yes", "y", "true"):
+            return QuestionAnswer(question.id, True)
+        if said in ("no", "n", "false"):
+            return QuestionAnswer(question.id, False)
+        raise InvalidRequest("message", f"question {question.id} is answered yes or no")
+    if question.kind == "selection":
+        return QuestionAnswer(question.id, text.strip())
+    return QuestionAnswer(question.id, text)
 
 
 def _answered(role: Role, call_ids: Sequence[str]) -> bool:
@@ -352,10 +366,7 @@ class A2ATasks:
         view = await self.get(task_id, caller)
         if len(view.questions) != 1:
             return request
-        [question] = view.questions
-        return replace(
-            request, text="", answers=(answered_by_text(question.id, question.kind, request.text),)
-        )
+        return replace(request, text="", answers=(answered_by_text(view.questions[0], request.text),))
 
     async def _waiting_task(self, message: Incoming, caller: Caller) -> str | None:
         """The task a message continues: the one it names, which must wait for input, or else the

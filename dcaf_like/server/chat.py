@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from dcaf_like.application.dto import AgentRequest, QuestionAnswer, ToolDecision
+from dcaf_like.application.dto import AgentRequest, QuestionAnswer, QuestionView, ToolDecision
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
@@ -25,7 +25,6 @@ from dcaf_like.helpdesk.protocol import (
     SERVER_REPORTED,
     Stamps,
     answer,
-    answered_by_text,
     assistant_message,
     command_decision,
     decision,
@@ -36,6 +35,7 @@ from dcaf_like.helpdesk.protocol import (
     refuse_reported_runs,
     users_turn_expected,
 )
+from dcaf_like.server.a2a_tasks import answered_by_text
 from dcaf_like.server.auth import Caller, caller_of, decisions_checked
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import audit_refused, error_response, failure, log_failure
@@ -185,10 +185,11 @@ async def answer_in_text(
         return None
     conversation = await repository.aget(request.conversation_id)  # the refusal: it is the caller's
     question = conversation.questions.get(waiting.question_ids[0]) if conversation is not None else None
-    if question is None or not question.is_open:
+    if conversation is None or question is None or not question.is_open:
         return None
-    try:
-        answered = answered_by_text(question.id, question.kind.value, request.text)
+    asked_by = conversation.tool_call(question.call_id).name
+    try:  # as A2A reads it
+        answered = answered_by_text(QuestionView.of(question, asked_by), request.text)
     except InvalidRequest:
         return None  # neither yes nor no
     if question.kind is QuestionKind.SELECTION and answered.value not in question.options:
