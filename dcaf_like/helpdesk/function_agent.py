@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application.dto import AgentRequest, AgentResponse, AgentResult, ToolDecision
@@ -36,6 +36,7 @@ from dcaf_like.application.ports import ConversationRepository, ServedAgent
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.concurrency.bridges import iterate_in_thread, resolve, run_sync
 from dcaf_like.domain import Identity, PlatformContext, Session
+from dcaf_like.domain.context import redact
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.helpdesk.protocol import function_messages, read_messages
 
@@ -70,45 +71,74 @@ class UnverifiedDecision:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class AgentContext(Mapping[str, Any]):
+class AgentContext(dict[str, Any]):
     """What a custom agent function sees besides the messages. Changes to `session` are returned.
 
     Decisions on tool calls are not in the messages: they are `unverified_decisions`, named for what
     they are (see :class:`UnverifiedDecision`).
 
-    It also reads as the seed's ``context: dict``: the platform context's keys (``context[
-    "tenant_name"]``, ``context.get("k8s_namespace")``), and ``conversation_id``, ``platform_context``
-    (a dict), ``session`` (the :class:`Session`) and ``user``."""
+    It is also the seed's ``context: dict``, a real ``dict`` of the function's own: the platform
+    context's keys (``context["tenant_name"]``, ``context.get("k8s_namespace")``), and
+    ``conversation_id``, ``platform_context`` (a dict) and ``user``, every value JSON, so
+    ``json.dumps(context)``, ``context.setdefault(...)`` and ``context[key] = value`` work. Changing
+    its items changes nothing the server keeps or checks; the attributes, which the server reads,
+    are read-only. The session is the attribute `session` (a :class:`Session`), not an item."""
+
+    __slots__ = (
+        "conversation_id",
+        "deps",
+        "identity",
+        "platform_context",
+        "session",
+        "unverified_decisions",
+        "user",
+    )
 
     conversation_id: str
     platform_context: PlatformContext
     session: Session
-    user: str = "user"
-    unverified_decisions: tuple[UnverifiedDecision, ...] = ()
+    user: str
+    unverified_decisions: tuple[UnverifiedDecision, ...]
     #: Who the server authenticated (None without API keys): unlike `session` and `platform_context`,
     #: which the client writes, authority.
-    identity: Identity | None = None
+    identity: Identity | None
     #: The run's dependencies (``agent.run(..., deps=...)``); never a client's.
-    deps: Any = field(default=None, repr=False, compare=False)
+    deps: Any
 
-    def _as_dict(self) -> dict[str, Any]:
-        return {
-            **dict(self.platform_context),
-            "conversation_id": self.conversation_id,
-            "platform_context": dict(self.platform_context),
-            "session": self.session,
-            "user": self.user,
+    def __init__(
+        self,
+        conversation_id: str,
+        platform_context: PlatformContext,
+        session: Session,
+        user: str = "user",
+        unverified_decisions: tuple[UnverifiedDecision, ...] = (),
+        identity: Identity | None = None,
+        deps: Any = None,
+    ) -> None:
+        values = dict(platform_context)
+        super().__init__(
+            {**values, "conversation_id": conversation_id, "platform_context": dict(values), "user": user}
+        )
+        attributes = {
+            "conversation_id": conversation_id,
+            "platform_context": platform_context,
+            "session": session,
+            "user": user,
+            "unverified_decisions": unverified_decisions,
+            "identity": identity,
+            "deps": deps,
         }
+        for name, value in attributes.items():
+            object.__setattr__(self, name, value)
 
-    def __getitem__(self, key: str) -> Any:
-        return self._as_dict()[key]
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"AgentContext.{name} is read-only; the context's items are yours to change")
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._as_dict())
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"AgentContext.{name} is read-only; the context's items are yours to change")
 
-    def __len__(self) -> int:
-        return len(self._as_dict())
+    def __repr__(self) -> str:
+        return f"AgentContext({redact(dict(self))!r})"
 
 
 class FunctionAgent:

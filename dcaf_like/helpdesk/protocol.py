@@ -119,6 +119,34 @@ def read_content(
     return "\n\n".join(texts), tuple(attachments)
 
 
+#: The lists of a message's ``data`` that only the server writes: what ran, and its output.
+SERVER_REPORTED = ("executed_tool_calls", "executed_cmds")
+
+
+class ReportedRuns(InvalidRequest):
+    """A user's turn that reports calls or commands as run (HTTP 422, naming the list): what ran is
+    the server's to say."""
+
+
+def refuse_reported_runs(data: Mapping[str, Any], path: str) -> None:
+    """Refuse a user's turn (its ``data`` at `path`) that reports calls or commands as run: the server
+    is the only source of what ran (its store records every call it ran), so a client's list is never
+    read as one, and is refused rather than dropped unseen. An empty list, as seed 003's example
+    sends, says nothing and is taken; in earlier messages the lists are the server's own answers
+    echoed back, history like the rest."""
+    for key in SERVER_REPORTED:
+        reported = data.get(key)
+        if reported is None or reported == []:
+            continue
+        if not isinstance(reported, list):
+            raise InvalidRequest(f"{path}.{key}", f"expected a list, got {type(reported).__name__}")
+        raise ReportedRuns(
+            f"{path}.{key}",
+            f"{key} is what the server ran, and only it reports it: a client's list is never taken as "
+            "what ran; send what you ran yourself as text in the message's content",
+        )
+
+
 def users_turn_expected(path: str) -> InvalidRequest:
     """The refusal of a request whose last message (at `path`) is not the user's."""
     return InvalidRequest(f"{path}.role", "the last message must be the user's turn")
@@ -131,6 +159,23 @@ def command_refused(path: str) -> InvalidRequest:
         "a command runs only when this agent proposed it: send the id of the proposed command "
         "(a client's own command is never run)",
     )
+
+
+def platform_context_in(
+    top_level: Mapping[str, Any] | None, carried: Iterable[Mapping[str, Any] | None]
+) -> dict[str, Any]:
+    """The platform context a turn is in: the request's top-level ``platform_context``, else that of
+    the latest message that carries one (`carried`, the messages' in order). A stateless client resends
+    its whole history and may put the context on its first message only, as seed 003's example does:
+    a message with none (or an empty object) leaves the one before it in force. Where the context is
+    read from decides nothing about trust: the client writes all of it, and an approval runs only in
+    the context its call was proposed in (ADR 12, ADR 31)."""
+    if top_level:
+        return dict(top_level)
+    for context in reversed(list(carried)):
+        if context:
+            return dict(context)
+    return {}
 
 
 def conversation_id_in(data: Iterable[Mapping[str, Any]]) -> str | None:
@@ -173,6 +218,7 @@ def read_messages(
     if last.role != "user":
         raise users_turn_expected(last_path)
     data = last.data
+    refuse_reported_runs(data, f"{last_path}.data")
     decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
     decisions += read_command_decisions(data.get("cmds"), f"{last_path}.data.cmds")
     answers = read_answers(data.get("answers"), f"{last_path}.data.answers")
@@ -184,9 +230,7 @@ def read_messages(
         request_session = dict(raw_session)
         if problem := json_problem(request_session, f"{last_path}.data.session"):
             raise InvalidRequest(f"{last_path}.data.session", f"the session is saved as JSON: {problem}")
-    context = dict(platform_context or {})
-    if not context and last.platform_context is not None:
-        context = dict(last.platform_context)
+    context = platform_context_in(platform_context, (m.platform_context for m in parsed))
     return AgentRequest(
         text=last.content,
         attachments=last.attachments,

@@ -8,6 +8,7 @@ agent takes. The answer is written by ``dcaf_like.helpdesk.protocol``.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,10 +16,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from dcaf_like.application.dto import AgentRequest, QuestionAnswer, ToolDecision
+from dcaf_like.application.dto import AgentRequest, QuestionAnswer, QuestionView, ToolDecision
+from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
+from dcaf_like.application.tasks import answered_by_text
+from dcaf_like.domain import OpenQuestions, QuestionKind
 from dcaf_like.helpdesk.protocol import (
+    SERVER_REPORTED,
     Stamps,
     answer,
     assistant_message,
@@ -26,14 +31,16 @@ from dcaf_like.helpdesk.protocol import (
     decision,
     event_lines,
     ndjson,
+    platform_context_in,
     read_content,
+    refuse_reported_runs,
     users_turn_expected,
 )
 from dcaf_like.server.auth import Caller, caller_of, decisions_checked
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import audit_refused, error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
-from dcaf_like.server.runs import Runs, ShuttingDown
+from dcaf_like.server.runs import Runs
 from dcaf_like.server.wire import ChatRequest, ChatResponse, ErrorBody, MessageIn
 
 TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
@@ -96,7 +103,13 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
             return failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
         try:
-            response = await runs.run(served.ahandle(request))
+            try:
+                response = await runs.run(served.ahandle(request))
+            except OpenQuestions as waiting:
+                answering = await answer_in_text(served, request, waiting)
+                if answering is None:
+                    raise
+                response = await runs.run(served.ahandle(answering))
         except Exception as exc:
             return failure(exc, request.conversation_id)
         http.state.conversation_id = response.conversation_id
@@ -127,13 +140,12 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
             return failure(exc, None)
         http.state.conversation_id = request.conversation_id  # for the access log
         try:
-            events = runs.stream(served.ahandle_stream(request))
-        except ShuttingDown as exc:
-            return failure(exc, request.conversation_id)
-        try:
-            first: StreamEvent | None = await anext(events)
-        except StopAsyncIteration:
-            first = None
+            events, first = await _started(runs, served, request)
+            if isinstance(first, RunFailed) and isinstance(first.exception, OpenQuestions):
+                answering = await answer_in_text(served, request, first.exception)
+                if answering is not None:
+                    await events.aclose()
+                    events, first = await _started(runs, served, answering)
         except Exception as exc:
             return failure(exc, request.conversation_id)
         if isinstance(first, RunFailed):
@@ -144,6 +156,45 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
                 return error_response(error)
         lines = _stream_lines(first, events, request.conversation_id)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
+
+
+async def _started(
+    runs: Runs, served: ServedAgent, request: AgentRequest
+) -> tuple[AsyncGenerator[StreamEvent], StreamEvent | None]:
+    """The streamed run of `request`, and its first event (None: it had none)."""
+    events = runs.stream(served.ahandle_stream(request))
+    try:
+        return events, await anext(events)
+    except StopAsyncIteration:
+        return events, None
+
+
+async def answer_in_text(
+    served: ServedAgent, request: AgentRequest, waiting: OpenQuestions
+) -> AgentRequest | None:
+    """`request`, refused because questions wait (`waiting`), as the answer to the one question its
+    conversation waits on, as A2A takes the next message to a task that waits for input: a message of
+    text and nothing else (no decisions, answers, images or files) that reads as an answer (``yes`` /
+    ``no`` for a confirmation, one of the options for a selection, any text for a text question). The
+    answer is then checked, claimed and audited like one sent in ``data.answers``. None when it is
+    not one: the message is a new one, and the refusal stands (409 ``questions_open``)."""
+    if len(waiting.question_ids) != 1 or request.decisions or request.answers or request.attachments:
+        return None
+    repository = served.repository
+    if not request.text or repository is None or request.conversation_id is None:
+        return None
+    conversation = await repository.aget(request.conversation_id)  # the refusal: it is the caller's
+    question = conversation.questions.get(waiting.question_ids[0]) if conversation is not None else None
+    if conversation is None or question is None or not question.is_open:
+        return None
+    asked_by = conversation.tool_call(question.call_id).name
+    try:  # as A2A reads it
+        answered = answered_by_text(QuestionView.of(question, asked_by), request.text)
+    except InvalidRequest:
+        return None  # neither yes nor no
+    if question.kind is QuestionKind.SELECTION and answered.value not in question.options:
+        return None
+    return replace(request, text="", answers=(answered,))
 
 
 def turn_routes_first(app: FastAPI) -> None:
@@ -178,6 +229,8 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str, at: float | 
     answers: tuple[QuestionAnswer, ...] = ()
     session = None
     if last.data is not None:
+        reported = {key: getattr(last.data, key) for key in SERVER_REPORTED}
+        refuse_reported_runs(reported, f"{path}.data")
         decisions = tuple(
             found
             for call in last.data.tool_calls or ()
@@ -225,7 +278,7 @@ def agent_request(body: ChatRequest, caller: Caller, entrance: str, at: float | 
         attachments=attachments,
         conversation_id=conversation_id,
         decisions=decisions,
-        platform_context=dict(body.platform_context or last.platform_context or {}),
+        platform_context=platform_context_in(body.platform_context, (m.platform_context for m in messages)),
         session=session,
         history=tuple((role, content) for role, content in history if content),
         user=caller.name,

@@ -44,6 +44,7 @@ from dcaf_like.domain import (
     UnknownQuestion,
     UnknownToolCall,
 )
+from dcaf_like.helpdesk.protocol import ReportedRuns
 from dcaf_like.server.runs import ShuttingDown
 
 
@@ -77,7 +78,7 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
     match exc:
         case ShuttingDown():
             return HttpError(503, "shutting_down", "the server is shutting down; try again shortly")
-        case NotStorable():
+        case NotStorable() | ReportedRuns():
             return HttpError(422, "invalid_request", exc.message, field=exc.field)
         case InvalidRequest():
             return HttpError(400, "invalid_request", exc.message, field=exc.field)

@@ -83,14 +83,20 @@ class CommandIn(BaseModel):
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
 
 
+_REPORTED = (
+    "What ran, which only the server reports: a non-empty list on the user's turn (the last message) is "
+    "refused (422); in earlier messages it is the server's answer echoed back."
+)
+
+
 class MessageData(BaseModel):
     model_config = _OPEN
 
     tool_calls: list[ToolCallIn] | None = None
-    executed_tool_calls: list[dict[str, Any]] | None = None
+    executed_tool_calls: list[dict[str, Any]] | None = Field(None, description=_REPORTED)
     rejected_tool_calls: list[dict[str, Any]] | None = None
     cmds: list[CommandIn] | None = None
-    executed_cmds: list[dict[str, Any]] | None = None
+    executed_cmds: list[dict[str, Any]] | None = Field(None, description=_REPORTED)
     session: dict[str, Any] | None = Field(None, description="Session state, returned as the server sent it.")
     answers: list[AnswerIn] | None = Field(None, description="Answers to the questions the run asked.")
     conversation_id: ConversationId | None = Field(

@@ -134,6 +134,20 @@ def test_the_card_is_also_at_the_older_path_and_open_without_a_key(start_server,
     assert rpc.status_code == 401
 
 
+def test_the_card_gives_the_seeds_skills_and_protocol_version_in_the_a2a_schema_and_no_model(
+    start_server, cluster
+):
+    http = start_server(k8s_agent(cluster), a2a=True)
+
+    card = http.get("/.well-known/agent-card.json").json()
+
+    # ADR 33: the seed's "skills" (tool names) are the skills' names, its "version" (the protocol's)
+    # is each interface's protocolVersion, and the model and provider are not published.
+    assert [s["name"] for s in card["skills"]] == ["list_pods", "delete_pod", "restart_pod"]
+    assert "1.0" in [i["protocolVersion"] for i in card["supportedInterfaces"]]
+    assert "metadata" not in card
+
+
 # -- approvals ---------------------------------------------------------------------------------------
 
 

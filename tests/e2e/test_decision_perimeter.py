@@ -148,6 +148,59 @@ def test_a_rejection_is_honoured_under_any_context(start_server):
     assert ops.runs == []
 
 
+# -- issue 42 item 1: a stateless client's resent history carries the context (ADR 31) --------------
+
+
+def propose_in_history(client: httpx.Client, context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The seed's way: the context on the first message; the history as the client will resend it."""
+    first = {**user("delete web-2"), "platform_context": context}
+    answer = client.post("/api/chat", json={"messages": [first]})
+    assert answer.status_code == 200, answer.text
+    return [first, answer.json()]
+
+
+@pytest.mark.parametrize("swapped", ["first", "assistant", "approving"])
+def test_a_context_swapped_in_the_resent_history_is_refused_and_runs_nothing(start_server, swapped):
+    ops = Ops()
+    agent = ops_agent(ops, policy=ApprovalPolicy())
+    client = start_server(agent)
+    history = propose_in_history(client, DEV)
+    [pending] = history[1]["data"]["tool_calls"]
+    conversation_id = history[1]["data"]["conversation_id"]
+    before = version(agent, conversation_id)
+    history.append(user("", tool_calls=[approve(pending)]))
+    at = {"first": 0, "assistant": 1, "approving": 2}[swapped]
+    history[at] = {**history[at], "platform_context": {**DEV, "tenant_name": "staging"}}
+
+    response = client.post("/api/chat", json={"messages": history})
+
+    assert_refused(response, 409, "context_changed", pending["id"])
+    assert ops.runs == []
+    assert version(agent, conversation_id) == before
+
+
+def test_the_context_of_the_first_message_is_in_force_until_a_later_message_carries_another(start_server):
+    ops = Ops()
+    script = [
+        tool_call("delete_pod", name="web-2"),
+        "Deleted web-2.",
+        tool_call("list_pods"),
+        "web-1 is left.",
+    ]
+    client = start_server(ops_agent(ops, *script, policy=ApprovalPolicy()))
+    history = propose_in_history(client, DEV)
+    [pending] = history[1]["data"]["tool_calls"]
+
+    history.append(user("", tool_calls=[approve(pending)]))
+    approved = client.post("/api/chat", json={"messages": history})
+    assert approved.status_code == 200, approved.text
+    history += [approved.json(), user("what is left?")]
+    later = client.post("/api/chat", json={"messages": history})
+
+    assert later.status_code == 200, later.text
+    assert ops.runs == [("default", "web-2", DEV), ("default", "*", DEV)]
+
+
 # -- item 2 (b): the policy is checked again, with the arguments that will run -----------------------
 
 

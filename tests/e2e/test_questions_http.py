@@ -185,6 +185,84 @@ def test_a_new_message_is_refused_while_a_question_waits(start_server):
     assert refused.json()["error"]["question_id"] == body["data"]["questions"][0]["id"]
 
 
+def test_a_plain_reply_answers_no_question_while_two_wait(start_server):
+    # A plain reply could answer either; it answers none (one question alone: see below).
+    ran: list[str] = []
+    script = tool_calls(tool_call("scale", name="web"), tool_call("scale", name="api"))
+    client = start_server(scaling_agent(ran, script))
+    body = chat(client, "scale web and api to zero").json()
+    assert len(body["data"]["questions"]) == 2
+
+    refused = chat(client, "yes", conversation_id=body["data"]["conversation_id"])
+
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "questions_open")
+    assert ran == []
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/api/chat-stream"])
+@pytest.mark.parametrize(
+    ("asked", "reply_text", "read"),
+    [
+        ({"kind": "confirmation"}, "Yes", "yes"),
+        ({"kind": "selection", "options": ["prod", "staging"]}, " staging ", "staging"),
+        ({"kind": "text"}, "the eu-west one, please", "the eu-west one, please"),
+    ],
+)
+def test_a_plain_reply_answers_the_one_open_question_as_a2a_takes_it(
+    start_server, path, asked, reply_text, read
+):
+    ask = tool_call("ask_user", question="Which one?", **asked)
+    runtime = FakeRuntime([tool_calls(ask), reply("On it.")])
+    client = start_server(Agent(tools=[ask_user], runtime=runtime))
+    first = user("clean up")
+    body = client.post("/api/chat", json={"messages": [first]}).json()
+    [question] = body["data"]["questions"]
+
+    # The HelpDesk resends the history, the user's reply last: text and nothing else.
+    replied = client.post(path, json={"messages": [first, body, user(reply_text)]})
+
+    assert replied.status_code == 200, replied.text
+    if path == "/api/chat-stream":
+        events = [json.loads(line) for line in replied.text.splitlines()]
+        assert events[-1]["type"] == "done", events[-1]
+        message = events[-1]["message"]
+    else:
+        message = replied.json()
+    assert message["content"] == "On it."
+    assert message["data"]["executed_tool_calls"][0]["output"] == read
+    conversation = client.get(f"/api/conversations/{body['data']['conversation_id']}").json()
+    [stored] = conversation["questions"]
+    assert (stored["id"], stored["status"]) == (question["id"], "answered")
+    assert [m["content"] for m in conversation["messages"] if m["role"] == "user"] == ["clean up"]
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/api/chat-stream"])
+@pytest.mark.parametrize(
+    ("asked", "reply_text"),
+    [
+        ({"kind": "confirmation"}, "maybe later"),
+        ({"kind": "selection", "options": ["prod", "staging"]}, "both"),
+    ],
+)
+def test_a_plain_reply_that_is_no_answer_is_a_new_message_refused_while_the_question_waits(
+    start_server, path, asked, reply_text
+):
+    ask = tool_call("ask_user", question="Which one?", **asked)
+    runtime = FakeRuntime([tool_calls(ask), reply("On it.")])
+    client = start_server(Agent(tools=[ask_user], runtime=runtime))
+    body = chat(client, "clean up").json()
+    conversation_id = body["data"]["conversation_id"]
+
+    refused = client.post(path, json={"messages": [user(reply_text, conversation_id=conversation_id)]})
+
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["question_id"]) == ("questions_open", body["data"]["questions"][0]["id"])
+    still = client.get(f"/api/conversations/{conversation_id}").json()
+    assert [q["status"] for q in still["questions"]] == ["open"]
+    assert runtime.remaining == 1, "the model was not called"
+
+
 def test_a_stale_question_no_longer_blocks_a_new_message_once_its_window_closed(start_server):
     now = [1_700_000_000.0]  # the agent's clock: the test moves it, nothing waits
     ran: list[str] = []

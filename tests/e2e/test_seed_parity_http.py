@@ -251,7 +251,7 @@ def test_a_generator_function_ends_with_its_result_and_reads_the_seeds_context_d
     def my_agent(messages: list, context: dict):
         yield f"Tenant {context['tenant_name']}, "
         yield f"namespace {context.get('k8s_namespace', 'default')}."
-        context["session"].set("seen", True)
+        context.session.set("seen", True)
         yield AgentResult(text=f"Tenant {context['tenant_name']} checked.")
 
     client = start_server(my_agent)

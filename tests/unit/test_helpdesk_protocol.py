@@ -50,6 +50,8 @@ data = st.fixed_dictionaries(
         "tool_calls": st.none() | st.lists(tool_calls, max_size=3),
         "cmds": st.none() | st.lists(commands, max_size=3),
         "session": st.none() | objects,
+        "executed_tool_calls": st.none() | st.lists(objects, max_size=1),
+        "executed_cmds": st.none() | st.lists(objects, max_size=1),
         "conversation_id": st.none() | st.sampled_from(["", "conv_1", "conv_2"]),
         "thread_id": st.none() | st.sampled_from(["", "thread_1"]),
     },
@@ -162,6 +164,43 @@ def test_the_last_message_must_be_the_users_and_a_refusal_names_the_field():
     with pytest.raises(InvalidRequest) as refused:
         agent_request(body, ANYONE, "http")
     assert refused.value.field == "messages[0].role"
+
+
+DEV, STAGING = {"tenant_name": "dev"}, {"tenant_name": "staging"}
+
+
+@pytest.mark.parametrize(
+    ("top_level", "carried", "in_force"),
+    [
+        (None, [DEV, None, None], DEV),  # the seed's example: on the first message only
+        (None, [DEV, None, STAGING], STAGING),  # the latest message that carries one
+        (None, [DEV, STAGING, {}], STAGING),  # an empty object carries none
+        (STAGING, [DEV, None, DEV], STAGING),  # the top level comes first
+        ({}, [DEV, None, None], DEV),
+        (None, [None, None], {}),
+    ],
+)
+def test_the_platform_context_is_the_top_levels_else_the_latest_a_message_carries(
+    top_level, carried, in_force
+):
+    roles = ["user", "assistant"] * 2
+    messages = [
+        {"role": role, "content": "x", **({} if c is None else {"platform_context": c})}
+        for role, c in zip(roles, carried[:-1], strict=False)
+    ]
+    messages.append(
+        {
+            "role": "user",
+            "content": "go",
+            **({} if carried[-1] is None else {"platform_context": carried[-1]}),
+        }
+    )
+    body = {"messages": messages, **({} if top_level is None else {"platform_context": top_level})}
+
+    plain = protocol.read_messages(messages, platform_context=top_level)
+    typed = agent_request(ChatRequest.model_validate(body), ANYONE, "http")
+
+    assert dict(plain.platform_context) == dict(typed.platform_context) == in_force
 
 
 def test_an_a2a_data_part_carries_decisions_and_a_refusal_names_its_own_field():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
@@ -229,6 +231,44 @@ def test_a_custom_agent_function_gets_messages_and_context_and_returns_a_result(
     assert seen["tenant"] == "acme"
     assert seen["messages"][-1]["role"] == "user"
     assert agent.name == "triage"
+
+
+def test_a_custom_functions_context_is_the_seeds_dict_its_own_to_change():
+    seen: dict[str, Any] = {}
+
+    def triage(messages: list[dict], context: dict) -> AgentResult:
+        seen["is a dict"] = isinstance(context, dict)
+        seen["json"] = json.loads(json.dumps(context))
+        context.setdefault("k8s_namespace", "default")
+        context["tenant_name"] = "somewhere else"
+        seen["changed"] = dict(context)
+        seen["kept"] = dict(context.platform_context)  # type: ignore[attr-defined]
+        return AgentResult(text="ok")
+
+    FunctionAgent(triage).run("hi", platform_context={"tenant_name": "acme", "duplo_token": "t0ken"})
+
+    assert seen["is a dict"]
+    assert seen["json"]["tenant_name"] == "acme"
+    assert seen["json"]["platform_context"] == {"tenant_name": "acme", "duplo_token": "t0ken"}
+    assert set(seen["json"]) == {"tenant_name", "duplo_token", "conversation_id", "platform_context", "user"}
+    assert (seen["changed"]["tenant_name"], seen["changed"]["k8s_namespace"]) == ("somewhere else", "default")
+    assert seen["kept"] == {"tenant_name": "acme", "duplo_token": "t0ken"}, "the server's view is unchanged"
+
+
+def test_a_custom_functions_context_keeps_its_attributes_and_never_shows_a_credential():
+    contexts: list[AgentContext] = []
+
+    def triage(messages: list[dict], context: AgentContext) -> str:
+        contexts.append(context)
+        return "ok"
+
+    FunctionAgent(triage).run("hi", platform_context={"tenant_name": "acme", "duplo_token": "t0ken"})
+
+    [context] = contexts
+    with pytest.raises(AttributeError, match="read-only"):
+        context.conversation_id = "conv_other"  # type: ignore[misc]
+    assert "t0ken" not in repr(context)
+    assert "acme" in repr(context)
 
 
 async def test_a_custom_function_can_delegate_to_an_agent_and_pass_its_approvals_through(cluster):
