@@ -6,7 +6,6 @@ A protocol reads its messages into an :class:`AgentRequest` and writes the resul
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -85,13 +84,6 @@ class AgentRequest:
     deps: Any = field(default=None, repr=False, compare=False)
     #: Answers to the questions the run asked (docs/runs.md, "Questions").
     answers: tuple[QuestionAnswer, ...] = ()
-
-    @classmethod
-    def from_messages(cls, messages: Any, **kwargs: Any) -> AgentRequest:
-        """Deprecated: :func:`dcaf_like.helpdesk.protocol.read_messages` reads HelpDesk messages."""
-        read: Any = _deprecated("AgentRequest.from_messages", "read_messages")
-        request: AgentRequest = read(messages, **kwargs)
-        return request
 
 
 # -- responses ------------------------------------------------------------------------------------
@@ -190,21 +182,6 @@ class ToolCallView:
         """Deprecated: :attr:`input` (the arguments it runs with) when :attr:`edited`, else None."""
         _renamed("ToolCallView.edited_input", "ToolCallView.input, with ToolCallView.edited")
         return self.input if self.edited else None
-
-    def to_pending_dict(self) -> dict[str, Any]:
-        """Deprecated: :func:`dcaf_like.helpdesk.protocol.pending_call`."""
-        result: dict[str, Any] = _deprecated("ToolCallView.to_pending_dict", "pending_call")(self)
-        return result
-
-    def to_executed_dict(self) -> dict[str, Any]:
-        """Deprecated: :func:`dcaf_like.helpdesk.protocol.executed_call`."""
-        result: dict[str, Any] = _deprecated("ToolCallView.to_executed_dict", "executed_call")(self)
-        return result
-
-    def to_rejected_dict(self) -> dict[str, Any]:
-        """Deprecated: :func:`dcaf_like.helpdesk.protocol.rejected_call`."""
-        result: dict[str, Any] = _deprecated("ToolCallView.to_rejected_dict", "rejected_call")(self)
-        return result
 
 
 @dataclass(slots=True)
@@ -318,11 +295,6 @@ class AgentResponse:
     def has_pending_approvals(self) -> bool:
         return bool(self.pending_tool_calls)
 
-    def to_helpdesk_message(self) -> dict[str, Any]:
-        """Deprecated: :func:`dcaf_like.helpdesk.protocol.assistant_message`."""
-        result: dict[str, Any] = _deprecated("AgentResponse.to_helpdesk_message", "assistant_message")(self)
-        return result
-
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
@@ -332,20 +304,6 @@ class AgentResult:
     session: Mapping[str, Any] | None = None
     pending_tool_calls: tuple[ToolCallView, ...] = ()
     executed_tool_calls: tuple[ToolCallView, ...] = ()
-
-
-def _deprecated(old: str, new: str) -> Any:
-    """The protocol's function that replaced `old`, with a DeprecationWarning.
-
-    The methods that call this are kept for one release and go in the next. The HelpDesk protocol
-    left the application for ``dcaf_like.helpdesk.protocol``, which imports this module: it is looked
-    up by name here, when a deprecated method is called, so the application imports nothing of it."""
-    warnings.warn(
-        f"{old} is deprecated and goes in the next release; use dcaf_like.helpdesk.protocol.{new}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return getattr(importlib.import_module("dcaf_like.helpdesk.protocol"), new)
 
 
 def _renamed(old: str, new: str) -> None:

@@ -1,10 +1,10 @@
 """The HelpDesk protocol: its messages read into an AgentRequest, and written back.
 
-Reading checks what it reads once and refuses with :class:`~dcaf_like.InvalidRequest` naming the
-field (``messages[1].data.tool_calls[0].execute``). Plain data (``Agent.run(messages)``, an A2A data
-part) goes through :func:`read_messages` / :func:`read_decisions`; an HTTP body pydantic already
-validated goes through the server's reader (``server/chat.py``), which applies the same rules with the
-helpers below (:func:`decision`, :func:`command_decision`, :func:`users_turn_expected`).
+The protocol's shape is described once, by the models of :mod:`dcaf_like.helpdesk.wire` (strict:
+``"execute": "yes"`` is a type error, not an approval), and read once, by :func:`request_of`: an HTTP
+body FastAPI validated (``server/chat.py``), plain data (``Agent.run(messages)``: :func:`read_messages`)
+and an A2A message's data part (:func:`read_data`) all go through them, and a refusal names the field
+(``messages[1].data.tool_calls[0].execute``).
 
 Writing turns the application's results into the protocol's dicts: :func:`assistant_message`, the
 three forms of a call and the two of a command (a call of the command tool, ``run_command``), the
@@ -18,7 +18,8 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dcaf_like.application.commands import RUN_COMMAND, command_argv
 from dcaf_like.application.dto import (
@@ -52,7 +53,12 @@ from dcaf_like.domain.session import json_problem
 Messages = str | Sequence[Mapping[str, Any] | str]
 """A user's text, or HelpDesk message dicts (the last one is the user's turn)."""
 
-ROLES = frozenset({"user", "assistant"})
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from dcaf_like.helpdesk.wire import ChatRequest, MessageData, MessageIn
+
+M = TypeVar("M", bound="BaseModel")
 
 # -- reading: the rules every reader applies --------------------------------------------------------
 
@@ -178,16 +184,7 @@ def platform_context_in(
     return {}
 
 
-def conversation_id_in(data: Iterable[Mapping[str, Any]]) -> str | None:
-    """The conversation the messages' ``data`` names, the latest first (``thread_id`` is the seed's)."""
-    for values in reversed(list(data)):
-        value = values.get("conversation_id") or values.get("thread_id")
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-# -- reading plain data -----------------------------------------------------------------------------
+# -- reading a request: one reader, for HTTP bodies and plain data -----------------------------------
 
 
 def read_messages(
@@ -199,7 +196,10 @@ def read_messages(
     user: str = "user",
 ) -> AgentRequest:
     """HelpDesk messages as one turn: the last one is the user's (its text, and its decisions in
-    ``data.tool_calls``), earlier ones are history. A string is the user's text alone."""
+    ``data.tool_calls``), earlier ones are history. A string is the user's text alone; so is a string
+    in the list, and a message without a ``role`` is the user's. The messages are checked by the same
+    models as an HTTP body (:mod:`dcaf_like.helpdesk.wire`) and read by the same rules
+    (:func:`request_of`)."""
     if session is not None and (problem := json_problem(dict(session), "session")):
         raise InvalidRequest("session", f"the session is saved as JSON: {problem}")
     if isinstance(messages, str):
@@ -212,76 +212,100 @@ def read_messages(
         )
     if not isinstance(messages, Sequence) or not messages:
         raise InvalidRequest("messages", "expected a non-empty list of messages")
-    parsed = [_message(m, f"messages[{i}]", last=i == len(messages) - 1) for i, m in enumerate(messages)]
-    last_path = f"messages[{len(parsed) - 1}]"
-    last = parsed[-1]
+    from dcaf_like.helpdesk.wire import ChatRequest  # pydantic, loaded when first needed
+
+    plain = [
+        {"role": "user", "content": m}
+        if isinstance(m, str)
+        else {"role": "user", **m}
+        if isinstance(m, Mapping)
+        else m
+        for m in messages
+    ]
+    body = _validated(ChatRequest, {"messages": plain, "platform_context": platform_context})
+    if session is None and body.messages[-1].data is not None and body.messages[-1].data.session is not None:
+        path = f"messages[{len(plain) - 1}].data.session"
+        if problem := json_problem(body.messages[-1].data.session, path):
+            raise InvalidRequest(path, f"the session is saved as JSON: {problem}")
+    request = request_of(body, user=user)
+    if conversation_id is not None:
+        request = replace(request, conversation_id=conversation_id)
+    return replace(request, session=session) if session is not None else request
+
+
+def request_of(body: ChatRequest, *, user: str) -> AgentRequest:
+    """The turn a validated body asks for: the protocol's rules (the last message is the user's, its
+    decisions and answers, no run reported by the client, no command run that this server did not
+    propose) applied to what the models checked. Who is asking (`user`) is the entrance's to say."""
+    messages = body.messages
+    path = f"messages[{len(messages) - 1}]"
+    last = messages[-1]
     if last.role != "user":
-        raise users_turn_expected(last_path)
-    data = last.data
-    refuse_reported_runs(data, f"{last_path}.data")
-    decisions = read_decisions(data.get("tool_calls"), f"{last_path}.data.tool_calls")
-    decisions += read_command_decisions(data.get("cmds"), f"{last_path}.data.cmds")
-    answers = read_answers(data.get("answers"), f"{last_path}.data.answers")
-    request_session = session
-    if request_session is None and "session" in data:
-        raw_session = data["session"]
-        if not isinstance(raw_session, Mapping):
-            raise InvalidRequest(f"{last_path}.data.session", "expected an object")
-        request_session = dict(raw_session)
-        if problem := json_problem(request_session, f"{last_path}.data.session"):
-            raise InvalidRequest(f"{last_path}.data.session", f"the session is saved as JSON: {problem}")
-    context = platform_context_in(platform_context, (m.platform_context for m in parsed))
+        raise users_turn_expected(path)
+    decisions: tuple[ToolDecision, ...] = ()
+    answers: tuple[QuestionAnswer, ...] = ()
+    session = None
+    if last.data is not None:
+        decisions, answers = data_decisions(last.data, f"{path}.data")
+        session = last.data.session
+    text, attachments = read_content(last.content, f"{path}.content")
+    history = (
+        (m.role, read_content(m.content, f"messages[{i}].content", parts_allowed=False)[0])
+        for i, m in enumerate(messages[:-1])
+    )
     return AgentRequest(
-        text=last.content,
-        attachments=last.attachments,
-        conversation_id=conversation_id or conversation_id_in(m.data for m in parsed),
+        text=text,
+        attachments=attachments,
+        conversation_id=body.conversation_id or _named_conversation(messages),
         decisions=decisions,
-        platform_context=context,
-        session=request_session,
-        history=tuple((m.role, m.content) for m in parsed[:-1] if m.content),
+        platform_context=platform_context_in(body.platform_context, (m.platform_context for m in messages)),
+        session=session,
+        history=tuple((role, content) for role, content in history if content),
         user=user,
         answers=answers,
     )
 
 
-def read_decisions(calls: Any, path: str) -> tuple[ToolDecision, ...]:
-    """The decisions of a ``tool_calls`` list (None: none) at `path`."""
-    return tuple(
+def data_decisions(
+    data: MessageData, path: str
+) -> tuple[tuple[ToolDecision, ...], tuple[QuestionAnswer, ...]]:
+    """The decisions (on calls and on commands) and the answers a message's validated ``data`` (at
+    `path`) carries; a user's turn that reports runs as its own is refused."""
+    refuse_reported_runs({key: getattr(data, key) for key in SERVER_REPORTED}, path)
+    decisions = tuple(
         found
-        for i, raw in enumerate(_list(calls, path))
-        if (found := _decision(raw, f"{path}[{i}]")) is not None
-    )
-
-
-def read_command_decisions(commands: Any, path: str) -> tuple[ToolDecision, ...]:
-    """The decisions of a ``cmds`` list (None: none) at `path`: each names a command this server
-    proposed by its ``id``; one without an id that asks to run (``execute: true``) is refused."""
-    found: list[ToolDecision] = []
-    for i, raw in enumerate(_list(commands, path)):
-        where = f"{path}[{i}]"
-        if not isinstance(raw, Mapping):
-            raise InvalidRequest(where, "expected an object")
-        execute = raw.get("execute", False)
-        if not isinstance(execute, bool):
-            raise InvalidRequest(f"{where}.execute", "expected true or false")
-        for key in ("id", "command", "rejection_reason"):
-            if raw.get(key) is not None and not isinstance(raw[key], str):
-                raise InvalidRequest(f"{where}.{key}", "expected a string")
-        argv = raw.get("argv")
-        if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
-            raise InvalidRequest(f"{where}.argv", "expected a list of strings")
-        decided = command_decision(
-            raw.get("id"),
-            execute=execute,
-            command=raw.get("command"),
-            argv=argv,
-            reason=raw.get("rejection_reason"),
-            rejected=raw.get("rejected") is True,
-            path=where,
+        for call in data.tool_calls or ()
+        if (
+            found := decision(
+                call.id,
+                execute=call.execute,
+                name=call.name,
+                arguments=call.input,
+                edited=call.edited_input,
+                reason=call.rejection_reason,
+                rejected=call.rejected,
+            )
         )
-        if decided is not None:
-            found.append(decided)
-    return tuple(found)
+        is not None
+    )
+    decisions += tuple(
+        found
+        for i, command in enumerate(data.cmds or ())
+        if (
+            found := command_decision(
+                command.id,
+                execute=command.execute,
+                command=command.command,
+                argv=command.argv,
+                reason=command.rejection_reason,
+                rejected=command.rejected,
+                path=f"{path}.cmds[{i}]",
+            )
+        )
+        is not None
+    )
+    answers = tuple(answer(a.id, a.value, declined=a.declined) for a in data.answers or ())
+    return decisions, answers
 
 
 def command_decision(
@@ -316,71 +340,50 @@ def command_decision(
     )
 
 
-class _Message(NamedTuple):
-    role: str
-    content: str
-    data: Mapping[str, Any]
-    platform_context: Mapping[str, Any] | None
-    attachments: tuple[Attachment, ...] = ()
+def read_data(
+    data: Mapping[str, Any], path: str = "data"
+) -> tuple[tuple[ToolDecision, ...], tuple[QuestionAnswer, ...]]:
+    """The decisions and answers of plain ``data`` (an A2A message's data part), checked by the same
+    model as an HTTP body's (:class:`~dcaf_like.helpdesk.wire.MessageData`)."""
+    from dcaf_like.helpdesk.wire import MessageData  # pydantic, loaded when first needed
+
+    return data_decisions(_validated(MessageData, dict(data), path), path)
 
 
-def _message(raw: Mapping[str, Any] | str, path: str, *, last: bool) -> _Message:
-    """One message, each of its fields checked (only the `last` may carry images and files)."""
-    if isinstance(raw, str):
-        return _Message("user", raw, {}, None)
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(path, f"expected an object or a string, got {type(raw).__name__}")
-    role = raw.get("role", "user")
-    if role not in ROLES:
-        raise InvalidRequest(f"{path}.role", f"unknown role {role!r}; expected 'user' or 'assistant'")
-    content, attachments = read_content(raw.get("content"), f"{path}.content", parts_allowed=last)
-    data = raw.get("data") or {}
-    if not isinstance(data, Mapping):
-        raise InvalidRequest(f"{path}.data", f"expected an object, got {type(data).__name__}")
-    context = raw.get("platform_context")
-    if context is not None and not isinstance(context, Mapping):
-        raise InvalidRequest(f"{path}.platform_context", "expected an object")
-    return _Message(role, content, data, context, attachments)
+def _named_conversation(messages: Sequence[MessageIn]) -> str | None:
+    """The conversation the messages' data names, the latest first (``thread_id`` is the seed's)."""
+    for message in reversed(messages):
+        if message.data is not None and (found := message.data.conversation_id or message.data.thread_id):
+            return found
+    return None
 
 
-def _list(value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidRequest(path, f"expected a list, got {type(value).__name__}")
-    return value
+def _validated(model: type[M], value: dict[str, Any], path: str = "") -> M:
+    """`value` as `model` (strict, as an HTTP body), or InvalidRequest naming the first field that is
+    not what the protocol takes, as a path (``messages[1].data.tool_calls[0].execute``)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        raise InvalidRequest(_field_path(path, problem["loc"]), problem["msg"]) from None
 
 
-def _decision(raw: Any, path: str) -> ToolDecision | None:
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(path, "expected an object")
-    call_id = raw.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise InvalidRequest(f"{path}.id", "expected the id of the proposed tool call")
-    execute = raw.get("execute", False)
-    if not isinstance(execute, bool):
-        raise InvalidRequest(f"{path}.execute", "expected true or false")
-    name = raw.get("name")
-    if name is not None and not isinstance(name, str):
-        raise InvalidRequest(f"{path}.name", "expected a string")
-    arguments = raw.get("input")
-    if arguments is not None and not isinstance(arguments, Mapping):
-        raise InvalidRequest(f"{path}.input", "expected an object")
-    edited = raw.get("edited_input")
-    if edited is not None and not isinstance(edited, Mapping):
-        raise InvalidRequest(f"{path}.edited_input", "expected an object")
-    reason = raw.get("rejection_reason")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidRequest(f"{path}.rejection_reason", "expected a string")
-    return decision(
-        call_id,
-        execute=execute,
-        name=name,
-        arguments=arguments,
-        edited=edited,
-        reason=reason,
-        rejected=raw.get("rejected") is True,
-    )
+def _field_path(start: str, loc: Iterable[int | str]) -> str:
+    """A validation error's location as the protocol names a field: ``messages[1].data.session``. The
+    member of a union pydantic tried (``str``, ``list[...]``) is no field: it is left out."""
+    path = start
+    for part in loc:
+        if isinstance(part, int):
+            path = f"{path}[{part}]"
+        elif part.isidentifier() and part not in _TYPE_TAGS:
+            path = f"{path}.{part}" if path else part
+    return path
+
+
+# The names pydantic gives a union's members in an error's location.
+_TYPE_TAGS = frozenset({"str", "bool", "int", "float", "dict", "list", "none"})
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -583,26 +586,6 @@ def answer(question_id: str, value: Any = None, *, declined: bool = False) -> Qu
     """An answer as a request carries it (``data.answers[]``: ``{"id", "value"}`` or ``{"id",
     "declined": true}``); its value is checked against the question by the agent."""
     return QuestionAnswer(question_id, None if declined else value, declined=declined)
-
-
-def read_answers(answers: Any, path: str) -> tuple[QuestionAnswer, ...]:
-    """The answers of a ``data.answers`` list (None: none) at `path`."""
-    read: list[QuestionAnswer] = []
-    for i, raw in enumerate(_list(answers, path)):
-        where = f"{path}[{i}]"
-        if not isinstance(raw, Mapping):
-            raise InvalidRequest(where, "expected an object")
-        question_id = raw.get("id")
-        if not isinstance(question_id, str) or not question_id:
-            raise InvalidRequest(f"{where}.id", "expected the id of the question")
-        declined = raw.get("declined", False)
-        if not isinstance(declined, bool):
-            raise InvalidRequest(f"{where}.declined", "expected true or false")
-        value = raw.get("value")
-        if not declined and not isinstance(value, str | bool):
-            raise InvalidRequest(f"{where}.value", "expected true or false, or a string")
-        read.append(answer(question_id, value, declined=declined))
-    return tuple(read)
 
 
 def part_of(attachment: Attachment) -> dict[str, Any]:

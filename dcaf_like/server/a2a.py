@@ -29,12 +29,7 @@ from dcaf_like.application.tasks import TaskNotFound, TaskRefused, TaskState, Ta
 from dcaf_like.domain import Attachment, InvalidPart, attachment
 from dcaf_like.domain.attachment import check_total
 from dcaf_like.helpdesk.protocol import read_content
-from dcaf_like.server.a2a_tasks import A2ATasks, Incoming, task_data, task_dict
-from dcaf_like.server.auth import ANYONE, Caller, caller_of
-from dcaf_like.server.errors import HttpError, http_error
-from dcaf_like.server.failures import error_response
-from dcaf_like.server.runs import Runs
-from dcaf_like.server.wire import (
+from dcaf_like.helpdesk.wire import (
     MAX_CONVERSATION_ID,
     TASK_ID_PATTERN,
     ConversationId,
@@ -42,6 +37,11 @@ from dcaf_like.server.wire import (
     is_conversation_id,
     is_task_id,
 )
+from dcaf_like.server.a2a_tasks import A2ATasks, Incoming, task_data, task_dict
+from dcaf_like.server.auth import ANYONE, Caller, caller_of
+from dcaf_like.server.errors import HttpError, http_error
+from dcaf_like.server.failures import error_response
+from dcaf_like.server.runs import Runs
 from dcaf_like.version import __version__
 
 if TYPE_CHECKING:

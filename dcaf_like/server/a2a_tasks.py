@@ -35,9 +35,7 @@ from dcaf_like.domain import Attachment, TaskOutcome
 from dcaf_like.helpdesk.protocol import (
     calls_data,
     question_data,
-    read_answers,
-    read_command_decisions,
-    read_decisions,
+    read_data,
 )
 from dcaf_like.server.auth import ANYONE, Caller, authorized
 from dcaf_like.server.errors import http_error
@@ -82,9 +80,7 @@ def _platform_context(data: Mapping[str, Any]) -> Mapping[str, Any]:
 def agent_request(message: Incoming, caller: Caller, at: float | None = None) -> AgentRequest:
     """The turn a message asks for: its text, and the decisions its data carries in the HelpDesk
     protocol's form (``{"tool_calls": [{"id": ..., "execute": true}]}``), as `caller` may ask it."""
-    decisions = read_decisions(message.data.get("tool_calls"), "data.tool_calls")
-    decisions += read_command_decisions(message.data.get("cmds"), "data.cmds")
-    answers = read_answers(message.data.get("answers"), "data.answers")
+    decisions, answers = read_data(message.data)
     request = AgentRequest(
         text=message.text,
         attachments=message.attachments,

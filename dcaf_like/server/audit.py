@@ -15,9 +15,9 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.helpdesk.wire import ErrorBody
 from dcaf_like.server.auth import caller_of
 from dcaf_like.server.failures import failure
-from dcaf_like.server.wire import ErrorBody
 
 
 class DecisionRecordOut(BaseModel):

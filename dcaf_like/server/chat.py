@@ -16,32 +16,25 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from dcaf_like.application.dto import AgentRequest, QuestionAnswer, QuestionView, ToolDecision
+from dcaf_like.application.dto import AgentRequest, QuestionView
 from dcaf_like.application.errors import InvalidRequest
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.tasks import answered_by_text
 from dcaf_like.domain import OpenQuestions, QuestionKind
 from dcaf_like.helpdesk.protocol import (
-    SERVER_REPORTED,
     Stamps,
-    answer,
     assistant_message,
-    command_decision,
-    decision,
     event_lines,
     ndjson,
-    platform_context_in,
-    read_content,
-    refuse_reported_runs,
-    users_turn_expected,
+    request_of,
 )
+from dcaf_like.helpdesk.wire import ChatRequest, ChatResponse, ErrorBody
 from dcaf_like.server.auth import Caller, caller_of, decisions_checked
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import audit_refused, error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
 from dcaf_like.server.runs import Runs
-from dcaf_like.server.wire import ChatRequest, ChatResponse, ErrorBody, MessageIn
 
 TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -217,85 +210,19 @@ async def chat_body(http: Request) -> ChatRequest:
 
 
 def agent_request(body: ChatRequest, caller: Caller, entrance: str, at: float | None = None) -> AgentRequest:
-    """The turn a validated body asks for, as `caller` may ask it: the protocol's rules (the last
-    message is the user's, its decisions, no command run that this server did not propose) applied to
-    what pydantic checked."""
-    messages = body.messages
-    path = f"messages[{len(messages) - 1}]"
-    last = messages[-1]
-    if last.role != "user":
-        raise users_turn_expected(path)
-    decisions: tuple[ToolDecision, ...] = ()
-    answers: tuple[QuestionAnswer, ...] = ()
-    session = None
-    if last.data is not None:
-        reported = {key: getattr(last.data, key) for key in SERVER_REPORTED}
-        refuse_reported_runs(reported, f"{path}.data")
-        decisions = tuple(
-            found
-            for call in last.data.tool_calls or ()
-            if (
-                found := decision(
-                    call.id,
-                    execute=call.execute,
-                    name=call.name,
-                    arguments=call.input,
-                    edited=call.edited_input,
-                    reason=call.rejection_reason,
-                    rejected=(call.model_extra or {}).get("rejected") is True,
-                )
-            )
-            is not None
-        )
-        decisions += tuple(
-            found
-            for i, command in enumerate(last.data.cmds or ())
-            if (
-                found := command_decision(
-                    command.id,
-                    execute=command.execute,
-                    command=command.command,
-                    argv=command.argv,
-                    reason=command.rejection_reason,
-                    rejected=(command.model_extra or {}).get("rejected") is True,
-                    path=f"{path}.data.cmds[{i}]",
-                )
-            )
-            is not None
-        )
-        session = last.data.session  # JSON already: it was parsed from JSON text
-        answers = tuple(answer(a.id, a.value, declined=a.declined) for a in last.data.answers or ())
-    text, attachments = read_content(last.content, f"{path}.content")
-    history = tuple(
-        (m.role, read_content(m.content, f"messages[{i}].content", parts_allowed=False)[0])
-        for i, m in enumerate(messages[:-1])
-    )
-    # As authorized() checks, and who is asking from the key alone, in one build of the request.
-    conversation_id = body.conversation_id or _conversation_id(messages)
-    decisions_checked(caller, decisions, conversation_id, entrance, at, chats=bool(text or answers))
-    return AgentRequest(
-        text=text,
-        attachments=attachments,
-        conversation_id=conversation_id,
-        decisions=decisions,
-        platform_context=platform_context_in(body.platform_context, (m.platform_context for m in messages)),
-        session=session,
-        history=tuple((role, content) for role, content in history if content),
-        user=caller.name,
-        answers=answers,
+    """The turn a validated body asks for (the protocol's one reader, :func:`request_of`), as `caller`
+    may ask it: its decisions checked against the key's scopes (a refusal audited), and who is asking
+    taken from the key alone."""
+    request = request_of(body, user=caller.name)
+    chats = bool(request.text or request.answers)
+    decisions_checked(caller, request.decisions, request.conversation_id, entrance, at, chats=chats)
+    return replace(
+        request,
         owner=caller.owner,
         sees_all=caller.sees_all,
         entrance=entrance,
         identity=caller.identity,
     )
-
-
-def _conversation_id(messages: list[MessageIn]) -> str | None:
-    """The conversation the messages name, the latest first (``thread_id`` is the seed's name)."""
-    for message in reversed(messages):
-        if message.data is not None and (found := message.data.conversation_id or message.data.thread_id):
-            return found
-    return None
 
 
 def document_chat_body(app: FastAPI) -> None:

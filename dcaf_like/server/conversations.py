@@ -22,9 +22,7 @@ from dcaf_like.application.dto import ToolCallView
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 from dcaf_like.helpdesk.protocol import described
-from dcaf_like.server.auth import caller_of
-from dcaf_like.server.failures import failure
-from dcaf_like.server.wire import (
+from dcaf_like.helpdesk.wire import (
     APPROVAL_REASON_DOC,
     CONVERSATION_ID_PATTERN,
     EDITED_DOC,
@@ -35,6 +33,8 @@ from dcaf_like.server.wire import (
     AttachmentOut,
     ErrorBody,
 )
+from dcaf_like.server.auth import caller_of
+from dcaf_like.server.failures import failure
 
 PREVIEW_CHARS = 200
 TITLE_CHARS = 60

@@ -28,6 +28,7 @@ from dcaf_like import (
     create_tool,
     tool,
 )
+from dcaf_like.helpdesk.protocol import assistant_message
 from dcaf_like.testing import FakeRuntime, tool_call
 
 
@@ -75,11 +76,11 @@ def seed_response() -> AgentResponse:
 
 
 def test_the_seeds_agent_response_example_builds_and_converts_to_a_helpdesk_message():
+    """ADR 32: the seed's `response.to_helpdesk_message()` is `assistant_message(response)`."""
     response = seed_response()
 
     assert response.has_pending_approvals
-    with pytest.warns(DeprecationWarning, match="assistant_message"):
-        helpdesk_msg = response.to_helpdesk_message()
+    helpdesk_msg = assistant_message(response)
 
     assert helpdesk_msg["content"] == "I need approval to delete the pod."
     assert helpdesk_msg["data"]["tool_calls"] == [

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from dcaf_like import AgentRequest, AgentResponse, InvalidRequest, ToolCallView, ToolDecision
 from dcaf_like.helpdesk import protocol
+from dcaf_like.helpdesk.wire import ChatRequest
 from dcaf_like.server.a2a_tasks import Incoming
 from dcaf_like.server.a2a_tasks import agent_request as a2a_request
 from dcaf_like.server.auth import ANYONE, authorized
 from dcaf_like.server.chat import agent_request
-from dcaf_like.server.wire import ChatRequest
 
 ids = st.text("abc_1", min_size=1, max_size=6)
 texts = st.none() | st.text("ab ", max_size=4)
@@ -148,7 +148,7 @@ def test_a_command_decision_is_the_decision_on_its_call_bound_to_the_argv_shown(
             "c.command",
         ),
         (lambda: protocol.command_decision("tc_1", execute=True, command="ls 'open", path="c"), "c.command"),
-        (lambda: protocol.read_command_decisions([{"id": "tc_1", "argv": "ls"}], "cmds"), "cmds[0].argv"),
+        (lambda: protocol.read_data({"cmds": [{"id": "tc_1", "argv": "ls"}]}), "data.cmds[0].argv"),
     ]:
         with pytest.raises(InvalidRequest) as caught:
             refused()
@@ -244,19 +244,17 @@ def view() -> ToolCallView:
     return ToolCallView("tc_1", "delete_pod", {"name": "web-1"}, "pending", description="Delete a pod.")
 
 
-def test_the_old_methods_warn_and_answer_as_the_protocol_does():
+def test_the_application_s_results_know_no_wire_format():
+    """Issue 34: the deprecated methods that wrote the protocol from the application's results (through
+    an import by name, the last circle) are gone; the protocol's functions write it."""
     response = AgentResponse("conv_1", "Approve?", pending_tool_calls=(view(),))
-    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.assistant_message"):
-        assert response.to_helpdesk_message() == protocol.assistant_message(response)
-    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.pending_call"):
-        assert view().to_pending_dict() == protocol.pending_call(view())
-    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.executed_call"):
-        assert view().to_executed_dict() == protocol.executed_call(view())
-    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.rejected_call"):
-        assert view().to_rejected_dict() == protocol.rejected_call(view())
-    with pytest.warns(DeprecationWarning, match=r"helpdesk\.protocol\.read_messages"):
-        old = AgentRequest.from_messages([{"role": "user", "content": "hi"}], conversation_id="conv_1")
-    assert old == protocol.read_messages([{"role": "user", "content": "hi"}], conversation_id="conv_1")
+
+    for gone in ("to_helpdesk_message",):
+        assert not hasattr(response, gone)
+    for gone in ("to_pending_dict", "to_executed_dict", "to_rejected_dict"):
+        assert not hasattr(view(), gone)
+    assert not hasattr(AgentRequest, "from_messages")
+    assert protocol.assistant_message(response)["data"]["tool_calls"] == [protocol.pending_call(view())]
 
 
 def test_the_request_id_goes_last_in_meta_when_given():

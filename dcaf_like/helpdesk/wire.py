@@ -1,9 +1,11 @@
-"""The HTTP bodies as pydantic validates and FastAPI documents them: the HelpDesk protocol's request
-and response, the error body every route answers with, and the rule of conversation and task ids.
+"""The HelpDesk protocol described once: its request and response as pydantic validates them and
+FastAPI documents them, the error body every route answers with, and the rule of conversation and task
+ids. Loaded when first needed (``import dcaf_like`` loads no pydantic).
 
 The models are strict: ``"execute": "yes"`` is a type error, not an approval. They validate shape
-only; what the shape means (the last message is the user's, which call, which decision) is the
-protocol's rules, applied to the validated body by ``chat.agent_request``.
+only, for every reader alike (an HTTP body, ``Agent.run(messages)``, an A2A data part); what the shape
+means (the last message is the user's, which call, which decision) is the protocol's rules, applied to
+the validated body by :func:`dcaf_like.helpdesk.protocol.request_of`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ToolCallIn(BaseModel):
         description="Approve with this patch onto the proposal (JSON merge patch; editable tools only).",
     )
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
+    rejected: bool = Field(False, description="With execute false: reject without a reason.")
 
 
 class AnswerIn(BaseModel):
@@ -81,6 +84,7 @@ class CommandIn(BaseModel):
     argv: list[str] | None = Field(None, description="The proposed argv; must match exactly if sent.")
     execute: bool = Field(False, description="true approves the proposed command.")
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
+    rejected: bool = Field(False, description="With execute false: reject without a reason.")
 
 
 _REPORTED = (
