@@ -20,6 +20,7 @@ lint:
 	$(BIN)/ruff format --check dcaf_like tests examples benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/lint_figures.py
 
 # The suite over the machine's cores (at most 4): about 4 minutes on 2 cores with Redis, PostgreSQL
 # and Chromium present (docs/development.md, "What make test needs"). The benchmark tests run in `make bench`.

@@ -152,7 +152,8 @@ class ToolCallView:
     @classmethod
     def of(cls, call: ToolCall) -> ToolCallView:
         status = call.status
-        # Positional, in the fields' order: every turn builds these, and keywords cost a third more.
+        # Positional, in the fields' order: every turn builds these, and keywords cost more
+        # (docs/benchmarks.md, "Figures behind the code's choices").
         return cls(
             call.id.value,
             call.name,

@@ -1,7 +1,11 @@
 """Ports: what the application needs from the outside world, in its own types.
 
-Each port has one required method; the sync/async twins have defaults, so an adapter writes only
-what its technology offers natively (as httpx's transports do).
+A runtime implements one method (``invoke``); the others have defaults. A store implements six:
+reading a conversation (``get``), saving it with compare-and-set (``save``), forgetting one
+(``delete``), listing ids (``list_ids``), and appending to and reading the audit trail
+(``record_decisions``, ``decision_records``); its recent part, batch reads, cancel marks and
+retention have defaults a store may replace. The sync/async twins have defaults both ways, so an
+adapter writes only what its technology offers natively (as httpx's transports do).
 """
 
 from __future__ import annotations

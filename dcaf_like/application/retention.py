@@ -1,4 +1,4 @@
-"""How long a store keeps a conversation: the one rule every store applies (issue 26).
+"""How long a store keeps a conversation: the one rule every store applies.
 
 A conversation is kept `retention` seconds after its last save; one still waiting for a decision is
 kept at least until the approval window of its last pending call closes, so a store never forgets a

@@ -3,7 +3,7 @@
 A number that is not finite (NaN, Infinity, or a literal such as ``1e999`` that overflows to it) is
 accepted by Python's JSON reader but cannot be written back as JSON: stored in a session, a context
 or a call's arguments, it made every later response of that conversation fail to render, after its
-turn ran. It is refused before anything is applied, naming where it was (issue 34).
+turn ran. It is refused before anything is applied, naming where it was.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Deprecated: MCP toolsets moved to :mod:`dcaf_like.toolsets.mcp` (``from dcaf_like import MCPToolset``).
+"""Deprecated: MCP toolsets moved to :mod:`dcaf_like.toolsets.mcp`
+(``from dcaf_like.toolsets.mcp import MCPToolset``, with the ``mcp`` extra installed).
 
 This alias stays for one release; importing a name from it warns with ``DeprecationWarning``.
 """

@@ -7,8 +7,8 @@ dependencies, open an exit stack for them) is work they never use: a plain Starl
 same handler, put before FastAPI's, answers instead. Both run inside the same middleware and the same
 exception handlers (Starlette's, which FastAPI registers on the app), so the answers are the same;
 ``tests/unit/test_turn_dispatch.py`` pins that they are, for good turns and refused ones. The plain
-code it stands for is FastAPI's route, which answers when this module is not used. Figures: the
-round's report (callgrind, instructions per request) and ``make bench``'s HTTP table.
+code it stands for is FastAPI's route, which answers when this module is not used. Its figures are
+``make bench``'s HTTP table (docs/benchmarks.md).
 """
 
 from __future__ import annotations

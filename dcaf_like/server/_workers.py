@@ -1,6 +1,6 @@
 """How ``serve`` and ``dcaf-like serve --workers N`` listen: the sockets and the worker supervisor.
 
-Two things uvicorn's own multi-worker mode gets wrong for us (issue 26):
+Two things uvicorn's own multi-worker mode gets wrong for us:
 
 - **Nagle on every keep-alive response.** uvicorn binds the shared socket without ``IPPROTO_TCP``; the
   sockets it accepts inherit that, and asyncio turns ``TCP_NODELAY`` on only for sockets that say they

@@ -63,8 +63,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 # The turn routes read their body themselves (chat_body) rather than through a FastAPI parameter:
-# pydantic parses the JSON text in one call, where FastAPI's dependency machinery cost a tenth of an
-# answer's CPU time on the server. The OpenAPI document still describes the body as ChatRequest.
+# pydantic parses the JSON text in one call, without FastAPI's dependency machinery (its cost is in
+# docs/benchmarks.md, "Figures behind the code's choices"). The OpenAPI document still describes the
+# body as ChatRequest.
 _CHAT_BODY = {
     "requestBody": {
         "required": True,
@@ -192,8 +193,8 @@ async def answer_in_text(
 
 def turn_routes_first(app: FastAPI) -> None:
     """Put the turn routes first among `app`'s routes. Starlette tries routes in order and FastAPI
-    registered its docs first: the routes every turn hits go to the front (about a tenth of the
-    framework's cost of a turn, measured with callgrind)."""
+    registered its docs first: the routes every turn hits go to the front, so a turn matches its
+    route first (docs/benchmarks.md, "Figures behind the code's choices")."""
     app.router.routes.sort(key=lambda route: getattr(route, "path", None) not in TURN_PATHS)
 
 

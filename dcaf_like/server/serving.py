@@ -148,8 +148,8 @@ def settle_heap() -> None:
 
     A full collection walks every tracked object; with an SDK or three loaded that is hundreds of
     thousands, visited again and again though they live as long as the process. Frozen, they are
-    skipped: a turn on a 1,000-message conversation took 11.4 ms instead of 17.5 with Agno, ADK and
-    LangChain loaded (docs/benchmarks.md). For processes this package starts, never for an app a
+    skipped, and a turn on a long conversation with the SDKs loaded is quicker (docs/benchmarks.md,
+    "Figures behind the code's choices"). For processes this package starts, never for an app a
     user mounts."""
     import gc
 

@@ -506,7 +506,7 @@ def _save_statement(table: str, header: str, whole: bool) -> str:
     """The statement of a save: `header` (an INSERT or UPDATE of the header, RETURNING a row when it
     wrote) and the rows of the changed messages and calls, written only if it did. Their arrays go in
     binary (``%b``): as text, psycopg escapes every quote of every JSON record with a regular
-    expression, a sixth of a new conversation's save and read (callgrind)."""
+    expression (its cost is in docs/benchmarks.md, "Figures behind the code's choices")."""
     parts = [f"h AS ({header})"]
     for part in ("messages", "calls"):
         parts.append(

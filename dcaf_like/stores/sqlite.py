@@ -45,7 +45,7 @@ _CANCELS = (
 # text, readable with the sqlite3 shell). The table is WITHOUT ROWID, whose B-tree cells hold at most
 # ~1,000 bytes of a row on a 4 KiB page: a body just over that spilled into an overflow page of its
 # own, mostly empty. Compressed (level 1, the cheapest), such a body fits its cell, and a long
-# conversation's save writes far fewer pages (issue 26; the figures are in docs/stores.md, "SQLite";
+# conversation's save writes far fewer pages (the figures are in docs/stores.md, "SQLite";
 # tests/integration/test_sqlite_bodies.py holds the file's size to them).
 COMPRESS_FROM = 512
 
