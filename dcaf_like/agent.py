@@ -14,6 +14,7 @@ from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.messages import ModelSettings
 from dcaf_like.application.notifications import ApprovalNotifier
 from dcaf_like.application.ports import (
     AgentRuntime,
@@ -91,6 +92,9 @@ class Agent:
             (``RunContext[MyDeps].deps``), tools (``ToolContext[MyDeps].deps``) and the policy's
             conditions (``trusted.deps``); a run may pass its own (``run(..., deps=...)``). No client
             can set or overwrite them; they are never stored, sent to the model, or shown in a repr.
+        model_settings: How the model answers (``ModelSettings(temperature=0, max_tokens=512)``),
+            sent with each model request and honoured by every runtime; they override the runtime
+            string's (``"openai:gpt-4o-mini?temperature=0"``, docs/runtimes.md, "Model settings").
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class Agent:
         approval_notifier: ApprovalNotifier | None = None,
         hooks: Iterable[object] = (),
         deps: Any = None,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -164,6 +169,7 @@ class Agent:
             "notifier": approval_notifier if approval_notifier is not None else webhook.from_environment(),
             "hooks": tuple(hooks),
             "deps": deps,
+            "model_settings": model_settings,
         }
         self._service = self._build_service(self.repository)
 

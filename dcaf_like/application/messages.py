@@ -57,11 +57,49 @@ ModelMessage = UserTurn | AssistantTurn | ToolResult
 
 
 @dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """How the model answers, set once and honoured by every runtime: on the agent
+    (``Agent(model_settings=ModelSettings(temperature=0))``, sent with each request) or in the runtime
+    string (``"openai:gpt-4o-mini?temperature=0&max_tokens=512"``, the runtime's own defaults, which
+    the agent's override). None leaves the provider's default."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, int | float)
+            or not 0 <= self.temperature < float("inf")
+        ):
+            raise ValueError(f"temperature must be a number from 0, not {self.temperature!r}")
+        if self.max_tokens is not None and (
+            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1
+        ):
+            raise ValueError(f"max_tokens must be a whole number from 1, not {self.max_tokens!r}")
+
+    def over(self, defaults: ModelSettings) -> ModelSettings:
+        """These settings, and `defaults`' where these leave one unset."""
+        if defaults is NO_SETTINGS:
+            return self
+        return ModelSettings(
+            self.temperature if self.temperature is not None else defaults.temperature,
+            self.max_tokens if self.max_tokens is not None else defaults.max_tokens,
+        )
+
+
+#: No setting: every provider's defaults (shared: settings never change).
+NO_SETTINGS = ModelSettings()
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     system: str
     messages: tuple[ModelMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     conversation_id: str = ""
+    #: The agent's model settings (the runtime's own fill in what these leave unset).
+    settings: ModelSettings = NO_SETTINGS
 
 
 @dataclass(frozen=True, slots=True)

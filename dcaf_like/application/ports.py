@@ -24,9 +24,11 @@ from dcaf_like.application.context import estimate_tokens
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.events import StreamEvent
 from dcaf_like.application.messages import (
+    NO_SETTINGS,
     ModelCompleted,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     ModelStreamEvent,
     ReasoningDelta,
     TextDelta,
@@ -64,6 +66,13 @@ class AgentRuntime(ABC):
     #: carrying another kind is refused before the model is called. None by default. A tool's images
     #: and files of a kind it takes reach it in a user's turn after the calls' results (ADR 23).
     accepts: frozenset[str] = frozenset()
+    #: Its own model settings (from the runtime string, ``"openai:gpt-4o-mini?temperature=0"``); a
+    #: request's settings (the agent's) override them. Read them with :meth:`settings_for`.
+    settings: ModelSettings = NO_SETTINGS
+
+    def settings_for(self, request: ModelRequest) -> ModelSettings:
+        """The settings a request is answered with: the request's, then this runtime's own."""
+        return request.settings.over(self.settings)
 
     def takes(self, part: Attachment) -> bool:
         """Whether its model reads `part`: whether :attr:`accepts` names its kind. A runtime that reads

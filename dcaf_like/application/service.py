@@ -42,8 +42,10 @@ from dcaf_like.application.errors import (
 from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent, ToolProgress
 from dcaf_like.application.hooks import Hooks, Purpose, hook_context
 from dcaf_like.application.messages import (
+    NO_SETTINGS,
     ModelCompleted,
     ModelResponse,
+    ModelSettings,
     ReasoningDelta,
     TextDelta,
 )
@@ -109,6 +111,7 @@ class AgentService:
         notifier: ApprovalNotifier | None = None,
         hooks: Sequence[object] = (),
         deps: Any = None,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -162,6 +165,7 @@ class AgentService:
             count_request_tokens=runtime.count_request_tokens,
             accepts=runtime.accepts,
             hooks=Hooks.of(hooks),
+            model_settings=model_settings or NO_SETTINGS,
         )
         self._rules = RequestRules(
             self._settings, runtime, worker=self.worker, lease_ttl=lease_ttl, deps=deps, tracer=self.tracer

@@ -60,10 +60,12 @@ from dcaf_like.application.hooks import (
     hook_context,
 )
 from dcaf_like.application.messages import (
+    NO_SETTINGS,
     NO_USAGE,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     ModelToolCall,
     ToolSpec,
     Usage,
@@ -130,6 +132,8 @@ class TurnSettings:
     accepts: frozenset[str] = frozenset()
     #: The agent's hooks, by the point they are called at (docs/operations.md, "Hooks").
     hooks: Hooks = NO_HOOKS
+    #: The agent's model settings, sent with each of its model requests.
+    model_settings: ModelSettings = NO_SETTINGS
 
 
 POLICY = "policy"
@@ -554,6 +558,7 @@ class Turn:
             messages=self._transcript(),
             tools=self.settings.tool_specs,
             conversation_id=self.conversation.id,
+            settings=self.settings.model_settings,
         )
 
     def _fitted(self, system: str) -> Generator[Effect, Any, ModelRequest]:
@@ -583,7 +588,9 @@ class Turn:
                 fitted = policy.fit(replace(view, summary=conversation.summary))
         if conversation.cut < fitted.cut < conversation.message_count:  # later calls start there (ADR 25)
             conversation.move_cut(fitted.cut)
-        return ModelRequest(fitted.system, fitted.messages, settings.tool_specs, conversation.id)
+        return ModelRequest(
+            fitted.system, fitted.messages, settings.tool_specs, conversation.id, settings.model_settings
+        )
 
     def _summary(self, request: ModelRequest) -> Generator[Effect, Any, str | None]:
         """The summary the runtime writes, or None when its call was stopped. It sends the

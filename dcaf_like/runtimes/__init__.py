@@ -10,8 +10,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dcaf_like.application.errors import RuntimeNotConfigured
+from dcaf_like.application.messages import NO_SETTINGS, ModelSettings
 from dcaf_like.application.ports import AgentRuntime
 
 RuntimeFactory = Callable[[str], AgentRuntime]
@@ -105,7 +107,40 @@ def resolve_runtime(runtime: AgentRuntime | str | None) -> AgentRuntime:
         )
     if not isinstance(runtime, str):
         raise TypeError(f"runtime must be an AgentRuntime or a 'provider:model' string, not {runtime!r}")
-    provider, _, model = runtime.partition(":")
+    spec, _, query = runtime.partition("?")
+    provider, _, model = spec.partition(":")
+    settings = _settings_of(runtime, query)
+    resolved = _resolved(runtime, provider, model)
+    if settings is not NO_SETTINGS:
+        resolved.settings = settings
+    return resolved
+
+
+def _settings_of(runtime: str, query: str) -> ModelSettings:
+    """The model settings a runtime string carries after its ``?`` (``temperature=0&max_tokens=512``)."""
+    if not query:
+        return NO_SETTINGS
+    values: dict[str, Any] = {}
+    for pair in query.split("&"):
+        key, sep, value = pair.partition("=")
+        if not sep or key not in _SETTINGS:
+            accepted = ", ".join(sorted(_SETTINGS))
+            raise RuntimeNotConfigured(f"runtime {runtime!r}: unknown setting {pair!r}; it takes {accepted}")
+        try:
+            values[key] = _SETTINGS[key](value)
+        except ValueError:
+            raise RuntimeNotConfigured(f"runtime {runtime!r}: {key}={value!r} is not a number") from None
+    try:
+        return ModelSettings(**values)
+    except ValueError as exc:
+        raise RuntimeNotConfigured(f"runtime {runtime!r}: {exc}") from None
+
+
+#: The settings a runtime string may carry, and how each is read.
+_SETTINGS: dict[str, Callable[[str], Any]] = {"temperature": float, "max_tokens": int}
+
+
+def _resolved(runtime: str, provider: str, model: str) -> AgentRuntime:
     if provider in _PROVIDERS:
         load, extra, example = _PROVIDERS[provider]
         if example is not None and not model.strip():

@@ -162,7 +162,12 @@ class AdkRuntime(AgentRuntime):
             at, reason = refused
             raise ModelRequestInvalid(f"{self.name}: {parts[at].describe()}: {reason}", runtime=self.name)
         types = self._types
-        config = types.GenerateContentConfig(system_instruction=request.system or None)
+        settings = self.settings_for(request)
+        config = types.GenerateContentConfig(
+            system_instruction=request.system or None,
+            temperature=settings.temperature,
+            max_output_tokens=settings.max_tokens,
+        )
         if request.tools:
             declarations = [
                 types.FunctionDeclaration(

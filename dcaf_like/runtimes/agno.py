@@ -13,6 +13,7 @@ into its provider's parts.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import uuid
@@ -29,6 +30,7 @@ from dcaf_like.application.messages import (
     ModelCompleted,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     ModelStreamEvent,
     ModelToolCall,
     ReasoningDelta,
@@ -84,6 +86,7 @@ class AgnoRuntime(AgentRuntime):
             )
         self.model = model
         self.name = f"agno:{type(model).__name__}:{model.id}"
+        self._tuned: dict[ModelSettings, Any] = {}
         self.accepts = frozenset(_parts_taken_by(model) if accepts is None else accepts)
         self._message = Message
         self._image = Image
@@ -120,22 +123,26 @@ class AgnoRuntime(AgentRuntime):
         return f"AgnoRuntime({type(self.model).__name__}(id={self.model.id!r}))"
 
     def close(self) -> None:
-        client = getattr(self.model, "client", None)
-        if client is not None and callable(getattr(client, "close", None)):
-            client.close()
+        for model in (self.model, *self._tuned.values()):
+            client = getattr(model, "client", None)
+            if client is not None and callable(getattr(client, "close", None)):
+                client.close()
 
     async def aclose(self) -> None:
-        client = getattr(self.model, "async_client", None)
-        if client is not None and callable(getattr(client, "close", None)):
-            await client.close()
-            self.model.async_client = None  # type: ignore[attr-defined]  # Agno makes one per loop again
+        for model in (self.model, *self._tuned.values()):
+            client = getattr(model, "async_client", None)
+            if client is not None and callable(getattr(client, "close", None)):
+                await client.close()
+                model.async_client = None  # Agno makes one per loop again
 
     # -- calls ------------------------------------------------------------------------------------
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
         messages, assistant = self._messages(request), self._message(role="assistant")
         try:
-            answer = self.model.invoke(messages=messages, assistant_message=assistant, tools=_tools(request))
+            answer = self._model(request).invoke(
+                messages=messages, assistant_message=assistant, tools=_tools(request)
+            )
         except Exception as exc:
             raise self._error(exc) from exc
         return self._response(
@@ -145,7 +152,7 @@ class AgnoRuntime(AgentRuntime):
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
         messages, assistant = self._messages(request), self._message(role="assistant")
         try:
-            answer = await self.model.ainvoke(
+            answer = await self._model(request).ainvoke(
                 messages=messages, assistant_message=assistant, tools=_tools(request)
             )
         except Exception as exc:
@@ -158,7 +165,7 @@ class AgnoRuntime(AgentRuntime):
         state = _Stream()
         messages, assistant = self._messages(request), self._message(role="assistant")
         try:
-            for delta in self.model.invoke_stream(
+            for delta in self._model(request).invoke_stream(
                 messages=messages, assistant_message=assistant, tools=_tools(request)
             ):
                 yield from state.add(delta)
@@ -170,7 +177,7 @@ class AgnoRuntime(AgentRuntime):
         state = _Stream()
         messages, assistant = self._messages(request), self._message(role="assistant")
         try:
-            async for delta in self.model.ainvoke_stream(
+            async for delta in self._model(request).ainvoke_stream(
                 messages=messages, assistant_message=assistant, tools=_tools(request)
             ):
                 for event in state.add(delta):
@@ -180,6 +187,21 @@ class AgnoRuntime(AgentRuntime):
         yield ModelCompleted(self._response(state.text, self._assembled(state), state.reasoning, state.usage))
 
     # -- mapping ----------------------------------------------------------------------------------
+
+    def _model(self, request: ModelRequest) -> Any:
+        """The Agno model, or a copy of it with the request's settings (one copy per distinct settings,
+        kept: Agno reads them from the model's attributes, and the model is shared by concurrent turns)."""
+        settings = self.settings_for(request)
+        if settings.temperature is None and settings.max_tokens is None:
+            return self.model
+        tuned = self._tuned.get(settings)
+        if tuned is None:
+            tuned = copy.copy(self.model)
+            for key, value in (("temperature", settings.temperature), ("max_tokens", settings.max_tokens)):
+                if value is not None and hasattr(tuned, key):
+                    setattr(tuned, key, value)
+            self._tuned[settings] = tuned
+        return tuned
 
     def _messages(self, request: ModelRequest) -> list[Any]:
         """Agno messages keep tool calls in OpenAI's shape whatever the provider; each model converts."""

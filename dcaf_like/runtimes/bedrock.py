@@ -188,8 +188,14 @@ class BedrockRuntime(AgentRuntime):
                     for spec in request.tools
                 ]
             }
-        if self.inference:
-            body["inferenceConfig"] = dict(self.inference)
+        inference = dict(self.inference)
+        settings = self.settings_for(request)
+        if settings.max_tokens is not None:
+            inference["maxTokens"] = settings.max_tokens
+        if settings.temperature is not None:
+            inference["temperature"] = settings.temperature
+        if inference:
+            body["inferenceConfig"] = inference
         return body
 
     def _response(self, answer: dict[str, Any]) -> ModelResponse:

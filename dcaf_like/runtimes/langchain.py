@@ -161,7 +161,17 @@ class LangChainRuntime(AgentRuntime):
     # -- mapping ----------------------------------------------------------------------------------
 
     def _model(self, request: ModelRequest) -> Any:
-        """The chat model with this request's tools bound (bound once per tool set)."""
+        """The chat model with this request's tools and settings bound (once per tool set)."""
+        model = self._tools_bound(request)
+        settings = self.settings_for(request)
+        keywords = {
+            key: value
+            for key, value in (("temperature", settings.temperature), ("max_tokens", settings.max_tokens))
+            if value is not None
+        }
+        return model.bind(**keywords) if keywords else model
+
+    def _tools_bound(self, request: ModelRequest) -> Any:
         if not request.tools:
             return self.chat_model
         schemas = [

@@ -19,6 +19,7 @@ from dcaf_like.application.messages import (
     ModelCompleted,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     ModelStreamEvent,
     ModelToolCall,
     TextDelta,
@@ -180,7 +181,7 @@ class LocalRuntime(AgentRuntime):
         with self._lock:
             self.load()
             for attempt in range(self.retries + 1):
-                text, usage, streamed = yield from self._generate(messages, stop)
+                text, usage, streamed = yield from self._generate(messages, stop, self.settings_for(request))
                 if stop.is_set():
                     return
                 prose, calls = read_tool_calls(text)
@@ -197,15 +198,15 @@ class LocalRuntime(AgentRuntime):
         yield ModelCompleted(_response(prose, calls, usage, self.name))
 
     def _generate(
-        self, messages: list[dict[str, str]], stop: threading.Event
+        self, messages: list[dict[str, str]], stop: threading.Event, settings: ModelSettings
     ) -> Generator[ModelStreamEvent, None, tuple[str, Usage, bool]]:
         """Run the model; stream text deltas unless the answer starts like a tool call; stop early
         when `stop` is set. Returns (the whole text, usage, whether any of it was streamed)."""
         try:
             chunks = self._llm.create_chat_completion(
                 messages=messages,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
+                temperature=self.temperature if settings.temperature is None else settings.temperature,
+                max_tokens=self.max_tokens if settings.max_tokens is None else settings.max_tokens,
                 stream=True,
             )
             parts: list[str] = []

@@ -190,6 +190,11 @@ class OpenAIRuntime(AgentRuntime):
 
     def _body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(request), **self.options}
+        settings = self.settings_for(request)
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
         if request.tools:
             body["tools"] = [
                 {

@@ -13,7 +13,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from dcaf_like.application.errors import ModelError, RuntimeNotConfigured
-from dcaf_like.application.messages import ModelCompleted, ModelRequest, ModelResponse, ModelStreamEvent
+from dcaf_like.application.messages import (
+    NO_SETTINGS,
+    ModelCompleted,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+)
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain.attachment import Attachment
 
@@ -101,6 +107,7 @@ class FallbackRuntime(AgentRuntime):
         return self.runtimes[0].count_request_tokens(request)
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
+        request = passed_on(self, request)
         failures: list[ModelError] = []
         for runtime in self.runtimes:
             try:
@@ -110,6 +117,7 @@ class FallbackRuntime(AgentRuntime):
         raise self._all_failed(failures)
 
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        request = passed_on(self, request)
         failures: list[ModelError] = []
         for runtime in self.runtimes:
             try:
@@ -119,6 +127,7 @@ class FallbackRuntime(AgentRuntime):
         raise self._all_failed(failures)
 
     def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        request = passed_on(self, request)
         failures: list[ModelError] = []
         for runtime in self.runtimes:
             started = False
@@ -134,6 +143,7 @@ class FallbackRuntime(AgentRuntime):
         raise self._all_failed(failures)
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        request = passed_on(self, request)
         failures: list[ModelError] = []
         for runtime in self.runtimes:
             started = False
@@ -212,18 +222,22 @@ class RoutingRuntime(AgentRuntime):
             ) from None
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
+        request = passed_on(self, request)
         runtime = self.choose(request)
         return _answered(runtime, runtime.invoke(request))
 
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        request = passed_on(self, request)
         runtime = self.choose(request)
         return _answered(runtime, await runtime.ainvoke(request))
 
     def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
+        request = passed_on(self, request)
         runtime = self.choose(request)
         return (_answered_each(runtime, event) for event in runtime.stream(request))
 
     def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        request = passed_on(self, request)
         runtime = self.choose(request)
         return _aanswered_each(runtime, runtime.astream(request))
 
@@ -237,3 +251,11 @@ class RoutingRuntime(AgentRuntime):
     async def aclose(self) -> None:
         for runtime in self.runtimes.values():
             await runtime.aclose()
+
+
+def passed_on(strategy: AgentRuntime, request: ModelRequest) -> ModelRequest:
+    """`request` as a strategy passes it on: with the strategy's own model settings (from its runtime
+    string) filled in where the request's leave one unset, so the runtime that answers honours them."""
+    if strategy.settings is NO_SETTINGS:
+        return request
+    return replace(request, settings=strategy.settings_for(request))

@@ -22,6 +22,7 @@ from dcaf_like import (
     ModelRateLimited,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     TextDelta,
     ToolResult,
     ToolSpec,
@@ -42,6 +43,9 @@ class Script:
     """The tool results the runtime sent with its last call, read back from what it sent. Each one's
     `tool_name` is that of the call whose id it carries in the same request (ids may be rewritten on
     the way, as Agno does, but must still pair each result with its call); "" if none matches."""
+    sent_settings: Callable[[], dict[str, float | int | None]] = dict
+    """The temperature and the most tokens the last call asked the provider for, read back from what it
+    sent in the provider's own terms (None: not sent)."""
 
 
 def fake_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
@@ -53,7 +57,13 @@ def fake_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=lambda calls: runtime.then(tool_calls(*(tool_call(n, a) for n, a in calls))),
         fail_rate_limited=lambda: runtime.then(fail(ModelRateLimited("slow down", runtime="fake"))),
         sent_tool_results=lambda: _fake_results(runtime.requests[-1]),
+        sent_settings=lambda: _fake_settings(runtime),
     )
+
+
+def _fake_settings(runtime: FakeRuntime) -> dict[str, float | int | None]:
+    settings = runtime.settings_for(runtime.requests[-1])
+    return {"temperature": settings.temperature, "max_tokens": settings.max_tokens}
 
 
 def _fake_results(request: ModelRequest) -> list[ToolResult]:
@@ -97,6 +107,12 @@ def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=server.call,
         fail_rate_limited=lambda: server.fail(429, "rate_limit_exceeded", "Rate limit reached, slow down"),
         sent_tool_results=sent_tool_results,
+        sent_settings=lambda: {
+            "temperature": server.requests[-1].get("temperature"),
+            "max_tokens": server.requests[-1].get(
+                "max_tokens", server.requests[-1].get("max_completion_tokens")
+            ),
+        },
     )
 
 
@@ -131,6 +147,10 @@ def bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=server.call,
         fail_rate_limited=lambda: server.fail(429, "ThrottlingException", "Too many requests, please wait"),
         sent_tool_results=sent_tool_results,
+        sent_settings=lambda: {
+            "temperature": server.requests[-1][1].get("inferenceConfig", {}).get("temperature"),
+            "max_tokens": server.requests[-1][1].get("inferenceConfig", {}).get("maxTokens"),
+        },
     )
 
 
@@ -231,6 +251,10 @@ def adk_gemini_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=server.call,
         fail_rate_limited=lambda: server.fail(429, "Resource has been exhausted (e.g. check quota)."),
         sent_tool_results=sent_tool_results,
+        sent_settings=lambda: {
+            "temperature": server.requests[-1][1].get("generationConfig", {}).get("temperature"),
+            "max_tokens": server.requests[-1][1].get("generationConfig", {}).get("maxOutputTokens"),
+        },
     )
 
 
@@ -290,6 +314,10 @@ def adk_custom_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=lambda calls: llm.script.append(("calls", calls)),
         fail_rate_limited=lambda: llm.script.append(("error", errors.ClientError(429, quota))),
         sent_tool_results=sent_tool_results,
+        sent_settings=lambda: {
+            "temperature": llm.seen[-1].config.temperature,
+            "max_tokens": llm.seen[-1].config.max_output_tokens,
+        },
     )
 
 
@@ -453,3 +481,26 @@ def test_a_part_of_a_kind_it_accepts_reaches_its_model_and_one_of_another_is_ref
     assert runtime.refused_part([part]) is None
     script.answer("A report.")
     assert runtime.invoke(ModelRequest("", (UserTurn("what is this?", (part,)),))).text == "A report."
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
+def test_model_settings_reach_the_providers_request_the_agents_over_the_runtime_strings(script, streamed):
+    """docs/runtimes.md, "Model settings": the runtime's own (from its string) unless the request's
+    (the agent's) say otherwise."""
+    script.runtime.settings = ModelSettings(temperature=0.7, max_tokens=64)
+    asked = replace(ask("hello"), settings=ModelSettings(temperature=0.0))
+
+    script.answer("hi")
+    if streamed:
+        list(script.runtime.stream(asked))
+    else:
+        script.runtime.invoke(asked)
+
+    assert script.sent_settings() == {"temperature": 0.0, "max_tokens": 64}
+
+
+def test_a_request_without_settings_sends_none_of_them(script):
+    script.answer("hi")
+    script.runtime.invoke(ask("hello"))
+
+    assert script.sent_settings() == {"temperature": None, "max_tokens": None}

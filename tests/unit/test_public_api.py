@@ -69,6 +69,7 @@ EXPORTED = {
     "ModelError",
     "ModelRateLimited",
     "ModelRequest",
+    "ModelSettings",
     "ModelRequestInvalid",
     "ModelResponse",
     "ModelTimeout",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
 
-from dcaf_like import Agent, RuntimeNotConfigured, resolve_runtime
+from dcaf_like import Agent, ModelSettings, RuntimeNotConfigured, resolve_runtime
 from dcaf_like.runtimes import available_providers
+from dcaf_like.testing import FakeRuntime, reply
 
 
 @pytest.fixture
@@ -99,3 +101,40 @@ def test_a_local_model_file_that_exists_is_taken_and_loaded_only_when_used(tmp_p
 
     assert agent.runtime.name == "local:model.gguf"
     assert not agent.runtime.loaded
+
+
+# -- model settings that travel (docs/runtimes.md, "Model settings") --------------------------------
+
+
+def test_a_runtime_string_carries_its_model_settings(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+
+    runtime = resolve_runtime(f"local:{model}?temperature=0.2&max_tokens=256")
+
+    assert runtime.settings == ModelSettings(temperature=0.2, max_tokens=256)
+    assert runtime.name == "local:model.gguf"
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("temprature=0", "unknown setting 'temprature=0'; it takes max_tokens, temperature"),
+        ("temperature", "unknown setting 'temperature'"),
+        ("temperature=warm", "temperature='warm' is not a number"),
+        ("max_tokens=0", "max_tokens must be a whole number from 1"),
+        ("temperature=-1", "temperature must be a number from 0"),
+    ],
+)
+def test_a_setting_in_a_runtime_string_that_cannot_be_taken_is_refused_naming_it(query, said):
+    with pytest.raises(RuntimeNotConfigured, match=re.escape(said)):
+        Agent(runtime=f"openai:gpt-4o-mini?{query}")
+
+
+def test_the_agents_model_settings_go_with_each_of_its_model_requests():
+    runtime = FakeRuntime([reply("Hello.")])
+    agent = Agent(runtime=runtime, model_settings=ModelSettings(temperature=0, max_tokens=100))
+
+    agent.run("hello")
+
+    assert runtime.requests[0].settings == ModelSettings(temperature=0, max_tokens=100)

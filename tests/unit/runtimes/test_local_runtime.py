@@ -17,6 +17,7 @@ from dcaf_like import (
     AssistantTurn,
     ModelCompleted,
     ModelRequest,
+    ModelSettings,
     ModelToolCall,
     TextDelta,
     ToolResult,
@@ -38,9 +39,11 @@ class ScriptedLlama:
     def __init__(self, *answers: str) -> None:
         self.answers = list(answers)
         self.prompts: list[list[dict[str, str]]] = []
+        self.options: list[dict[str, Any]] = []
 
-    def create_chat_completion(self, messages: list[dict[str, str]], **_: Any) -> Any:
+    def create_chat_completion(self, messages: list[dict[str, str]], **options: Any) -> Any:
         self.prompts.append(messages)
+        self.options.append(options)
         text = self.answers.pop(0)
         for i in range(0, len(text), 4):
             yield {"choices": [{"delta": {"content": text[i : i + 4]}}]}
@@ -51,6 +54,17 @@ def runtime_with(*answers: str) -> tuple[LocalRuntime, ScriptedLlama]:
     llm = ScriptedLlama(*answers)
     runtime._llm = llm
     return runtime, llm
+
+
+def test_model_settings_reach_the_model_the_requests_over_the_runtimes_own():
+    """docs/runtimes.md, "Model settings"; the other runtimes are in tests/contract."""
+    runtime, llm = runtime_with("one", "two")
+    runtime.settings = ModelSettings(max_tokens=64)
+
+    runtime.invoke(ModelRequest("", (UserTurn("status?"),), settings=ModelSettings(temperature=0.3)))
+    runtime.invoke(ModelRequest("", (UserTurn("status?"),)))
+
+    assert [(o["temperature"], o["max_tokens"]) for o in llm.options] == [(0.3, 64), (0.0, 64)]
 
 
 def test_a_plain_answer_streams_as_it_is_generated():
