@@ -53,7 +53,7 @@ from dcaf_like.application.events import (
     ToolRejected,
     ToolStarted,
 )
-from dcaf_like.application.hooks import Hook, HookContext, ToolCallInfo, Veto
+from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
@@ -196,6 +196,7 @@ __all__ = [
     "DynamoDBConversationRepository",
     "Done",
     "EditNotAllowed",
+    "FallbackAnswer",
     "FallbackRuntime",
     "FunctionAgent",
     "Hook",

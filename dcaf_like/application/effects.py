@@ -120,6 +120,8 @@ CANCELLED = "cancelled"
 HOOK_FAILED = "hook_failed"
 AWAITING_APPROVAL = "awaiting_approval"
 AWAITING_INPUT = "awaiting_input"
+#: The model failed and an ``on_error`` hook answered instead (docs/operations.md, "Hooks").
+FALLBACK = "fallback"
 
 
 def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:

@@ -89,13 +89,20 @@ class Hook:
 
     name: str = ""
 
-    def before_model(self, context: HookContext, request: ModelRequest) -> Awaitable[None] | None:
+    def before_model(
+        self, context: HookContext, request: ModelRequest
+    ) -> ModelRequest | Awaitable[ModelRequest | None] | None:
         """Before each model call of the turn, with what the model will read; the call that writes a
-        context window's summary too (``context.purpose == "summary"``)."""
+        context window's summary too (``context.purpose == "summary"``). Return a request to send
+        instead (a redacted one, one with a runbook added); the next hook sees it. None sends it as
+        it is."""
 
-    def after_model(self, context: HookContext, response: ModelResponse) -> Awaitable[None] | None:
+    def after_model(
+        self, context: HookContext, response: ModelResponse
+    ) -> ModelResponse | Awaitable[ModelResponse | None] | None:
         """After each model call (a summary's too), with its answer, before any call it proposes is
-        looked at."""
+        looked at. Return an answer to take instead (its text rewritten, say); the next hook sees it.
+        A call it proposes goes through the approval gate as any proposal: no hook approves one."""
 
     def before_tool(self, context: HookContext, call: ToolCallInfo) -> Veto | Awaitable[Veto | None] | None:
         """Before an approved call runs (after the approval gate: a hook sees only calls a human or
@@ -104,12 +111,34 @@ class Hook:
     def after_tool(self, context: HookContext, call: ToolCallInfo) -> Awaitable[None] | None:
         """After a call ran: `call.status` is ``executed`` (`call.output`) or ``failed`` (`call.error`)."""
 
-    def on_error(self, context: HookContext, error: Exception) -> Awaitable[None] | None:
+    def on_error(
+        self, context: HookContext, error: Exception
+    ) -> FallbackAnswer | Awaitable[FallbackAnswer | None] | None:
         """The turn failed with `error` (a model's, a store's, a hook's). What it raises is logged and
-        does not replace `error`."""
+        does not replace `error`. Return a :class:`FallbackAnswer` to answer the user with it instead, when
+        the model failed (a :class:`~dcaf_like.application.errors.ModelError`); a refusal (a forged
+        approval, a missing scope) and any other failure stay failures, whatever a hook returns."""
 
 
 POINTS = ("before_model", "after_model", "before_tool", "after_tool", "on_error")
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackAnswer:
+    """What ``on_error`` returns to answer the user when the model failed: the turn ends with `text`
+    as the assistant's answer (``stop_reason: "fallback"``), saved like any, and the next turn goes
+    on."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """The request or answer hooks replaced at a model call (``before_model``, ``after_model``), and
+    the names of the hooks that did, in order (the turn's span records them)."""
+
+    value: Any
+    by: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +185,16 @@ class Hooks:
 
     async def call(
         self, point: str, arguments: tuple[Any, ...], *, blocking: bool
-    ) -> Refused | HookFailed | None:
+    ) -> Refused | HookFailed | Rewritten | None:
         """Call the hooks at `point` in order: the first veto (``before_tool``; the hooks after it are
-        not asked), the failure of the first that raised (none after it is called), or None."""
+        not asked), the failure of the first that raised (none after it is called), what they
+        rewrote (``before_model``: a request, ``after_model``: an answer; each hook is given the one
+        before it returned), or None."""
+        rewrites = _REWRITES.get(point)
+        given, rewritten_by = list(arguments), []
         for name, method in getattr(self, point):
             try:
-                value = method(*arguments)
+                value = method(*given)
                 answer = resolve_sync(value) if blocking else await resolve(value)
             except Exception as exc:
                 return _failed(name, point, exc)
@@ -169,25 +202,44 @@ class Hooks:
                 continue
             if point == "before_tool" and isinstance(answer, Veto):
                 return Refused(name, answer.reason)
-            wanted = "a Veto or None" if point == "before_tool" else "None"
+            if rewrites is not None and isinstance(answer, rewrites):
+                given[1] = answer
+                rewritten_by.append(name)
+                continue
+            wanted = {"before_tool": "a Veto or None"}.get(point, "None")
+            if rewrites is not None:
+                wanted = f"a {rewrites.__name__} or None"
             return _failed(name, point, TypeError(f"it returned {type(answer).__name__}, not {wanted}"))
-        return None
+        return Rewritten(given[1], tuple(rewritten_by)) if rewritten_by else None
 
-    async def failed(self, context: HookContext, error: Exception, *, blocking: bool) -> None:
+    async def failed(
+        self, context: HookContext, error: Exception, *, blocking: bool
+    ) -> FallbackAnswer | None:
         """Tell every ``on_error`` hook that the turn failed; a failure of one is logged, and the
-        others are still told."""
+        others are still told. The first :class:`FallbackAnswer` one returned, if any."""
+        fallback: FallbackAnswer | None = None
         for name, method in self.on_error:
             try:
                 value = method(context, error)
-                if blocking:
-                    resolve_sync(value)
-                else:
-                    await resolve(value)
+                answer = resolve_sync(value) if blocking else await resolve(value)
             except Exception:
                 logger.exception("the hook %r failed in on_error (the turn had failed already)", name)
+                continue
+            if isinstance(answer, FallbackAnswer) and fallback is None:
+                fallback = answer
+            elif answer is not None and not isinstance(answer, FallbackAnswer):
+                logger.warning(
+                    "the hook %r returned %s from on_error, not a FallbackAnswer or None",
+                    name,
+                    type(answer).__name__,
+                )
+        return fallback
 
 
 NO_HOOKS = Hooks()
+
+#: What a hook may return instead of what it was given, at the points that allow it.
+_REWRITES: dict[str, type] = {"before_model": ModelRequest, "after_model": ModelResponse}
 
 
 def hook_context(agent: str, conversation_id: str, public_context: Mapping[str, Any]) -> HookContext:

@@ -35,12 +35,13 @@ from dcaf_like.application.effects import (
 from dcaf_like.application.errors import (
     REFUSALS,
     ApplicationError,
+    HookFailed,
     ModelError,
     ModelTimeout,
     scrub_exception,
 )
 from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent, ToolProgress
-from dcaf_like.application.hooks import Hooks, Purpose, hook_context
+from dcaf_like.application.hooks import FallbackAnswer, Hooks, Purpose, Refused, Rewritten, hook_context
 from dcaf_like.application.messages import (
     NO_SETTINGS,
     ModelCompleted,
@@ -266,8 +267,14 @@ class AgentService:
             if isinstance(exc, REFUSALS):  # the caller's doing: counted apart from failed turns
                 span.set("dcaf.refused", type(exc).__name__)
             span.fail(exc)
-            await self._on_error(exc, request, run, blocking)
-            raise
+            fallback = await self._on_error(exc, request, run, blocking)
+            # Only a model's failure, once the turn began, is answered by a hook's fallback: a refusal
+            # stays a refusal, and a store's or a hook's failure stays a failure.
+            if fallback is None or run is None or not isinstance(exc, ModelError):
+                raise
+            response = run.turn.fall_back(fallback.text)
+            span.set("dcaf.stop_reason", response.stop_reason)
+            await self._save(run)
         finally:
             span.end()
         yield Done(response)
@@ -348,19 +355,27 @@ class AgentService:
         if isinstance(effect, Summarize):
             return self._summary(effect, run)
         if isinstance(effect, CallHooks):
-            return self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
+            return self._call_hooks(effect, run)
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
         return self._ask_approver(effect, run)
 
+    async def _call_hooks(self, effect: CallHooks, run: _Run) -> Refused | HookFailed | Rewritten | None:
+        answer = await self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
+        if isinstance(answer, Rewritten):  # the turn's trace says who changed what the model read or said
+            run.span.set(f"dcaf.hooks.{effect.point}.rewritten_by", ",".join(answer.by))
+        return answer
+
     async def _on_error(
         self, exc: Exception, request: AgentRequest, run: _Run | None, blocking: bool
-    ) -> None:
-        """Tell the ``on_error`` hooks the turn failed (after its scrub: they read no secret)."""
+    ) -> FallbackAnswer | None:
+        """Tell the ``on_error`` hooks the turn failed (after its scrub: they read no secret); the
+        fallback answer one gave, if any."""
         hooks = self._settings.hooks
-        if hooks.on_error:
-            conversation_id = run.conversation.id if run else request.conversation_id or ""
-            public = PlatformContext(request.platform_context).public()
-            await hooks.failed(hook_context(self.name, conversation_id, public), exc, blocking=blocking)
+        if not hooks.on_error:
+            return None
+        conversation_id = run.conversation.id if run else request.conversation_id or ""
+        public = PlatformContext(request.platform_context).public()
+        return await hooks.failed(hook_context(self.name, conversation_id, public), exc, blocking=blocking)
 
     async def _cancel_requested(self, run: _Run) -> bool:
         conversation_id, since = run.conversation.id, run.started

@@ -25,6 +25,7 @@ from dcaf_like.application.effects import (
     AWAITING_APPROVAL,
     AWAITING_INPUT,
     CANCELLED,
+    FALLBACK,
     HOOK_FAILED,
     TURN_TIMEOUT,
     AskApprover,
@@ -56,6 +57,7 @@ from dcaf_like.application.hooks import (
     Hooks,
     Purpose,
     Refused,
+    Rewritten,
     ToolCallInfo,
     hook_context,
 )
@@ -226,13 +228,13 @@ class Turn:
             else:
                 request = self._model_request(system)
             if self.settings.hooks.before_model:  # no generator at all for an agent without hooks
-                yield from self._hooks("before_model", request)
+                request = (yield from self._hooks("before_model", request)) or request
             response: ModelResponse | Stopped = yield CallModel(request, left)
             self._timings["model"] += time.perf_counter() - started
             if isinstance(response, Stopped):
                 return response.reason
             if self.settings.hooks.after_model:
-                yield from self._hooks("after_model", response)
+                response = (yield from self._hooks("after_model", response)) or response
             self._usage = self._usage + response.usage
             self._answered_by = response.runtime or self.settings.runtime_name
             conversation.add_assistant_message(
@@ -453,15 +455,18 @@ class Turn:
 
     # -- hooks: the agent's own code around model calls and tools ----------------------------------
 
-    def _hooks(self, point: str, *arguments: Any, purpose: Purpose = "turn") -> Generator[Effect, Any, None]:
-        """Call the hooks at a model call; one that raises fails the turn (nothing was proposed yet)."""
-        if getattr(self.settings.hooks, point):
-            context = self._hooked()
-            if purpose != context.purpose:
-                context = replace(context, purpose=purpose)
-            failed = yield CallHooks(point, (context, *arguments))
-            if failed is not None:
-                raise failed
+    def _hooks(self, point: str, *arguments: Any, purpose: Purpose = "turn") -> Generator[Effect, Any, Any]:
+        """Call the hooks at a model call: the request or answer they rewrote, or None. One that raises
+        fails the turn (nothing was proposed yet)."""
+        if not getattr(self.settings.hooks, point):
+            return None
+        context = self._hooked()
+        if purpose != context.purpose:
+            context = replace(context, purpose=purpose)
+        answer = yield CallHooks(point, (context, *arguments))
+        if isinstance(answer, HookFailed):
+            raise answer
+        return answer.value if isinstance(answer, Rewritten) else None
 
     def _before_tool(self, call: ToolCall) -> Generator[Effect, Any, str | None]:
         """Why an approved call must not run: a hook refused it (hooks come after the approval gate: they
@@ -598,13 +603,13 @@ class Turn:
         their context that it is the summary's; and its tokens are the turn's, counted in its usage."""
         hooks = self.settings.hooks
         if hooks.before_model:
-            yield from self._hooks("before_model", request, purpose="summary")
+            request = (yield from self._hooks("before_model", request, purpose="summary")) or request
         response: ModelResponse | None = yield Summarize(request)
         if response is None:
             return None
         self._usage = self._usage + response.usage
         if hooks.after_model:
-            yield from self._hooks("after_model", response, purpose="summary")
+            response = (yield from self._hooks("after_model", response, purpose="summary")) or response
         return response.text
 
     def _blocks(self) -> tuple[list[Block], list[int]]:
@@ -645,6 +650,14 @@ class Turn:
 
     def _view(self, call_id: str) -> ToolCallView:
         return ToolCallView.of(self.conversation.tool_call(call_id))
+
+    def fall_back(self, text: str) -> AgentResponse:
+        """End the turn with `text` as the assistant's answer (an ``on_error`` hook's
+        :class:`~dcaf_like.application.hooks.FallbackAnswer` after the model failed): added to the
+        conversation like any answer, the response's ``stop_reason`` ``"fallback"``."""
+        self.conversation.add_assistant_message(text, at=self.settings.clock())
+        self._texts.append(text)
+        return self._response(FALLBACK)
 
     def _response(self, stop_reason: str) -> AgentResponse:
         conversation = self.conversation

@@ -8,14 +8,17 @@ server that speaks its wire protocol).
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import pytest
 
 from dcaf_like import (
+    Agent,
     AgentRuntime,
     AssistantTurn,
+    FallbackAnswer,
     FallbackRuntime,
     ModelCompleted,
     ModelError,
@@ -43,6 +46,8 @@ class Script:
     """The tool results the runtime sent with its last call, read back from what it sent. Each one's
     `tool_name` is that of the call whose id it carries in the same request (ids may be rewritten on
     the way, as Agno does, but must still pair each result with its call); "" if none matches."""
+    sent_wire: Callable[[], str] = str
+    """The last request the runtime sent, as its provider received it (as text)."""
     sent_settings: Callable[[], dict[str, float | int | None]] = dict
     """The temperature and the most tokens the last call asked the provider for, read back from what it
     sent in the provider's own terms (None: not sent)."""
@@ -58,6 +63,7 @@ def fake_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         fail_rate_limited=lambda: runtime.then(fail(ModelRateLimited("slow down", runtime="fake"))),
         sent_tool_results=lambda: _fake_results(runtime.requests[-1]),
         sent_settings=lambda: _fake_settings(runtime),
+        sent_wire=lambda: repr(runtime.requests[-1]),
     )
 
 
@@ -107,6 +113,7 @@ def openai_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=server.call,
         fail_rate_limited=lambda: server.fail(429, "rate_limit_exceeded", "Rate limit reached, slow down"),
         sent_tool_results=sent_tool_results,
+        sent_wire=lambda: json.dumps(server.requests[-1]),
         sent_settings=lambda: {
             "temperature": server.requests[-1].get("temperature"),
             "max_tokens": server.requests[-1].get(
@@ -147,6 +154,7 @@ def bedrock_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=server.call,
         fail_rate_limited=lambda: server.fail(429, "ThrottlingException", "Too many requests, please wait"),
         sent_tool_results=sent_tool_results,
+        sent_wire=lambda: json.dumps(server.requests[-1][1]),
         sent_settings=lambda: {
             "temperature": server.requests[-1][1].get("inferenceConfig", {}).get("temperature"),
             "max_tokens": server.requests[-1][1].get("inferenceConfig", {}).get("maxTokens"),
@@ -251,6 +259,7 @@ def adk_gemini_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=server.call,
         fail_rate_limited=lambda: server.fail(429, "Resource has been exhausted (e.g. check quota)."),
         sent_tool_results=sent_tool_results,
+        sent_wire=lambda: json.dumps(server.requests[-1][1]),
         sent_settings=lambda: {
             "temperature": server.requests[-1][1].get("generationConfig", {}).get("temperature"),
             "max_tokens": server.requests[-1][1].get("generationConfig", {}).get("maxOutputTokens"),
@@ -314,6 +323,7 @@ def adk_custom_script(cleanup: Callable[[Callable[[], None]], None]) -> Script:
         call=lambda calls: llm.script.append(("calls", calls)),
         fail_rate_limited=lambda: llm.script.append(("error", errors.ClientError(429, quota))),
         sent_tool_results=sent_tool_results,
+        sent_wire=lambda: repr(llm.seen[-1].contents),
         sent_settings=lambda: {
             "temperature": llm.seen[-1].config.temperature,
             "max_tokens": llm.seen[-1].config.max_output_tokens,
@@ -504,3 +514,47 @@ def test_a_request_without_settings_sends_none_of_them(script):
     script.runtime.invoke(ask("hello"))
 
     assert script.sent_settings() == {"temperature": None, "max_tokens": None}
+
+
+# -- hooks that shape and recover, on every runtime (docs/operations.md, "Hooks") -------------------
+
+
+class Shaping:
+    """Redacts a secret from what the model reads, says the answer in capitals, and answers for a
+    model that failed."""
+
+    def before_model(self, context, request):
+        redacted = tuple(
+            replace(m, text=m.text.replace("hunter2", "[redacted]")) if isinstance(m, UserTurn) else m
+            for m in request.messages
+        )
+        return replace(request, messages=redacted)
+
+    def after_model(self, context, response):
+        return replace(response, text=response.text.upper())
+
+    def on_error(self, context, error):
+        return FallbackAnswer("The model is busy: try again in a minute.")
+
+
+def test_hooks_rewrite_what_the_model_reads_and_says_on_every_runtime(script):
+    agent = Agent(runtime=script.runtime, hooks=[Shaping()])
+
+    script.answer("noted")
+    response = agent.run("the old password was hunter2")
+
+    assert response.text == "NOTED"
+    assert "hunter2" not in script.sent_wire()
+    assert "[redacted]" in script.sent_wire()
+
+
+def test_a_hook_answers_for_a_model_that_failed_and_the_conversation_goes_on(script):
+    agent = Agent(runtime=script.runtime, hooks=[Shaping()])
+
+    script.fail_rate_limited()
+    fallback = agent.run("status?", conversation_id="conv_hooks")
+    script.answer("all good")
+    after = agent.run("and now?", conversation_id="conv_hooks")
+
+    assert (fallback.stop_reason, fallback.text) == ("fallback", "The model is busy: try again in a minute.")
+    assert after.text == "ALL GOOD"

@@ -54,6 +54,7 @@ EXPORTED = {
     "DynamoDBConversationRepository",
     "Done",
     "EditNotAllowed",
+    "FallbackAnswer",
     "FallbackRuntime",
     "FunctionAgent",
     "Hook",
