@@ -91,6 +91,9 @@ class Agent:
             (``RunContext[MyDeps].deps``), tools (``ToolContext[MyDeps].deps``) and the policy's
             conditions (``trusted.deps``); a run may pass its own (``run(..., deps=...)``). No client
             can set or overwrite them; they are never stored, sent to the model, or shown in a repr.
+        groups: The groups of approvers that rules name (``{"sre": {"alice", "bob"}}``), by the
+            identities they hold (an API key's identity); a key's ``approve:<group>`` scope makes its
+            holder a member too (docs/approvals.md, "Approvals by teams").
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class Agent:
         approval_notifier: ApprovalNotifier | None = None,
         hooks: Iterable[object] = (),
         deps: Any = None,
+        groups: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -144,6 +148,14 @@ class Agent:
             InMemoryConversationRepository() if repository is None else open_store(repository, namespace=name)
         )
         policy = approval_policy or ApprovalPolicy()
+        if groups:
+            policy = policy.with_groups(groups)
+        for each in self.tools:  # who approves a tool's calls, declared on it, is a rule of the policy
+            if each.approvers is not None:
+                reason = f"{each.name} needs {each.approvers.describe()}"
+                policy = policy.with_rules(
+                    require_approval(reason, tools=[each.name], approvers=each.approvers)
+                )
         if pause_on_tool_calls:
             policy = policy.with_rules(require_approval("this agent pauses on every tool call"))
         self.approval_policy = policy
