@@ -139,27 +139,21 @@ class RequestRules:
         return prepared
 
     def _approves_in(self, request: AgentRequest, stored: Conversation) -> bool:
-        """Whether `request`, which does not own `stored`, only decides calls of it whose rule names a
-        group its identity belongs to: an approver a team rule counts decides in another identity's
-        conversation (docs/approvals.md, "Approvals by teams"); it may send nothing else (no message,
-        answer or session), and a call under today's rule stays its owner's to decide."""
+        """Whether `request`, which does not own `stored`, only decides calls of it that wait under a
+        rule naming their approvers, sent by an identity that may approve: approvers of a team decide
+        in the requester's conversation (docs/approvals.md, "Approvals by teams"). It may send nothing
+        else (no message, answer or other session); the call's rule says whether its decision counts,
+        and a refusal is audited. A call under today's rule stays its owner's to decide."""
         identity = request.identity
-        if (
-            identity is None
-            or not request.decisions
-            or request.text
-            or request.attachments
-            or request.answers
-        ):
+        if identity is None or not identity.can("approve") or not request.decisions:
+            return False
+        if request.text or request.attachments or request.answers:
             return False
         if request.session is not None and dict(request.session) != stored.session:
             return False
-        member_of = self.settings.policy.groups_of(identity)
         for decision in request.decisions:
             call = stored.tool_calls.get(decision.call_id)
-            if call is None or call.status is not ToolCallStatus.PENDING or call.approvers.is_default:
-                return False
-            if not any(stage.groups & member_of for stage in call.approvers.stages):
+            if call is None or call.approvers.is_default:  # decided since: it is told so, and audited
                 return False
         return True
 
