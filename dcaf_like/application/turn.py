@@ -85,6 +85,7 @@ from dcaf_like.domain import (
     EditNotAllowed,
     InvalidQuestion,
     InvalidToolInput,
+    NotAnApprover,
     PolicyDenied,
     Question,
     Role,
@@ -368,6 +369,8 @@ class Turn:
                 why = f"denied by policy: {denied.reason}"
                 self.conversation.reject_tool_call(call_id, why, by=POLICY, kind=DeciderKind.POLICY, at=now)
                 approved = False
+            except NotAnApprover:  # an edit a team rule covers: the call waits for the people it names
+                continue
             if not approved:
                 self.rejected_now.append(call_id)
                 if self.emits:

@@ -11,6 +11,7 @@ import pytest
 from dcaf_like import (
     Agent,
     AlreadyApproved,
+    ApprovalAnswer,
     ApprovalPolicy,
     ConcurrencyConflict,
     ContextChanged,
@@ -20,6 +21,7 @@ from dcaf_like import (
     ToolCallAlreadyDecided,
     ToolDecision,
     approvers,
+    argument_in,
     context_in,
     require_approval,
     tool,
@@ -234,3 +236,35 @@ def test_concurrent_final_approvals_run_the_tool_once_and_the_others_are_told():
     assert cluster.deleted == ["web-2"]
     assert results.count("ran") == 1
     assert set(results) - {"ran"} <= {"ConcurrencyConflict", "ToolCallAlreadyDecided"}
+
+
+def test_an_approver_callbacks_edit_into_a_team_rule_leaves_the_call_waiting_for_the_team():
+    cluster = Cluster()
+    policy = ApprovalPolicy(
+        [
+            require_approval(
+                "prod needs an SRE", when=argument_in("namespace", "prod"), approvers=approvers(1, "sre")
+            )
+        ]
+    )
+
+    @tool(editable=True)
+    def restart(name: str, namespace: str = "dev") -> str:
+        """Restart a deployment."""
+        cluster.deleted.append(f"{namespace}/{name}")
+        return "restarted"
+
+    agent = Agent(
+        tools=[restart],
+        runtime=FakeRuntime([tool_call("restart", name="api"), "Restarted."]),
+        approval_policy=policy,
+        groups=GROUPS,
+        approver=lambda pending: ApprovalAnswer(True, edited_arguments={"namespace": "prod"}),
+    )
+
+    waiting = agent.run("restart api", identity=CAROL)
+
+    assert cluster.deleted == []
+    assert [c.input for c in waiting.pending_tool_calls] == [{"name": "api", "namespace": "dev"}]
+    agent.approve(waiting.conversation_id, waiting.pending_tool_calls[0].id, identity=BOB)
+    assert cluster.deleted == ["dev/api"]
