@@ -95,6 +95,9 @@ class Agent:
         model_settings: How the model answers (``ModelSettings(temperature=0, max_tokens=512)``),
             sent with each model request and honoured by every runtime; they override the runtime
             string's (``"openai:gpt-4o-mini?temperature=0"``, docs/runtimes.md, "Model settings").
+        groups: The groups of approvers that rules name (``{"sre": {"alice", "bob"}}``), by the
+            identities they hold (an API key's identity); a key's ``approve:<group>`` scope makes its
+            holder a member too (docs/approvals.md, "Approvals by teams").
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class Agent:
         hooks: Iterable[object] = (),
         deps: Any = None,
         model_settings: ModelSettings | None = None,
+        groups: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -149,6 +153,14 @@ class Agent:
             InMemoryConversationRepository() if repository is None else open_store(repository, namespace=name)
         )
         policy = approval_policy or ApprovalPolicy()
+        if groups:
+            policy = policy.with_groups(groups)
+        for each in self.tools:  # who approves a tool's calls, declared on it, is a rule of the policy
+            if each.approvers is not None:
+                reason = f"{each.name} needs {each.approvers.describe()}"
+                policy = policy.with_rules(
+                    require_approval(reason, tools=[each.name], approvers=each.approvers)
+                )
         if pause_on_tool_calls:
             policy = policy.with_rules(require_approval("this agent pauses on every tool call"))
         self.approval_policy = policy

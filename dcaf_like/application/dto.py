@@ -12,7 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dcaf_like.application.messages import NO_USAGE, Usage
-from dcaf_like.domain import Attachment, DeciderKind, Identity, PartKind, Question, ToolCall, ToolCallStatus
+from dcaf_like.domain import (
+    Approval,
+    Approvers,
+    Attachment,
+    DeciderKind,
+    Identity,
+    Needed,
+    PartKind,
+    Question,
+    ToolCall,
+    ToolCallStatus,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +155,12 @@ class ToolCallView:
     #: media type, name and size, never their bytes. A call of an agent's own holds the attachments;
     #: one read off the wire (an ``ExecutedToolCallDTO``'s) their :class:`AttachmentView`.
     attachments: tuple[Attachment | AttachmentView, ...] = ()
+    #: Who must approve it, when its tool or the policy asks more than today's one approver (None:
+    #: one approver, anyone who may approve); the approvals counted so far (who, when, which stage),
+    #: and, while it waits, what each stage still lacks (docs/approvals.md, "Approvals by teams").
+    approvers: Approvers | None = None
+    approvals: tuple[Approval, ...] = ()
+    still_needed: tuple[Needed, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -152,6 +169,16 @@ class ToolCallView:
     @classmethod
     def of(cls, call: ToolCall) -> ToolCallView:
         status = call.status
+        view = cls._of(call, status)
+        if not call.approvers.is_default:
+            view.approvers = call.approvers
+            view.approvals = call.counted_approvals
+            if status is ToolCallStatus.PENDING:
+                view.still_needed = call.approvers.still_needed(call.approvals, call.approved_fingerprint)
+        return view
+
+    @classmethod
+    def _of(cls, call: ToolCall, status: ToolCallStatus) -> ToolCallView:
         # Positional, in the fields' order: every turn builds these, and keywords cost more
         # (docs/benchmarks.md, "Figures behind the code's choices").
         return cls(

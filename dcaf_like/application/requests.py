@@ -30,6 +30,7 @@ from dcaf_like.domain import (
     InvalidAnswer,
     PlatformContext,
     Role,
+    ToolCallStatus,
     Trusted,
 )
 
@@ -52,6 +53,8 @@ class Prepared:
     rejected: list[str] = field(default_factory=list)
     interrupted: list[str] = field(default_factory=list)
     declined: list[str] = field(default_factory=list)
+    #: Calls whose approval this request gave was counted, the call still waiting for others.
+    counted: list[str] = field(default_factory=list)
 
 
 class RequestRules:
@@ -87,7 +90,7 @@ class RequestRules:
         """Everything `request` changes before any tool runs, on `stored` (None: a new conversation,
         started with the request's history). It raises before anything is saved; the records of the
         decisions it refused are appended to `refused` (the audit trail keeps them)."""
-        if stored is not None and not _may_use(request, stored):
+        if stored is not None and not _may_use(request, stored) and not self._approves_in(request, stored):
             raise ConversationNotFound(stored.id)  # another owner's: as if it did not exist
         if stored is None:
             conversation = Conversation.start(conversation_id, at=now, owner=request.owner)
@@ -113,10 +116,13 @@ class RequestRules:
         if request.session is not None:
             conversation.replace_session(dict(request.session))
         for decision in request.decisions:
-            approved = self._decide(
-                conversation, decision, request.user, prepared.trusted, now, span, refused
-            )
-            (prepared.approved if approved else prepared.rejected).append(decision.call_id)
+            status = self._decide(conversation, decision, request.user, prepared.trusted, now, span, refused)
+            if status is ToolCallStatus.APPROVED:
+                prepared.approved.append(decision.call_id)
+            elif status is ToolCallStatus.REJECTED:
+                prepared.rejected.append(decision.call_id)
+            else:  # an approval counted: the call waits for the others its rule needs
+                prepared.counted.append(decision.call_id)
         for answer in request.answers:  # an answered question claims its call to run again
             asked_by = self._answer(conversation, answer, request.user, now, refused)
             (prepared.declined if answer.declined else prepared.approved).append(asked_by)
@@ -131,6 +137,25 @@ class RequestRules:
         for call_id in prepared.approved:  # this worker runs them: the claim's save carries its lease
             conversation.lease_tool_call(call_id, self.worker, until=now + self.lease_ttl)
         return prepared
+
+    def _approves_in(self, request: AgentRequest, stored: Conversation) -> bool:
+        """Whether `request`, which does not own `stored`, only decides calls of it that wait under a
+        rule naming their approvers, sent by an identity that may approve: approvers of a team decide
+        in the requester's conversation (docs/approvals.md, "Approvals by teams"). It may send nothing
+        else (no message, answer or other session); the call's rule says whether its decision counts,
+        and a refusal is audited. A call under today's rule stays its owner's to decide."""
+        identity = request.identity
+        if identity is None or not identity.can("approve") or not request.decisions:
+            return False
+        if request.text or request.attachments or request.answers:
+            return False
+        if request.session is not None and dict(request.session) != stored.session:
+            return False
+        for decision in request.decisions:
+            call = stored.tool_calls.get(decision.call_id)
+            if call is None or call.approvers.is_default:  # decided since: it is told so, and audited
+                return False
+        return True
 
     def _trusted(self, request: AgentRequest) -> Trusted[Any]:
         if request.identity is None and request.deps is None:
@@ -176,7 +201,7 @@ class RequestRules:
         now: float,
         parent: Span,
         refused: list[DecisionRecord],
-    ) -> bool:
+    ) -> ToolCallStatus:
         attributes = {
             "dcaf.call_id": decision.call_id,
             "dcaf.decision": "approve" if decision.approve else "reject",
@@ -185,11 +210,11 @@ class RequestRules:
         }
         span = self.tracer.start("dcaf.decision", attributes, parent)
         try:
-            approved = apply_decision(conversation, self.settings, decision, by=user, at=now, trusted=trusted)
+            status = apply_decision(conversation, self.settings, decision, by=user, at=now, trusted=trusted)
             call = conversation.tool_call(decision.call_id)
             span.set("dcaf.tool", call.name)
             span.set("dcaf.waited_seconds", max(0.0, now - call.proposed_at))
-            return approved
+            return status
         except Exception as exc:
             span.fail(exc)  # refused: nothing ran; the request fails with this error
             refused.append(conversation.refusal(decision.call_id, str(exc), by=user, at=now))

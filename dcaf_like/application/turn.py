@@ -89,6 +89,7 @@ from dcaf_like.domain import (
     EditNotAllowed,
     InvalidQuestion,
     InvalidToolInput,
+    NotAnApprover,
     PolicyDenied,
     Question,
     Role,
@@ -311,6 +312,7 @@ class Turn:
             description=tool.description if tool else "",
             secret_arguments=tool.secret_arguments if tool else frozenset(),
             approval_ttl=settings.approval_ttl,
+            requested_by=None if self.trusted.identity is None else self.trusted.identity.name,
             at=now,
         )
         if problem is not None or tool is None:
@@ -325,6 +327,7 @@ class Turn:
         )
         if decision.verdict is Verdict.REQUIRE_APPROVAL:
             call.approval_reason = decision.reason
+            call.approvers = decision.approvers
         if decision.verdict is Verdict.ALLOW:
             conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
         elif decision.verdict is Verdict.DENY:
@@ -340,6 +343,8 @@ class Turn:
     def _ask_approver(self) -> Generator[Effect, Any, str | None]:
         settings = self.settings
         for call in self.conversation.pending_tool_calls:
+            if not call.approvers.is_default:  # it needs people its rule names: it waits for them
+                continue
             call_id = call.id.value
             answer: ApprovalAnswer = yield AskApprover(
                 PendingApproval(
@@ -356,7 +361,7 @@ class Turn:
             )
             now = settings.clock()
             try:
-                approved = apply_decision(
+                status = apply_decision(
                     self.conversation,
                     settings,
                     decision,
@@ -365,10 +370,13 @@ class Turn:
                     at=now,
                     trusted=self.trusted,
                 )
+                approved = status is ToolCallStatus.APPROVED
             except PolicyDenied as denied:  # an edit the policy denies: the call is refused
                 why = f"denied by policy: {denied.reason}"
                 self.conversation.reject_tool_call(call_id, why, by=POLICY, kind=DeciderKind.POLICY, at=now)
                 approved = False
+            except NotAnApprover:  # an edit a team rule covers: the call waits for the people it names
+                continue
             if not approved:
                 self.rejected_now.append(call_id)
                 if self.emits:
@@ -694,16 +702,19 @@ def apply_decision(
     kind: DeciderKind = DeciderKind.HUMAN,
     at: float,
     trusted: Trusted[Any] = NOBODY,
-) -> bool:
-    """Apply a decision about a pending call, whoever made it (a request's, the approver's): True if
-    the call is approved, False if rejected. It raises, changing nothing, on a decision it refuses: an
-    edit of a call that is not editable, edited arguments the tool's schema refuses, or any refusal of
-    :meth:`Conversation.approve_tool_call` (the policy is asked again about the call as it would run)."""
+) -> ToolCallStatus:
+    """Apply a decision about a pending call, whoever made it (a request's, the approver's): the call's
+    status after it, APPROVED, REJECTED, or PENDING (an approval counted, the call needing more). It
+    raises, changing nothing, on a decision it refuses: an edit of a call that is not editable, edited
+    arguments the tool's schema refuses, or any refusal of :meth:`Conversation.approve_tool_call` (the
+    policy is asked again about the call as it would run; its rule says who counts)."""
     call = conversation.tool_call(decision.call_id)
     call_id = call.id.value
     if not decision.approve:
-        conversation.reject_tool_call(call_id, decision.reason, by=by, kind=kind, at=at)
-        return False
+        conversation.reject_tool_call(
+            call_id, decision.reason, by=by, kind=kind, policy=settings.policy, trusted=trusted, at=at
+        )
+        return call.status
     edited = None
     if decision.edited_arguments is not None:
         if not call.editable:
@@ -724,4 +735,4 @@ def apply_decision(
         trusted=trusted,
         at=at,
     )
-    return True
+    return call.status

@@ -1,5 +1,15 @@
 """The pure domain: conversations, tool calls and their approval. Standard library only."""
 
+from dcaf_like.domain.approvers import (
+    ONE_APPROVER,
+    AlreadyApproved,
+    Approval,
+    Approvers,
+    Needed,
+    NotAnApprover,
+    Stage,
+    approvers,
+)
 from dcaf_like.domain.attachment import (
     MAX_PART_BYTES,
     MAX_PARTS_BYTES,
@@ -70,6 +80,14 @@ from dcaf_like.domain.tool_call import (
 )
 
 __all__ = [
+    "ONE_APPROVER",
+    "AlreadyApproved",
+    "Approval",
+    "Approvers",
+    "Needed",
+    "NotAnApprover",
+    "Stage",
+    "approvers",
     "MAX_PARTS_BYTES",
     "MAX_PART_BYTES",
     "Attachment",

@@ -19,6 +19,9 @@ from dcaf_like.domain.tool_call import DeciderKind
 class DecisionOutcome(StrEnum):
     APPROVED = "approved"
     EDITED = "edited"  # approved with arguments a human changed
+    # An approval counted towards a call that needs more than one (docs/approvals.md, "Approvals by
+    # teams"): the call still waits. The record's reason says which stage, and whether it edited.
+    COUNTED = "counted"
     REJECTED = "rejected"
     REFUSED = "refused"  # the decision was not applied: forged, altered, late, already decided, ...
     # A question a call asked (the record names it by `question_id`): never the answer itself.

@@ -306,9 +306,11 @@ class Conversation:
         secret_arguments: frozenset[str] = frozenset(),
         approval_ttl: float | None = None,
         call_id: ToolCallId | None = None,
+        requested_by: str | None = None,
         at: float | None = None,
     ) -> ToolCall:
-        """Record a call the model proposed, attached to the latest assistant message."""
+        """Record a call the model proposed, attached to the latest assistant message; `requested_by`
+        is the identity whose request led to it (the requester, whom a rule may keep from approving)."""
         if not self.messages or self.messages[-1].role is not Role.ASSISTANT:
             raise DomainError("a tool call must follow the assistant message that proposed it")
         call_id = call_id or ToolCallId.new()
@@ -327,6 +329,7 @@ class Conversation:
             approval_reason=approval_reason,
             secret_arguments=secret_arguments,
             context_fingerprint=self.platform_context.fingerprint,
+            requested_by=requested_by,
         )
         self.tool_calls[call_id.value] = call
         last = self.messages[-1]
@@ -358,16 +361,20 @@ class Conversation:
         `edited_input`, which only tools marked editable accept. The current context must be the one
         the call was proposed in, its credentials aside (:class:`ContextChanged`), and with a `policy`
         the call as it would run must not be denied now (:class:`PolicyDenied`).
+
+        A call whose rule needs more than one approver counts the approval and waits for the others
+        (its status stays pending); the audit trail records it as ``counted``. Sent arguments must then
+        be those the call stands with (an earlier approver's edit, if any).
         """
         call = self.tool_call(call_id)
         if tool_name is not None and tool_name != call.name:
             raise ApprovalMismatch(call_id, f"tool {tool_name!r} was sent, {call.name!r} was proposed")
-        if tool_input is not None and tool_input != call.proposed_input:
+        if tool_input is not None and tool_input != call.effective_input:
             raise ApprovalMismatch(
                 call_id, "the arguments differ from the proposal; send an explicit edit to change them"
             )
         now = _now(at)
-        call.approve(
+        done = call.approve(
             by=by,
             at=now,
             edited_input=edited_input,
@@ -378,9 +385,15 @@ class Conversation:
         )
         self._changed(call_id)
         self.version += 1
-        if call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
+        if not done:
+            counted = call.approvals[-1]
+            needs = call.approvers.describe()
+            edit = ", with an edit" if call.edited else ""
+            note = f"approval counted for stage {counted.stage + 1} of {needs}{edit}"
+            self._audit(call, DecisionOutcome.COUNTED, counted.by, kind, now, note)
+        elif call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
             outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
-            self._audit(call, outcome, by, kind, now)
+            self._audit(call, outcome, call.decided_by or by, kind, now)
         return call
 
     def reject_tool_call(
@@ -390,12 +403,15 @@ class Conversation:
         *,
         by: str,
         kind: DeciderKind = DeciderKind.HUMAN,
+        policy: ApprovalPolicy | None = None,
+        trusted: Trusted[Any] = NOBODY,
         at: float | None = None,
     ) -> ToolCall:
-        """Reject a call, under any context: a rejection runs nothing."""
+        """Reject a call, under any context: a rejection runs nothing. Of a call whose rule names its
+        approvers, only they or the requester may (:class:`NotAnApprover`); `policy` knows the groups."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.reject(reason, by=by, at=now, kind=kind)
+        call.reject(reason, by=by, at=now, kind=kind, policy=policy, trusted=trusted)
         self._changed(call_id)
         self.version += 1
         self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
+from dcaf_like.domain.approvers import ONE_APPROVER, Approvers, frozen_groups, groups_of
 from dcaf_like.domain.context import PlatformContext
-from dcaf_like.domain.identity import NOBODY, Trusted
+from dcaf_like.domain.identity import NOBODY, Identity, Trusted
 
 
 class Verdict(StrEnum):
@@ -26,10 +27,16 @@ class Verdict(StrEnum):
 _STRICTNESS = {Verdict.ALLOW: 0, Verdict.REQUIRE_APPROVAL: 1, Verdict.DENY: 2}
 
 
+def _strictness(verdict: Verdict) -> int:
+    return _STRICTNESS[verdict]
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyDecision:
     verdict: Verdict
     reason: str
+    #: Who must approve, when the verdict is REQUIRE_APPROVAL: today's one approver unless a rule asks more.
+    approvers: Approvers = ONE_APPROVER
 
 
 Predicate = Callable[[str, Mapping[str, Any], PlatformContext], bool]
@@ -72,12 +79,14 @@ def _positional_count(condition: Condition) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """If `when` holds for a call to one of `tools` (any tool if None), the verdict is at least `verdict`."""
+    """If `when` holds for a call to one of `tools` (any tool if None), the verdict is at least `verdict`,
+    and a call that waits needs the `approvers` too (None: the rule asks nothing of who approves)."""
 
     verdict: Verdict
     reason: str
     when: Condition = _always
     tools: frozenset[str] | None = None
+    approvers: Approvers | None = None
 
     def evaluate(
         self,
@@ -93,8 +102,17 @@ class Rule:
         return bool(cast(Predicate, self.when)(tool_name, arguments, context))
 
 
-def require_approval(reason: str, *, when: Condition = _always, tools: Iterable[str] | None = None) -> Rule:
-    return Rule(Verdict.REQUIRE_APPROVAL, reason, when, None if tools is None else frozenset(tools))
+def require_approval(
+    reason: str,
+    *,
+    when: Condition = _always,
+    tools: Iterable[str] | None = None,
+    approvers: Approvers | None = None,
+) -> Rule:
+    """The call waits for a human; with `approvers`, for those (``approvers(2, "sre")``)."""
+    return Rule(
+        Verdict.REQUIRE_APPROVAL, reason, when, None if tools is None else frozenset(tools), approvers
+    )
 
 
 def deny(reason: str, *, when: Condition = _always, tools: Iterable[str] | None = None) -> Rule:
@@ -151,11 +169,27 @@ class ApprovalPolicy:
     which the client writes.
     """
 
-    def __init__(self, rules: Iterable[Rule] = ()) -> None:
+    def __init__(
+        self, rules: Iterable[Rule] = (), *, groups: Mapping[str, Iterable[str]] | None = None
+    ) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
+        #: The groups approvers' rules name, by the identities they list (an API key's
+        #: ``approve:<group>`` scope makes its holder a member too).
+        self.groups: dict[str, frozenset[str]] = frozen_groups(groups or {})
 
     def with_rules(self, *rules: Rule) -> ApprovalPolicy:
-        return ApprovalPolicy((*self.rules, *rules))
+        return ApprovalPolicy((*self.rules, *rules), groups=self.groups)
+
+    def with_groups(self, groups: Mapping[str, Iterable[str]]) -> ApprovalPolicy:
+        """This policy, with `groups` added (a group named in both gets the members of both)."""
+        merged = dict(self.groups)
+        for name, members in frozen_groups(groups).items():
+            merged[name] = merged.get(name, frozenset()) | members
+        return ApprovalPolicy(self.rules, groups=merged)
+
+    def groups_of(self, identity: Identity | None) -> frozenset[str]:
+        """The groups `identity` belongs to: by name in :attr:`groups`, or by ``approve:<group>`` scope."""
+        return groups_of(identity, self.groups)
 
     def decide(
         self,
@@ -170,8 +204,10 @@ class ApprovalPolicy:
             decision = PolicyDecision(Verdict.REQUIRE_APPROVAL, f"{tool_name} requires approval")
         else:
             decision = PolicyDecision(Verdict.ALLOW, f"{tool_name} runs without approval")
+        required, reasoned = ONE_APPROVER, False
         for rule in self.rules:
-            if rule.verdict.strictness <= decision.verdict.strictness:
+            asks_approvers = rule.approvers is not None and rule.verdict is Verdict.REQUIRE_APPROVAL
+            if rule.verdict.strictness <= decision.verdict.strictness and not asks_approvers:
                 continue
             try:
                 matched = rule.evaluate(tool_name, arguments, context, trusted)
@@ -179,11 +215,18 @@ class ApprovalPolicy:
             except Exception as exc:
                 matched = True
                 reason = f"{rule.reason} (its condition failed: {type(exc).__name__}, so it applies)"
-            if matched:
-                decision = PolicyDecision(rule.verdict, reason)
-                if decision.verdict is Verdict.DENY:
-                    break
-        return decision
+            if not matched:
+                continue
+            if rule.verdict.strictness > decision.verdict.strictness or (asks_approvers and not reasoned):
+                decision = PolicyDecision(max(rule.verdict, decision.verdict, key=_strictness), reason)
+                reasoned = True
+            if asks_approvers and rule.approvers is not None:
+                required = required.tightened(rule.approvers)
+            if decision.verdict is Verdict.DENY:
+                break
+        if required is ONE_APPROVER or decision.verdict is not Verdict.REQUIRE_APPROVAL:
+            return decision
+        return PolicyDecision(decision.verdict, decision.reason, required)
 
     def __repr__(self) -> str:
         return f"ApprovalPolicy({len(self.rules)} rules)"

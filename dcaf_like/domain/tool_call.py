@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from dcaf_like.domain._canonical_json import canonical_json
+from dcaf_like.domain.approvers import ONE_APPROVER, Approval, Approvers, NotAnApprover
 from dcaf_like.domain.attachment import Attachment
 from dcaf_like.domain.context import REDACTED, PlatformContext
 from dcaf_like.domain.errors import (
@@ -24,7 +25,7 @@ from dcaf_like.domain.errors import (
 )
 from dcaf_like.domain.identity import NOBODY, Trusted
 from dcaf_like.domain.merge_patch import merge_patch
-from dcaf_like.domain.policy import ApprovalPolicy, Verdict
+from dcaf_like.domain.policy import ApprovalPolicy, PolicyDecision, Verdict
 
 
 class InvalidToolInput(DomainError):
@@ -224,10 +225,27 @@ class ToolCall:
     decided_by_kind: DeciderKind | None = None
     # The images and files its result holds besides `result` (an MCP tool's image, say).
     result_attachments: tuple[Attachment, ...] = ()
+    # The identity whose request led to the proposal (None: nobody was authenticated).
+    requested_by: str | None = None
+    # Who must approve it: today's one approver, unless its tool or the policy asks for more.
+    approvers: Approvers = ONE_APPROVER
+    # The approvals that count so far, of a call that needs more than one (each bound to the
+    # fingerprint of what it approved: an edit leaves none that count).
+    approvals: tuple[Approval, ...] = ()
 
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.name, self.proposed_input)
+
+    @property
+    def approved_fingerprint(self) -> str:
+        """The fingerprint of the call as it stands: its name and the arguments it would run with."""
+        return fingerprint(self.name, self.effective_input)
+
+    @property
+    def counted_approvals(self) -> tuple[Approval, ...]:
+        """The approvals that count for the call as it stands."""
+        return self.approvers.counted(self.approvals, self.approved_fingerprint)
 
     @property
     def edited(self) -> bool:
@@ -313,13 +331,16 @@ class ToolCall:
         context: PlatformContext | None = None,
         policy: ApprovalPolicy | None = None,
         trusted: Trusted[Any] = NOBODY,
-    ) -> None:
-        """Approve the call to run with `edited_input` (if given) or its proposal, in `context`, for
-        the run `trusted` describes (who approves it, the agent's dependencies).
+    ) -> bool:
+        """Approve the call to run with `edited_input` (if given) or as it stands (the proposal, or the
+        edit an earlier approval of it made), in `context`, for the run `trusted` describes (who
+        approves it, the agent's dependencies). True: the call is approved; False: the approval was
+        counted and the call waits for the others its :attr:`approvers` need.
 
         Refused, changing nothing: an edit of a call that is not editable; a call whose window closed;
-        a `context` whose fingerprint is not the proposal's (:class:`ContextChanged`); and with a
-        `policy`, arguments and context it denies at this moment (:class:`PolicyDenied`)."""
+        a `context` whose fingerprint is not the proposal's (:class:`ContextChanged`); with a
+        `policy`, arguments and context it denies at this moment (:class:`PolicyDenied`); and an
+        approver the call's rule does not count (:class:`NotAnApprover`, :class:`AlreadyApproved`)."""
         if edited_input is not None and edited_input != self.proposed_input and not self.editable:
             raise EditNotAllowed(self.id.value, self.name)
         if self.status is not ToolCallStatus.PENDING:  # a call waiting for an answer resumes by it only
@@ -328,11 +349,53 @@ class ToolCall:
             raise ApprovalExpired(self.id.value)
         if context is not None:
             self._check_context(context)
+        runs_with = self.effective_input if edited_input is None else edited_input
+        required = self.approvers
         if policy is not None:
-            runs_with = self.proposed_input if edited_input is None else edited_input
-            self._check_policy(policy, runs_with, context or PlatformContext(), trusted)
+            decision = self._check_policy(policy, runs_with, context or PlatformContext(), trusted)
+            if decision.verdict is Verdict.REQUIRE_APPROVAL:  # a rule in force now tightens the call's
+                required = required.tightened(decision.approvers)
+        if not required.is_default and kind is not DeciderKind.POLICY:
+            return self._count(required, runs_with, by, at, kind, policy, trusted)
+        self._approved(runs_with, by, kind, at)
+        return True
+
+    def _count(
+        self,
+        required: Approvers,
+        runs_with: ToolInput,
+        by: str,
+        at: float,
+        kind: DeciderKind,
+        policy: ApprovalPolicy | None,
+        trusted: Trusted[Any],
+    ) -> bool:
+        """Count an approval of a call that needs more than today's one: by the authenticated
+        identity, for the stage due, bound to what it approved (an edit restarts the count)."""
+        if kind is not DeciderKind.HUMAN:
+            raise NotAnApprover(self.id.value, by, f"it needs {required.describe()}, who approve in person")
+        who = trusted.identity.name if trusted.identity is not None else by
+        member_of = policy.groups_of(trusted.identity) if policy is not None else frozenset()
+        approved = fingerprint(self.name, runs_with)
+        stage = required.admit(
+            self.id.value,
+            who,
+            member_of,
+            requester=self.requested_by,
+            approvals=self.approvals,
+            fingerprint=approved,
+        )
+        self.approvers = required
+        self.approvals = (*required.counted(self.approvals, approved), Approval(who, at, stage, approved))
+        if required.due(self.approvals, approved) is not None:
+            self.approved_input = runs_with if runs_with != self.proposed_input else None
+            return False
+        self._approved(runs_with, who, kind, at)
+        return True
+
+    def _approved(self, runs_with: ToolInput, by: str, kind: DeciderKind, at: float) -> None:
         self._move(ToolCallStatus.APPROVED)
-        self.approved_input = edited_input if edited_input != self.proposed_input else None
+        self.approved_input = runs_with if runs_with != self.proposed_input else None
         self.decided_by = by
         self.decided_by_kind = kind
         self.decided_at = at
@@ -343,7 +406,7 @@ class ToolCall:
 
     def _check_policy(
         self, policy: ApprovalPolicy, tool_input: ToolInput, context: PlatformContext, trusted: Trusted[Any]
-    ) -> None:
+    ) -> PolicyDecision:
         decision = policy.decide(
             self.name,
             tool_input.as_dict(),
@@ -353,10 +416,29 @@ class ToolCall:
         )
         if decision.verdict is Verdict.DENY:
             raise PolicyDenied(self.id.value, decision.reason)
+        return decision
 
-    def reject(self, reason: str, *, by: str, at: float, kind: DeciderKind = DeciderKind.HUMAN) -> None:
+    def reject(
+        self,
+        reason: str,
+        *,
+        by: str,
+        at: float,
+        kind: DeciderKind = DeciderKind.HUMAN,
+        policy: ApprovalPolicy | None = None,
+        trusted: Trusted[Any] = NOBODY,
+    ) -> None:
+        """Reject the call, under any context. A call that needs more than today's one approver is
+        rejected by anyone one of its stages counts, or by its requester (who withdraws it); anyone
+        else is :class:`NotAnApprover`."""
         if self.status is not ToolCallStatus.PENDING:
             raise ToolCallAlreadyDecided(self.id.value, self.status.value, ToolCallStatus.REJECTED.value)
+        if kind is DeciderKind.HUMAN and not self.approvers.is_default:
+            who = trusted.identity.name if trusted.identity is not None else by
+            member_of = policy.groups_of(trusted.identity) if policy is not None else frozenset()
+            if not self.approvers.may_reject(who, member_of, requester=self.requested_by):
+                detail = f"it needs {self.approvers.describe()}, and only they or its requester may reject it"
+                raise NotAnApprover(self.id.value, who, detail)
         self._move(ToolCallStatus.REJECTED)
         self.rejection_reason = reason
         self.decided_by = by

@@ -407,13 +407,28 @@ def _call_fields(call: ToolCallView) -> dict[str, Any]:
 
 
 def pending_call(call: ToolCallView) -> dict[str, Any]:
-    """A call waiting for a decision, as ``data.tool_calls`` lists it (a client echoes it back)."""
-    return {
+    """A call waiting for a decision, as ``data.tool_calls`` lists it (a client echoes it back); one
+    whose rule asks more than one approver says who approved and what it still needs."""
+    pending = {
         **_call_fields(call),
         "execute": False,
         "tool_description": call.description,
         "editable": call.editable,
         "reason": call.approval_reason,  # deprecated: approval_reason
+    }
+    if call.approvers is not None:
+        pending["approvals"] = approvals_of(call)
+    return pending
+
+
+def approvals_of(call: ToolCallView) -> dict[str, Any]:
+    """``{rule, given: [{by, at, stage}], needed: [{stage, count, groups}]}``, stages counted from 1."""
+    return {
+        "rule": call.approvers.describe() if call.approvers is not None else "",
+        "given": [{"by": a.by, "at": a.at, "stage": a.stage + 1} for a in call.approvals],
+        "needed": [
+            {"stage": n.stage + 1, "count": n.count, "groups": sorted(n.groups)} for n in call.still_needed
+        ],
     }
 
 

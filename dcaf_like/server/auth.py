@@ -5,7 +5,8 @@ sends ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Keys are compared
 never logged or returned.
 
 Scopes: ``chat`` (send messages), ``approve`` (decide pending tool calls, cancel tasks), ``read`` (list and
-read conversations), ``admin`` (all of them, on every identity's conversations, and the audit trail). A
+read conversations), ``admin`` (all of them, on every identity's conversations, and the audit trail);
+``approve:<group>`` makes the holder a member of a group of approvers that rules name. A
 key named without scopes has :data:`DEFAULT_SCOPES`. With keys, a conversation belongs to the identity
 that started it: another identity (but an admin) is told it does not exist.
 """
@@ -39,6 +40,9 @@ DEFAULT_SCOPES = frozenset({"chat", "approve", "read"})
 conversations."""
 
 _IDENTITY = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+# A scope that makes the key's holder a member of a group of approvers (docs/approvals.md, "Approvals
+# by teams"). It gives no right of its own: deciding still takes ``approve``.
+_GROUP_SCOPE = re.compile(r"approve:[A-Za-z0-9._-]{1,64}")
 # Names the records use for deciders that are not a key: a key named so would make a human's
 # decision read as automatic.
 RESERVED_IDENTITIES = frozenset({"user", "policy", "approver", "system"})
@@ -161,9 +165,12 @@ def parse_holder(holder: str) -> Caller:
     scopes = frozenset(s.strip() for s in listed.split("+") if s.strip())
     if not scopes:
         raise ValueError(f"{name!r} lists no scopes after ':'")
-    if unknown := sorted(scopes - SCOPES):
+    if unknown := sorted(s for s in scopes - SCOPES if not _GROUP_SCOPE.fullmatch(s)):
         known = ", ".join(sorted(SCOPES))
-        raise ValueError(f"unknown scopes {unknown} for {name!r}; the scopes are {known}, joined by '+'")
+        raise ValueError(
+            f"unknown scopes {unknown} for {name!r}; the scopes are {known} and approve:<group>, "
+            "joined by '+'"
+        )
     return Caller(name, scopes)
 
 

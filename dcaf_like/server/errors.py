@@ -26,6 +26,7 @@ from dcaf_like.application.errors import (
     UnsupportedPart,
 )
 from dcaf_like.domain import (
+    AlreadyApproved,
     ApprovalExpired,
     ApprovalMismatch,
     ContextChanged,
@@ -34,6 +35,7 @@ from dcaf_like.domain import (
     IllegalTransition,
     InvalidAnswer,
     InvalidPart,
+    NotAnApprover,
     OpenQuestions,
     PartTooLarge,
     PendingToolCalls,
@@ -97,6 +99,10 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(409, "context_changed", message, call_id=exc.call_id, conversation_id=conv)
         case PolicyDenied():
             return HttpError(403, "policy_denied", message, call_id=exc.call_id, conversation_id=conv)
+        case NotAnApprover():
+            return HttpError(403, "not_an_approver", message, call_id=exc.call_id, conversation_id=conv)
+        case AlreadyApproved():
+            return HttpError(409, "already_approved", message, call_id=exc.call_id, conversation_id=conv)
         case EditNotAllowed():
             return HttpError(403, "edit_not_allowed", message, call_id=exc.call_id, conversation_id=conv)
         case ApprovalExpired():

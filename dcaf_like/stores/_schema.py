@@ -31,6 +31,9 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from dcaf_like.domain import (
+    ONE_APPROVER,
+    Approval,
+    Approvers,
     Attachment,
     ContextSummary,
     DeciderKind,
@@ -39,6 +42,7 @@ from dcaf_like.domain import (
     PartKind,
     PlatformContext,
     Question,
+    Stage,
     TaskRecord,
     ToolCall,
     ToolCallId,
@@ -79,6 +83,7 @@ class Kind:
     to_tuple: str | None = None  # None: as to_dict (a tuple must hold no list: the GC tracks those)
     names: tuple[tuple[str, Any], ...] = ()  # what the expressions name, besides the helpers above
     omitted_when_empty: bool = False  # not written when empty (read back as empty: an ADDED entry)
+    is_set: str = "{v}"  # what "not empty" means for a field omitted when empty (or SPARSE)
 
     def optional(self) -> Kind:
         """The same type or None."""
@@ -153,6 +158,58 @@ _KINDS[tuple[Attachment, ...]] = Kind(
 )  # fmt: skip
 
 
+def _approvers_to_dict(rule: Approvers) -> dict[str, Any]:
+    stages = [{"count": s.count, "groups": sorted(s.groups)} for s in rule.stages]
+    return {"stages": stages, "requester_may_approve": rule.requester_may_approve}
+
+
+def _approvers_from(stored: Any) -> Approvers:
+    """A call's rule from its stored dict (or as it is: the in-memory tuple form keeps it)."""
+    if isinstance(stored, Approvers):
+        return stored
+    stages = tuple(Stage(s["count"], frozenset(s["groups"])) for s in stored["stages"])
+    return Approvers(stages, stored["requester_may_approve"])
+
+
+def _approvals_to_list(approvals: tuple[Approval, ...]) -> list[dict[str, Any]]:
+    return [{"by": a.by, "at": a.at, "stage": a.stage, "fingerprint": a.fingerprint} for a in approvals]
+
+
+def _approvals_from(stored: Sequence[Any]) -> tuple[Approval, ...]:
+    return tuple(
+        a if isinstance(a, Approval) else Approval(a["by"], a["at"], a["stage"], a["fingerprint"])
+        for a in stored
+    )
+
+
+# Today's rule (one approver, anyone) is not written: a call stored so reads as one stored before teams.
+_KINDS[Approvers] = Kind(
+    "_approvers_to_dict({v})",
+    "dumps(_approvers_to_dict({v}))",
+    "_approvers_from({x})",
+    "{v}",
+    names=(
+        ("_approvers_to_dict", _approvers_to_dict),
+        ("_approvers_from", _approvers_from),
+        ("dumps", dumps),
+    ),
+    omitted_when_empty=True,
+    is_set="not {v}.is_default",
+)
+_KINDS[tuple[Approval, ...]] = Kind(
+    "_approvals_to_list({v})",
+    "dumps(_approvals_to_list({v}))",
+    "_approvals_from({x})",
+    "{v}",
+    names=(
+        ("_approvals_to_list", _approvals_to_list),
+        ("_approvals_from", _approvals_from),
+        ("dumps", dumps),
+    ),
+    omitted_when_empty=True,
+)
+
+
 def _kind(hint: Any) -> Kind:
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         others = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -198,6 +255,11 @@ ADDED: dict[type, dict[str, Any]] = {
         "context_fingerprint": _bound_context,
         "decided_by_kind": _kind_of_old_record,
         "result_attachments": (),  # absent before a tool's images were kept, and whenever it has none
+        # Absent before approvals by teams, and whenever nobody authenticated asked, the call needs
+        # today's one approver, or no approval counted yet (docs/approvals.md, "Approvals by teams").
+        "requested_by": None,
+        "approvers": ONE_APPROVER,
+        "approvals": (),
     },
     Question: {
         "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
@@ -206,7 +268,7 @@ ADDED: dict[type, dict[str, Any]] = {
 
 # Written only when set (read back as the ADDED value): fields most records leave empty, so records
 # without them are stored as they were before the field existed.
-SPARSE: dict[type, frozenset[str]] = {Message: frozenset({"runtime"})}
+SPARSE: dict[type, frozenset[str]] = {Message: frozenset({"runtime"}), ToolCall: frozenset({"requested_by"})}
 
 # Stored under another name than the attribute's: an attribute renamed keeps the key it was first
 # stored under, so records written before the rename read the same and no migration is needed.
@@ -274,9 +336,10 @@ def _generate(record: type[Any]) -> dict[str, Any]:
         if kind.omitted_when_empty or f.name in SPARSE.get(record, ()):
             if i == 0 or f.name not in added:
                 raise TypeError(f"{key} may be omitted only after the first field, with an ADDED entry")
-            to_dict.append(f"**({{{key!r}: {kind.to_dict.format(v=v)}}} if {v} else {{}})")
+            is_set = kind.is_set.format(v=v)
+            to_dict.append(f"**({{{key!r}: {kind.to_dict.format(v=v)}}} if {is_set} else {{}})")
             namespace[f"_key_{key}"] = f',"{key}":'
-            write.append("{" + f'(_key_{key} + {kind.write.format(v=v)}) if {v} else ""' + "}")
+            write.append("{" + f'(_key_{key} + {kind.write.format(v=v)}) if {is_set} else ""' + "}")
         else:
             to_dict.append(f"{key!r}: {kind.to_dict.format(v=v)}")
             write.append(("{{" if i == 0 else ",") + f'"{key}":')

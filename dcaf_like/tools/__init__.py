@@ -23,6 +23,7 @@ from dcaf_like.concurrency.threads import in_thread
 from dcaf_like.tools._injected import IDENTITY_OR_NONE, injected_kind
 
 if TYPE_CHECKING:
+    from dcaf_like.domain import Approvers
     from dcaf_like.tools.schema import ArgumentSchema
 
 _NO_SECRETS: frozenset[str] = frozenset()
@@ -55,6 +56,8 @@ class Tool:
     The function returns its result (text, or anything :func:`render` writes as text), or a
     :class:`~dcaf_like.application.ports.ToolOutput` whose images and files the model is shown besides
     the text, as an MCP tool's.
+    ``approvers`` says who must approve a call of it (``approvers(2, "sre")``: two distinct members
+    of the group ``sre``, not the requester; docs/approvals.md, "Approvals by teams").
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
@@ -71,6 +74,7 @@ class Tool:
         schema: Mapping[str, Any] | type | None = None,
         secret: Iterable[str] = (),
         timeout: float | None = None,
+        approvers: Approvers | None = None,
     ) -> None:
         from dcaf_like.tools import schema as _schema
 
@@ -80,6 +84,12 @@ class Tool:
         self.func = func
         self.name = name or func.__name__
         self.requires_approval = requires_approval
+        if approvers is not None and not requires_approval:
+            raise ValueError(
+                f"tool {self.name!r}: approvers= names who approves a tool that requires approval"
+            )
+        #: Who must approve a call of it (``approvers(2, "sre")``); None: today's one approver.
+        self.approvers: Approvers | None = approvers
         self.editable = editable
         self.companions: tuple[Tool, ...] = ()
         if not self.name.replace("_", "").replace("-", "").isalnum():
@@ -184,6 +194,7 @@ def tool(
     schema: Mapping[str, Any] | type | None = None,
     secret: Iterable[str] = (),
     timeout: float | None = None,
+    approvers: Approvers | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -198,6 +209,7 @@ def tool(
     schema: Mapping[str, Any] | type | None = None,
     secret: Iterable[str] = (),
     timeout: float | None = None,
+    approvers: Approvers | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -211,6 +223,7 @@ def tool(
             schema=schema,
             secret=secret,
             timeout=timeout,
+            approvers=approvers,
         )
 
     return wrap(func) if func is not None else wrap

@@ -18,10 +18,12 @@ import pytest
 
 from dcaf_like import ConcurrencyConflict, ConversationRepository, InMemoryConversationRepository
 from dcaf_like.domain import (
+    ApprovalPolicy,
     Conversation,
     DeciderKind,
     DecisionOutcome,
     DecisionRecord,
+    Identity,
     Message,
     MessageContent,
     PlatformContext,
@@ -29,6 +31,8 @@ from dcaf_like.domain import (
     TaskOutcome,
     ToolCallId,
     ToolInput,
+    Trusted,
+    approvers,
     attachment,
 )
 from dcaf_like.stores._codec import conversation_to_dict
@@ -288,6 +292,35 @@ def test_the_images_and_files_a_tool_returned_survive_a_round_trip_with_its_call
     assert again is not None
     assert again.tool_call(pending.id.value).result_attachments == (graph, logs)
     assert [c.result_attachments for c in again.tool_calls.values() if c.id != pending.id] == [()] * 5
+
+
+def test_a_partial_approval_its_rule_and_requester_survive_a_round_trip_and_a_delta_save(
+    make: Factory,
+) -> None:
+    """docs/approvals.md, "Approvals by teams": the count a call has reached is stored with it."""
+    store = make()
+    conversation = full_conversation()
+    [pending] = conversation.pending_tool_calls
+    pending.requested_by = "carol"
+    pending.approvers = approvers(1, "leads", then=approvers(2, "sre"))
+    store.save(conversation, 0)
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    policy = ApprovalPolicy(groups={"leads": {"lena"}, "sre": {"alice"}})
+    lena = Trusted(Identity("lena", frozenset({"approve"})))
+    loaded.approve_tool_call(pending.id.value, by="lena", policy=policy, trusted=lena, at=1_700_000_008.0)
+    store.save(loaded, conversation.version)  # a delta save
+
+    again = store.get(conversation.id)
+
+    assert again is not None
+    call = again.tool_call(pending.id.value)
+    assert (call.requested_by, call.approvers, call.status) == ("carol", pending.approvers, pending.status)
+    assert [(a.by, a.at, a.stage) for a in call.approvals] == [("lena", 1_700_000_008.0, 0)]
+    assert call.approvals[0].fingerprint == call.approved_fingerprint
+    assert [c.approvals for c in again.tool_calls.values() if c.id != pending.id] == [()] * 5
+    records = store.decision_records(conversation.id)
+    assert [r.decided_by for r in records if r.outcome is DecisionOutcome.COUNTED] == ["lena"]
 
 
 def test_credentials_in_the_platform_context_are_never_stored(make: Factory) -> None:

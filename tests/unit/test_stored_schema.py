@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from dcaf_like import InMemoryConversationRepository
 from dcaf_like.domain import (
+    Approval,
+    Approvers,
     ContextSummary,
     Conversation,
     DeciderKind,
@@ -22,6 +24,7 @@ from dcaf_like.domain import (
     MessageContent,
     PlatformContext,
     Role,
+    Stage,
     TaskRecord,
     ToolCall,
     ToolCallId,
@@ -170,6 +173,15 @@ calls = st.builds(
     lease_expires_at=st.none() | times,
     context_fingerprint=st.none() | texts,
     decided_by_kind=st.none() | st.sampled_from(DeciderKind),
+    requested_by=st.none() | st.text(min_size=1, max_size=12),  # an identity: never empty (SPARSE)
+    approvers=st.builds(
+        Approvers,
+        st.lists(
+            st.builds(Stage, st.integers(1, 5), st.frozensets(texts, max_size=2)), min_size=1, max_size=3
+        ).map(tuple),
+        st.booleans(),
+    ),
+    approvals=st.lists(st.builds(Approval, texts, times, st.integers(0, 3), texts), max_size=3).map(tuple),
 )
 messages = st.builds(
     Message, st.sampled_from(Role), texts.map(MessageContent), times, st.lists(texts, max_size=3).map(tuple)

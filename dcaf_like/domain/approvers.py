@@ -1,0 +1,202 @@
+"""Who must approve a call: how many distinct people, from which groups, in which stages, and whether
+the person who asked for it may be one of them (docs/approvals.md, "Approvals by teams").
+
+A call records its :class:`Approvers` when it is proposed, and each approval as an :class:`Approval`
+bound to the fingerprint of the name and arguments it approved: an edit changes that fingerprint, so
+the approvals given before it no longer count and the count starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dcaf_like.domain.errors import DomainError
+from dcaf_like.domain.identity import Identity
+
+
+class NotAnApprover(DomainError):
+    """An approval (or a rejection) by someone the call's rule does not count: the requester when the
+    rule keeps them out, someone outside the groups the stage due asks for, or the agent's approver
+    callback for a call that needs people (HTTP 403 ``not_an_approver``). Nothing changes."""
+
+    def __init__(self, call_id: str, by: str, detail: str) -> None:
+        self.call_id = call_id
+        self.by = by
+        self.detail = detail
+        super().__init__(f"{by} may not decide tool call {call_id}: {detail}")
+
+
+class AlreadyApproved(DomainError):
+    """A second approval by an identity already counted for the call as it stands (HTTP 409
+    ``already_approved``): an identity counts once, however often it approves. Nothing changes."""
+
+    def __init__(self, call_id: str, by: str) -> None:
+        self.call_id = call_id
+        self.by = by
+        super().__init__(f"{by} already approved tool call {call_id}: it needs the approval of someone else")
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """`count` distinct approvers, each a member of one of `groups` (none named: anyone who may approve)."""
+
+    count: int = 1
+    groups: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"a stage needs one approver or more, not {self.count!r}")
+
+    def admits(self, member_of: frozenset[str]) -> bool:
+        return not self.groups or not self.groups.isdisjoint(member_of)
+
+    def describe(self) -> str:
+        people = "approver" if self.count == 1 else "approvers"
+        if not self.groups:
+            return f"{self.count} {people}"
+        return f"{self.count} {people} from {' or '.join(sorted(self.groups))}"
+
+
+#: Today's stage: one approval, by anyone who may approve.
+ANYONE = Stage()
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One approval of a call that needs more than one: who gave it, when, for which stage (from 0),
+    and the fingerprint of the name and arguments it approved (:func:`fingerprint`)."""
+
+    by: str
+    at: float
+    stage: int
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Needed:
+    """The approvals a stage (from 0) still lacks: `count` more, from any of `groups` (none: anyone)."""
+
+    stage: int
+    count: int
+    groups: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Approvers:
+    """The approvals a call needs: its `stages` in order, each complete before the next counts, and
+    whether the requester (whose message led to the proposal) may be one of the approvers.
+
+    The default is the rule every call had before teams: one approval, by anyone who may approve,
+    the requester included."""
+
+    stages: tuple[Stage, ...] = (ANYONE,)
+    requester_may_approve: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.stages:
+            raise ValueError("approvers need one stage or more")
+
+    @property
+    def is_default(self) -> bool:
+        return self == ONE_APPROVER
+
+    def tightened(self, other: Approvers) -> Approvers:
+        """Both rules at once: the stages of each (one stage of each kind; today's single approval by
+        anyone is met by any other stage), the requester kept out if either keeps them out."""
+        stages = tuple(dict.fromkeys((*self.stages, *other.stages)))
+        if len(stages) > 1:
+            stages = tuple(s for s in stages if s != ANYONE)
+        return Approvers(stages, self.requester_may_approve and other.requester_may_approve)
+
+    def counted(self, approvals: Sequence[Approval], fingerprint: str) -> tuple[Approval, ...]:
+        """The approvals that count: those of the call as it stands (its `fingerprint`)."""
+        return tuple(a for a in approvals if a.fingerprint == fingerprint)
+
+    def due(self, approvals: Sequence[Approval], fingerprint: str) -> int | None:
+        """The first stage still short of approvals (None: every stage is complete)."""
+        counted = self.counted(approvals, fingerprint)
+        for index, stage in enumerate(self.stages):
+            if sum(a.stage == index for a in counted) < stage.count:
+                return index
+        return None
+
+    def still_needed(self, approvals: Sequence[Approval], fingerprint: str) -> tuple[Needed, ...]:
+        """What the call waits for, stage by stage: the approvals each stage still lacks."""
+        counted = self.counted(approvals, fingerprint)
+        needed = []
+        for index, stage in enumerate(self.stages):
+            missing = stage.count - sum(a.stage == index for a in counted)
+            if missing > 0:
+                needed.append(Needed(index, missing, stage.groups))
+        return tuple(needed)
+
+    def admit(
+        self,
+        call_id: str,
+        by: str,
+        member_of: frozenset[str],
+        *,
+        requester: str | None,
+        approvals: Sequence[Approval],
+        fingerprint: str,
+    ) -> int:
+        """The stage an approval by `by` (a member of `member_of`) counts for; refused, changing
+        nothing, for the requester the rule keeps out (:class:`NotAnApprover`), an identity already
+        counted (:class:`AlreadyApproved`), or one outside the groups of the stage due."""
+        if requester is not None and by == requester and not self.requester_may_approve:
+            raise NotAnApprover(call_id, by, "the requester of a call may not approve it under its rule")
+        counted = self.counted(approvals, fingerprint)
+        if any(a.by == by for a in counted):
+            raise AlreadyApproved(call_id, by)
+        index = self.due(counted, fingerprint)
+        if index is None:  # complete: the call is approved already, and the caller checks that first
+            raise DomainError(f"tool call {call_id} has every approval it needs")
+        stage = self.stages[index]
+        if not stage.admits(member_of):
+            raise NotAnApprover(call_id, by, f"stage {index + 1} of its approval needs {stage.describe()}")
+        return index
+
+    def may_reject(self, by: str, member_of: frozenset[str], *, requester: str | None) -> bool:
+        """A rejection counts from anyone a stage admits, and from the requester (who withdraws it)."""
+        return (requester is not None and by == requester) or any(s.admits(member_of) for s in self.stages)
+
+    def describe(self) -> str:
+        text = ", then ".join(s.describe() for s in self.stages)
+        return text if self.requester_may_approve else f"{text}, not the requester"
+
+
+#: Today's rule, every call's unless a tool or a policy says otherwise.
+ONE_APPROVER = Approvers()
+
+
+def approvers(
+    count: int = 1, *groups: str, then: Approvers | None = None, requester_may_approve: bool = False
+) -> Approvers:
+    """`count` distinct approvers from any of `groups` (none: anyone who may approve), then the stages
+    of `then`; the requester is not one of them unless `requester_may_approve` (and `then` allows it).
+
+    ``approvers(2, "sre")``; ``approvers(1, "leads", then=approvers(2, "sre"))``."""
+    stage = Stage(count, frozenset(groups))
+    if then is None:
+        return Approvers((stage,), requester_may_approve)
+    return Approvers((stage, *then.stages), requester_may_approve and then.requester_may_approve)
+
+
+def groups_of(identity: Identity | None, groups: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The groups `identity` belongs to: those that list its name, and ``<group>`` for each
+    ``approve:<group>`` scope of its API key. Nobody (None) belongs to none."""
+    if identity is None:
+        return frozenset()
+    named = {group for group, members in groups.items() if identity.name in members}
+    scoped = {scope.partition(":")[2] for scope in identity.scopes if scope.startswith(GROUP_SCOPE)}
+    return frozenset(named | scoped)
+
+
+#: The prefix of an API key's scope that makes its holder a member of a group (``approve:sre``).
+GROUP_SCOPE = "approve:"
+
+
+def frozen_groups(groups: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    """``{"sre": {"alice", "bob"}}`` as the policy keeps it (a name given as one string is one member)."""
+    return {g: frozenset([m] if isinstance(m, str) else m) for g, m in groups.items()}
