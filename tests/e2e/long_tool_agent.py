@@ -1,6 +1,8 @@
 """An agent for tests that stop a long tool: ``snapshot_volume`` (no approval) is an ``async def`` that
 writes ``started <volume>`` to the file ``DCAF_TEST_LEDGER``, then takes a minute, then writes
-``finished <volume>``. Its model is the scripted OpenAI-compatible server at ``DCAF_TEST_OPENAI_URL``."""
+``finished <volume>``; ``snapshot_volume_blocking`` is the same as a plain ``def`` that never looks at
+a cancel, ``copy_volume_in_steps`` a plain ``def`` that looks between its steps. Its model is the
+scripted OpenAI-compatible server at ``DCAF_TEST_OPENAI_URL``."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from dcaf_like import Agent, tool
+from dcaf_like import Agent, ToolContext, tool
 from dcaf_like.runtimes.openai_chat import OpenAIRuntime
 
 
@@ -36,5 +38,18 @@ def make_agent() -> Agent:
         write(f"finished {volume}")
         return f"snapshot of {volume} completed"
 
+    @tool(requires_approval=False)
+    def copy_volume_in_steps(volume: str, context: ToolContext) -> str:
+        """Copy a volume block by block, a minute in all (docs/runs.md, "Stopping a running tool")."""
+        write(f"started {volume}")
+        for block in range(600):
+            context.check_cancelled()  # a human's Stop ends the copy here
+            time.sleep(0.1)
+            write(f"copied block {block}")
+        write(f"finished {volume}")
+        return f"copy of {volume} completed"
+
     runtime = OpenAIRuntime("test-model", base_url=os.environ["DCAF_TEST_OPENAI_URL"], max_retries=0)
-    return Agent(tools=[snapshot_volume, snapshot_volume_blocking], runtime=runtime, name="ops")
+    return Agent(
+        tools=[snapshot_volume, snapshot_volume_blocking, copy_volume_in_steps], runtime=runtime, name="ops"
+    )
