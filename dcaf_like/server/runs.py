@@ -202,7 +202,10 @@ async def _settling(work: Coroutine[Any, Any, T], waiter: asyncio.Future[T]) -> 
     try:
         result = await work
     except asyncio.CancelledError:
-        waiter.cancel()
+        # Only a shutdown past its grace period cancels a run: whoever waits is told so (503), as a
+        # stream's reader is, not handed a cancellation that answers 500.
+        if not waiter.done():
+            waiter.set_exception(ShuttingDown())
         raise
     except BaseException as exc:
         if not waiter.done():
