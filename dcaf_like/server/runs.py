@@ -172,7 +172,10 @@ def drain_on_sigterm(runs: Runs) -> None:
 
     def on_sigterm(number: int, frame: Any) -> None:
         if runs.draining:  # a second SIGTERM: no more waiting
-            shut_down(number, frame)
+            if drainers:  # the grace period is not over: stop the runs now, and the drain goes on
+                loop.call_soon_threadsafe(stop_now)
+            else:
+                shut_down(number, frame)  # uvicorn's own second signal: it exits without waiting
             return
         runs.begin_drain()
         logger.warning(
@@ -193,6 +196,11 @@ def drain_on_sigterm(runs: Runs) -> None:
             task.add_done_callback(drainers.discard)
 
         loop.call_soon_threadsafe(start)
+
+    def stop_now() -> None:
+        # Each stopped run settles its call and ends its request; the drain then shuts down at once.
+        drainers.add(task := loop.create_task(runs.stop()))
+        task.add_done_callback(drainers.discard)
 
     signal.signal(signal.SIGTERM, on_sigterm)
 
