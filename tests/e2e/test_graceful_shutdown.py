@@ -2,7 +2,8 @@
 
 While it drains, a new turn gets 503 with ``Retry-After`` and ``/ready`` says 503, so a load balancer
 sends the traffic elsewhere; the turn under way finishes and its answer reaches its client; then the
-process exits on its own. A turn that outlives the grace period does not keep the process alive.
+process exits on its own. A turn that outlives the grace period does not keep the process alive
+(docs/deployment.md, "Restarts and deploys").
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import threading
@@ -161,6 +162,11 @@ def test_after_kill_9_of_its_worker_the_next_turn_settles_the_call_before_its_le
             )
             after = httpx.get(f"{served.url}/api/conversations/{conversation_id}", timeout=10).json()
 
+    for pid in killed:  # docs/deployment.md, "One host": a worker that dies is logged at WARNING
+        assert re.search(
+            rf"WARNING: +worker process \[{pid}\] died \(exit code -9\); started \[\d+\] in its place",
+            served.log,
+        )
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["content"].startswith("I cannot tell whether web restarted")

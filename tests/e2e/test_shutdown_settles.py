@@ -1,7 +1,8 @@
 """SIGTERM to ``dcaf-like serve --workers 2`` while a long tool runs (issue 35; docs/deployment.md,
-"Shutting down"; docs/runs.md): past the grace period the call is settled as interrupted in the turn's
-last save, at once, not left approved under a live lease; the stream that followed the run ends with an
-``error`` event (``shutting_down``), so its client can tell a cut stream from a finished one."""
+"Restarts and deploys"; docs/runs.md, "A client that goes away"): past the grace period the call is
+settled as interrupted in the turn's last save, at once, not left approved under a live lease; the
+stream that followed the run ends with an ``error`` event (``shutting_down``), so its client can tell a
+cut stream from a finished one."""
 
 from __future__ import annotations
 
