@@ -1,9 +1,11 @@
 """How long a Stop takes to stop a running tool on another worker (issue 35; docs/runs.md, "Stopping a
-running tool"): two ``dcaf-like serve`` processes on one SQLite store, an ``async def`` tool that would
-take a minute running on worker A, ``POST /api/conversations/{id}/cancel`` sent to worker B; the time
-from the cancel's answer to worker A's answer to the turn. Timing belongs here, not in the tests.
+running tool"): two ``dcaf-like serve`` processes on one store (SQLite unless ``--store URL``), an
+``async def`` tool that would take a minute running on worker A, ``POST /api/conversations/{id}/cancel``
+sent to worker B; the time from the cancel's answer to worker A's answer to the turn. Timing belongs
+here, not in the tests.
 
     python benchmarks/cancel_latency.py --runs 10
+    python benchmarks/cancel_latency.py --runs 10 --store "postgresql://postgres@127.0.0.1:5432/postgres?table=bench"
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from _server import dcaf_like_serve  # noqa: E402
 from dcaf_like.testing import OpenAICompatibleServer  # noqa: E402
 
 
-def measure(runs: int) -> list[float]:
+def measure(runs: int, store_url: str | None = None) -> list[float]:
     seconds: list[float] = []
     with tempfile.TemporaryDirectory() as folder, OpenAICompatibleServer() as model:
         ledger = Path(folder) / "ledger.log"
-        store = f"sqlite:///{folder}/conversations.sqlite3"
+        store = store_url or f"sqlite:///{folder}/conversations.sqlite3"
         env = {**os.environ, "DCAF_TEST_LEDGER": str(ledger), "DCAF_TEST_OPENAI_URL": model.base_url}
         env.pop("DCAF_STORE", None)
         serve = ("tests/e2e/long_tool_agent.py:make_agent", "--factory", "--port", "0", "--store", store)
@@ -62,7 +64,9 @@ def measure(runs: int) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
-    seconds = measure(parser.parse_args().runs)
+    parser.add_argument("--store", help="a store URL both workers share (default: a fresh SQLite file)")
+    args = parser.parse_args()
+    seconds = measure(args.runs, args.store)
     print(
         f"cancel to stop, async tool on another worker: median {statistics.median(seconds):.3f} s, "
         f"max {max(seconds):.3f} s over {len(seconds)} runs"

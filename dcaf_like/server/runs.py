@@ -172,7 +172,10 @@ def drain_on_sigterm(runs: Runs) -> None:
 
     def on_sigterm(number: int, frame: Any) -> None:
         if runs.draining:  # a second SIGTERM: no more waiting
-            shut_down(number, frame)
+            if drainers:  # the grace period is not over: stop the runs now, and the drain goes on
+                loop.call_soon_threadsafe(stop_now)
+            else:
+                shut_down(number, frame)  # uvicorn's own second signal: it exits without waiting
             return
         runs.begin_drain()
         logger.warning(
@@ -194,6 +197,11 @@ def drain_on_sigterm(runs: Runs) -> None:
 
         loop.call_soon_threadsafe(start)
 
+    def stop_now() -> None:
+        # Each stopped run settles its call and ends its request; the drain then shuts down at once.
+        drainers.add(task := loop.create_task(runs.stop()))
+        task.add_done_callback(drainers.discard)
+
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
@@ -202,7 +210,10 @@ async def _settling(work: Coroutine[Any, Any, T], waiter: asyncio.Future[T]) -> 
     try:
         result = await work
     except asyncio.CancelledError:
-        waiter.cancel()
+        # Only a shutdown past its grace period cancels a run: whoever waits is told so (503), as a
+        # stream's reader is, not handed a cancellation that answers 500.
+        if not waiter.done():
+            waiter.set_exception(ShuttingDown())
         raise
     except BaseException as exc:
         if not waiter.done():

@@ -24,7 +24,9 @@ from dcaf_like.application.tracing import NO_SPAN, Span, Tracer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-TURNS = Counter("dcaf_turns", "Turns, by outcome (completed, awaiting_approval, failed).", ["outcome"])
+TURNS = Counter(
+    "dcaf_turns", "Turns, by outcome (completed, awaiting_approval, failed, interrupted).", ["outcome"]
+)
 MODEL_CALLS = Counter(
     "dcaf_model_calls",
     "Model calls, by the runtime that answered and outcome (ok, error).",
@@ -128,6 +130,9 @@ def _turn(span: _MetricSpan, seconds: float) -> None:
         return
     if span.failed:
         TURNS.labels("failed").inc()
+        return
+    if "dcaf.pending_approvals" not in a:  # ended without its answer: a shutdown stopped it
+        TURNS.labels("interrupted").inc()
         return
     pending = int(a.get("dcaf.pending_approvals", 0))
     TURNS.labels("awaiting_approval" if pending else "completed").inc()

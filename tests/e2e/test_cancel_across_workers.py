@@ -1,14 +1,22 @@
 """A cancel sent to one worker stops a turn running on another: two ``dcaf-like serve`` processes on
-one store, the turn on worker A waiting for a slow model or running a long tool, the cancel posted to
-worker B (docs/runs.md, "Cancelling a run" and "Stopping a running tool")."""
+one store (SQLite, Redis, PostgreSQL), the turn on worker A waiting for a slow model or running a long
+tool, the cancel posted to worker B (docs/runs.md, "Cancel" and "Stopping a running tool"; issue 35).
+
+Two processes, so the test chooses which one gets the cancel. ``dcaf-like serve --workers 2`` runs the
+same code in two children of one supervisor, and the kernel picks the worker of each connection: the
+``--workers 2`` variants send the cancel on a connection of its own and show the tool stops whichever
+worker took it. How soon (under a second for an ``async def`` tool) is measured by
+``benchmarks/cancel_latency.py``, not asserted here: a test waits for events, never for a clock."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +28,42 @@ from _server import Served, dcaf_like_serve, store_url_of, until
 from dcaf_like.testing import OpenAICompatibleServer
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return store_url_of(request.param, request, tmp_path)
+
+
+def free_port() -> str:
+    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+@contextmanager
+def two_workers(
+    target: str, store_url: str, env: dict[str, str], workers: int
+) -> Iterator[tuple[Served, Served]]:
+    """Worker A and worker B: two ``dcaf-like serve`` processes, or (`workers` == 2) one ``dcaf-like
+    serve --workers 2`` whose workers each connection reaches as the kernel chooses."""
+    if workers == 2:
+        options = ("--factory", "--port", free_port(), "--workers", "2", "--store", store_url)
+        with dcaf_like_serve(target, *options, env=env) as served:
+            yield served, served
+        return
+    serve = (target, "--factory", "--port", "0", "--store", store_url)
+    with dcaf_like_serve(*serve, env=env) as worker_a, dcaf_like_serve(*serve, env=env) as worker_b:
+        yield worker_a, worker_b
 
 
 def cancel_from_b(
     target: str, store_url: str, tmp_path: Path, script: Callable[[OpenAICompatibleServer], None],
     started: Callable[[OpenAICompatibleServer], bool], then: dict[str, Any] | None = None,
-    stream: bool = False,
+    stream: bool = False, workers: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     """Worker A runs a turn (the model scripted by `script`; streamed if `stream`, its NDJSON lines
     in "lines"); once `started`, worker B is asked to cancel it; then (optionally) `then` is sent to
-    worker B. What each answered, and the conversation."""
+    worker B. What each answered, and the conversation. `workers`: see :func:`two_workers`."""
     conversation_id = f"conv_{uuid.uuid4().hex[:24]}"  # chosen by the client, so it can cancel the first turn
-    serve = (target, "--factory", "--port", "0", "--store", store_url)
     seen: dict[str, Any] = {"conversation_id": conversation_id}
     with OpenAICompatibleServer() as model:
         env = {
@@ -44,7 +73,7 @@ def cancel_from_b(
             "DCAF_TEST_LEASE": "60",
         }
         script(model)
-        with dcaf_like_serve(*serve, env=env) as worker_a, dcaf_like_serve(*serve, env=env) as worker_b:
+        with two_workers(target, store_url, env, workers) as (worker_a, worker_b):
 
             def ask(worker: Served, text: str) -> httpx.Response:
                 turn = {"messages": [user(text, conversation_id=conversation_id)]}
@@ -96,15 +125,16 @@ def test_a_cancel_sent_to_worker_b_stops_a_turn_running_on_worker_a(store_url: s
     assert seen["then"].json()["content"] == "Summary: the incident is over."
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_cancel_sent_to_worker_b_stops_an_async_tool_running_on_worker_a(
-    store_url: str, tmp_path: Path
+    store_url: str, tmp_path: Path, workers: int
 ) -> None:
     """docs/runs.md, "Stopping a running tool": the tool is cancelled, not waited for."""
     ledger = tmp_path / "ledger.log"
     seen = cancel_from_b(
         "tests/e2e/long_tool_agent.py:make_agent", store_url, tmp_path,
         lambda model: model.call([("snapshot_volume", {"volume": "vol-1"})]),
-        started=lambda model: ledger.exists() and "started" in ledger.read_text(),
+        started=lambda model: ledger.exists() and "started" in ledger.read_text(), workers=workers,
     )  # fmt: skip
 
     assert seen["cancel"].status_code == 202
@@ -117,6 +147,34 @@ def test_a_cancel_sent_to_worker_b_stops_an_async_tool_running_on_worker_a(
         "stopped: the run was cancelled while the tool ran; it may have done part of its work",
     )
     assert ledger.read_text() == "started vol-1\n"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_cancel_sent_to_worker_b_stops_a_def_tool_on_worker_a_at_its_next_check(
+    store_url: str, tmp_path: Path, workers: int
+) -> None:
+    """docs/runs.md, "Stopping a running tool": a plain `def` tool that calls
+    `context.check_cancelled()` between its steps stops at the next one, and its call is settled as
+    stopped (a `def` tool that never looks would have run on and been recorded as executed)."""
+    ledger = tmp_path / "ledger.log"
+    seen = cancel_from_b(
+        "tests/e2e/long_tool_agent.py:make_agent", store_url, tmp_path,
+        lambda model: model.call([("copy_volume_in_steps", {"volume": "vol-1"})]),
+        started=lambda model: ledger.exists() and "copied block 0" in ledger.read_text(), workers=workers,
+    )  # fmt: skip
+
+    assert seen["cancel"].status_code == 202
+    response = seen["response"]
+    assert response.status_code == 200, response.text
+    assert response.json()["meta"]["stop_reason"] == "cancelled"
+    (call,) = seen["stored"]["tool_calls"]
+    assert (call["status"], call["error"]) == (
+        "failed",
+        "stopped: the run was cancelled while the tool ran; it may have done part of its work",
+    )
+    lines = ledger.read_text().splitlines()
+    assert lines[0] == "started vol-1"
+    assert "finished vol-1" not in lines  # stopped at a check, 600 blocks short of its end
 
 
 def test_a_stream_on_worker_a_acknowledges_a_cancel_sent_to_worker_b_then_settles_the_call(

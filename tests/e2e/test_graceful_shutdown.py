@@ -2,7 +2,8 @@
 
 While it drains, a new turn gets 503 with ``Retry-After`` and ``/ready`` says 503, so a load balancer
 sends the traffic elsewhere; the turn under way finishes and its answer reaches its client; then the
-process exits on its own. A turn that outlives the grace period does not keep the process alive.
+process exits on its own. A turn that outlives the grace period does not keep the process alive
+(docs/deployment.md, "Restarts and deploys").
 """
 
 from __future__ import annotations
@@ -129,3 +130,29 @@ def test_with_nothing_running_sigterm_stops_at_once(tmp_path):
 
         assert server.process.wait(timeout=30) == STOPPED
     assert "SIGTERM: draining: 0 turn(s) under way" in server.log
+
+
+def test_a_second_sigterm_stops_at_once_and_settles_the_running_call(tmp_path):
+    """docs/deployment.md, "Restarts and deploys": "A second `SIGTERM` stops at once" (the grace
+    period here, 60 s, is longer than the bound of the wait)."""
+    with served(tmp_path, "60") as server:
+        answers: list[httpx.Response] = []
+        running = start_turn(server.url, answers)
+        wait_for((tmp_path / "started").exists, "the slow tool started")
+        server.process.send_signal(signal.SIGTERM)
+        wait_for(lambda: draining(server.url), "/ready says 503")
+
+        server.process.send_signal(signal.SIGTERM)
+
+        assert server.process.wait(timeout=30) == STOPPED
+        running.join(30)
+
+    store = SqliteConversationRepository(tmp_path / "conversations.db", namespace="agent")
+    [conversation_id] = store.list_ids()
+    conversation = store.get(conversation_id)
+    assert conversation is not None
+    [call] = conversation.tool_calls.values()
+    assert call.status is ToolCallStatus.INTERRUPTED
+    [answer] = answers
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "shutting_down"

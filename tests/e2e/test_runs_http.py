@@ -1,5 +1,6 @@
 """The life of a run over real HTTP: a client that goes away after approving does not stop the work
-it approved; time limits reach the wire."""
+it approved (docs/runs.md, "A client that goes away"); time limits reach the wire (docs/runs.md,
+"Time limits")."""
 
 from __future__ import annotations
 

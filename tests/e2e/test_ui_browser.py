@@ -12,13 +12,15 @@ import os
 import queue
 import re
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from _server import serving
+from _server import dcaf_like_serve
 
 from dcaf_like import (
     Agent,
@@ -31,11 +33,18 @@ from dcaf_like import (
     ToolOutput,
     ToolResult,
     attachment,
-    create_app,
     tool,
 )
 from dcaf_like.application.errors import ModelError
-from dcaf_like.testing import FakeRuntime, ManualClock, fail, reply, tool_call, tool_calls
+from dcaf_like.testing import (
+    FakeRuntime,
+    ManualClock,
+    OpenAICompatibleServer,
+    fail,
+    reply,
+    tool_call,
+    tool_calls,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("DCAF_CHROMIUM", "/usr/bin/chromium")
@@ -426,7 +435,6 @@ def test_a_page_under_a_foreign_name_resolving_to_loopback_can_neither_list_nor_
 
 
 def test_stop_ends_the_run_and_the_conversation_goes_on(page, start_server):
-    import asyncio
 
     class WaitingRuntime(FakeRuntime):
         """Its first answer never comes: the run waits for the model until it is stopped."""
@@ -571,63 +579,50 @@ def test_stop_says_stopping_on_the_running_card_until_the_stopped_call_settles_i
     screenshot(page, "stopped-call")
 
 
-def test_a_cancel_the_stream_reports_makes_the_page_say_stopping_whoever_asked(page, start_server):
-    """docs/ui.md, "The page" (Stop): the stream's `cancel_requested` event (a cancel sent by another
-    client, or this page's own Stop) is shown as "stopping", once however often it is said.
-
-    The real server sends that event from main's 80cbeb8 on; until this branch has it, the test plays
-    the stream from a scripted /api/chat-stream in front of the real app (its page, its other routes)."""
-    script: queue.Queue[dict[str, Any] | None] = queue.Queue()
-
-    async def scripted_stream(request: Any) -> Any:
-        from starlette.responses import StreamingResponse
-
-        body = await request.json()
-        conversation_id = body["messages"][0]["data"]["conversation_id"]
-
-        async def lines() -> Any:
-            while (line := await asyncio.to_thread(script.get, timeout=10)) is not None:
-                yield json.dumps({**line, "conversation_id": conversation_id}) + "\n"
-
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-    from starlette.applications import Starlette
-    from starlette.routing import Mount, Route
-
-    real = create_app(Agent(runtime=FakeRuntime([])))
-    app = Starlette(routes=[Route("/api/chat-stream", scripted_stream, methods=["POST"]), Mount("/", real)])
-    with serving(app) as client:
-        page.goto(str(client.base_url))
-        send(page, "snapshot vol-7")
-        call = {"id": "tc_1", "name": "snapshot_volume", "input": {"volume_id": "vol-7"}}
-        script.put({"type": "tool_call_proposed", "tool_call": {**call, "status": "approved"}})
-        script.put({"type": "tool_started", "id": "tc_1", "name": "snapshot_volume"})
-        card = page.locator('.card[data-call-id="tc_1"]')
-        expect(card.locator(".status")).to_have_text("running")
-
-        script.put({"type": "cancel_requested"})
-        script.put({"type": "cancel_requested"})  # said twice: shown once, the same
-
-        expect(card.locator(".status")).to_have_text("stopping")
-        expect(page.get_by_role("button", name="Stopping\u2026", exact=True)).to_be_disabled()
-        failed = {
-            **call,
-            "status": "failed",
-            "output": "Error: stopped: the run was cancelled while the tool ran",
+def test_another_clients_cancel_makes_the_page_say_stopping_then_show_the_settled_call(page, tmp_path):
+    """docs/ui.md, "The page" (Stop): a cancel another client sends over HTTP, to whichever worker of
+    a real `dcaf-like serve --workers 2`, reaches the page as the stream's `cancel_requested` event:
+    the running card and the button say "stopping" (once, however often the cancel is sent) until
+    the stopped call's settled card replaces it (issue 35)."""
+    ledger = tmp_path / "ledger.log"
+    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    with OpenAICompatibleServer() as model:
+        model.call([("drain_node", {"node": "node-7"})])
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "DCAF_STORE"},
+            "DCAF_TEST_LEDGER": str(ledger),
+            "DCAF_TEST_OPENAI_URL": model.base_url,
         }
-        script.put({"type": "tool_finished", "tool_call": failed})
-        expect(card.locator(".status")).to_have_text("failed")
-        done = {
-            "role": "assistant",
-            "content": "",
-            "data": {"session": {}},
-            "meta": {"stop_reason": "cancelled"},
-        }
-        script.put({"type": "done", "message": done})
-        script.put(None)
-        expect(page.locator(".note")).to_have_text("Run stopped.")
-        expect(page.locator("#stop")).to_be_hidden()
-        expect(page.locator(".card")).to_have_count(1)
+        store = f"sqlite:///{tmp_path / 'conversations.sqlite3'}"
+        options = ("--factory", "--port", port, "--workers", "2", "--store", store)
+        with dcaf_like_serve("tests/e2e/long_tool_agent.py:make_agent", *options, env=env) as served:
+            page.goto(served.url)
+            send(page, "drain node-7")
+            card = page.locator('.card[data-call-id]:has(.tool:text-is("drain_node"))')
+            expect(card.locator(".status")).to_have_text("running")
+            expect(card.locator(".progress")).to_have_text("evicting pods (20%)")
+            [listed] = httpx.get(f"{served.url}/api/conversations", timeout=10).json()["conversations"]
+
+            for _ in range(2):  # another operator's Stop, sent twice, each on a connection of its own
+                cancel = httpx.post(f"{served.url}/api/conversations/{listed['id']}/cancel", timeout=10)
+                assert cancel.status_code == 202, cancel.text
+
+            expect(card.locator(".status")).to_have_text("stopping")
+            expect(card.locator(".args")).to_have_text(json.dumps({"node": "node-7"}, indent=2))
+            expect(page.get_by_role("button", name="Stopping\u2026", exact=True)).to_be_disabled()
+            screenshot(page, "stopping-another-client")
+            ledger.with_suffix(".release").touch()
+
+            expect(card.locator(".status")).to_have_text("failed")
+            expect(card.locator(".output")).to_contain_text(
+                "stopped: the run was cancelled while the tool ran"
+            )
+            expect(page.locator(".note")).to_have_text("Run stopped.")
+            expect(page.locator("#stop")).to_be_hidden()
+            expect(page.locator(".card")).to_have_count(1)
+    assert ledger.read_text() == "started node-7\n"
 
 
 def test_a_partial_edit_shows_what_stays_and_what_changes_before_it_runs(page, start_server):

@@ -59,6 +59,26 @@ def test_a_caller_cancelled_mid_run_leaves_the_work_going_to_its_end():
     assert left == 0
 
 
+def test_a_run_stopped_by_the_shutdown_tells_its_caller_the_server_is_shutting_down():
+    """docs/deployment.md, "Restarts and deploys": the caller answers 503 shutting_down, not 500."""
+
+    async def main() -> None:
+        runs, started = Runs(grace=0), asyncio.Event()
+
+        async def work() -> str:
+            started.set()
+            await asyncio.Event().wait()  # a tool that outlives the grace period
+            return "never"
+
+        caller = asyncio.ensure_future(runs.run(work()))
+        await started.wait()
+        await runs.aclose()
+        await caller
+
+    with pytest.raises(ShuttingDown):
+        asyncio.run(main())
+
+
 def test_a_failure_after_its_caller_went_away_is_logged(caplog):
     async def main() -> None:
         runs, release = Runs(), asyncio.Event()

@@ -79,3 +79,40 @@ def test_a_quick_tool_counts_as_ok_and_logs_nothing(caplog):
 
     assert executions("snapshot_quick", "ok") == before + 1
     assert not [r for r in caplog.records if r.getMessage().startswith("tool snapshot_quick")]
+
+
+def turns(outcome: str) -> float:
+    return REGISTRY.get_sample_value("dcaf_turns_total", {"outcome": outcome}) or 0.0
+
+
+def test_a_turn_a_shutdown_stops_counts_its_tool_and_itself_as_interrupted_not_completed(caplog):
+    """A server past its shutdown grace cancels the turn's task (docs/deployment.md): neither the
+    tool nor the turn ended well, and the metrics say so."""
+    started = asyncio.Event()
+
+    @tool(requires_approval=False)
+    async def snapshot_stopped(volume: str) -> str:
+        """Snapshot a volume, a minute."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    runtime = FakeRuntime([tool_calls(tool_call("snapshot_stopped", volume=SECRET_ARGUMENT)), reply("Done.")])
+    agent = Agent(tools=[snapshot_stopped], runtime=runtime)
+    agent.add_tracer(MetricsTracer)
+    before = turns("interrupted"), turns("completed"), executions("snapshot_stopped", "interrupted")
+
+    async def main() -> None:
+        turn = asyncio.ensure_future(agent.arun("go"))
+        await started.wait()
+        turn.cancel()  # as Runs.stop does past the grace period
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+
+    with caplog.at_level(logging.WARNING, logger="dcaf_like"):
+        asyncio.run(main())
+
+    after = turns("interrupted"), turns("completed"), executions("snapshot_stopped", "interrupted")
+    assert after == (before[0] + 1, before[1], before[2] + 1)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tool snapshot_stopped")]
+    assert line.startswith("tool snapshot_stopped interrupted (call=")
