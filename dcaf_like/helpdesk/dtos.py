@@ -18,7 +18,7 @@ from typing import Any
 
 from dcaf_like.application.commands import RUN_COMMAND
 from dcaf_like.application.dto import AttachmentView, ToolCallView
-from dcaf_like.helpdesk.protocol import attachment_view, described
+from dcaf_like.helpdesk.protocol import attachment_view, executed_call, pending_call
 
 
 @dataclass(slots=True)
@@ -34,16 +34,8 @@ class ToolCallDTO:
     approval_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "input": self.input,
-            "execute": self.execute,
-            "tool_description": self.tool_description,
-            "editable": self.editable,
-            "approval_reason": self.approval_reason,
-            "reason": self.approval_reason,  # deprecated: approval_reason (ADR 20)
-        }
+        """As the protocol writes a waiting call (:func:`~dcaf_like.helpdesk.protocol.pending_call`)."""
+        return {**pending_call(self.view()), "execute": self.execute}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCallDTO:
@@ -83,18 +75,8 @@ class ExecutedToolCallDTO:
     attachments: tuple[AttachmentView, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "id": self.id,
-            "name": self.name,
-            "input": self.input,
-            "output": self.output,
-        }
-        result["status"] = self.status
-        if self.error is not None:
-            result["error"] = self.error
-        if self.attachments:
-            result["attachments"] = [described(a) for a in self.attachments]
-        return result
+        """As the protocol writes a call that ran (:func:`~dcaf_like.helpdesk.protocol.executed_call`)."""
+        return executed_call(self.view())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExecutedToolCallDTO:

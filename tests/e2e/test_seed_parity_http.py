@@ -142,13 +142,17 @@ def test_every_dto_has_the_wire_form_of_its_list_and_reads_it_back():
         }
     ]
     assert wire["executed_cmds"][0]["argv"] == ["kubectl", "version"]
-    assert wire["executed_tool_calls"][0] == {
+    assert wire["executed_tool_calls"][0] == {  # the protocol's one shape (executed_call)
         "id": "tc_4",
         "name": "list_pods",
         "input": {},
+        "proposed_input": {},
+        "edited": False,
+        "approval_reason": None,
         "output": "web-1 web-2",
         "status": "executed",
     }
+    assert wire["tool_calls"][0]["proposed_input"] == {"name": "web-2"}  # as pending_call writes it
     assert DataDTO.from_dict(wire).to_dict() == wire
     assert data.has_pending_items
 
