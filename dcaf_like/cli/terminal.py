@@ -71,12 +71,10 @@ class Transport(Protocol):
         """The events of one turn (a HelpDesk user message), as ``/api/chat-stream`` sends them; a
         refused request or a failed run is one ``error`` event. On Ctrl-C it asks the agent to stop the
         turn, yields a ``cancelling`` event and goes on with the turn's events to its end."""
-        ...
 
     def conversation(self, conversation_id: str) -> dict[str, Any]:
         """The conversation as ``GET /api/conversations/{id}`` answers; :class:`ChatError` if it
         cannot be read."""
-        ...
 
 
 CANCELLING: Event = {"type": "cancelling"}
