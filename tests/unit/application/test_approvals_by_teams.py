@@ -19,6 +19,7 @@ from dcaf_like import (
     InMemoryConversationRepository,
     NotAnApprover,
     ToolCallAlreadyDecided,
+    ToolContext,
     ToolDecision,
     approvers,
     argument_in,
@@ -268,3 +269,32 @@ def test_an_approver_callbacks_edit_into_a_team_rule_leaves_the_call_waiting_for
     assert [c.input for c in waiting.pending_tool_calls] == [{"name": "api", "namespace": "dev"}]
     agent.approve(waiting.conversation_id, waiting.pending_tool_calls[0].id, identity=BOB)
     assert cluster.deleted == ["dev/api"]
+
+
+def test_the_call_runs_with_the_credentials_of_the_approval_that_completes_it():
+    """docs/approvals.md, "Approvals by teams": credentials are never stored, so the last approver's
+    request supplies them; its non-secret context must still be the proposal's."""
+    seen: list[str] = []
+
+    @tool(approvers=approvers(2, "sre"))
+    def delete_pod(name: str, context: ToolContext) -> str:
+        """Delete a pod."""
+        seen.append(context.platform_context.get("duplo_token"))
+        return f"deleted {name}"
+
+    agent = Agent(
+        tools=[delete_pod],
+        runtime=FakeRuntime([tool_call("delete_pod", name="web-2"), "Deleted."]),
+        groups=GROUPS,
+    )
+    proposed = agent.run("delete web-2", identity=CAROL, platform_context={**PROD, "duplo_token": "carol-t"})
+    conversation_id, call_id = proposed.conversation_id, proposed.pending_tool_calls[0].id
+    agent.approve(
+        conversation_id, call_id, identity=ALICE, platform_context={**PROD, "duplo_token": "alice-t"}
+    )
+    with pytest.raises(ContextChanged):
+        agent.approve(conversation_id, call_id, identity=BOB)  # no context: not the proposal's
+
+    agent.approve(conversation_id, call_id, identity=BOB, platform_context={**PROD, "duplo_token": "bob-t"})
+
+    assert seen == ["bob-t"]
