@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from dcaf_like.application.cancel import CancelRun
@@ -33,6 +33,35 @@ from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.telemetry.otel import default_tracer
 from dcaf_like.tools import Tool, as_tool
 from dcaf_like.toolsets import Toolset, combine
+
+
+@dataclass(slots=True)
+class AgentSettings:
+    """What an agent's service is built from besides its runtime, store and tools: the ``Agent``'s
+    arguments, resolved (the policy with the tools' rules, the default tracer and notifier). The service
+    is built again from them when the store or the tracer changes."""
+
+    policy: ApprovalPolicy
+    system: str | InstructionProvider
+    max_iterations: int
+    approval_ttl: float | None
+    question_ttl: float | None
+    approver: ApprovalCallback | None
+    name: str
+    clock: Callable[[], float]
+    tracer: Tracer
+    turn_timeout: float | None
+    model_timeout: float | None
+    lease_ttl: float
+    context: ContextPolicy | None
+    notifier: ApprovalNotifier | None
+    hooks: tuple[object, ...]
+    deps: Any
+    model_settings: ModelSettings | None
+
+    def arguments(self) -> dict[str, Any]:
+        """As :class:`~dcaf_like.application.service.AgentService` takes them, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class Agent:
@@ -164,41 +193,40 @@ class Agent:
         if pause_on_tool_calls:
             policy = policy.with_rules(require_approval("this agent pauses on every tool call"))
         self.approval_policy = policy
-        self._settings: dict[str, Any] = {
-            "policy": policy,
-            "system": system,
-            "max_iterations": max_iterations,
-            "approval_ttl": approval_ttl,
-            "question_ttl": question_ttl,
-            "approver": approver,
-            "name": name,
-            "clock": clock,
-            "tracer": tracer if tracer is not None else default_tracer(),
-            "turn_timeout": turn_timeout,
-            "model_timeout": model_timeout,
-            "lease_ttl": lease_ttl,
-            "context": context,
-            "notifier": approval_notifier if approval_notifier is not None else webhook.from_environment(),
-            "hooks": tuple(hooks),
-            "deps": deps,
-            "model_settings": model_settings,
-        }
+        self._settings = AgentSettings(
+            policy=policy,
+            system=system,
+            max_iterations=max_iterations,
+            approval_ttl=approval_ttl,
+            question_ttl=question_ttl,
+            approver=approver,
+            name=name,
+            clock=clock,
+            tracer=tracer if tracer is not None else default_tracer(),
+            turn_timeout=turn_timeout,
+            model_timeout=model_timeout,
+            lease_ttl=lease_ttl,
+            context=context,
+            notifier=approval_notifier if approval_notifier is not None else webhook.from_environment(),
+            hooks=tuple(hooks),
+            deps=deps,
+            model_settings=model_settings,
+        )
         self._service = self._build_service(self.repository)
 
     @property
     def deps(self) -> Any:
         """The dependencies given as ``Agent(deps=...)`` (a run may pass its own)."""
-        return self._settings["deps"]
+        return self._settings.deps
 
     @property
     def clock(self) -> Callable[[], float]:
         """The time it reads, ``Agent(clock=...)``: approval and question windows are measured by it."""
-        clock: Callable[[], float] = self._settings["clock"]
-        return clock
+        return self._settings.clock
 
     def add_tracer(self, tracer: Callable[[Tracer], Tracer]) -> None:
         """Wrap the agent's tracer (``wrap(current) -> new``): how ``serve(metrics=True)`` observes turns."""
-        self._settings["tracer"] = tracer(self._settings["tracer"])
+        self._settings.tracer = tracer(self._settings.tracer)
         self._service = self._build_service(self.repository)
 
     def use_repository(self, repository: ConversationRepository | str) -> None:
@@ -209,7 +237,7 @@ class Agent:
 
     def _build_service(self, repository: ConversationRepository) -> AgentService:
         tools: list[ExecutableTool] = [*self.tools, *(self._loaded or ())]
-        return AgentService(self.runtime, repository, tools=tools, **self._settings)
+        return AgentService(self.runtime, repository, tools=tools, **self._settings.arguments())
 
     # -- toolsets: loaded just in time, kept afterwards ---------------------------------------------
 
@@ -242,8 +270,8 @@ class Agent:
         approval notifier deliver what it has queued (within its own time limit)."""
         for toolset in self.toolsets:
             toolset.close()
-        if self._settings["notifier"] is not None:
-            self._settings["notifier"].close()
+        if self._settings.notifier is not None:
+            self._settings.notifier.close()
 
     async def aclose(self) -> None:
         """Release what the agent holds on the running event loop (a server does this at shutdown):
@@ -253,8 +281,8 @@ class Agent:
         await self.runtime.aclose()
         for toolset in self.toolsets:
             await toolset.aclose()
-        if self._settings["notifier"] is not None:
-            await asyncio.to_thread(self._settings["notifier"].close)
+        if self._settings.notifier is not None:
+            await asyncio.to_thread(self._settings.notifier.close)
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -499,12 +527,12 @@ class Agent:
 
         Raises ``InvalidRequest`` for an id no conversation can have and ``ConversationNotFound`` for
         one this agent's store does not hold (nothing is written then)."""
-        CancelRun(self.repository, self._settings["clock"]).blocking(
+        CancelRun(self.repository, self._settings.clock).blocking(
             conversation_id, identity=None, entrance="python"
         )
 
     async def acancel(self, conversation_id: str) -> None:
-        await CancelRun(self.repository, self._settings["clock"])(
+        await CancelRun(self.repository, self._settings.clock)(
             conversation_id, identity=None, entrance="python"
         )
 

@@ -199,3 +199,16 @@ def test_the_old_mcp_path_still_works_and_says_where_the_names_went():
     assert moved is mcp.MCPToolset
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         dcaf_like.mcp.Nothing  # noqa: B018
+
+
+def test_every_argument_of_agent_is_documented_in_its_docstring():
+    """Issue 37: ``Agent.__init__`` documents every argument (a new one cannot land unsaid)."""
+    import inspect
+    import re
+
+    from dcaf_like import Agent
+
+    documented = set(re.findall(r"^ {8}(\w+): ", Agent.__doc__ or "", re.M))
+    arguments = set(inspect.signature(Agent.__init__).parameters) - {"self"}
+
+    assert arguments - documented == set()
