@@ -220,7 +220,7 @@ def _walk(chained: list[DecisionRecord], may_expire: bool, notes: list[str]) -> 
 def _duplicate(chained: list[DecisionRecord], first: int, second: int) -> str:
     """Two records claim one place: the intruder is the one the record after them does not follow."""
     seq = chained[second].seq
-    after = next((r for r in chained[second + 1 :] if r.seq == seq + 1), None)
+    after = next((r for r in chained if r.seq == seq + 1), None)
     intruder = chained[first]
     if after is not None and after.previous == record_hash(chained[first]):
         intruder = chained[second]
