@@ -3,6 +3,7 @@ twice, the key's sources, and ``dcaf-like audit verify``'s exit statuses."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,23 @@ def test_verify_says_2_when_it_cannot_run_and_0_on_a_store_without_a_chain(
 
     assert main(["audit", "verify", "--store", f"sqlite:///{tmp_path / 'new.db'}"]) == 0
     assert capsys.readouterr().out.endswith("intact: 0 records chained, no digest: chained but unsigned\n")
+
+
+def test_the_export_puts_each_digest_after_the_record_it_signs() -> None:
+    from dcaf_like.server.audit import json_lines
+
+    store = InMemoryConversationRepository()
+    writer = DigestWriter(store, KEY, every_records=2)
+    for _ in range(2):
+        refusals(store, 2)
+        writer.tick()
+    refusals(store, 1)
+
+    lines = [json.loads(line) for line in json_lines(store.audit_trail())]
+
+    assert [(line["type"], line.get("seq", line.get("number"))) for line in lines] == [
+        ("record", 1), ("record", 2), ("digest", 1), ("record", 3), ("record", 4), ("digest", 2),
+        ("record", 5), ("head", 5),
+    ]  # fmt: skip
+    assert lines[2]["head_hash"] == lines[1]["hash"]
+    assert "unit tests' audit key" not in json.dumps(lines)
