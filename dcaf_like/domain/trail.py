@@ -152,16 +152,20 @@ class Verdict:
     def summary(self) -> str:
         if self.problem is not None:
             return f"tampered: {self.problem}"
-        what = f"intact: {self.chained} records chained"
+        what = f"intact: {_count(self.chained, 'record')} chained"
         if self.before_chain:
             what += f", {self.before_chain} before the chain"
         if self.signed and self.digests:
-            what += f", {self.digests} digests signed"
+            what += f", {_count(self.digests, 'digest')} signed"
         elif self.digests:
-            what += f", {self.digests} digests not checked (no key): chained but unsigned"
+            what += f", {_count(self.digests, 'digest')} not checked (no key): chained but unsigned"
         else:
             what += ", no digest: chained but unsigned"
         return what
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
 def verify(trail: Trail, key: AuditKey | None = None, *, may_expire: bool = False) -> Verdict:

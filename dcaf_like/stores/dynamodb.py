@@ -27,6 +27,11 @@ The audit trail lives in the same table, one item per decision record: ``pk`` is
 an agent's records newest first, apart from its conversations), ``updated_at`` the record's time,
 ``record`` its JSON, and ``expires_at`` set with `audit_ttl`. A save that carries decisions writes the
 conversation and its records in one ``TransactWriteItems``; deleting a conversation leaves them.
+The chain over the trail (ADR 34): each record item's ``chain`` is where it was appended; the head is
+the item ``#audit-head#<namespace>`` (``seq``, ``hash``), updated in the same transaction on the
+condition that it is still the head the records were linked after; a signed digest is the item
+``#audit-digest#<namespace>#<number>`` (``ns`` ``#audit-digest#<namespace>``, ``updated_at`` its
+number), put only if absent.
 
 A turn's windowed read (:meth:`DynamoDBConversationRepository.get_recent`, ADR 22) is one strongly
 consistent ``GetItem`` whose projection names the header and the pages from the window's on

@@ -11,6 +11,9 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
 - ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
   namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
   appended by the save that carries them (in its script) and never deleted with the conversation;
+- ``<prefix>{<namespace>}:audit:chain``, ``:audit:head`` and ``:audit:digests``: the chain over the
+  trail (ADR 34): its records in the order appended (a list), its head (a hash: seq, hash), and the
+  signed digests by number (a hash);
 - ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
   (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 

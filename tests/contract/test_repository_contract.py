@@ -843,7 +843,7 @@ def test_appended_records_form_one_chain_and_a_digest_signs_its_head(make: Facto
     assert trail.head == head == ChainHead(7, record_hash(trail.records[-1]))
     assert trail.digests == [digest]
     assert store.audit_tip() == (head, digest)
-    assert verify(trail, KEY).summary() == "intact: 7 records chained, 1 digests signed"
+    assert verify(trail, KEY).summary() == "intact: 7 records chained, 1 digest signed"
     assert store.decision_records(conversation.id)[0].seq == 2  # the trail as read carries the links
 
 
