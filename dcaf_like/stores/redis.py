@@ -393,12 +393,15 @@ class RedisConversationRepository(ConversationRepository):
     def audit_trail(self) -> Trail:
         with self._failures:
             pipe = self._sync.pipeline(transaction=True)  # MULTI: one state of the three keys
+            pipe.zrangebyscore(self._audit(), self._oldest_record(), "+inf")
             pipe.lrange(self._chain_keys[1], 0, -1)
             pipe.hgetall(self._digests_key)
             pipe.hmget(self._chain_keys[0], "seq", "hash")
-            chain, digests, (seq, hash_) = pipe.execute()
+            kept, chain, digests, (seq, hash_) = pipe.execute()
+        # Records from before the chain are in the namespace's set only: they come first, by time.
+        before = [r for r in map(DecisionRecord.from_json, kept) if r.seq == 0]
         return Trail(
-            [DecisionRecord.from_json(item) for item in chain],
+            [*before, *(DecisionRecord.from_json(item) for item in chain)],
             sorted((AuditDigest.from_json(item) for item in digests.values()), key=lambda d: d.number),
             _head(seq, hash_),
         )

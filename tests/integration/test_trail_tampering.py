@@ -142,7 +142,10 @@ class RedisTamper:
         self.client.lset(f"{self.tag}:chain", self._at(record), text)
 
     def append(self, text: str) -> None:
-        self.client.rpush(f"{self.tag}:chain", text)
+        if '"seq"' in text:
+            self.client.rpush(f"{self.tag}:chain", text)
+        else:  # as the code from before the chain wrote a record: in the namespace's set only
+            self.client.zadd(self.tag, {text: json.loads(text)["at"]})
 
     def remove_digest(self, number: int) -> None:
         self.client.hdel(f"{self.tag}:digests", str(number))
@@ -190,8 +193,9 @@ class DynamoDBTamper:
             "conversation_id": {"S": "c"},
             "updated_at": {"N": "1"},
             "record": {"S": text},
-            "chain": {"N": "7"},  # appended after the last
         }
+        if record.seq:
+            item["chain"] = {"N": "7"}  # appended after the last (a record from before the chain has none)
         self.client.put_item(TableName=self.table, Item=item)
 
     def remove_digest(self, number: int) -> None:
@@ -322,3 +326,22 @@ def test_a_digest_checked_with_another_key_is_named_forged(store: Store, tmp_pat
 
     assert status == 1
     assert "tampered: digest #1 forged: its signature is not the key's" in said
+
+
+def test_records_written_before_the_chain_verify_as_its_prefix(
+    store: Store, key_file: Path, capsys: Any
+) -> None:
+    url, tamperer = store
+    opened = open_store(url, namespace=NAMESPACE)
+    opened.audit_trail()  # the schema, as the code from before the chain made it
+    getattr(opened, "close", lambda: None)()
+    tamper = tamperer()
+    for n in range(2):  # records as that code wrote them: no seq, no previous
+        old = DecisionRecord.refused(f"old{n}", "no scope", by="bob", entrance="http", at=float(n)).to_dict()
+        tamper.append(json.dumps({k: v for k, v in old.items() if k not in ("seq", "previous")}))
+    fill(url, AuditKey(SECRET))
+
+    status, said = verify(url, key_file, capsys)
+
+    assert status == 0
+    assert said.endswith("intact: 6 records chained, 2 before the chain, 3 digests signed\n")
