@@ -51,6 +51,7 @@ from dcaf_like.domain import (
 )
 from dcaf_like.domain.identity import DepsT
 from dcaf_like.domain.question import MAX_TEXT_ANSWER
+from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 
 
 class AgentRuntime(ABC):
@@ -218,6 +219,22 @@ class ConversationRepository(ABC):
     @abstractmethod
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
         """The audit trail, newest first: one conversation's records, or every conversation's."""
+
+    # The tamper-evident trail (ADR 34). A store links each record it appends to the one before, in
+    # the write that appends it, so that two workers never fork the chain; these defaults suit a
+    # store that keeps no chain of its own (its trail verifies as records written before the chain).
+    def audit_trail(self) -> Trail:
+        """The whole trail as stored: every record in the order appended, the digests, the head."""
+        records = self.decision_records(None, sys.maxsize)
+        return Trail(sorted(records, key=lambda r: (r.seq, r.at)))
+
+    def audit_tip(self) -> tuple[ChainHead, AuditDigest | None]:
+        """The chain's head and the latest digest (None: none yet): what the next digest follows."""
+        return ChainHead(), None
+
+    def append_digest(self, digest: AuditDigest) -> bool:
+        """Write `digest` unless one with its number exists (another worker wrote it first): False then."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no audit digests")
 
     def ping(self) -> None:
         """One cheap round trip to the store (a readiness probe); raises if it does not answer.

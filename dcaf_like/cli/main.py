@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 from dcaf_like.application.errors import ApplicationError
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
+from dcaf_like.application.trail import audit_key
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
 from dcaf_like.server.runs import SHUTDOWN_GRACE
@@ -145,6 +146,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the API keys, one identity[:scope+scope]=key a line (# comments allowed), in a file only its "
         "owner may read (chmod 600); instead of $DCAF_API_KEYS (docs/operations.md)",
     )
+    run.add_argument(
+        "--audit-key-file",
+        metavar="FILE",
+        help="the key that signs the audit trail's digests, in a file only its owner may read (chmod 600); "
+        "instead of $DCAF_AUDIT_KEY; none: the trail is chained but unsigned (docs/operations.md)",
+    )
     run.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the chat page at /")
     run.add_argument("--a2a", action="store_true", help="also speak A2A (card, JSON-RPC at /a2a)")
     run.add_argument("--mcp", action="store_true", help="also serve the tools that need no approval over MCP")
@@ -224,7 +231,8 @@ def _audit_parser(commands: Any) -> None:
         "what held (docs/audit.md). It APPROVES, once per proposal, calls the agent proposes for --propose: "
         "point it at a staging agent or a harmless gated tool (dcaf_like.audit.canary_tool), never at "
         "an agent whose tool you do not want run. Exit status 0: every family held; 1: one failed; "
-        "2: the audit could not run.",
+        "2: the audit could not run. `dcaf-like audit verify --store URL` checks a store's audit trail "
+        "instead.",
     )
     audit.add_argument("url", help="the served agent, e.g. http://127.0.0.1:8000 (loopback only by default)")
     audit.add_argument("--api-key", help="sent as Authorization: Bearer (default: $DCAF_API_KEY)")
@@ -257,6 +265,11 @@ def _audit_parser(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["audit", "verify"]:  # beside `audit URL`, which takes any word as its URL
+        from dcaf_like.cli.verify import main as verify
+
+        return verify(argv[2:])
     args = _parser().parse_args(argv)
     sys.path.insert(0, str(Path.cwd()))
     if args.command == "chat":
@@ -267,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args)
     try:
         api_keys = None if args.api_keys_file is None else _keys_from_file(args.api_keys_file)
+        key = audit_key(args.audit_key_file)  # checked here, so that a bad key stops the start
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
             return _serve_workers(args, target)
@@ -287,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             allowed_origins=args.allowed_origin,
             metrics=args.metrics,
             shutdown_grace=args.shutdown_grace,
+            audit_key=key,
         )
     except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -443,6 +458,7 @@ _METRICS = "DCAF_SERVE_METRICS"
 _RETENTION = "DCAF_SERVE_RETENTION_DAYS"
 _GRACE = "DCAF_SERVE_SHUTDOWN_GRACE"
 _KEYS_FILE = "DCAF_SERVE_API_KEYS_FILE"  # its path: each worker reads the keys from the file itself
+_AUDIT_KEY_FILE = "DCAF_SERVE_AUDIT_KEY_FILE"  # likewise (or each worker reads $DCAF_AUDIT_KEY)
 
 
 def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
@@ -475,6 +491,7 @@ def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
             _RETENTION: repr(args.retention_days),
             _GRACE: repr(args.shutdown_grace),
             _KEYS_FILE: "" if args.api_keys_file is None else str(Path(args.api_keys_file).resolve()),
+            _AUDIT_KEY_FILE: "" if args.audit_key_file is None else str(Path(args.audit_key_file).resolve()),
         }
     )
     if args.metrics and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -502,6 +519,7 @@ def worker_app() -> Any:
     from dcaf_like.server.app import create_app
 
     keys_file = os.environ.get(_KEYS_FILE)
+    audit_key_file = os.environ.get(_AUDIT_KEY_FILE)
     app = create_app(
         target,
         api_keys=_keys_from_file(keys_file) if keys_file else None,
@@ -511,6 +529,7 @@ def worker_app() -> Any:
         mcp=os.environ.get(_MCP) == "1",
         metrics=os.environ.get(_METRICS) == "1",
         shutdown_grace=float(os.environ.get(_GRACE) or SHUTDOWN_GRACE),
+        audit_key=audit_key(audit_key_file or None),
     )
     settle_heap()
     return app

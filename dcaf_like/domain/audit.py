@@ -47,6 +47,11 @@ class DecisionRecord:
     reason: str = ""
     question_id: str = ""
     id: str = field(default_factory=lambda: secrets.token_hex(8))
+    # Its link in the store's chain (dcaf_like.domain.trail), set by the store as it appends the record:
+    # its place (1 on; 0 for a record not chained yet, or written before the chain) and the SHA-256 of
+    # the record before it ("" for the first).
+    seq: int = 0
+    previous: str = ""
 
     @classmethod
     def refused(
@@ -81,6 +86,8 @@ class DecisionRecord:
             "entrance": self.entrance,
             "reason": self.reason,
             "question_id": self.question_id,
+            "seq": self.seq,
+            "previous": self.previous,
         }
 
     def to_json(self) -> str:
@@ -101,6 +108,8 @@ class DecisionRecord:
             reason=data.get("reason", ""),
             question_id=data.get("question_id", ""),  # absent in records written before questions
             id=data["id"],
+            seq=data.get("seq", 0),  # absent in records written before the chain
+            previous=data.get("previous", ""),
         )
 
     @classmethod

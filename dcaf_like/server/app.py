@@ -19,9 +19,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.trail import audit_key as audit_key_from
+from dcaf_like.domain.trail import AuditKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
-from dcaf_like.server.audit import audit_routes
+from dcaf_like.server.audit import audit_routes, signing
 from dcaf_like.server.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, caller_of
 from dcaf_like.server.chat import TURN_PATHS, add_chat_routes, document_chat_body, turn_routes_first
 from dcaf_like.server.conversations import conversation_routes
@@ -50,6 +52,7 @@ def create_app(
     allowed_origins: Iterable[str] | None = None,
     metrics: bool = False,
     shutdown_grace: float = SHUTDOWN_GRACE,
+    audit_key: AuditKey | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers):
@@ -68,6 +71,10 @@ def create_app(
     On SIGTERM the server drains for up to `shutdown_grace` seconds before it shuts down: new turns
     get 503 with ``Retry-After``, ``/ready`` 503, the turns under way go on (``runs.py``).
 
+    With `audit_key` (else ``DCAF_AUDIT_KEY``), the server signs the audit trail's head every so many
+    records or minutes (docs/operations.md, "Proving the trail"); without one the trail is chained but
+    unsigned.
+
     Every request passes the perimeter first (``perimeter.py``): a `Host` among loopback's names, the
     connection's address and `allowed_hosts` (``DCAF_ALLOWED_HOSTS``); for a change, an `Origin` that
     is the server's own or among `allowed_origins` (``DCAF_ALLOWED_ORIGINS``), and a JSON body; see
@@ -76,6 +83,7 @@ def create_app(
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
     attach_store(served, store, default=None)
+    key = audit_key if audit_key is not None else audit_key_from()
     # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
     runs = Runs(grace=shutdown_grace)
     # What the server's shutdown waits for, in this order, before the agent lets go of its clients.
@@ -90,12 +98,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         runs.open()
         drain_on_sigterm(runs)
-        async with AsyncExitStack() as running:
-            if endpoint is not None:
-                await running.enter_async_context(endpoint.running())
-            yield
-        for close in closing:  # turns and A2A runs under way finish (and save) before the store closes
-            await close()
+        async with signing(lambda: served.repository, key):  # its last digest after the last save
+            async with AsyncExitStack() as running:
+                if endpoint is not None:
+                    await running.enter_async_context(endpoint.running())
+                yield
+            for close in closing:  # turns and A2A runs under way finish (and save) before the store closes
+                await close()
         # Clients bound to the server's event loop (redis.asyncio, the SDKs' async clients, MCP sessions).
         await served.aclose()
 

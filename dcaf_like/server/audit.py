@@ -8,16 +8,26 @@ conversation, and expires only by the store's own ``audit_ttl``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 from pydantic import BaseModel
 
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.trail import DigestWriter
+from dcaf_like.concurrency.threads import in_thread
+from dcaf_like.domain.trail import AuditKey, Trail, record_hash
 from dcaf_like.helpdesk.wire import ErrorBody
 from dcaf_like.server.auth import caller_of
 from dcaf_like.server.failures import failure
+
+logger = logging.getLogger("dcaf_like.audit")
 
 
 class DecisionRecordOut(BaseModel):
@@ -34,6 +44,9 @@ class DecisionRecordOut(BaseModel):
     reason: str
     #: The question a reply was to (answered, declined, expired); empty for a decision about a call.
     question_id: str = ""
+    #: Its place in the store's chain (0: written before the chain) and the SHA-256 of the one before.
+    seq: int = 0
+    previous: str = ""
 
 
 class AuditTrail(BaseModel):
@@ -67,4 +80,87 @@ def audit_routes(
             return failure(exc, conversation_id)
         return {"records": [record.to_dict() for record in records]}
 
+    @router.get(
+        "/api/audit/export",
+        response_class=Response,
+        responses={
+            200: {"content": {"application/x-ndjson": {}}, "description": "The trail as JSON Lines."},
+            403: {"model": ErrorBody, "description": "The API key lacks the `admin` scope."},
+            503: {"model": ErrorBody, "description": "The conversation store is unavailable."},
+        },
+    )
+    async def export(http: Request) -> Any:
+        """The whole trail as JSON Lines, for a SIEM: each record in the order appended (``"type":
+        "record"``, with its ``hash``), each signed digest after the record it signs (``"type":
+        "digest"``), and last the chain's head (``"type": "head"``). Operators only (``admin``)."""
+        try:
+            caller_of(http).require("admin", "export the audit trail")
+            trail = await in_thread(repository().audit_trail)
+        except Exception as exc:
+            return failure(exc, None)
+        return Response("".join(line + "\n" for line in json_lines(trail)), media_type="application/x-ndjson")
+
     return router
+
+
+def json_lines(trail: Trail) -> Iterator[str]:
+    """The lines of ``GET /api/audit/export``."""
+    digests: dict[int, list[dict[str, Any]]] = {}
+    for digest in trail.digests:
+        digests.setdefault(digest.head_seq, []).append({"type": "digest", **digest.to_dict()})
+    for record in trail.records:
+        yield _line({"type": "record", **record.to_dict(), "hash": record_hash(record)})
+        for line in digests.pop(record.seq, []) if record.seq else []:
+            yield _line(line)
+    for rest in digests.values():  # digests of records no longer there (expired)
+        yield from map(_line, rest)
+    if trail.head is not None:
+        yield _line({"type": "head", "seq": trail.head.seq, "hash": trail.head.hash})
+
+
+def _line(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+#: Seconds between two looks at whether a digest is due.
+DIGEST_POLL = 5.0
+
+
+@asynccontextmanager
+async def signing(
+    repository: Callable[[], ConversationRepository | None],
+    key: AuditKey | None,
+    *,
+    poll: float = DIGEST_POLL,
+) -> AsyncIterator[None]:
+    """While the block runs, sign the trail's head when a digest is due (every so many records or
+    seconds); when it ends, once more if any record is unsigned. No key, or no store: nothing."""
+    store = repository()
+    if key is None or store is None:
+        yield
+        return
+    if type(store).append_digest is ConversationRepository.append_digest:
+        logger.warning("%s keeps no audit digests: the trail is chained but unsigned", type(store).__name__)
+        yield
+        return
+    writer = DigestWriter(store, key)
+
+    async def tick(force: bool) -> None:
+        try:
+            await in_thread(writer.tick, force=force)
+        except Exception as exc:  # the store is down: the next look tries again
+            logger.warning("audit digest not written: %s", type(exc).__name__)
+
+    async def every() -> None:
+        while True:
+            await asyncio.sleep(poll)
+            await tick(False)
+
+    task = asyncio.create_task(every())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+        await tick(True)

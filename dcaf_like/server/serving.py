@@ -11,6 +11,7 @@ from typing import Any
 
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DEFAULT_RETENTION_DAYS
+from dcaf_like.domain.trail import AuditKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
 from dcaf_like.server.runs import SHUTDOWN_GRACE
@@ -35,6 +36,7 @@ def serve(
     allowed_origins: Iterable[str] | None = None,
     metrics: bool = False,
     shutdown_grace: float = SHUTDOWN_GRACE,
+    audit_key: AuditKey | None = None,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -44,7 +46,8 @@ def serve(
     ``dcaf-like serve --workers`` or run :func:`create_app` under uvicorn with a shared store.
     The chat page is at ``/`` unless `ui` is False. `allowed_hosts`, `allowed_origins`: see
     :func:`~dcaf_like.create_app`; a `host` that is a name, not an address, is an allowed host too.
-    On SIGTERM it drains for up to `shutdown_grace` seconds before it stops (docs/deployment.md)."""
+    On SIGTERM it drains for up to `shutdown_grace` seconds before it stops (docs/deployment.md).
+    `audit_key` (else ``DCAF_AUDIT_KEY``) signs the audit trail's digests (docs/operations.md)."""
     from dcaf_like.server.app import create_app
 
     served = as_served(agent)
@@ -61,6 +64,7 @@ def serve(
         allowed_origins=allowed_origins,
         metrics=metrics,
         shutdown_grace=shutdown_grace,
+        audit_key=audit_key,
     )
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format

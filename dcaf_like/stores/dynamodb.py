@@ -27,6 +27,11 @@ The audit trail lives in the same table, one item per decision record: ``pk`` is
 an agent's records newest first, apart from its conversations), ``updated_at`` the record's time,
 ``record`` its JSON, and ``expires_at`` set with `audit_ttl`. A save that carries decisions writes the
 conversation and its records in one ``TransactWriteItems``; deleting a conversation leaves them.
+The chain over the trail (ADR 34): each record item's ``chain`` is where it was appended; the head is
+the item ``#audit-head#<namespace>`` (``seq``, ``hash``), updated in the same transaction on the
+condition that it is still the head the records were linked after; a signed digest is the item
+``#audit-digest#<namespace>#<number>`` (``ns`` ``#audit-digest#<namespace>``, ``updated_at`` its
+number), put only if absent.
 
 A turn's windowed read (:meth:`DynamoDBConversationRepository.get_recent`, ADR 22) is one strongly
 consistent ``GetItem`` whose projection names the header and the pages from the window's on
@@ -39,6 +44,7 @@ DynamoDB has no async client in boto3: the async twins run the blocking calls in
 from __future__ import annotations
 
 import json
+import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -49,6 +55,7 @@ from typing import Any, TypeVar
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import (
     HEADER,
     changed_calls,
@@ -72,6 +79,7 @@ from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_rete
 
 INDEX = "by_namespace"
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
+RIDING = TRANSACTION_ITEMS - 2  # the records a save's transaction carries, beside it and the chain's head
 # A windowed read asks again for the pages the header it got needs, at most this many times in all;
 # then it reads the item whole (a conversation that grew by a page between each of its reads).
 READ_TRIES = 3
@@ -117,6 +125,8 @@ class DynamoDBConversationRepository(BlockingRepository):
         self._client_error = botocore.exceptions.ClientError
         self._errors: tuple[type[BaseException], ...] = (botocore.exceptions.BotoCoreError,)
         self._memory = PageMemory(REMEMBERED_BYTES)
+        #: The chain's head as this repository last saw it: a hint (each append checks it).
+        self._head: ChainHead | None = None
 
     # -- the port ---------------------------------------------------------------------------------
 
@@ -370,21 +380,29 @@ class DynamoDBConversationRepository(BlockingRepository):
         """The conversation (a put or an update) and its decision records in one transaction (the
         records beyond what one transaction holds are appended right after it)."""
         now = self.clock()
-        riding = [{"Put": self._record_put(r, now)} for r in records[: TRANSACTION_ITEMS - 1]]
         write = {"Put" if "Item" in request else "Update": request}
-        try:
-            self.client.transact_write_items(TransactItems=[write, *riding])
-        except self._client_error as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            first = reasons[0] if reasons else {}
-            if first.get("Code") != "ConditionalCheckFailed":
+        riding = records[:RIDING]
+        while True:  # again only when another worker moved the chain's head since this one read it
+            head = self._head or self._read_head()
+            linked, moved = head.link(riding)
+            puts = [{"Put": self._record_put(r, now)} for r in linked]
+            try:
+                self.client.transact_write_items(TransactItems=[write, self._head_write(head, moved), *puts])
+                break
+            except self._client_error as exc:
+                reasons = exc.response.get("CancellationReasons") or []
+                first = reasons[0] if reasons else {}
+                if first.get("Code") == "ConditionalCheckFailed":
+                    old = first.get("Item") or {}
+                    actual = int(old["version"]["N"]) if "version" in old else None
+                    raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
+                if not _stale(reasons, 1):
+                    raise self._unavailable("TransactWriteItems", exc) from exc
+                self._read_head()
+            except self._errors as exc:
                 raise self._unavailable("TransactWriteItems", exc) from exc
-            old = first.get("Item") or {}
-            actual = int(old["version"]["N"]) if "version" in old else None
-            raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
-        except self._errors as exc:
-            raise self._unavailable("TransactWriteItems", exc) from exc
-        self.record_decisions(records[TRANSACTION_ITEMS - 1 :])
+        self._head = moved
+        self.record_decisions(records[RIDING:])
 
     def _record_put(self, record: DecisionRecord, now: float) -> dict[str, Any]:
         item: dict[str, Any] = {
@@ -393,6 +411,7 @@ class DynamoDBConversationRepository(BlockingRepository):
             "conversation_id": {"S": record.conversation_id},
             "updated_at": {"N": _number(record.at)},
             "record": {"S": record.to_json()},
+            "chain": {"N": str(record.seq)},  # where it was appended, apart from what the record says
         }
         if self.audit_ttl is not None:
             item["expires_at"] = {"N": str(int(now + self.audit_ttl))}
@@ -401,28 +420,133 @@ class DynamoDBConversationRepository(BlockingRepository):
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         now = self.clock()
-        for start in range(0, len(records), TRANSACTION_ITEMS):
-            puts = [{"Put": self._record_put(r, now)} for r in records[start : start + TRANSACTION_ITEMS]]
-            self._call("TransactWriteItems", partial(self.client.transact_write_items, TransactItems=puts))
+        for start in range(0, len(records), TRANSACTION_ITEMS - 1):
+            some = records[start : start + TRANSACTION_ITEMS - 1]
+            while True:
+                head = self._head or self._read_head()
+                linked, moved = head.link(some)
+                puts = [{"Put": self._record_put(r, now)} for r in linked]
+                try:
+                    self.client.transact_write_items(TransactItems=[self._head_write(head, moved), *puts])
+                    break
+                except self._client_error as exc:
+                    if not _stale(exc.response.get("CancellationReasons") or [], 0):
+                        raise self._unavailable("TransactWriteItems", exc) from exc
+                    self._read_head()
+                except self._errors as exc:
+                    raise self._unavailable("TransactWriteItems", exc) from exc
+            self._head = moved
 
-    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
-        of_one = None if conversation_id is None else f"{self._audit_ns}#{conversation_id}#"
-        keys = [item["pk"]["S"] for item in self._newest(self._audit_ns, limit, limit, key_prefix=of_one)]
-        found = {}
+    # -- the chain over the trail (ADR 34) --------------------------------------------------------
+    # Its head is an item ("#audit-head#<namespace>": seq, hash) that every append updates in its
+    # transaction on the condition that it is still the head the records were linked after; a digest
+    # is an item ("#audit-digest#<namespace>#<number>") put only if absent, listed by the index.
+
+    def _read_head(self) -> ChainHead:
+        item = self._call(
+            "GetItem",
+            partial(self.client.get_item, TableName=self.table, Key=self._head_key, ConsistentRead=True),
+        ).get("Item")
+        self._head = ChainHead() if item is None else ChainHead(int(item["seq"]["N"]), item["hash"]["S"])
+        return self._head
+
+    def _head_write(self, before: ChainHead, after: ChainHead) -> dict[str, Any]:
+        values: dict[str, Any] = {":seq": {"N": str(after.seq)}, ":hash": {"S": after.hash}}
+        if before.seq == 0:
+            condition = "attribute_not_exists(pk)"
+        else:
+            condition, values[":before"] = "#s = :before", {"N": str(before.seq)}
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._head_key,
+                "UpdateExpression": "SET #s = :seq, #h = :hash",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#s": "seq", "#h": "hash"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def audit_trail(self) -> Trail:
+        keys = [item["pk"]["S"] for item in self._newest(self._audit_ns, sys.maxsize, 1000)]
+        items = self._items(keys, "pk, #r, chain, updated_at")
+        items.sort(key=lambda item: (int(item.get("chain", {"N": "0"})["N"]), float(item["updated_at"]["N"])))
+        return Trail(
+            [DecisionRecord.from_json(item["record"]["S"]) for item in items],
+            self._digests(sys.maxsize),
+            self._read_head(),
+        )
+
+    def audit_tip(self) -> tuple[ChainHead, AuditDigest | None]:
+        last = self._digests(1, newest=True)
+        return self._read_head(), last[0] if last else None
+
+    def append_digest(self, digest: AuditDigest) -> bool:
+        item = {
+            "pk": {"S": f"{self._digest_ns}#{digest.number}"},
+            "ns": {"S": self._digest_ns},
+            "updated_at": {"N": str(digest.number)},
+            "record": {"S": digest.to_json()},
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        except self._client_error as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._unavailable("PutItem", exc) from exc
+        except self._errors as exc:
+            raise self._unavailable("PutItem", exc) from exc
+        return True
+
+    def _digests(self, limit: int, *, newest: bool = False) -> list[AuditDigest]:
+        """The digests by number (with `newest`, the `limit` last ones, newest first)."""
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "ns = :ns",
+            "ExpressionAttributeValues": {":ns": {"S": self._digest_ns}},
+            "ScanIndexForward": not newest,
+        }
+        keys: list[str] = []
+        while len(keys) < limit:
+            page = self._call("Query", partial(self.client.query, **query))
+            keys += [item["pk"]["S"] for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                break
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items = self._items(keys[:limit], "pk, #r, updated_at")
+        digests = sorted(
+            (AuditDigest.from_json(item["record"]["S"]) for item in items), key=lambda d: d.number
+        )
+        return digests[::-1] if newest else digests
+
+    def _items(self, keys: Sequence[str], projection: str) -> list[dict[str, Any]]:
+        """The items of `keys` (those still there), in no particular order, 100 a request."""
+        found: list[dict[str, Any]] = []
         for first in range(0, len(keys), 100):
             wanted = [{"pk": {"S": key}} for key in keys[first : first + 100]]
             while wanted:
                 request = {
                     self.table: {
                         "Keys": wanted,
-                        "ProjectionExpression": "pk, #r",
+                        "ProjectionExpression": projection,
                         "ExpressionAttributeNames": {"#r": "record"},
                     }
                 }
                 page = self._call("BatchGetItem", partial(self.client.batch_get_item, RequestItems=request))
-                for item in page.get("Responses", {}).get(self.table, []):
-                    found[item["pk"]["S"]] = DecisionRecord.from_json(item["record"]["S"])
+                found += page.get("Responses", {}).get(self.table, [])
                 wanted = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return found
+
+    def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
+        of_one = None if conversation_id is None else f"{self._audit_ns}#{conversation_id}#"
+        keys = [item["pk"]["S"] for item in self._newest(self._audit_ns, limit, limit, key_prefix=of_one)]
+        found = {
+            item["pk"]["S"]: DecisionRecord.from_json(item["record"]["S"])
+            for item in self._items(keys, "pk, #r")
+        }
         records = [found[key] for key in keys if key in found]
         # A conversation id holding '#' may share the key prefix of another's: keep only this one's.
         return [r for r in records if conversation_id is None or r.conversation_id == conversation_id][:limit]
@@ -538,6 +662,14 @@ class DynamoDBConversationRepository(BlockingRepository):
     def _audit_ns(self) -> str:
         return f"audit#{self.namespace}"
 
+    @property
+    def _digest_ns(self) -> str:
+        return f"#audit-digest#{self.namespace}"
+
+    @property
+    def _head_key(self) -> dict[str, Any]:
+        return {"pk": {"S": f"#audit-head#{self.namespace}"}}
+
     def _pk(self, conversation_id: str) -> str:
         return f"{self.namespace}#{conversation_id}"
 
@@ -560,6 +692,11 @@ class DynamoDBConversationRepository(BlockingRepository):
 
     def __repr__(self) -> str:
         return f"DynamoDBConversationRepository({self.table!r}, namespace={self.namespace!r})"
+
+
+def _stale(reasons: Sequence[dict[str, Any]], at: int) -> bool:
+    """Whether the transaction failed because the chain's head (its item at `at`) moved meanwhile."""
+    return len(reasons) > at and reasons[at].get("Code") in ("ConditionalCheckFailed", "TransactionConflict")
 
 
 def _code(exc: Any) -> str:

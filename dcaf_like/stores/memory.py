@@ -11,6 +11,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.domain import Conversation, DecisionRecord, Message, PlatformContext, ToolCall
+from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
 from dcaf_like.stores._schema import CALL, QUESTION, SUMMARY, TASK, dumps
 from dcaf_like.stores._shared import check_retention
@@ -36,6 +37,8 @@ class InMemoryConversationRepository(ConversationRepository):
         check_retention(None, audit_ttl)
         self._items: dict[str, _Record] = {}
         self._audit: list[DecisionRecord] = []
+        self._head = ChainHead()
+        self._digests: list[AuditDigest] = []
         self._lock = threading.Lock()
         self.audit_ttl = audit_ttl
         self.clock = clock
@@ -116,11 +119,27 @@ class InMemoryConversationRepository(ConversationRepository):
         found.sort(key=lambda r: r.at, reverse=True)  # stable: of equal times, the last appended first
         return found[:limit]
 
+    def audit_trail(self) -> Trail:
+        with self._lock:
+            return Trail(list(self._audit), list(self._digests), self._head)
+
+    def audit_tip(self) -> tuple[ChainHead, AuditDigest | None]:
+        with self._lock:
+            return self._head, self._digests[-1] if self._digests else None
+
+    def append_digest(self, digest: AuditDigest) -> bool:
+        with self._lock:
+            if self._digests and self._digests[-1].number >= digest.number:
+                return False
+            self._digests.append(digest)
+            return True
+
     def _append(self, records: Sequence[DecisionRecord]) -> None:
-        """Under the lock."""
+        """Under the lock: the chain's head is read and moved in one step."""
         if not records:
             return
-        self._audit.extend(records)
+        linked, self._head = self._head.link(records)
+        self._audit.extend(linked)
         if self.audit_ttl is not None:
             oldest = self.clock() - self.audit_ttl
             self._audit = [r for r in self._audit if r.at >= oldest]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, ClientErrors, check_retention
 
@@ -82,6 +83,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " namespace text NOT NULL, id text NOT NULL, seq integer NOT NULL, body text NOT NULL,"
         " PRIMARY KEY (namespace, id, seq),"
         " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
+    ),
+    # 5: the chain over the trail (ADR 34): its head per namespace, a row each writer locks in the
+    # transaction that appends, and the signed digests by number. Records written before have no link.
+    (
+        "CREATE TABLE {table}_audit_heads ("
+        " namespace text PRIMARY KEY, seq bigint NOT NULL, hash text NOT NULL)",
+        "CREATE TABLE {table}_audit_digests ("
+        " namespace text NOT NULL, number bigint NOT NULL, digest text NOT NULL,"
+        " PRIMARY KEY (namespace, number))",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -210,6 +220,23 @@ class PostgresConversationRepository(BlockingRepository):
             f"INSERT INTO {t}_decisions (namespace, conversation_id, at, record) VALUES (%s, %s, %s, %s)"
         )
         self._forget_sql = f"DELETE FROM {t}_decisions WHERE namespace = %s AND at < %s"
+        # The chain's head, created if missing, its row locked until the appending transaction ends:
+        # of two workers appending at once, the second reads the head the first moved.
+        self._lock_head_sql = (
+            f"INSERT INTO {t}_audit_heads (namespace, seq, hash) VALUES (%s, 0, '') "
+            f"ON CONFLICT (namespace) DO UPDATE SET seq = {t}_audit_heads.seq RETURNING seq, hash"
+        )
+        self._move_head_sql = f"UPDATE {t}_audit_heads SET seq = %s, hash = %s WHERE namespace = %s"
+        self._head_sql = f"SELECT seq, hash FROM {t}_audit_heads WHERE namespace = %s"
+        self._trail_sql = f"SELECT record FROM {t}_decisions WHERE namespace = %s ORDER BY seq"
+        self._digests_sql = f"SELECT digest FROM {t}_audit_digests WHERE namespace = %s ORDER BY number"
+        self._last_digest_sql = (
+            f"SELECT digest FROM {t}_audit_digests WHERE namespace = %s ORDER BY number DESC LIMIT 1"
+        )
+        self._digest_sql = (
+            f"INSERT INTO {t}_audit_digests (namespace, number, digest) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, number) DO NOTHING"
+        )
         self._records_sql = (
             f"SELECT record FROM {t}_decisions WHERE namespace = %s AND at >= %s "
             "ORDER BY at DESC, seq DESC LIMIT %s"
@@ -292,10 +319,39 @@ class PostgresConversationRepository(BlockingRepository):
     def _append(self, db: Any, records: Sequence[DecisionRecord]) -> None:
         if self.audit_ttl is not None:
             self._run(db, self._forget_sql, (self.namespace, self.clock() - self.audit_ttl))
-        with db.cursor() as cursor:
+        row = self._run(db, self._lock_head_sql, (self.namespace,)).fetchone()
+        linked, head = ChainHead(int(row[0]), row[1]).link(records)
+        with db.pipeline(), db.cursor() as cursor:  # the rows and the head's move: one round trip
             cursor.executemany(
-                self._append_sql, [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in records]
+                self._append_sql, [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in linked]
             )
+            cursor.execute(self._move_head_sql, (head.seq, head.hash, self.namespace))
+
+    def audit_trail(self) -> Trail:
+        with self._connection() as db, db.transaction():
+            db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one snapshot
+            rows = self._run(db, self._trail_sql, (self.namespace,)).fetchall()
+            digests = self._run(db, self._digests_sql, (self.namespace,)).fetchall()
+            head = self._run(db, self._head_sql, (self.namespace,)).fetchone()
+        return Trail(
+            [DecisionRecord.from_json(row[0]) for row in rows],
+            [AuditDigest.from_json(row[0]) for row in digests],
+            ChainHead() if head is None else ChainHead(int(head[0]), head[1]),
+        )
+
+    def audit_tip(self) -> tuple[ChainHead, AuditDigest | None]:
+        with self._connection() as db:
+            head = self._run(db, self._head_sql, (self.namespace,)).fetchone()
+            last = self._run(db, self._last_digest_sql, (self.namespace,)).fetchone()
+        return (
+            ChainHead() if head is None else ChainHead(int(head[0]), head[1]),
+            None if last is None else AuditDigest.from_json(last[0]),
+        )
+
+    def append_digest(self, digest: AuditDigest) -> bool:
+        with self._connection() as db:
+            written = self._run(db, self._digest_sql, (self.namespace, digest.number, digest.to_json()))
+            return bool(written.rowcount == 1)
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         if not records:

@@ -11,6 +11,9 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
 - ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
   namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
   appended by the save that carries them (in its script) and never deleted with the conversation;
+- ``<prefix>{<namespace>}:audit:chain``, ``:audit:head`` and ``:audit:digests``: the chain over the
+  trail (ADR 34): its records in the order appended (a list), its head (a hash: seq, hash), and the
+  signed digests by number (a hash);
 - ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
   (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 
@@ -33,6 +36,7 @@ from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, ClientErrors, check_retention
 
@@ -150,9 +154,20 @@ return gone
 
 _PRUNE_BATCH = 200
 # The save that carries decisions: the same compare-and-set, and, once written, the records appended
-# to the two audit sets. Its own arguments come last (KEYS: the namespace's and the conversation's
-# audit sets; ARGV: audit ttl in ms (0 = none), now, then score and record for each, then their count),
-# so it reads them from the end whatever the save script takes before them.
+# to the two audit sets and to the chain (ADR 34). Its own arguments come last (KEYS: the chain's head
+# and list, the namespace's and the conversation's audit sets; ARGV: the head the records were linked
+# after (seq, hash) and the head after them, audit ttl in ms (0 = none), now, then score and record for
+# each, then their count), so it reads them from the end whatever the save script takes before them.
+# It first checks that the chain's head is still the one the records were linked after: if another
+# worker moved it, nothing is written and it returns STALE_HEAD (the caller links them again).
+_HEAD_CHECK = """
+local chain_first = #ARGV - 2 * tonumber(ARGV[#ARGV])
+local chain_head = redis.call('HMGET', KEYS[#KEYS - 3], 'seq', 'hash')
+if (chain_head[1] or '0') ~= ARGV[chain_first - 6] or (chain_head[2] or '') ~= ARGV[chain_first - 5] then
+  return -2
+end
+"""
+STALE_HEAD = -2
 _AUDIT = """
 local n = tonumber(ARGV[#ARGV])
 local first = #ARGV - 2 * n
@@ -167,11 +182,28 @@ for _, key in ipairs({KEYS[#KEYS - 1], KEYS[#KEYS]}) do
     redis.call('PEXPIRE', key, ttl)
   end
 end
+local chain = KEYS[#KEYS - 2]
+for i = first, #ARGV - 1, 2 do
+  redis.call('RPUSH', chain, ARGV[i + 1])
+end
+redis.call('HSET', KEYS[#KEYS - 3], 'seq', ARGV[first - 4], 'hash', ARGV[first - 3])
+if ttl > 0 then
+  local cutoff = now - ttl / 1000
+  while true do
+    local oldest = redis.call('LINDEX', chain, 0)
+    if not oldest or cjson.decode(oldest).at >= cutoff then break end
+    redis.call('LPOP', chain)
+  end
+end
 """
 if not _SAVE.rstrip().endswith("return -1"):  # the audited save is the save with the audit before its end
     raise RuntimeError("redis_store: _SAVE must end with 'return -1' for _SAVE_AUDITED to extend it")
-_SAVE_AUDITED = _SAVE.rstrip()[: -len("return -1")] + _AUDIT + "return -1\n"
-_APPEND = _AUDIT + "return n\n"
+_SAVE_AUDITED = _HEAD_CHECK + _SAVE.rstrip()[: -len("return -1")] + _AUDIT + "return -1\n"
+_APPEND = _HEAD_CHECK + _AUDIT + "return n\n"
+# KEYS: the chain's head, the digests. The head (seq, hash) and the digest numbered their count.
+_TIP = """
+return {redis.call('HMGET', KEYS[1], 'seq', 'hash'), redis.call('HGET', KEYS[2], redis.call('HLEN', KEYS[2]))}
+"""
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -220,6 +252,9 @@ class RedisConversationRepository(ConversationRepository):
         self._prune_script = self._sync.register_script(_PRUNE)
         self._audited_script = self._sync.register_script(_SAVE_AUDITED)
         self._append_script = self._sync.register_script(_APPEND)
+        self._tip_script = self._sync.register_script(_TIP)
+        #: The chain's head as this repository last saw it: a hint (a write checks it in its script).
+        self._head: ChainHead | None = None
         self.where = _where(self._sync)
         self._failures = ClientErrors((redis_sync.RedisError,), f"redis store at {self.where}")
 
@@ -246,22 +281,54 @@ class RedisConversationRepository(ConversationRepository):
             return f"{self.prefix}{{{self.namespace}}}:audit"
         return f"{self.prefix}{{{self.namespace}}}:audit:c:{conversation_id}"
 
-    def _audit_args(self, records: Sequence[DecisionRecord]) -> list[Any]:
-        args: list[Any] = [0 if self.audit_ttl is None else int(self.audit_ttl * 1000), repr(self.clock())]
-        for record in records:
-            args += [repr(record.at), record.to_json()]
-        return [*args, len(records)]
+    @property
+    def _chain_keys(self) -> list[str]:
+        """The chain's head (a hash: seq, hash) and its records in the order appended (a list)."""
+        tagged = f"{self.prefix}{{{self.namespace}}}"
+        return [f"{tagged}:audit:head", f"{tagged}:audit:chain"]
 
-    def _save_call(self, conversation: Conversation, expected_version: int) -> tuple[list[str], list[Any]]:
-        """Keys and arguments of the save script, or of the audited one when decisions ride along."""
+    @property
+    def _digests_key(self) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:audit:digests"
+
+    def _audit_keys(self, conversation_id: str) -> list[str]:
+        return [*self._chain_keys, self._audit(), self._audit(conversation_id)]
+
+    def _audit_args(self, records: Sequence[DecisionRecord], head: ChainHead) -> tuple[list[Any], ChainHead]:
+        linked, moved = head.link(records)
+        args: list[Any] = [head.seq, head.hash, moved.seq, moved.hash]
+        args += [0 if self.audit_ttl is None else int(self.audit_ttl * 1000), repr(self.clock())]
+        for record in linked:
+            args += [repr(record.at), record.to_json()]
+        return [*args, len(linked)], moved
+
+    def _save_call(
+        self, conversation: Conversation, expected_version: int, head: ChainHead | None
+    ) -> tuple[list[str], list[Any], ChainHead | None]:
+        """Keys and arguments of the save script, or of the audited one when decisions ride along
+        (linked after `head`), and the chain's head once it is written."""
         hash_key, messages, calls = self._parts(conversation.id)
         keys = [hash_key, self._index, messages, calls]
         args = self._save_args(conversation, expected_version)
         records = conversation.unsaved_decisions
-        if records:
-            keys += [self._audit(), self._audit(conversation.id)]
-            args += self._audit_args(records)
-        return keys, args
+        if records and head is not None:
+            keys += self._audit_keys(conversation.id)
+            audit, head = self._audit_args(records, head)
+            args += audit
+        return keys, args, head
+
+    def _read_head(self) -> ChainHead:
+        with self._failures:
+            seq, hash_ = self._sync.hmget(self._chain_keys[0], "seq", "hash")
+        self._head = _head(seq, hash_)
+        return self._head
+
+    async def _aread_head(self) -> ChainHead:
+        client = self._async()[0]
+        async with self._bounded():
+            seq, hash_ = await client.hmget(self._chain_keys[0], "seq", "hash")
+        self._head = _head(seq, hash_)
+        return self._head
 
     def _save_args(self, conversation: Conversation, expected_version: int) -> list[Any]:
         now = self.clock()
@@ -299,18 +366,54 @@ class RedisConversationRepository(ConversationRepository):
         return _decoded([conversation_id], [found], windowed=True)[0]
 
     def save(self, conversation: Conversation, expected_version: int) -> None:
-        keys, args = self._save_call(conversation, expected_version)
-        script = self._audited_script if len(keys) > 4 else self._save_script
-        with self._failures:
-            outcome = script(keys=keys, args=args)
-        self._check(conversation, expected_version, outcome)
+        """One round trip; with decisions, one more the first time (the chain's head) and whenever
+        another worker moved the head since (the records are linked again and the save retried)."""
+        while True:
+            head = (self._head or self._read_head()) if conversation.unsaved_decisions else None
+            keys, args, moved = self._save_call(conversation, expected_version, head)
+            script = self._audited_script if len(keys) > 4 else self._save_script
+            with self._failures:
+                outcome = script(keys=keys, args=args)
+            if int(outcome) != STALE_HEAD:
+                break
+            self._read_head()
+        self._check(conversation, expected_version, outcome, moved)
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         for conversation_id, some in _by_conversation(records):
-            with self._failures:
-                self._append_script(
-                    keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some)
-                )
+            while True:
+                args, moved = self._audit_args(some, self._head or self._read_head())
+                with self._failures:
+                    outcome = self._append_script(keys=self._audit_keys(conversation_id), args=args)
+                if int(outcome) != STALE_HEAD:
+                    break
+                self._read_head()
+            self._head = moved
+
+    def audit_trail(self) -> Trail:
+        with self._failures:
+            pipe = self._sync.pipeline(transaction=True)  # MULTI: one state of the three keys
+            pipe.zrangebyscore(self._audit(), self._oldest_record(), "+inf")
+            pipe.lrange(self._chain_keys[1], 0, -1)
+            pipe.hgetall(self._digests_key)
+            pipe.hmget(self._chain_keys[0], "seq", "hash")
+            kept, chain, digests, (seq, hash_) = pipe.execute()
+        # Records from before the chain are in the namespace's set only: they come first, by time.
+        before = [r for r in map(DecisionRecord.from_json, kept) if r.seq == 0]
+        return Trail(
+            [*before, *(DecisionRecord.from_json(item) for item in chain)],
+            sorted((AuditDigest.from_json(item) for item in digests.values()), key=lambda d: d.number),
+            _head(seq, hash_),
+        )
+
+    def audit_tip(self) -> tuple[ChainHead, AuditDigest | None]:
+        with self._failures:
+            (seq, hash_), last = self._tip_script(keys=[self._chain_keys[0], self._digests_key])
+        return _head(seq, hash_), None if last is None else AuditDigest.from_json(last)
+
+    def append_digest(self, digest: AuditDigest) -> bool:
+        with self._failures:
+            return bool(self._sync.hsetnx(self._digests_key, str(digest.number), digest.to_json()))
 
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
         with self._failures:
@@ -419,17 +522,28 @@ class RedisConversationRepository(ConversationRepository):
         return _decoded(conversation_ids, found)
 
     async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        keys, args = self._save_call(conversation, expected_version)
         _, plain, audited, *_ = self._async()
-        async with self._bounded():
-            outcome = await (audited if len(keys) > 4 else plain)(keys=keys, args=args)
-        self._check(conversation, expected_version, outcome)
+        while True:
+            head = (self._head or await self._aread_head()) if conversation.unsaved_decisions else None
+            keys, args, moved = self._save_call(conversation, expected_version, head)
+            async with self._bounded():
+                outcome = await (audited if len(keys) > 4 else plain)(keys=keys, args=args)
+            if int(outcome) != STALE_HEAD:
+                break
+            await self._aread_head()
+        self._check(conversation, expected_version, outcome, moved)
 
     async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
         append = self._async()[3]
         for conversation_id, some in _by_conversation(records):
-            async with self._bounded():
-                await append(keys=[self._audit(), self._audit(conversation_id)], args=self._audit_args(some))
+            while True:
+                args, moved = self._audit_args(some, self._head or await self._aread_head())
+                async with self._bounded():
+                    outcome = await append(keys=self._audit_keys(conversation_id), args=args)
+                if int(outcome) != STALE_HEAD:
+                    break
+                await self._aread_head()
+            self._head = moved
 
     async def adecision_records(
         self, conversation_id: str | None = None, limit: int = 100
@@ -481,10 +595,14 @@ class RedisConversationRepository(ConversationRepository):
     def _oldest_record(self) -> float | str:
         return "-inf" if self.audit_ttl is None else self.clock() - self.audit_ttl
 
-    def _check(self, conversation: Conversation, expected_version: int, outcome: Any) -> None:
+    def _check(
+        self, conversation: Conversation, expected_version: int, outcome: Any, head: ChainHead | None
+    ) -> None:
         stored = int(outcome)
         if stored != -1:
             raise ConcurrencyConflict(conversation.id, expected_version, stored or None)
+        if head is not None:
+            self._head = head
         conversation.unsaved_decisions.clear()
 
     def __repr__(self) -> str:
@@ -516,6 +634,12 @@ class _Bounded:
         except TimeoutError:
             raise StoreUnavailable(f"{self._failures.where}: no answer within {self._seconds:g} s") from None
         self._failures.__exit__(kind, exc, traceback)
+
+
+def _head(seq: bytes | str | None, hash_: bytes | str | None) -> ChainHead:
+    """The chain's head from its hash's fields (absent: an empty chain)."""
+    text = hash_.decode() if isinstance(hash_, bytes) else hash_ or ""
+    return ChainHead(int(seq or 0), text)
 
 
 def _by_conversation(records: Sequence[DecisionRecord]) -> list[tuple[str, list[DecisionRecord]]]:

@@ -22,6 +22,7 @@ from dcaf_like.application.errors import ConcurrencyConflict, StoredConversation
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
+from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, check_retention
 
@@ -35,6 +36,10 @@ CALLS = "dcaf_calls"
 # The audit trail: one row per decision, appended in the transaction of the save that carries it,
 # never updated, and never deleted with its conversation (only by `audit_ttl`).
 AUDIT_TABLE = "dcaf_decisions"
+# The chain over AUDIT_TABLE (ADR 34): its head per namespace, read and moved in the transaction that
+# appends (IMMEDIATE: one writer at a time, across processes), and the signed digests by number.
+HEADS = "dcaf_audit_heads"
+DIGESTS = "dcaf_audit_digests"
 CANCELS = "dcaf_cancels"
 _CANCELS = (
     f"CREATE TABLE IF NOT EXISTS {CANCELS} "
@@ -100,6 +105,17 @@ CREATE INDEX IF NOT EXISTS {AUDIT_TABLE}_conversation ON {AUDIT_TABLE} (namespac
 CREATE INDEX IF NOT EXISTS {AUDIT_TABLE}_recent ON {AUDIT_TABLE} (namespace, at);
 CREATE TRIGGER IF NOT EXISTS {AUDIT_TABLE}_append_only BEFORE UPDATE ON {AUDIT_TABLE}
 BEGIN SELECT RAISE(ABORT, 'decision records are append-only'); END;
+CREATE TABLE IF NOT EXISTS {HEADS} (
+    namespace TEXT    PRIMARY KEY,
+    seq       INTEGER NOT NULL,
+    hash      TEXT    NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {DIGESTS} (
+    namespace TEXT    NOT NULL,
+    number    INTEGER NOT NULL,
+    digest    TEXT    NOT NULL,
+    PRIMARY KEY (namespace, number)
+) WITHOUT ROWID;
 """
 
 # Columns added since the table was first released: added to a file that lacks them when it is opened
@@ -268,10 +284,52 @@ class SqliteConversationRepository(ConversationRepository):
                 f"DELETE FROM {AUDIT_TABLE} WHERE namespace = ? AND at < ?",
                 (self.namespace, self.clock() - self.audit_ttl),
             )
+        row = db.execute(_HEAD, (self.namespace,)).fetchone()
+        linked, head = (ChainHead() if row is None else ChainHead(*row)).link(records)
         db.executemany(
             f"INSERT INTO {AUDIT_TABLE} (namespace, conversation_id, at, record) VALUES (?, ?, ?, ?)",
-            [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in records],
+            [(self.namespace, r.conversation_id, r.at, r.to_json()) for r in linked],
         )
+        db.execute(
+            f"INSERT OR REPLACE INTO {HEADS} (namespace, seq, hash) VALUES (?, ?, ?)",
+            (self.namespace, head.seq, head.hash),
+        )
+
+    def audit_trail(self) -> Trail:
+        """Read in one transaction: a snapshot, so an append meanwhile never looks like a deletion."""
+        with self._reading(self._connection()) as db, _snapshot(db):
+            rows = db.execute(
+                f"SELECT record FROM {AUDIT_TABLE} WHERE namespace = ? ORDER BY seq", (self.namespace,)
+            ).fetchall()
+            digests = db.execute(
+                f"SELECT digest FROM {DIGESTS} WHERE namespace = ? ORDER BY number", (self.namespace,)
+            ).fetchall()
+            head = db.execute(_HEAD, (self.namespace,)).fetchone()
+        return Trail(
+            [DecisionRecord.from_json(row[0]) for row in rows],
+            [AuditDigest.from_json(row[0]) for row in digests],
+            ChainHead() if head is None else ChainHead(*head),
+        )
+
+    def audit_tip(self) -> tuple[ChainHead, AuditDigest | None]:
+        with self._reading(self._connection()) as db:
+            head = db.execute(_HEAD, (self.namespace,)).fetchone()
+            last = db.execute(
+                f"SELECT digest FROM {DIGESTS} WHERE namespace = ? ORDER BY number DESC LIMIT 1",
+                (self.namespace,),
+            ).fetchone()
+        return (
+            ChainHead() if head is None else ChainHead(*head),
+            None if last is None else AuditDigest.from_json(last[0]),
+        )
+
+    def append_digest(self, digest: AuditDigest) -> bool:
+        with self._writing(self._connection(), self._write_turn) as db:
+            written = db.execute(
+                f"INSERT OR IGNORE INTO {DIGESTS} (namespace, number, digest) VALUES (?, ?, ?)",
+                (self.namespace, digest.number, digest.to_json()),
+            ).rowcount
+        return written == 1
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         if records:
@@ -561,6 +619,19 @@ _READ_WINDOW = (
     f"AND seq >= {_WINDOW.format('window_call')} "
     "ORDER BY 1, 3"
 )
+
+
+_HEAD = f"SELECT seq, hash FROM {HEADS} WHERE namespace = ?"
+
+
+@contextmanager
+def _snapshot(db: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: the statements in it see one state of the file."""
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        db.execute("COMMIT")
 
 
 def _add_columns(db: sqlite3.Connection) -> None:

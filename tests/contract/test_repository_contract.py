@@ -35,6 +35,7 @@ from dcaf_like.domain import (
     approvers,
     attachment,
 )
+from dcaf_like.domain.trail import AuditDigest, AuditKey, ChainHead, record_hash, verify
 from dcaf_like.stores._codec import conversation_to_dict
 from dcaf_like.stores._schema import MESSAGE
 
@@ -845,6 +846,96 @@ def test_decision_records_expire_by_their_own_ttl(make: Factory) -> None:
     now[0] += 61
     assert store.decision_records(conversation.id) == []
     assert store.get(conversation.id) is not None  # the conversation has no ttl of its own here
+
+
+# -- the chain over the trail (ADR 34) ---------------------------------------------------------------
+
+KEY = AuditKey(b"the contract suite's audit key")
+
+
+def test_appended_records_form_one_chain_and_a_digest_signs_its_head(make: Factory) -> None:
+    store = make()
+    conversation = pending_conversation()
+    store.save(conversation, 0)
+    [call_id] = conversation.tool_calls
+    store.record_decisions([conversation.refusal(call_id, "the arguments differ", by="mallory", at=5.0)])
+    conversation.approve_tool_call(call_id, by="alice", at=6.0)
+    store.save(conversation, conversation.version - 1)
+    store.save(full_conversation(), 0)
+
+    head, last = store.audit_tip()
+    assert last is None
+    digest = AuditDigest.after(None, head, at=7.0, key=KEY)
+    assert store.append_digest(digest)
+    assert not store.append_digest(digest)  # its number is taken: a second worker's is dropped
+    trail = store.audit_trail()
+
+    assert [r.seq for r in trail.records] == list(range(1, 8))
+    assert trail.records[1].previous == record_hash(trail.records[0])
+    assert [r.decided_by for r in trail.records[:2]] == ["mallory", "alice"]
+    assert trail.head == head == ChainHead(7, record_hash(trail.records[-1]))
+    assert trail.digests == [digest]
+    assert store.audit_tip() == (head, digest)
+    assert verify(trail, KEY).summary() == "intact: 7 records chained, 1 digest signed"
+    assert store.decision_records(conversation.id)[0].seq == 2  # the trail as read carries the links
+
+
+def test_a_writer_whose_known_head_is_stale_links_its_records_after_the_real_one(make: Factory) -> None:
+    first, second = make(), make()
+    for n, store in enumerate([first, second, first, second, first]):  # each behind the other's last
+        store.record_decisions([DecisionRecord.refused("c", "x", by=f"writer-{n}", entrance="http", at=1.0)])
+    conversation = pending_conversation()
+    [call_id] = conversation.tool_calls
+    conversation.approve_tool_call(call_id, by="writer-5")
+    second.save(conversation, 0)
+
+    trail = first.audit_trail()
+    assert [(r.seq, r.decided_by) for r in trail.records] == [(n + 1, f"writer-{n}") for n in range(6)]
+    assert verify(trail).intact, verify(trail).problem
+
+
+# moto's emulated DynamoDB is not thread-safe (it fails inside with "dictionary changed size during
+# iteration" under concurrent transactions): DynamoDB's conditional write on the head is shown by the
+# interleaved writers above, and by real processes against real stores in tests/e2e/test_trail_http.py.
+@pytest.mark.parametrize("make", [kind for kind in STORES if kind != "dynamodb"], indirect=True)
+def test_writers_on_several_repositories_at_once_keep_one_chain(make: Factory) -> None:
+    stores = [make(), make()]
+    start = threading.Barrier(4)
+
+    def write(n: int) -> None:
+        store = stores[n % 2]
+        start.wait()
+        for i in range(10):
+            refused = DecisionRecord.refused(
+                f"c{n}", "no scope", by=f"writer-{n}", entrance="http", at=float(i)
+            )
+            store.record_decisions(
+                [refused, refused.__class__.refused("x", "y", by="z", entrance="http", at=0.0)]
+            )
+            conversation = pending_conversation()
+            [call_id] = conversation.tool_calls
+            conversation.approve_tool_call(call_id, by=f"writer-{n}")
+            store.save(conversation, 0)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    trail = stores[0].audit_trail()
+    assert [r.seq for r in trail.records] == list(range(1, 121))
+    assert verify(trail).intact, verify(trail).problem
+
+
+def test_each_namespace_keeps_a_chain_of_its_own(make: Factory, request: pytest.FixtureRequest) -> None:
+    memory = request.node.callspec.params["make"] == "memory"
+    namespaces = ["default"] if memory else ["a", "b"]  # the in-memory store has none: one chain
+    for namespace in namespaces:
+        store = make(namespace)
+        store.record_decisions([DecisionRecord.refused("c", "x", by=namespace, entrance="http", at=1.0)])
+        [record] = store.audit_trail().records
+        assert (record.seq, record.previous, record.decided_by) == (1, "", namespace)
 
 
 def test_an_owner_survives_a_round_trip_and_no_owner_is_none(make: Factory) -> None:

@@ -425,7 +425,7 @@ def _alice_tries(server: httpx.Client, method: str, path: str, conversation_id: 
     if (method, path) == ("GET", "/api/conversations"):
         listed = server.get(target, headers=key(ALICE)).json()["conversations"]
         return conversation_id not in [c["id"] for c in listed]
-    if (method, path) == ("GET", "/api/audit"):  # the operator's: alice may not read it at all
+    if (method, path) in (("GET", "/api/audit"), ("GET", "/api/audit/export")):  # the operator's only
         return server.get(target, headers=key(ALICE)).status_code == 403
     if (method, path) == ("POST", "/a2a"):
         answer = rpc_call(server, ALICE, "message/send", a2a_message({}, context_id=conversation_id))
@@ -446,6 +446,7 @@ ENTRANCES = {
     ("DELETE", "/api/conversations/{conversation_id}"),
     ("POST", "/api/conversations/{conversation_id}/cancel"),
     ("GET", "/api/audit"),
+    ("GET", "/api/audit/export"),
     ("POST", "/a2a"),
     ("POST", "/a2a/tasks/send"),
     ("GET", "/a2a/tasks/{task_id}"),

@@ -163,7 +163,9 @@ def test_a_turn_on_a_windowed_read_saves_the_records_before_the_window_in_the_pa
 
     saving.save(recent, conversation.version)
 
-    assert len(reads.requests) == (0 if remembered else 1)  # else the page, at the version expected
+    pages = [r for r in reads.requests if not r["Key"]["pk"]["S"].startswith("#audit-head#")]
+    assert len(pages) == (0 if remembered else 1)  # else the page, at the version expected
+    # (A repository that has not appended a decision record yet reads the audit chain's head once.)
     saved = repository().get(conversation.id)
     assert saved is not None
     assert conversation_to_dict(saved) == conversation_to_dict(expected)

@@ -59,9 +59,10 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
 
     assert turn == ["EVALSHA", "EVALSHA"]
-    # read, claim the approval (with its lease), ask whether the run was cancelled before calling the
-    # model again (docs/runs.md: every step but the first), save the outcome
-    assert client.commands == ["EVALSHA", "EVALSHA", "GET", "EVALSHA"]
+    # read, the audit chain's head (ADR 34: once per repository, then known from its own writes),
+    # claim the approval (with its lease and the decision's record), ask whether the run was cancelled
+    # before calling the model again (docs/runs.md: every step but the first), save the outcome
+    assert client.commands == ["EVALSHA", "HMGET", "EVALSHA", "GET", "EVALSHA"]
     assert cluster.deleted == [("default", "web-2")]
     await client.aclose()
     store.close()
