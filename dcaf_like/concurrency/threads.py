@@ -7,7 +7,7 @@ asyncio future are Python code run on every call. A plain ``def`` tool served ov
 twice (there and back) on every run. Here a call is one tuple put on a ``queue.SimpleQueue`` (C), taken
 by a waiting thread, and its outcome is set on an asyncio future with ``call_soon_threadsafe``.
 
-What it keeps of ``to_thread`` (pinned by ``tests/unit/test_thread_handoff.py``): the caller's
+What it keeps of ``to_thread`` (pinned by ``tests/unit/concurrency/test_thread_handoff.py``): the caller's
 context variables are seen by the call (a copy, as ``to_thread`` gives); its result or its exception
 comes back as raised; cancelling the awaiting task does not stop the call (no thread can be stopped),
 its outcome is dropped; calls run side by side, up to as many threads as the default executor would

@@ -3,7 +3,7 @@
 :func:`canonical_json` is exactly :func:`plain_canonical_json` (``json.dumps`` with sorted keys, no
 spaces, unicode as is, no NaN) for any value without a cycle, and raises what it raises for a value
 that is not JSON. It builds the C encoder ``json.dumps`` builds on every call once instead, and skips
-the cycle check. The test that pins the two equal is `tests/unit/domain_core/test_canonical_json.py`;
+the cycle check. The test that pins the two equal is `tests/unit/domain/test_canonical_json.py`;
 what it saves is measured by `benchmarks/domain.py` (figures: docs/benchmarks.md).
 """
 

@@ -6,7 +6,7 @@ FastAPI's route wrapper does for every request (look for a body to read, solve t
 dependencies, open an exit stack for them) is work they never use: a plain Starlette ``Route`` to the
 same handler, put before FastAPI's, answers instead. Both run inside the same middleware and the same
 exception handlers (Starlette's, which FastAPI registers on the app), so the answers are the same;
-``tests/unit/test_turn_dispatch.py`` pins that they are, for good turns and refused ones. The plain
+``tests/unit/server/test_turn_dispatch.py`` pins that they are, for good turns and refused ones. The plain
 code it stands for is FastAPI's route, which answers when this module is not used. Its figures are
 ``make bench``'s HTTP table (docs/benchmarks.md).
 """

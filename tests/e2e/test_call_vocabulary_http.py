@@ -36,7 +36,7 @@ REJECTED = {
     "approval_reason": "restart_pod requires approval",
     "rejection_reason": "not now",
 }
-STORED_BEFORE = Path(__file__).parents[1] / "unit" / "stored" / "conversation_v1_main.json"
+STORED_BEFORE = Path(__file__).parents[1] / "unit" / "stores" / "stored" / "conversation_v1_main.json"
 
 
 def named(call: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:

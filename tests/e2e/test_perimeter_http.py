@@ -402,7 +402,7 @@ def test_a_content_length_the_grammar_allows_frames_exactly_that_many_bytes(coun
     """Leading blanks are optional whitespace, and a list of one same value is that value (RFC 9110
     8.6): the server reads 10 bytes of the body, never more, and they are not a whole request. (A
     parser that passes such a value through as it is gets a 400 from the middleware; see
-    tests/unit/test_request_middleware.py.)"""
+    tests/unit/server/test_request_middleware.py.)"""
     port, turns = counted
     body = json.dumps({"messages": [user("x" * 100_000)]}).encode()
     head = (

@@ -41,20 +41,6 @@ def stream(client: httpx.Client, messages: list[dict[str, Any]]) -> list[dict[st
 # -- item 2: the seed's names ---------------------------------------------------------------------
 
 
-def test_the_seeds_core_dtos_are_exported():
-    # The seed: from dcaf.core import (PlatformContext, DataDTO, CommandDTO, ExecutedCommandDTO,
-    # ToolCallDTO, ExecutedToolCallDTO, StreamEvent)
-    from dcaf_like import (  # noqa: F401
-        CommandDTO,
-        DataDTO,
-        ExecutedCommandDTO,
-        ExecutedToolCallDTO,
-        PlatformContext,
-        StreamEvent,
-        ToolCallDTO,
-    )
-
-
 def seed_response() -> AgentResponse:
     """The seed's example, word for word (``dcaf.core`` is ``dcaf_like``)."""
     return AgentResponse(

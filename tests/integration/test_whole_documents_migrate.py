@@ -1,6 +1,6 @@
 """A conversation stored whole (format 1, ADR 5) by an earlier version still reads, and its next save
 writes it as a header and a record per message and per call (ADR 16): the pinned sample of
-``tests/unit/stored/``, put in each store in the layout the earlier version wrote."""
+``tests/unit/stores/stored/``, put in each store in the layout the earlier version wrote."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ from dcaf_like.domain import Conversation
 from dcaf_like.stores._codec import conversation_to_dict, decode
 
 SAMPLE = (
-    (Path(__file__).parents[1] / "unit" / "stored" / "conversation_v1_main.json").read_text("utf-8").strip()
+    (Path(__file__).parents[1] / "unit" / "stores" / "stored" / "conversation_v1_main.json")
+    .read_text("utf-8")
+    .strip()
 )
 WHOLE = decode(SAMPLE, "sample")
 

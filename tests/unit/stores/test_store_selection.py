@@ -24,7 +24,7 @@ from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, with_rete
 from dcaf_like.stores import redact
 from dcaf_like.testing import FakeRuntime
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def agent(**options) -> Agent:
