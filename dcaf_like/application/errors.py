@@ -100,6 +100,16 @@ class ConversationNotFound(ApplicationError):
         super().__init__(f"no conversation {conversation_id}")
 
 
+class MissingCapability(ApplicationError):
+    """A store lacks what an action needs (a store of your own that keeps no audit digests, say):
+    refused where it is needed, naming the store and the capability, rather than failing later."""
+
+    def __init__(self, store: str, capability: str, fix: str) -> None:
+        self.store = store
+        self.capability = capability
+        super().__init__(f"{store} cannot {capability}: {fix}")
+
+
 class StoreUnavailable(ApplicationError):
     """The conversation store could not be reached or answered with an error."""
 

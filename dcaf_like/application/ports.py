@@ -22,6 +22,7 @@ from typing import Any, Generic, Protocol, cast, runtime_checkable
 
 from dcaf_like.application.context import estimate_tokens
 from dcaf_like.application.dto import AgentRequest, AgentResponse
+from dcaf_like.application.errors import MissingCapability
 from dcaf_like.application.events import StreamEvent
 from dcaf_like.application.messages import (
     NO_SETTINGS,
@@ -153,6 +154,9 @@ def _deltas_of(response: ModelResponse) -> Iterator[ModelStreamEvent]:
 READ_CONCURRENCY = 8
 
 
+_DIGESTS_FIX = "implement append_digest and audit_tip (docs/operations.md, 'Proving the trail')"
+
+
 class ConversationRepository(ABC):
     """Where conversations live between turns.
 
@@ -232,9 +236,15 @@ class ConversationRepository(ABC):
         """The chain's head and the latest digest (None: none yet): what the next digest follows."""
         return ChainHead(), None
 
+    @property
+    def keeps_digests(self) -> bool:
+        """Whether this store writes signed digests of its trail (:meth:`append_digest`)."""
+        return type(self).append_digest is not ConversationRepository.append_digest
+
     def append_digest(self, digest: AuditDigest) -> bool:
-        """Write `digest` unless one with its number exists (another worker wrote it first): False then."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no audit digests")
+        """Write `digest` unless one with its number exists (another worker wrote it first): False then.
+        A store that keeps no digests refuses (:class:`MissingCapability`)."""
+        raise MissingCapability(type(self).__name__, "keep signed audit digests", _DIGESTS_FIX)
 
     def ping(self) -> None:
         """One cheap round trip to the store (a readiness probe); raises if it does not answer.

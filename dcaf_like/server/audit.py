@@ -19,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from dcaf_like.application.errors import MissingCapability
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.trail import DigestWriter
 from dcaf_like.concurrency.threads import in_thread
@@ -139,10 +140,13 @@ async def signing(
     if key is None or store is None:
         yield
         return
-    if type(store).append_digest is ConversationRepository.append_digest:
-        logger.warning("%s keeps no audit digests: the trail is chained but unsigned", type(store).__name__)
-        yield
-        return
+    if not store.keeps_digests:  # a key asks for signed digests: refused at start, not left unsigned
+        raise MissingCapability(
+            type(store).__name__,
+            "keep signed audit digests",
+            "serve without an audit key, or use a store that keeps them "
+            "(docs/operations.md, 'Proving the trail')",
+        )
     writer = DigestWriter(store, key)
 
     async def tick(force: bool) -> None:

@@ -73,6 +73,7 @@ EXPORTED = {
     "ModelError",
     "ModelRateLimited",
     "ModelRequest",
+    "MissingCapability",
     "ModelSettings",
     "ModelRequestInvalid",
     "ModelResponse",

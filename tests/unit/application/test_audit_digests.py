@@ -110,3 +110,44 @@ def test_the_export_puts_each_digest_after_the_record_it_signs() -> None:
     ]  # fmt: skip
     assert lines[2]["head_hash"] == lines[1]["hash"]
     assert "unit tests' audit key" not in json.dumps(lines)
+
+
+def test_a_server_asked_to_sign_refuses_at_start_a_store_that_keeps_no_digests():
+    """docs/operations.md, "Proving the trail": a capability a store lacks is refused where it is
+    needed, naming the store and the capability, not left to fail (or to sign nothing) later."""
+    import asyncio
+
+    from dcaf_like import MissingCapability
+    from dcaf_like.application.ports import ConversationRepository
+    from dcaf_like.server.audit import signing
+
+    class PlainStore(ConversationRepository):
+        def get(self, conversation_id):
+            return None
+
+        def save(self, conversation, expected_version):
+            pass
+
+        def delete(self, conversation_id):
+            return False
+
+        def list_ids(self, limit=100):
+            return []
+
+        def record_decisions(self, records):
+            pass
+
+        def decision_records(self, conversation_id=None, limit=100):
+            return []
+
+    store = PlainStore()
+
+    async def start():
+        async with signing(lambda: store, KEY):
+            pass
+
+    assert not store.keeps_digests
+    with pytest.raises(MissingCapability, match="PlainStore cannot keep signed audit digests"):
+        asyncio.run(start())
+    with pytest.raises(MissingCapability):
+        store.append_digest(None)
