@@ -206,9 +206,10 @@ class Hooks:
                 given[1] = answer
                 rewritten_by.append(name)
                 continue
-            wanted = {"before_tool": "a Veto or None"}.get(point, "None")
             if rewrites is not None:
                 wanted = f"a {rewrites.__name__} or None"
+            else:
+                wanted = "a Veto or None" if point == "before_tool" else "None"
             return _failed(name, point, TypeError(f"it returned {type(answer).__name__}, not {wanted}"))
         return Rewritten(given[1], tuple(rewritten_by)) if rewritten_by else None
 

@@ -214,14 +214,7 @@ def read_messages(
         raise InvalidRequest("messages", "expected a non-empty list of messages")
     from dcaf_like.helpdesk.wire import ChatRequest  # pydantic, loaded when first needed
 
-    plain = [
-        {"role": "user", "content": m}
-        if isinstance(m, str)
-        else {"role": "user", **m}
-        if isinstance(m, Mapping)
-        else m
-        for m in messages
-    ]
+    plain = [_plain_message(m) for m in messages]
     body = _validated(ChatRequest, {"messages": plain, "platform_context": platform_context})
     if session is None and body.messages[-1].data is not None and body.messages[-1].data.session is not None:
         path = f"messages[{len(plain) - 1}].data.session"
@@ -231,6 +224,16 @@ def read_messages(
     if conversation_id is not None:
         request = replace(request, conversation_id=conversation_id)
     return replace(request, session=session) if session is not None else request
+
+
+def _plain_message(message: Any) -> Any:
+    """A message of plain data as the wire's model reads it: a string is the user's text, and a
+    message without a ``role`` is the user's (anything else is left for the model to refuse)."""
+    if isinstance(message, str):
+        return {"role": "user", "content": message}
+    if isinstance(message, Mapping):
+        return {"role": "user", **message}
+    return message
 
 
 def request_of(body: ChatRequest, *, user: str) -> AgentRequest:
