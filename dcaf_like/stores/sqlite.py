@@ -518,7 +518,7 @@ class SqliteConversationRepository(ConversationRepository):
                 raise self._unavailable(exc) from exc
             try:
                 connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                connection.execute("PRAGMA journal_mode = WAL")
+                _use_wal(connection, self.busy_timeout)
                 connection.execute("PRAGMA synchronous = NORMAL")
                 if not checkpoints:
                     connection.execute(f"PRAGMA wal_autocheckpoint = {int(LOG_LIMIT)}")
@@ -707,3 +707,20 @@ def _text(body: str | bytes, conversation_id: str) -> str | bytes:
         except zlib.error as exc:
             raise StoredConversationUnreadable(conversation_id, f"zlib: {exc}") from exc
     return body
+
+
+def _use_wal(connection: sqlite3.Connection, wait: float) -> None:
+    """Put the file in WAL mode. This pragma can be told "database is locked" at once, without SQLite's
+    busy handler, while another connection holds the file in a step the handler does not cover (its
+    WAL recovery, say): it is tried again, for up to `wait` seconds like any other write."""
+    deadline = time.monotonic() + wait
+    pause = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
