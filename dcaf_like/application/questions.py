@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dcaf_like.domain import Conversation, InvalidQuestion, Question
 from dcaf_like.domain.question import MAX_TEXT_ANSWER, QuestionKind
 
 
@@ -44,3 +45,32 @@ class Answered:
 
     def answers(self, kind: str, question: str, options: Sequence[str]) -> bool:
         return self.kind == kind and self.question == question and self.options == tuple(options)
+
+
+def answers_to(conversation: Conversation, call_id: str) -> tuple[Answered, ...]:
+    """The questions the call asked and the user answered, for its next run's context."""
+    return tuple(
+        Answered(q.kind.value, q.prompt, tuple(q.options), value)
+        for q in conversation.answered_questions(call_id)
+        if (value := q.value) is not None
+    )
+
+
+def open_question(
+    conversation: Conversation, call_id: str, asked: UserInputRequired, *, ttl: float | None, at: float
+) -> Question | None:
+    """Open the question a tool asked, the call waiting for it; or fail the call (None) for a
+    question that cannot be asked, or one it already had answered (a tool that ignores answers
+    would ask forever)."""
+    answered = conversation.answered_questions(call_id)
+    if any(q.asks(asked.kind, asked.question, asked.options) for q in answered):
+        problem = f"asked again a question the user already answered: {asked.question!r}"
+        conversation.record_tool_failure(call_id, problem, at=at)
+        return None
+    try:
+        return conversation.ask_question(
+            call_id, asked.kind, asked.question, asked.options, max_length=asked.max_length, ttl=ttl, at=at
+        )
+    except InvalidQuestion as exc:
+        conversation.record_tool_failure(call_id, f"asked a question that cannot be asked: {exc}", at=at)
+        return None

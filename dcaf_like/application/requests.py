@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dcaf_like.application.decisions import apply_decision
 from dcaf_like.application.dto import AgentRequest, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ConversationNotFound, InvalidRequest, UnsupportedPart
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.application.tracing import NoTracer, Span, Tracer
-from dcaf_like.application.turn import TurnSettings, apply_decision
+from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.application.workers import worker_gone
 from dcaf_like.domain import (
     NO_CONTEXT,

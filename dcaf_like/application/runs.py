@@ -35,6 +35,10 @@ logger = logging.getLogger("dcaf_like")
 #: The error of a call whose tool was stopped by a cancel while it ran (docs/runs.md).
 STOPPED_BY_CANCEL = "stopped: the run was cancelled while the tool ran; it may have done part of its work"
 
+#: Seconds (by the agent's clock) between two reads of the store for a cancel request while the model
+#: answers or a tool runs (async ports only).
+CANCEL_POLL = 0.5
+
 T = TypeVar("T")
 
 

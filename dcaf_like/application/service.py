@@ -3,22 +3,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from dcaf_like.application.clock import monotonic_of
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.effects import (
-    CANCELLED,
-    TURN_TIMEOUT,
     AskApprover,
     CallHooks,
     CallModel,
@@ -37,19 +33,16 @@ from dcaf_like.application.errors import (
     ApplicationError,
     HookFailed,
     ModelError,
-    ModelTimeout,
     scrub_exception,
 )
-from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent, ToolProgress
-from dcaf_like.application.hooks import FallbackAnswer, Hooks, Purpose, Refused, Rewritten, hook_context
+from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent
+from dcaf_like.application.hooks import FallbackAnswer, Hooks, Refused, Rewritten, hook_context
 from dcaf_like.application.messages import (
     NO_SETTINGS,
-    ModelCompleted,
     ModelResponse,
     ModelSettings,
-    ReasoningDelta,
-    TextDelta,
 )
+from dcaf_like.application.model_calls import ModelCalls
 from dcaf_like.application.notifications import ApprovalNotice, ApprovalNotifier, WaitingCall
 from dcaf_like.application.ports import (
     AgentRuntime,
@@ -59,13 +52,14 @@ from dcaf_like.application.ports import (
     ExecutableTool,
 )
 from dcaf_like.application.requests import RequestRules
-from dcaf_like.application.runs import STOPPED_BY_CANCEL, CancelPoll, RunCancelled, arun_tool, run_tool
+from dcaf_like.application.run_state import TurnRun
 from dcaf_like.application.storable import refuse_non_finite
+from dcaf_like.application.tool_runs import ToolRuns
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
-from dcaf_like.application.turn import Turn, TurnSettings
+from dcaf_like.application.turn import Turn
+from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.application.workers import new_worker_id
 from dcaf_like.concurrency.bridges import at_once, resolve, resolve_sync
-from dcaf_like.concurrency.time_limits import OutOfTime, aiterate_within, awithin, iterate_within, within
 from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
@@ -74,7 +68,7 @@ from dcaf_like.domain import (
     PlatformContext,
 )
 from dcaf_like.domain.context import secret_values
-from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING, new_conversation_id
+from dcaf_like.domain.conversation import new_conversation_id
 
 T = TypeVar("T")
 
@@ -82,10 +76,6 @@ logger = logging.getLogger("dcaf_like.service")
 
 InstructionProvider = Callable[[RunContext[Any]], str | Awaitable[str]]
 """Dynamic instructions: called at the start of each turn with the run's context, sync or async."""
-
-#: Seconds (by the agent's clock) between two reads of the store for a cancel request while the model
-#: answers or a tool runs (async ports only).
-CANCEL_POLL = 0.5
 
 
 class AgentService:
@@ -168,6 +158,18 @@ class AgentService:
             hooks=Hooks.of(hooks),
             model_settings=model_settings or NO_SETTINGS,
         )
+        self._models = ModelCalls(
+            runtime, repository, self.tracer, timeout=model_timeout, monotonic=self.monotonic
+        )
+        self._tools = ToolRuns(
+            repository,
+            self.tracer,
+            self._save,
+            worker=self.worker,
+            lease_ttl=lease_ttl,
+            clock=clock,
+            monotonic=self.monotonic,
+        )
         self._rules = RequestRules(
             self._settings, runtime, worker=self.worker, lease_ttl=lease_ttl, deps=deps, tracer=self.tracer
         )
@@ -230,7 +232,7 @@ class AgentService:
         # when served (a blocking stream drops them, docs/runs.md); a cancel seen between steps.
         streamed = (CallModel, CheckCancel) if blocking else (CallModel, RunTool, CheckCancel)
         span = self._start_span(request)
-        run: _Run | None = None
+        run: TurnRun | None = None
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
             # The calls waiting before the turn, which the notifier is not told about again.
@@ -279,7 +281,7 @@ class AgentService:
             span.end()
         yield Done(response)
 
-    async def _begin(self, request: AgentRequest, span: Span, *, blocking: bool, streams: bool) -> _Run:
+    async def _begin(self, request: AgentRequest, span: Span, *, blocking: bool, streams: bool) -> TurnRun:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
         runs, so a call is never run twice)."""
         refuse_non_finite(request)  # what cannot be stored is refused before anything is read
@@ -324,30 +326,30 @@ class AgentService:
         return repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
 
     def _streamed(
-        self, effect: Effect, run: _Run
+        self, effect: Effect, run: TurnRun
     ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome | bool, None]:
         """Perform a model call, a tool run or a cancel check that streams: its events as they come
         (the model's deltas, the tool's progress, the cancel's acknowledgement), then what the turn is
         sent back."""
         if isinstance(effect, CallModel):
-            return self._stream_model(effect, run)
+            return self._models.stream(effect, run)
         if isinstance(effect, CheckCancel):
             return self._check_cancel_streamed(run)
         assert isinstance(effect, RunTool), effect
-        return self._run_reporting(effect, run)
+        return self._tools.run_reporting(effect, run)
 
-    async def _check_cancel_streamed(self, run: _Run) -> AsyncGenerator[CancelRequested | bool, None]:
+    async def _check_cancel_streamed(self, run: TurnRun) -> AsyncGenerator[CancelRequested | bool, None]:
         cancelled = await self._cancel_requested(run)
         if cancelled and (ack := run.acknowledge_cancel()) is not None:
             yield ack
         yield cancelled
 
-    def _perform(self, effect: Effect, run: _Run) -> Awaitable[Any]:
+    def _perform(self, effect: Effect, run: TurnRun) -> Awaitable[Any]:
         """What performs an effect that streams nothing; awaited, it is what the turn is sent back."""
         if isinstance(effect, CallModel):
-            return self._invoke_model(effect, run)
+            return self._models.invoke(effect, run)
         if isinstance(effect, RunTool):
-            return self._run_tool(effect, run)
+            return self._tools.run(effect, run)
         if isinstance(effect, CheckCancel):
             return self._cancel_requested(run)
         if isinstance(effect, ResolveInstructions):
@@ -359,14 +361,14 @@ class AgentService:
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
         return self._ask_approver(effect, run)
 
-    async def _call_hooks(self, effect: CallHooks, run: _Run) -> Refused | HookFailed | Rewritten | None:
+    async def _call_hooks(self, effect: CallHooks, run: TurnRun) -> Refused | HookFailed | Rewritten | None:
         answer = await self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
         if isinstance(answer, Rewritten):  # the turn's trace says who changed what the model read or said
             run.span.set(f"dcaf.hooks.{effect.point}.rewritten_by", ",".join(answer.by))
         return answer
 
     async def _on_error(
-        self, exc: Exception, request: AgentRequest, run: _Run | None, blocking: bool
+        self, exc: Exception, request: AgentRequest, run: TurnRun | None, blocking: bool
     ) -> FallbackAnswer | None:
         """Tell the ``on_error`` hooks the turn failed (after its scrub: they read no secret); the
         fallback answer one gave, if any."""
@@ -377,24 +379,24 @@ class AgentService:
         public = PlatformContext(request.platform_context).public()
         return await hooks.failed(hook_context(self.name, conversation_id, public), exc, blocking=blocking)
 
-    async def _cancel_requested(self, run: _Run) -> bool:
+    async def _cancel_requested(self, run: TurnRun) -> bool:
         conversation_id, since = run.conversation.id, run.started
         if run.blocking:
             return self.repository.cancel_requested(conversation_id, since=since)
         return await self.repository.acancel_requested(conversation_id, since=since)
 
-    async def _instructions(self, context: RunContext[Any], run: _Run) -> str:
+    async def _instructions(self, context: RunContext[Any], run: TurnRun) -> str:
         if isinstance(self.system, str):
             return self.system
         return _checked_instructions(await _resolved(self.system(context), run.blocking))
 
-    async def _summary(self, effect: Summarize, run: _Run) -> ModelResponse | None:
+    async def _summary(self, effect: Summarize, run: TurnRun) -> ModelResponse | None:
         """The model's answer with the summary, or None when its call was stopped (cancel, time limit).
         Its span says it is the summary's (``dcaf.purpose``); the turn counts its tokens in its usage."""
-        answer = await self._invoke_model(CallModel(effect.request), run, purpose="summary")
+        answer = await self._models.invoke(CallModel(effect.request), run, purpose="summary")
         return None if isinstance(answer, Stopped) else answer
 
-    async def _ask_approver(self, effect: AskApprover, run: _Run) -> ApprovalAnswer:
+    async def _ask_approver(self, effect: AskApprover, run: TurnRun) -> ApprovalAnswer:
         assert self.approver is not None
         return _answer(await _resolved(self.approver(effect.pending), run.blocking))
 
@@ -413,200 +415,13 @@ class AgentService:
         except Exception:
             logger.exception("the approval notifier failed for conversation %s", response.conversation_id)
 
-    async def _save(self, run: _Run) -> None:
+    async def _save(self, run: TurnRun) -> None:
         """Save the run's conversation, expecting the version of its last save."""
         if run.blocking:
             self.repository.save(run.conversation, run.expected)
         else:
             await self.repository.asave(run.conversation, run.expected)
         run.expected = run.conversation.version
-
-    # -- model calls ------------------------------------------------------------------------------
-
-    async def _invoke_model(
-        self, effect: CallModel, run: _Run, *, purpose: Purpose = "turn"
-    ) -> ModelResponse | Stopped:
-        span, seconds, the_turns, poll = self._model_call(effect, run, purpose)
-        try:
-            if poll is None:
-                invoke, request = self.runtime.invoke, effect.request
-                answer = invoke(request) if seconds is None else within(lambda: invoke(request), seconds)
-            else:
-                asked = self.runtime.ainvoke(effect.request)
-                answer = await poll.step(asked if seconds is None else awithin(asked, seconds))
-            return _traced(span, answer)
-        except Exception as exc:
-            return self._stopped(exc, span, seconds, the_turns)
-        finally:
-            _end(span, poll)
-
-    async def _stream_model(
-        self, effect: CallModel, run: _Run
-    ) -> AsyncGenerator[TextDelta | ReasoningDelta | CancelRequested | ModelResponse | Stopped, None]:
-        """The model's deltas as they come, then its response (or why the turn stops waiting, after
-        the acknowledgement of a cancel)."""
-        span, seconds, the_turns, poll = self._model_call(effect, run)
-        try:
-            if poll is None:
-                events = self.runtime.stream(effect.request)
-                deltas = _each(events if seconds is None else iterate_within(events, seconds))
-            else:
-                aevents = self.runtime.astream(effect.request)
-                deltas = poll.each(aevents if seconds is None else aiterate_within(aevents, seconds))
-            async for event in deltas:
-                if isinstance(event, ModelCompleted):
-                    yield _traced(span, event.response)
-                    return
-                yield event
-        except Exception as exc:
-            stopped = self._stopped(exc, span, seconds, the_turns)
-            if stopped.reason == CANCELLED and (ack := run.acknowledge_cancel()) is not None:
-                yield ack
-            yield stopped
-            return
-        finally:
-            _end(span, poll)
-        raise ModelError(
-            f"{self.runtime.name}: the stream ended without a final response", runtime=self.runtime.name
-        )
-
-    def _model_call(
-        self, effect: CallModel, run: _Run, purpose: Purpose = "turn"
-    ) -> tuple[Span, float | None, bool, CancelPoll | None]:
-        """A model call's span, saying whose call it is (the turn's, or the summary's); how long it
-        may take, and whether that is what is left of the turn's time; and (async ports) the poll that
-        stops it when the turn is cancelled meanwhile."""
-        attributes = {"dcaf.runtime": self.runtime.name, "dcaf.purpose": purpose}
-        span = self.tracer.start("dcaf.model", attributes, run.span)
-        left, own = effect.timeout, self.model_timeout
-        the_turns = left is not None and (own is None or left < own)
-        if run.blocking:
-            return span, left if the_turns else own, the_turns, None
-        conversation_id, since, repository = run.conversation.id, run.started, self.repository
-        poll = CancelPoll(
-            lambda: repository.acancel_requested(conversation_id, since=since),
-            CANCEL_POLL,
-            monotonic=self.monotonic,
-        )
-        return span, left if the_turns else own, the_turns, poll
-
-    def _stopped(self, exc: Exception, span: Span, seconds: float | None, the_turns: bool) -> Stopped:
-        """What a model call's failure means: the turn stops there (its time ran out, it was
-        cancelled), or the call's typed error raises."""
-        name = self.runtime.name
-        if isinstance(exc, RunCancelled):
-            span.set("dcaf.stop_reason", CANCELLED)
-            return Stopped(CANCELLED)
-        if isinstance(exc, OutOfTime) and the_turns:
-            span.set("dcaf.stop_reason", TURN_TIMEOUT)
-            return Stopped(TURN_TIMEOUT)
-        if isinstance(exc, OutOfTime):
-            failure: ModelError = ModelTimeout(
-                f"{name}: no answer within the model-call time limit of {seconds:g} s", runtime=name
-            )
-        else:
-            failure = self._model_failure(exc)
-        span.fail(failure)
-        if failure is exc:
-            raise failure
-        raise failure from exc
-
-    def _model_failure(self, exc: Exception) -> ModelError:
-        secrets = self.runtime.secret_values()
-        if secrets:  # before the span records it
-            scrub_exception(exc, secrets)
-        if isinstance(exc, ModelError):
-            return exc
-        name = self.runtime.name
-        return ModelError(f"{name} failed: {type(exc).__name__}: {exc}", runtime=name)
-
-    # -- tools ------------------------------------------------------------------------------------
-
-    async def _run_tool(self, effect: RunTool, run: _Run) -> ToolOutcome:
-        attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
-        span = self.tracer.start("dcaf.tool", attributes, run.span)
-        call_id, every = effect.context.call_id, self.lease_ttl / 3
-
-        async def renew() -> None:
-            """Extend the lease of the call still running, and save it (so no other worker settles it)."""
-            run.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
-            await self._save(run)
-
-        if run.blocking:
-            return run_tool(effect, span, renew=lambda: at_once(renew()), every=every)
-        # A cancel asked while the tool runs reaches it (docs/runs.md, "Stopping a running tool"): an
-        # async def tool is cancelled; a def tool, which no one can stop from outside, sees its
-        # context's cancel signal and may stop at its next check.
-        conversation_id, since, repository = run.conversation.id, run.started, self.repository
-        signal = effect.context.cancel_signal
-
-        def on_cancel() -> None:
-            signal.set()
-            run.cancel_seen()
-
-        poll = CancelPoll(
-            lambda: repository.acancel_requested(conversation_id, since=since),
-            CANCEL_POLL,
-            on_cancel=on_cancel,
-            monotonic=self.monotonic,
-        )
-        running = arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
-        try:
-            return await (poll.step(running) if effect.tool.is_async else running)
-        except RunCancelled:
-            return ToolOutcome(error=STOPPED_BY_CANCEL)
-        except asyncio.CancelledError:
-            # The task of this turn was stopped (a server shutting down past its grace period): the
-            # call is settled now, in the save the driver makes on its way out, not when its lease ends.
-            run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
-            raise
-        finally:
-            poll.close()
-
-    async def _run_reporting(
-        self, effect: RunTool, run: _Run
-    ) -> AsyncGenerator[ToolProgress | CancelRequested | ToolOutcome, None]:
-        """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
-        thread) and a cancel's acknowledgement as soon as it is seen, then its ToolOutcome."""
-        loop = asyncio.get_running_loop()
-        reports: asyncio.Queue[ToolProgress | CancelRequested] = asyncio.Queue()
-        call_id, name = effect.context.call_id, effect.tool.name
-
-        def report(message: str, fraction: float | None) -> None:
-            event = ToolProgress(call_id, name, message, fraction)
-            try:
-                if asyncio.get_running_loop() is loop:
-                    reports.put_nowait(event)
-                    return
-            except RuntimeError:  # no loop in this thread: a tool in a worker thread
-                pass
-            loop.call_soon_threadsafe(reports.put_nowait, event)
-
-        def acknowledge() -> None:  # the cancel poll saw a cancel while the tool runs: say so at once
-            if (ack := run.acknowledge_cancel()) is not None:
-                reports.put_nowait(ack)
-
-        effect.context = replace(effect.context, on_progress=report)
-        run.on_cancel_seen = acknowledge
-        running = asyncio.ensure_future(self._run_tool(effect, run))
-        try:
-            while not running.done():
-                waiting = asyncio.ensure_future(reports.get())
-                await asyncio.wait((running, waiting), return_when=asyncio.FIRST_COMPLETED)
-                if waiting.done():
-                    yield waiting.result()
-                else:
-                    waiting.cancel()
-            while not reports.empty():
-                yield reports.get_nowait()
-        finally:
-            run.on_cancel_seen = None
-            if not running.done():
-                # Stopped (a shutdown past its grace period): the tool's run settles its call before
-                # the driver's last save, so the save carries it (not left approved under its lease).
-                running.cancel()
-                await asyncio.wait({running})
-        yield running.result()
 
     # -- preparing a turn -------------------------------------------------------------------------
 
@@ -636,7 +451,7 @@ class AgentService:
         refused: list[DecisionRecord],
         blocking: bool,
         streams: bool,
-    ) -> _Run:
+    ) -> TurnRun:
         """Apply the request's rules (:class:`RequestRules`) and make its turn. It raises before
         anything is saved (the records of the decisions it refused are in `refused`)."""
         now = self.clock()
@@ -652,44 +467,7 @@ class AgentService:
             emits=streams,
         )
         claim = bool(prepared.approved)
-        return _Run(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)
-
-
-@dataclass(slots=True)
-class _Run:
-    """A turn under way: its :class:`Turn`, the conversation, the version its next save expects (a
-    claim or a lease renewal moves it on), when it started (a cancel asked since then stops it), its
-    span, and whether its driver blocks."""
-
-    turn: Turn
-    conversation: Conversation
-    expected: int
-    started: float
-    span: Span
-    blocking: bool
-    #: The request approved calls: their claim is saved before the turn goes on.
-    claim: bool = False
-    #: Called when a cancel poll sees a cancel while a streamed tool runs (it acknowledges it).
-    on_cancel_seen: Callable[[], None] | None = None
-    #: The stream said it saw a cancel (once per turn).
-    cancel_acknowledged: bool = False
-
-    def cancel_seen(self) -> None:
-        if self.on_cancel_seen is not None:
-            self.on_cancel_seen()
-
-    def acknowledge_cancel(self) -> CancelRequested | None:
-        """The event that tells the stream a cancel was seen, the first time only."""
-        if self.cancel_acknowledged:
-            return None
-        self.cancel_acknowledged = True
-        return CancelRequested(self.conversation.id)
-
-
-async def _each(items: Iterable[T]) -> AsyncIterator[T]:
-    """A blocking iterator's items, for the blocking driver (each is read in place)."""
-    for item in items:
-        yield item
+        return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)
 
 
 async def _resolved(value: Any, blocking: bool) -> Any:
@@ -699,12 +477,6 @@ async def _resolved(value: Any, blocking: bool) -> Any:
 
 #: What a streamed effect ends with: the answer the turn is sent back.
 _ANSWERS = (ModelResponse, Stopped, ToolOutcome, bool)
-
-
-def _end(span: Span, poll: CancelPoll | None) -> None:
-    if poll is not None:
-        poll.close()
-    span.end()
 
 
 def _response(done: StreamEvent) -> AgentResponse:
@@ -730,17 +502,6 @@ def _question_window(question_ttl: float | None, approval_ttl: float | None) -> 
     window; infinity (or neither given): no limit."""
     ttl = approval_ttl if question_ttl is None else question_ttl
     return None if ttl is None or math.isinf(ttl) else ttl
-
-
-def _traced(span: Span, response: ModelResponse) -> ModelResponse:
-    if span is NO_SPAN:  # nothing records it: skip the attributes
-        return response
-    span.set("dcaf.input_tokens", response.usage.input_tokens)
-    span.set("dcaf.output_tokens", response.usage.output_tokens)
-    span.set("dcaf.tool_calls", len(response.tool_calls))
-    if response.runtime:  # the runtime asked chose another to answer
-        span.set("dcaf.answered_by", response.runtime)
-    return response
 
 
 def _finish_span(span: Span, response: AgentResponse) -> None:

@@ -9,8 +9,9 @@ transcribes the rest per model call.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
+from dcaf_like.application.context import Block, TokenCounter, block_cost
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelMessage,
@@ -64,6 +65,52 @@ def transcribe(
     if shown:
         into.append(_tools_attachments(shown))
     return settled
+
+
+@dataclass(slots=True)
+class TranscriptCache:
+    """What the model calls of one turn already transcribed: a message whose calls have all settled
+    (and which is not the last one) reads the same from then on, and costs the same tokens."""
+
+    #: The transcript of ``conversation.messages[:stable_messages]``, which no longer changes.
+    stable: list[ModelMessage] = field(default_factory=list)
+    stable_messages: int = 0
+    #: Under a context window: the block of each settled message (by its position in the
+    #: conversation), with its tokens.
+    settled_blocks: dict[int, tuple[Block, int]] = field(default_factory=dict)
+
+    def messages(self, conversation: Conversation, accepts: frozenset[str]) -> tuple[ModelMessage, ...]:
+        """The whole transcript, reusing what earlier calls transcribed."""
+        messages, stable = conversation.messages, self.stable
+        tail: list[ModelMessage] = []
+        for index in range(self.stable_messages, len(messages)):
+            if tail or index == len(messages) - 1:
+                transcribe(conversation, messages[index], tail, accepts)
+            elif transcribe(conversation, messages[index], tail, accepts):
+                stable.extend(tail)
+                tail.clear()
+                self.stable_messages = index + 1
+        return (*stable, *tail)
+
+    def blocks(
+        self, conversation: Conversation, accepts: frozenset[str], count: TokenCounter
+    ) -> tuple[list[Block], list[int]]:
+        """The conversation's blocks and their tokens, reusing those of settled messages."""
+        settled_blocks = self.settled_blocks
+        last = conversation.message_count - 1
+        blocks, costs = [], []
+        for index, message in enumerate(conversation.messages, conversation.message_offset):
+            known = settled_blocks.get(index)
+            if known is None:
+                transcribed: list[ModelMessage] = []
+                settled = transcribe(conversation, message, transcribed, accepts)
+                block = Block(index, tuple(transcribed), message.role is Role.USER, pinned=not settled)
+                known = (block, block_cost(block, count))
+                if settled and index != last:
+                    settled_blocks[index] = known
+            blocks.append(known[0])
+            costs.append(known[1])
+        return blocks, costs
 
 
 def _attachments_note(taken: list[Attachment], left_out: list[Attachment]) -> str:

@@ -8,18 +8,14 @@ sends the results back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dcaf_like.application.context import (
-    Block,
-    ContextPolicy,
     ContextView,
-    TokenCounter,
-    block_cost,
-    estimate_tokens,
 )
+from dcaf_like.application.decisions import POLICY, apply_decision, propose
 from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
 from dcaf_like.application.effects import (
     AWAITING_APPROVAL,
@@ -41,7 +37,7 @@ from dcaf_like.application.effects import (
     Summarize,
     ToolOutcome,
 )
-from dcaf_like.application.errors import HookFailed, InvalidToolArguments, UnknownTool
+from dcaf_like.application.errors import HookFailed
 from dcaf_like.application.events import (
     ApprovalRequired,
     QuestionAsked,
@@ -52,9 +48,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.hooks import (
-    NO_HOOKS,
     HookContext,
-    Hooks,
     Purpose,
     Refused,
     Rewritten,
@@ -62,14 +56,9 @@ from dcaf_like.application.hooks import (
     hook_context,
 )
 from dcaf_like.application.messages import (
-    NO_SETTINGS,
     NO_USAGE,
-    ModelMessage,
     ModelRequest,
     ModelResponse,
-    ModelSettings,
-    ModelToolCall,
-    ToolSpec,
     Usage,
 )
 from dcaf_like.application.ports import (
@@ -79,67 +68,20 @@ from dcaf_like.application.ports import (
     ToolContext,
     ToolOutput,
 )
-from dcaf_like.application.questions import Answered, UserInputRequired
-from dcaf_like.application.transcript import transcribe
+from dcaf_like.application.questions import answers_to, open_question
+from dcaf_like.application.transcript import TranscriptCache
+from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.domain import (
     NOBODY,
-    ApprovalPolicy,
     Conversation,
     DeciderKind,
-    EditNotAllowed,
-    InvalidQuestion,
-    InvalidToolInput,
     NotAnApprover,
     PolicyDenied,
-    Question,
-    Role,
     Session,
     ToolCall,
     ToolCallStatus,
-    ToolInput,
     Trusted,
-    Verdict,
 )
-
-
-@dataclass(slots=True)  # never changed after it is made; not frozen, whose __init__ is slower
-class TurnSettings:
-    toolbox: Mapping[str, ExecutableTool]
-    policy: ApprovalPolicy
-    tool_specs: tuple[ToolSpec, ...]
-    max_iterations: int = 10
-    approval_ttl: float | None = None
-    #: Seconds an open question takes an answer (None: no limit); the service resolves the agent's.
-    question_ttl: float | None = None
-    has_approver: bool = False
-    runtime_name: str = ""
-    agent_name: str = ""
-    clock: Callable[[], float] = time.time
-    #: What the turn's time limit is measured by (the agent clock's monotonic reading).
-    monotonic: Callable[[], float] = time.monotonic
-    #: Instructions that are the same every turn; None when they are resolved per turn.
-    system: str | None = None
-    #: Who runs this turn's tools (a lease names it), and for how long a lease holds unless renewed.
-    worker: str = ""
-    lease_ttl: float = 60.0
-    #: Seconds a turn may take, model calls and tools together (None: no limit).
-    turn_timeout: float | None = None
-    #: What the model reads of the conversation (docs/runtimes.md, "Context windows"), the runtime's
-    #: window (None: unknown, the whole transcript is sent) and its token counter.
-    context: ContextPolicy | None = None
-    context_window: int | None = None
-    count_tokens: TokenCounter = estimate_tokens
-    count_request_tokens: Callable[[ModelRequest], int | None] | None = None
-    #: The kinds of parts the runtime reads (``AgentRuntime.accepts``): a tool's images of another
-    #: kind are named to the model in a note, not shown.
-    accepts: frozenset[str] = frozenset()
-    #: The agent's hooks, by the point they are called at (docs/operations.md, "Hooks").
-    hooks: Hooks = NO_HOOKS
-    #: The agent's model settings, sent with each of its model requests.
-    model_settings: ModelSettings = NO_SETTINGS
-
-
-POLICY = "policy"
 
 
 @dataclass
@@ -164,12 +106,8 @@ class Turn:
     _texts: list[str] = field(init=False, default_factory=list)
     _usage: Usage = field(init=False, default=NO_USAGE)
     _timings: dict[str, float] = field(init=False, default_factory=lambda: {"model": 0.0, "tools": 0.0})
-    # The transcript of conversation.messages[:_stable_messages], which no longer changes.
-    _stable: list[ModelMessage] = field(init=False, default_factory=list)
-    _stable_messages: int = field(init=False, default=0)
-    # Under a context window: the block of each message (by its position in the conversation) whose
-    # calls have all settled, with its tokens; it reads the same for the rest of the turn.
-    _settled_blocks: dict[int, tuple[Block, int]] = field(init=False, default_factory=dict)
+    # What earlier model calls of this turn already transcribed (it reads the same for the rest of it).
+    _transcribed: TranscriptCache = field(init=False, default_factory=TranscriptCache)
     # settings.monotonic() when the turn's time limit runs out (None: no limit).
     _deadline: float | None = field(init=False, default=None)
     # Model calls and tool runs so far: every step after the first checks for a cancel.
@@ -247,7 +185,7 @@ class Turn:
                 return response.stop_reason
             runnable = []
             for proposed in response.tool_calls:
-                call = self._propose(proposed)
+                call = propose(self.conversation, self.settings, proposed, self.trusted)
                 if self.emits:
                     yield Emit(ToolCallProposed(ToolCallView.of(call)))
                 if call.status is ToolCallStatus.APPROVED:
@@ -284,61 +222,6 @@ class Turn:
         if conversation.questions and conversation.open_questions:
             return AWAITING_INPUT
         return None
-
-    def _propose(self, proposed: ModelToolCall) -> ToolCall:
-        """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it."""
-        conversation, settings = self.conversation, self.settings
-        now = settings.clock()
-        tool = settings.toolbox.get(proposed.name)
-        problem = proposed.invalid_arguments
-        arguments: dict[str, Any] = dict(proposed.arguments)
-        if tool is None:
-            known = ", ".join(sorted(settings.toolbox)) or "none"
-            problem = f"unknown tool {proposed.name!r}; the tools are: {known}"
-        elif problem is None:
-            try:
-                arguments = tool.validate(proposed.arguments)
-            except InvalidToolArguments as exc:
-                problem = exc.detail
-        try:
-            tool_input = ToolInput.of(arguments)
-        except InvalidToolInput as exc:
-            tool_input, problem = ToolInput.of({}), str(exc)
-        call = conversation.request_tool_call(
-            proposed.name,
-            tool_input,
-            requires_approval=tool.requires_approval if tool else True,
-            editable=tool.editable if tool else False,
-            description=tool.description if tool else "",
-            secret_arguments=tool.secret_arguments if tool else frozenset(),
-            approval_ttl=settings.approval_ttl,
-            requested_by=None if self.trusted.identity is None else self.trusted.identity.name,
-            at=now,
-        )
-        if problem is not None or tool is None:
-            conversation.record_tool_failure(call.id.value, f"invalid call: {problem}", at=now)
-            return call
-        decision = settings.policy.decide(
-            tool.name,
-            arguments,
-            tool_requires_approval=tool.requires_approval,
-            context=conversation.platform_context,
-            trusted=self.trusted,
-        )
-        if decision.verdict is Verdict.REQUIRE_APPROVAL:
-            call.approval_reason = decision.reason
-            call.approvers = decision.approvers
-        if decision.verdict is Verdict.ALLOW:
-            conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
-        elif decision.verdict is Verdict.DENY:
-            conversation.reject_tool_call(
-                call.id.value,
-                f"denied by policy: {decision.reason}",
-                by=POLICY,
-                kind=DeciderKind.POLICY,
-                at=now,
-            )
-        return call
 
     def _ask_approver(self) -> Generator[Effect, Any, str | None]:
         settings = self.settings
@@ -426,7 +309,7 @@ class Turn:
                     self.trusted.deps,
                 )
                 if conversation.questions:
-                    context = replace(context, answers=self._answers(call_id))
+                    context = replace(context, answers=answers_to(conversation, call_id))
                 outcome: ToolOutcome = yield RunTool(
                     tool, call.effective_input.as_dict(), context, timeout, limit
                 )
@@ -434,7 +317,8 @@ class Turn:
                 now = settings.clock()
                 asked = None
                 if outcome.question is not None:
-                    asked = self._ask(call_id, outcome.question, now)
+                    ttl = settings.question_ttl
+                    asked = open_question(conversation, call_id, outcome.question, ttl=ttl, at=now)
                 elif isinstance(outcome.output, ToolOutput):
                     output = outcome.output
                     conversation.record_tool_result(
@@ -506,41 +390,6 @@ class Turn:
             )
         return self._hook_context
 
-    def _answers(self, call_id: str) -> tuple[Answered, ...]:
-        return tuple(
-            Answered(q.kind.value, q.prompt, tuple(q.options), value)
-            for q in self.conversation.answered_questions(call_id)
-            if (value := q.value) is not None
-        )
-
-    def _ask(self, call_id: str, asked: UserInputRequired, now: float) -> Question | None:
-        """Open the question a tool asked, the call waiting for it; or fail the call (None) for a
-        question that cannot be asked, or one it already had answered (a tool that ignores answers
-        would ask forever)."""
-        conversation = self.conversation
-        again = [
-            q
-            for q in conversation.answered_questions(call_id)
-            if q.asks(asked.kind, asked.question, asked.options)
-        ]
-        if again:
-            problem = f"asked again a question the user already answered: {asked.question!r}"
-            conversation.record_tool_failure(call_id, problem, at=now)
-            return None
-        try:
-            return conversation.ask_question(
-                call_id,
-                asked.kind,
-                asked.question,
-                asked.options,
-                max_length=asked.max_length,
-                ttl=self.settings.question_ttl,
-                at=now,
-            )
-        except InvalidQuestion as exc:
-            conversation.record_tool_failure(call_id, f"asked a question that cannot be asked: {exc}", at=now)
-            return None
-
     def _time_left(self) -> float | None:
         return None if self._deadline is None else self._deadline - self.settings.monotonic()
 
@@ -568,7 +417,7 @@ class Turn:
     def _model_request(self, system: str) -> ModelRequest:
         return ModelRequest(
             system=system,
-            messages=self._transcript(),
+            messages=self._transcribed.messages(self.conversation, self.settings.accepts),
             tools=self.settings.tool_specs,
             conversation_id=self.conversation.id,
             settings=self.settings.model_settings,
@@ -581,7 +430,7 @@ class Turn:
         window = None if policy is None else policy.window or settings.context_window
         if policy is None or window is None:
             return self._model_request(system)
-        blocks, costs = self._blocks()
+        blocks, costs = self._transcribed.blocks(conversation, settings.accepts, settings.count_tokens)
         view = ContextView(
             system,
             settings.tool_specs,
@@ -620,42 +469,6 @@ class Turn:
             response = (yield from self._hooks("after_model", response, purpose="summary")) or response
         return response.text
 
-    def _blocks(self) -> tuple[list[Block], list[int]]:
-        """The conversation's blocks and their tokens, reusing those earlier model calls of this turn
-        made: a block whose calls have all settled (and which is not the last one) reads the same from
-        then on, and costs the same."""
-        conversation, settled_blocks = self.conversation, self._settled_blocks
-        accepts, count = self.settings.accepts, self.settings.count_tokens
-        last = conversation.message_count - 1
-        blocks, costs = [], []
-        for index, message in enumerate(conversation.messages, conversation.message_offset):
-            known = settled_blocks.get(index)
-            if known is None:
-                messages: list[ModelMessage] = []
-                settled = transcribe(conversation, message, messages, accepts)
-                block = Block(index, tuple(messages), message.role is Role.USER, pinned=not settled)
-                known = (block, block_cost(block, count))
-                if settled and index != last:
-                    settled_blocks[index] = known
-            blocks.append(known[0])
-            costs.append(known[1])
-        return blocks, costs
-
-    def _transcript(self) -> tuple[ModelMessage, ...]:
-        """The transcript, reusing what earlier model calls of this turn already transcribed: a message
-        whose calls have all settled (and which is not the last one) reads the same from then on."""
-        conversation, stable, accepts = self.conversation, self._stable, self.settings.accepts
-        messages = conversation.messages
-        tail: list[ModelMessage] = []
-        for index in range(self._stable_messages, len(messages)):
-            if tail or index == len(messages) - 1:
-                transcribe(conversation, messages[index], tail, accepts)
-            elif transcribe(conversation, messages[index], tail, accepts):
-                stable.extend(tail)
-                tail.clear()
-                self._stable_messages = index + 1
-        return (*stable, *tail)
-
     def _view(self, call_id: str) -> ToolCallView:
         return ToolCallView.of(self.conversation.tool_call(call_id))
 
@@ -691,48 +504,3 @@ class Turn:
         return [
             QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
         ]
-
-
-def apply_decision(
-    conversation: Conversation,
-    settings: TurnSettings,
-    decision: ToolDecision,
-    *,
-    by: str,
-    kind: DeciderKind = DeciderKind.HUMAN,
-    at: float,
-    trusted: Trusted[Any] = NOBODY,
-) -> ToolCallStatus:
-    """Apply a decision about a pending call, whoever made it (a request's, the approver's): the call's
-    status after it, APPROVED, REJECTED, or PENDING (an approval counted, the call needing more). It
-    raises, changing nothing, on a decision it refuses: an edit of a call that is not editable, edited
-    arguments the tool's schema refuses, or any refusal of :meth:`Conversation.approve_tool_call` (the
-    policy is asked again about the call as it would run; its rule says who counts)."""
-    call = conversation.tool_call(decision.call_id)
-    call_id = call.id.value
-    if not decision.approve:
-        conversation.reject_tool_call(
-            call_id, decision.reason, by=by, kind=kind, policy=settings.policy, trusted=trusted, at=at
-        )
-        return call.status
-    edited = None
-    if decision.edited_arguments is not None:
-        if not call.editable:
-            raise EditNotAllowed(call_id, call.name)
-        tool = settings.toolbox.get(call.name)
-        if tool is None:
-            raise UnknownTool(call.name, sorted(settings.toolbox))
-        edited = ToolInput.of(tool.validate(call.patched(decision.edited_arguments)))
-    echoed = None if decision.arguments is None else ToolInput.of(call.unmasked(decision.arguments))
-    conversation.approve_tool_call(
-        call_id,
-        by=by,
-        kind=kind,
-        tool_name=decision.tool_name,
-        tool_input=echoed,
-        edited_input=edited,
-        policy=settings.policy,
-        trusted=trusted,
-        at=at,
-    )
-    return call.status

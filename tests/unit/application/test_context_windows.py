@@ -757,18 +757,20 @@ def test_a_turn_that_reads_from_the_cut_sends_what_a_whole_read_would():
 
 def without_the_turns_blocks_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every model call of a turn transcribes and counts every block again, as before they were kept."""
-    from dcaf_like.application.transcript import transcribe
-    from dcaf_like.application.turn import Turn
+    from dcaf_like.application.context import TokenCounter
+    from dcaf_like.application.transcript import TranscriptCache, transcribe
 
-    def afresh(self: Turn) -> tuple[list[Block], list[int]]:
-        conversation, blocks = self.conversation, []
+    def afresh(
+        self: TranscriptCache, conversation: Conversation, accepts: frozenset[str], count: TokenCounter
+    ) -> tuple[list[Block], list[int]]:
+        blocks = []
         for index, message in enumerate(conversation.messages, conversation.message_offset):
             messages: list[ModelMessage] = []
-            settled = transcribe(conversation, message, messages, self.settings.accepts)
+            settled = transcribe(conversation, message, messages, accepts)
             blocks.append(Block(index, tuple(messages), message.role is Role.USER, pinned=not settled))
-        return blocks, [block_cost(b, self.settings.count_tokens) for b in blocks]
+        return blocks, [block_cost(b, count) for b in blocks]
 
-    monkeypatch.setattr(Turn, "_blocks", afresh)
+    monkeypatch.setattr(TranscriptCache, "blocks", afresh)
 
 
 IMAGES = frozenset({"image"})

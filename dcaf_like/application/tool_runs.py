@@ -1,0 +1,129 @@
+"""Running an approved call for a turn: under a lease renewed while it runs (so no other worker settles
+it), its span, a cancel that reaches it (async ports), and its progress reports streamed as they come."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import replace
+
+from dcaf_like.application.effects import RunTool, ToolOutcome
+from dcaf_like.application.events import CancelRequested, ToolProgress
+from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.run_state import TurnRun
+from dcaf_like.application.runs import (
+    CANCEL_POLL,
+    STOPPED_BY_CANCEL,
+    CancelPoll,
+    RunCancelled,
+    arun_tool,
+    run_tool,
+)
+from dcaf_like.application.tracing import Tracer
+from dcaf_like.concurrency.bridges import at_once
+from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING
+
+
+class ToolRuns:
+    """The tool runs of one agent's turns. `save` saves a run's conversation (a lease renewal)."""
+
+    def __init__(
+        self,
+        repository: ConversationRepository,
+        tracer: Tracer,
+        save: Callable[[TurnRun], Awaitable[None]],
+        *,
+        worker: str,
+        lease_ttl: float,
+        clock: Callable[[], float],
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.repository, self.tracer, self.save = repository, tracer, save
+        self.worker, self.lease_ttl = worker, lease_ttl
+        self.clock, self.monotonic = clock, monotonic
+
+    async def run(self, effect: RunTool, run: TurnRun) -> ToolOutcome:
+        attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
+        span = self.tracer.start("dcaf.tool", attributes, run.span)
+        call_id, every = effect.context.call_id, self.lease_ttl / 3
+
+        async def renew() -> None:
+            """Extend the lease of the call still running, and save it (so no other worker settles it)."""
+            run.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
+            await self.save(run)
+
+        if run.blocking:
+            return run_tool(effect, span, renew=lambda: at_once(renew()), every=every)
+        # A cancel asked while the tool runs reaches it (docs/runs.md, "Stopping a running tool"): an
+        # async def tool is cancelled; a def tool, which no one can stop from outside, sees its
+        # context's cancel signal and may stop at its next check.
+        conversation_id, since, repository = run.conversation.id, run.started, self.repository
+        signal = effect.context.cancel_signal
+
+        def on_cancel() -> None:
+            signal.set()
+            run.cancel_seen()
+
+        poll = CancelPoll(
+            lambda: repository.acancel_requested(conversation_id, since=since),
+            CANCEL_POLL,
+            on_cancel=on_cancel,
+            monotonic=self.monotonic,
+        )
+        running = arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
+        try:
+            return await (poll.step(running) if effect.tool.is_async else running)
+        except RunCancelled:
+            return ToolOutcome(error=STOPPED_BY_CANCEL)
+        except asyncio.CancelledError:
+            # The task of this turn was stopped (a server shutting down past its grace period): the
+            # call is settled now, in the save the driver makes on its way out, not when its lease ends.
+            run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
+            raise
+        finally:
+            poll.close()
+
+    async def run_reporting(
+        self, effect: RunTool, run: TurnRun
+    ) -> AsyncGenerator[ToolProgress | CancelRequested | ToolOutcome, None]:
+        """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
+        thread) and a cancel's acknowledgement as soon as it is seen, then its ToolOutcome."""
+        loop = asyncio.get_running_loop()
+        reports: asyncio.Queue[ToolProgress | CancelRequested] = asyncio.Queue()
+        call_id, name = effect.context.call_id, effect.tool.name
+
+        def report(message: str, fraction: float | None) -> None:
+            event = ToolProgress(call_id, name, message, fraction)
+            try:
+                if asyncio.get_running_loop() is loop:
+                    reports.put_nowait(event)
+                    return
+            except RuntimeError:  # no loop in this thread: a tool in a worker thread
+                pass
+            loop.call_soon_threadsafe(reports.put_nowait, event)
+
+        def acknowledge() -> None:  # the cancel poll saw a cancel while the tool runs: say so at once
+            if (ack := run.acknowledge_cancel()) is not None:
+                reports.put_nowait(ack)
+
+        effect.context = replace(effect.context, on_progress=report)
+        run.on_cancel_seen = acknowledge
+        running = asyncio.ensure_future(self.run(effect, run))
+        try:
+            while not running.done():
+                waiting = asyncio.ensure_future(reports.get())
+                await asyncio.wait((running, waiting), return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    yield waiting.result()
+                else:
+                    waiting.cancel()
+            while not reports.empty():
+                yield reports.get_nowait()
+        finally:
+            run.on_cancel_seen = None
+            if not running.done():
+                # Stopped (a shutdown past its grace period): the tool's run settles its call before
+                # the driver's last save, so the save carries it (not left approved under its lease).
+                running.cancel()
+                await asyncio.wait({running})
+        yield running.result()
