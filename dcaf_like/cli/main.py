@@ -20,12 +20,12 @@ from urllib.parse import parse_qsl, urlsplit
 from dcaf_like.application.errors import ApplicationError
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
-from dcaf_like.application.trail import audit_key
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
 from dcaf_like.server.runs import SHUTDOWN_GRACE
 from dcaf_like.server.serving import run_uvicorn, serve, settle_heap, with_bound_name
 from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, check_store
+from dcaf_like.signing import signing_key
 from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
 from dcaf_like.stores.memory import InMemoryConversationRepository
 
@@ -266,6 +266,10 @@ def _audit_parser(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["audit", "keygen"]:
+        from dcaf_like.cli.verify import keygen
+
+        return keygen(argv[2:])
     if argv[:2] == ["audit", "verify"]:  # beside `audit URL`, which takes any word as its URL
         from dcaf_like.cli.verify import main as verify
 
@@ -280,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args)
     try:
         api_keys = None if args.api_keys_file is None else _keys_from_file(args.api_keys_file)
-        key = audit_key(args.audit_key_file)  # checked here, so that a bad key stops the start
+        key = signing_key(args.audit_key_file)  # checked here, so that a bad key stops the start
         target = load_target(args.target, factory=args.factory)
         if args.workers > 1:
             return _serve_workers(args, target)
@@ -529,7 +533,7 @@ def worker_app() -> Any:
         mcp=os.environ.get(_MCP) == "1",
         metrics=os.environ.get(_METRICS) == "1",
         shutdown_grace=float(os.environ.get(_GRACE) or SHUTDOWN_GRACE),
-        audit_key=audit_key(audit_key_file or None),
+        audit_key=signing_key(audit_key_file or None),
     )
     settle_heap()
     return app

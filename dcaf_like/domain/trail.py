@@ -5,7 +5,8 @@ Each record a store appends carries its place in the chain (:attr:`DecisionRecor
 SHA-256 of the record before it (:attr:`DecisionRecord.previous`): deleting, altering, inserting or
 reordering a record breaks a link. A chain alone proves the order and integrity of what is there, not
 that nothing was cut from its end; a digest (the head's place and hash, the time, the previous digest's
-signature) signed with an HMAC key the attacker lacks proves the trail held at least that much.
+signature) signed with a key the attacker lacks (HMAC-SHA256, or an Ed25519 private key whose public
+half is all a verifier needs) proves the trail held at least that much.
 :func:`verify` walks a trail and names the first thing that does not hold.
 """
 
@@ -16,7 +17,7 @@ import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from dcaf_like.domain.audit import DecisionRecord
 
@@ -47,8 +48,25 @@ class ChainHead:
         return linked, ChainHead(seq, last)
 
 
+class DigestKey(Protocol):
+    """What signs digests, or checks their signatures: :class:`AuditKey` (a shared secret, HMAC-SHA256)
+    or an Ed25519 key (:mod:`dcaf_like.signing`: the private key signs, the public key only checks)."""
+
+    #: How its signatures are written: "hmac-sha256" or "ed25519".
+    algorithm: str
+
+    @property
+    def can_sign(self) -> bool: ...
+
+    def sign(self, message: bytes) -> str: ...
+
+    def verify(self, message: bytes, signature: str) -> bool: ...
+
+
 class AuditKey:
-    """The secret that signs digests (HMAC-SHA256). Its repr and str never show it."""
+    """The shared secret that signs digests (HMAC-SHA256). Its repr and str never show it."""
+
+    algorithm = "hmac-sha256"
 
     __slots__ = ("_secret",)
 
@@ -58,8 +76,15 @@ class AuditKey:
             raise ValueError(f"an audit key is at least {MIN_KEY_BYTES} bytes")
         self._secret = secret
 
+    @property
+    def can_sign(self) -> bool:
+        return True
+
     def sign(self, message: bytes) -> str:
         return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def verify(self, message: bytes, signature: str) -> bool:
+        return hmac.compare_digest(signature, self.sign(message))
 
     def __repr__(self) -> str:
         return "AuditKey(<hidden>)"
@@ -80,8 +105,10 @@ class AuditDigest:
     signature: str = ""
 
     @classmethod
-    def after(cls, last: AuditDigest | None, head: ChainHead, *, at: float, key: AuditKey) -> AuditDigest:
+    def after(cls, last: AuditDigest | None, head: ChainHead, *, at: float, key: DigestKey) -> AuditDigest:
         """The digest that follows `last` (None: the first), of `head`, signed with `key`."""
+        if not key.can_sign:
+            raise ValueError("a public key checks digests; signing them takes the private key")
         number, previous = (1, "") if last is None else (last.number + 1, last.signature)
         unsigned = cls(number, head.seq, head.hash, at, previous)
         return replace(unsigned, signature=key.sign(unsigned.message()))
@@ -92,8 +119,13 @@ class AuditDigest:
         del fields["signature"]
         return _DIGEST_LABEL + json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
 
-    def signed_with(self, key: AuditKey) -> bool:
-        return hmac.compare_digest(self.signature, key.sign(self.message()))
+    @property
+    def algorithm(self) -> str:
+        """How it was signed, read from its signature: Ed25519's start with "ed25519:"."""
+        return "ed25519" if self.signature.startswith("ed25519:") else "hmac-sha256"
+
+    def signed_with(self, key: DigestKey) -> bool:
+        return self.algorithm == key.algorithm and key.verify(self.message(), self.signature)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -168,7 +200,7 @@ def _count(n: int, thing: str) -> str:
     return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
-def verify(trail: Trail, key: AuditKey | None = None, *, may_expire: bool = False) -> Verdict:
+def verify(trail: Trail, key: DigestKey | None = None, *, may_expire: bool = False) -> Verdict:
     """Check every link of `trail`, its head and its digests (their signatures with `key`); name the
     first record deleted, altered, inserted or reordered, or digest removed or forged. `may_expire`:
     the store forgets old records (`audit_ttl`), so a chain may start after #1."""
@@ -256,7 +288,7 @@ def _check_head(chained: list[DecisionRecord], head: ChainHead | None) -> str | 
 
 
 def _check_digests(
-    chained: list[DecisionRecord], digests: list[AuditDigest], key: AuditKey | None, may_expire: bool
+    chained: list[DecisionRecord], digests: list[AuditDigest], key: DigestKey | None, may_expire: bool
 ) -> str | None:
     by_seq = {r.seq: r for r in chained}
     first = chained[0].seq if chained else 1
@@ -270,6 +302,11 @@ def _check_digests(
             return f"digest {gone} removed: digest #{digest.number} follows #{expected - 1}"
         if digest.number < expected:
             return f"digest #{digest.number} forged: a second digest #{digest.number}"
+        if key is not None and digest.algorithm != key.algorithm:
+            return (
+                f"digest #{digest.number} not checked: it is signed with {digest.algorithm}, "
+                f"the key given is {key.algorithm}"
+            )
         if key is not None and not digest.signed_with(key):
             return f"digest #{digest.number} forged: its signature is not the key's"
         if previous is not None and digest.previous != previous.signature:

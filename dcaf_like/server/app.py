@@ -19,8 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from dcaf_like.application.ports import ConversationRepository, ServedAgent
-from dcaf_like.application.trail import audit_key as audit_key_from
-from dcaf_like.domain.trail import AuditKey
+from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
 from dcaf_like.server.audit import audit_routes, signing
@@ -35,6 +34,7 @@ from dcaf_like.server.readiness import probe_routes
 from dcaf_like.server.runs import SHUTDOWN_GRACE, Runs, drain_on_sigterm
 from dcaf_like.server.store_choice import Store, attach_store
 from dcaf_like.server.ui import PAGE_PATHS, ui_routes
+from dcaf_like.signing import checked_signing_key, signing_key
 from dcaf_like.version import __version__
 
 
@@ -52,7 +52,7 @@ def create_app(
     allowed_origins: Iterable[str] | None = None,
     metrics: bool = False,
     shutdown_grace: float = SHUTDOWN_GRACE,
-    audit_key: AuditKey | None = None,
+    audit_key: DigestKey | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers):
@@ -83,7 +83,7 @@ def create_app(
         raise ValueError("max_body_bytes must be positive")
     served = as_served(agent)
     attach_store(served, store, default=None)
-    key = audit_key if audit_key is not None else audit_key_from()
+    key = checked_signing_key(audit_key) if audit_key is not None else signing_key()
     # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
     runs = Runs(grace=shutdown_grace)
     # What the server's shutdown waits for, in this order, before the agent lets go of its clients.

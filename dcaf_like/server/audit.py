@@ -23,7 +23,7 @@ from dcaf_like.application.errors import MissingCapability
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.trail import DigestWriter
 from dcaf_like.concurrency.threads import in_thread
-from dcaf_like.domain.trail import AuditKey, Trail, record_hash
+from dcaf_like.domain.trail import DigestKey, Trail, record_hash
 from dcaf_like.helpdesk.wire import ErrorBody
 from dcaf_like.server.auth import caller_of
 from dcaf_like.server.failures import failure
@@ -130,7 +130,7 @@ DIGEST_POLL = 5.0
 @asynccontextmanager
 async def signing(
     repository: Callable[[], ConversationRepository | None],
-    key: AuditKey | None,
+    key: DigestKey | None,
     *,
     poll: float = DIGEST_POLL,
 ) -> AsyncIterator[None]:

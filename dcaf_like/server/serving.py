@@ -11,7 +11,7 @@ from typing import Any
 
 from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DEFAULT_RETENTION_DAYS
-from dcaf_like.domain.trail import AuditKey
+from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
 from dcaf_like.server.runs import SHUTDOWN_GRACE
@@ -36,7 +36,7 @@ def serve(
     allowed_origins: Iterable[str] | None = None,
     metrics: bool = False,
     shutdown_grace: float = SHUTDOWN_GRACE,
-    audit_key: AuditKey | None = None,
+    audit_key: DigestKey | None = None,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's

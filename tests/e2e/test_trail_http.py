@@ -119,3 +119,48 @@ def test_the_export_is_for_admin_keys_only(start_server: Any, cluster: Any) -> N
     assert [json.loads(line) for line in exported.text.splitlines()] == [
         {"type": "head", "seq": 0, "hash": ""}
     ]
+
+
+def test_an_ed25519_key_signs_and_its_public_half_alone_verifies(tmp_path: Path) -> None:
+    """docs/operations.md, "Proving the trail": the server signs with the private key, `audit verify`
+    checks with the public key, and a server given only the public key refuses to start."""
+    private = tmp_path / "audit.pem"
+    made = subprocess.run(
+        [COMMAND, "audit", "keygen", str(private)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert made.returncode == 0, made.stderr
+    public = tmp_path / "audit.pem.pub"
+    store_url = f"sqlite:///{tmp_path / 'agent.db'}"
+    env = {k: v for k, v in os.environ.items() if k not in ("DCAF_STORE", "DCAF_AUDIT_KEY")}
+    env["DCAF_TEST_LEDGER"] = str(tmp_path / "ledger.log")
+    target = "tests/e2e/rules_agent.py:make_agent"
+
+    refused = subprocess.run(
+        [COMMAND, "serve", target, "--factory", "--store", store_url, "--audit-key-file", str(public)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "public key" in refused.stderr
+
+    options = ["--factory", "--store", store_url, "--audit-key-file", str(private)]
+    with dcaf_like_serve(target, *options, env=env) as served:
+        proposed = httpx.post(
+            f"{served.url}/api/chat", json={"messages": [user("delete pod web-1")]}, timeout=30
+        )
+        assert proposed.status_code == 200, proposed.text
+        (pending,) = proposed.json()["data"]["tool_calls"]
+        conversation_id = proposed.json()["data"]["conversation_id"]
+        decided = httpx.post(
+            f"{served.url}/api/chat",
+            json={"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]},
+            timeout=30,
+        )
+        assert decided.status_code == 200, decided.text
+
+    verified = subprocess.run(
+        [COMMAND, "audit", "verify", "--store", store_url, "--namespace", "ops", "--key-file", str(public)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert re.search(r"intact: \d+ records? chained, \d+ digests? signed", verified.stdout)
+    assert private.read_text() not in served.log

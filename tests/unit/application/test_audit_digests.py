@@ -1,5 +1,5 @@
 """The digests a server signs (ADR 34): when one is due, that two workers never write one number
-twice, the key's sources, and ``dcaf-like audit verify``'s exit statuses."""
+twice, and ``dcaf-like audit verify``'s exit statuses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dcaf_like import InMemoryConversationRepository
-from dcaf_like.application.trail import AuditKeyError, DigestWriter, audit_key
+from dcaf_like.application.trail import DigestWriter
 from dcaf_like.cli.main import main
 from dcaf_like.domain import DecisionRecord
 from dcaf_like.domain.trail import AuditKey, verify
@@ -61,24 +61,6 @@ def test_a_second_worker_finds_the_head_signed_and_writes_nothing() -> None:
 
     assert [d is not None for d in written] == [True, False]
     assert len(store.audit_trail().digests) == 1
-
-
-def test_the_key_comes_from_a_file_only_its_owner_reads_else_the_environment(tmp_path: Path) -> None:
-    path = tmp_path / "audit.key"
-    path.write_bytes(b"sixteen bytes or more of key\n")
-    path.chmod(0o600)
-    assert repr(audit_key(path)) == "AuditKey(<hidden>)"
-    assert audit_key(None, {}) is None
-    assert audit_key(None, {"DCAF_AUDIT_KEY": "from the environment, long enough"}) is not None
-
-    path.chmod(0o644)
-    with pytest.raises(AuditKeyError, match="open to other users") as refused:
-        audit_key(path)
-    assert "sixteen" not in str(refused.value)
-    with pytest.raises(AuditKeyError, match="at least 16 bytes"):
-        audit_key(None, {"DCAF_AUDIT_KEY": "short"})
-    with pytest.raises(AuditKeyError, match="cannot be read"):
-        audit_key(tmp_path / "missing.key")
 
 
 def test_verify_says_2_when_it_cannot_run_and_0_on_a_store_without_a_chain(
