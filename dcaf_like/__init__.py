@@ -55,6 +55,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
+from dcaf_like.application.inbox import InboxItem, InboxPage, InvalidCursor
 from dcaf_like.application.messages import (
     AssistantTurn,
     ModelCompleted,
@@ -210,6 +211,9 @@ __all__ = [
     "HookContext",
     "HookFailed",
     "Identity",
+    "InboxItem",
+    "InboxPage",
+    "InvalidCursor",
     "IllegalTransition",
     "InMemoryConversationRepository",
     "InvalidRequest",

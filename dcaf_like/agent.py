@@ -14,6 +14,7 @@ from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.inbox import InboxPage, ListWaitingApprovals
 from dcaf_like.application.messages import ModelSettings
 from dcaf_like.application.notifications import ApprovalNotifier
 from dcaf_like.application.ports import (
@@ -544,6 +545,20 @@ class Agent:
     def conversation_ids(self, limit: int = 100) -> list[str]:
         """This agent's stored conversations, most recently updated first."""
         return self.repository.list_ids(limit)
+
+    def waiting_approvals(
+        self, *, identity: Identity | None = None, cursor: str | None = None, limit: int = 50
+    ) -> InboxPage:
+        """The calls waiting for `identity`'s decision across conversations, newest first, at most
+        `limit` after `cursor` (docs/approvals.md, "One inbox"); None: every waiting call."""
+        inbox = ListWaitingApprovals(self.repository, self.approval_policy.groups, self._settings.clock)
+        return inbox.blocking(identity=identity, cursor=cursor, limit=limit)
+
+    async def awaiting_approvals(
+        self, *, identity: Identity | None = None, cursor: str | None = None, limit: int = 50
+    ) -> InboxPage:
+        inbox = ListWaitingApprovals(self.repository, self.approval_policy.groups, self._settings.clock)
+        return await inbox(identity=identity, cursor=cursor, limit=limit)
 
     def delete_conversation(self, conversation_id: str) -> bool:
         """Forget a conversation; False if there was none."""

@@ -92,3 +92,22 @@ def test_a_short_soak_runs_every_server_and_every_approval_ran_exactly_once(redi
         "2 workers, Redis",
         "2 workers, PostgreSQL",
     ]
+
+
+def test_the_inbox_benchmark_runs_and_the_inbox_finds_every_waiting_call():
+    """benchmarks/inbox.py --quick (docs/approvals.md, "One inbox"): the figures are not asserted, only
+    that each size was measured and the inbox found every waiting call (the script fails otherwise)."""
+    result = subprocess.run(
+        [sys.executable, "benchmarks/inbox.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=True,
+    )
+
+    cells = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
+    rows = [row for row in cells if row[1].strip().replace(",", "").isdigit()]
+    assert [(row[1].strip(), row[4].strip()) for row in rows] == [("200", "100"), ("2,000", "100")], (
+        result.stdout
+    )

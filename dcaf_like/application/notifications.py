@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from dcaf_like.application.dto import ToolCallView
+
 
 @dataclass(frozen=True, slots=True)
 class WaitingCall:
@@ -23,6 +25,23 @@ class WaitingCall:
     input: dict[str, Any]
     approval_reason: str | None
     description: str = ""
+    #: For a call under a team rule (docs/approvals.md, "Approvals by teams"): its rule in words, the
+    #: approvals given so far and what each stage still needs, stages from 1 (None: today's rule).
+    approvals: dict[str, Any] | None = None
+
+
+def approvals_of(call: ToolCallView) -> dict[str, Any] | None:
+    """``{rule, given: [{by, at, stage}], needed: [{stage, count, groups}]}`` of a call under a team
+    rule, as every surface shows it (stages from 1); None for a call under today's rule."""
+    if call.approvers is None:
+        return None
+    return {
+        "rule": call.approvers.describe(),
+        "given": [{"by": a.by, "at": a.at, "stage": a.stage + 1} for a in call.approvals],
+        "needed": [
+            {"stage": n.stage + 1, "count": n.count, "groups": sorted(n.groups)} for n in call.still_needed
+        ],
+    }
 
 
 @dataclass(frozen=True, slots=True)

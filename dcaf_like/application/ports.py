@@ -38,6 +38,7 @@ from dcaf_like.application.messages import (
 from dcaf_like.application.questions import Answered, UserInputRequired
 from dcaf_like.application.retention import expired
 from dcaf_like.application.tracing import Tracer
+from dcaf_like.application.waiting import WaitingEntry
 from dcaf_like.concurrency.bridges import iterate_in_thread
 from dcaf_like.domain import (
     MAX_PART_BYTES,
@@ -155,6 +156,7 @@ READ_CONCURRENCY = 8
 
 
 _DIGESTS_FIX = "implement append_digest and audit_tip (docs/operations.md, 'Proving the trail')"
+_INBOX_FIX = "implement list_waiting, indexing waiting calls as it saves (docs/approvals.md, 'One inbox')"
 
 
 class ConversationRepository(ABC):
@@ -245,6 +247,25 @@ class ConversationRepository(ABC):
         """Write `digest` unless one with its number exists (another worker wrote it first): False then.
         A store that keeps no digests refuses (:class:`MissingCapability`)."""
         raise MissingCapability(type(self).__name__, "keep signed audit digests", _DIGESTS_FIX)
+
+    # The inbox (docs/approvals.md, "One inbox"): the calls waiting for approval, indexed as each save
+    # writes them (:func:`~dcaf_like.application.waiting.index_changes`) and dropped with their
+    # conversation, so that reading them costs what they hold, not what every conversation does.
+    @property
+    def keeps_waiting_index(self) -> bool:
+        """Whether this store indexes the calls waiting for approval (:meth:`list_waiting`)."""
+        return type(self).list_waiting is not ConversationRepository.list_waiting
+
+    def list_waiting(self) -> list[WaitingEntry]:
+        """Every call waiting for approval in this store, in no particular order (the inbox sorts,
+        filters and pages them). A store without the index refuses (:class:`MissingCapability`)."""
+        raise MissingCapability(type(self).__name__, "list the calls waiting for approval", _INBOX_FIX)
+
+    async def alist_waiting(self) -> list[WaitingEntry]:
+        """:meth:`list_waiting` without blocking the event loop."""
+        if not self.keeps_waiting_index:
+            return self.list_waiting()  # refused at once: nothing to wait for
+        return await asyncio.to_thread(self.list_waiting)
 
     def ping(self) -> None:
         """One cheap round trip to the store (a readiness probe); raises if it does not answer.

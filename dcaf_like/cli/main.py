@@ -220,6 +220,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a JSON object sent as the platform context of every message (tenant, namespace, ...)",
     )
     _audit_parser(commands)
+    approvals = commands.add_parser(
+        "approvals", help="the calls waiting for your decision across conversations: list and decide"
+    )
+    approvals.add_argument("--url", required=True, help="the served agent (http://HOST:PORT)")
+    approvals.add_argument("--api-key", help="the server's API key (default: $DCAF_API_KEY)")
+    approvals.add_argument("--limit", type=int, default=20, help="calls per page (1 to 200)")
     return parser
 
 
@@ -282,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _prune(args)
     if args.command == "audit":
         return _audit(args)
+    if args.command == "approvals":
+        return _approvals(args)
     try:
         api_keys = None if args.api_keys_file is None else _keys_from_file(args.api_keys_file)
         key = signing_key(args.audit_key_file)  # checked here, so that a bad key stops the start
@@ -310,6 +318,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _approvals(args: argparse.Namespace) -> int:
+    from dcaf_like.cli.approvals import InboxError, RemoteInbox, run
+
+    inbox = RemoteInbox(args.url, api_key=args.api_key or os.environ.get("DCAF_API_KEY"))
+    try:
+        run(inbox, sys.stdout, sys.stdin.readline, limit=args.limit)
+    except InboxError as exc:
+        print(f"dcaf-like approvals: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stdout)
     return 0
 
 

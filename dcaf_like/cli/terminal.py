@@ -507,6 +507,8 @@ class TerminalChat:
         if why := call.get("approval_reason", call.get("reason")):  # `reason`: a server before ADR 20
             self.say(f"  why it waits: {why}")
         self.say(f"  arguments: {_args(call['input'])}")
+        if approvals := call.get("approvals"):  # a team rule: who approved so far, what it still needs
+            self.say(f"  approvals: {_approvals_text(approvals)}")
         choices = "[y]es / [n]o / [e]dit" if call.get("editable") else "[y]es / [n]o"
         while True:
             answer = self.ask(f"approve? {choices}: ").strip().lower()
@@ -696,3 +698,18 @@ def _args(arguments: Any) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in str(text).splitlines() or [""])
+
+
+def _approvals_text(approvals: dict[str, Any]) -> str:
+    """``2 approvers from sre, not the requester; approved by alice; needs 1 more from sre``."""
+    given = ", ".join(str(g.get("by")) for g in approvals.get("given", []))
+    needed = "; ".join(
+        f"{n.get('count')} more" + (f" from {' or '.join(n['groups'])}" if n.get("groups") else "")
+        for n in approvals.get("needed", [])
+    )
+    parts = [
+        str(approvals.get("rule", "")),
+        f"approved by {given}" if given else "",
+        f"needs {needed}" if needed else "",
+    ]
+    return "; ".join(p for p in parts if p)

@@ -47,6 +47,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
+from dcaf_like.application.notifications import approvals_of as shown_approvals
 from dcaf_like.domain.attachment import Attachment, InvalidPart, PartKind, attachment, check_total
 from dcaf_like.domain.session import json_problem
 
@@ -425,14 +426,9 @@ def pending_call(call: ToolCallView) -> dict[str, Any]:
 
 
 def approvals_of(call: ToolCallView) -> dict[str, Any]:
-    """``{rule, given: [{by, at, stage}], needed: [{stage, count, groups}]}``, stages counted from 1."""
-    return {
-        "rule": call.approvers.describe() if call.approvers is not None else "",
-        "given": [{"by": a.by, "at": a.at, "stage": a.stage + 1} for a in call.approvals],
-        "needed": [
-            {"stage": n.stage + 1, "count": n.count, "groups": sorted(n.groups)} for n in call.still_needed
-        ],
-    }
+    """``{rule, given: [{by, at, stage}], needed: [{stage, count, groups}]}``, stages counted from 1
+    (:func:`dcaf_like.application.notifications.approvals_of`, which every surface shows)."""
+    return shown_approvals(call) or {"rule": "", "given": [], "needed": []}
 
 
 def executed_call(call: ToolCallView) -> dict[str, Any]:

@@ -149,7 +149,11 @@ class ApprovalWebhook(ApprovalNotifier):
             "agent": notice.agent,
             "conversation_id": notice.conversation_id,
             "user": notice.user,
-            "calls": [asdict(call) for call in notice.calls],
+            # a call under a team rule says who approved so far and what it still needs
+            "calls": [
+                {k: v for k, v in asdict(call).items() if v is not None or k != "approvals"}
+                for call in notice.calls
+            ],
         }
         if self.page_url is not None:
             document["link"] = f"{self.page_url}/#conversation={quote(notice.conversation_id, safe='')}"

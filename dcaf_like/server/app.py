@@ -18,10 +18,11 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
-from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.ports import ConversationRepository, ServedAgent, ToolProvider
 from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
+from dcaf_like.server.approvals import approval_routes
 from dcaf_like.server.audit import audit_routes, signing
 from dcaf_like.server.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, caller_of
 from dcaf_like.server.chat import TURN_PATHS, add_chat_routes, document_chat_body, turn_routes_first
@@ -139,6 +140,8 @@ def create_app(
 
         app.include_router(conversation_routes(repository, lambda: served.clock()))
         app.include_router(audit_routes(repository))
+        groups = served.approval_policy.groups if isinstance(served, ToolProvider) else {}
+        app.include_router(approval_routes(repository, groups, lambda: served.clock()))
     if ui:
         app.include_router(ui_routes())
     if a2a:

@@ -15,6 +15,7 @@ from dcaf_like.application.errors import (
     HookFailed,
     InvalidRequest,
     InvalidToolArguments,
+    MissingCapability,
     MissingScope,
     ModelError,
     ModelRateLimited,
@@ -25,6 +26,7 @@ from dcaf_like.application.errors import (
     UnknownTool,
     UnsupportedPart,
 )
+from dcaf_like.application.inbox import InvalidCursor
 from dcaf_like.domain import (
     AlreadyApproved,
     ApprovalExpired,
@@ -82,6 +84,10 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(503, "shutting_down", "the server is shutting down; try again shortly")
         case NotStorable() | ReportedRuns():
             return HttpError(422, "invalid_request", exc.message, field=exc.field)
+        case InvalidCursor():
+            return HttpError(422, "invalid_cursor", exc.message, field=exc.field)
+        case MissingCapability():
+            return HttpError(501, "missing_capability", message)
         case InvalidRequest():
             return HttpError(400, "invalid_request", exc.message, field=exc.field)
         case MissingScope():

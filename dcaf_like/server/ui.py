@@ -16,6 +16,7 @@ ASSETS = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/ui/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/ui/inbox.js": ("inbox.js", "text/javascript; charset=utf-8"),
 }
 PAGE_PATHS = frozenset(ASSETS)
 

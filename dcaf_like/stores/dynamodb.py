@@ -33,6 +33,13 @@ condition that it is still the head the records were linked after; a signed dige
 ``#audit-digest#<namespace>#<number>`` (``ns`` ``#audit-digest#<namespace>``, ``updated_at`` its
 number), put only if absent.
 
+The inbox's index (docs/approvals.md, "One inbox"): per conversation with calls waiting for approval,
+the item ``#waiting#<namespace>#<id>`` (``ns`` ``#waiting#<namespace>``, ``record`` their entries as
+JSON, ``version`` the conversation's version that wrote them),
+put right after the save that changed them on the condition that it holds an older version (so two
+workers' writes land in the order of their saves); when none waits any more, an empty ``record``
+that DynamoDB's TTL removes an hour on. Deleting the conversation deletes it.
+
 A turn's windowed read (:meth:`DynamoDBConversationRepository.get_recent`, ADR 22) is one strongly
 consistent ``GetItem`` whose projection names the header and the pages from the window's on
 (:mod:`dcaf_like.stores._dynamodb_pages`).
@@ -54,6 +61,7 @@ from typing import Any, TypeVar
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.retention import kept_until, waiting_until
+from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import (
@@ -78,6 +86,9 @@ from dcaf_like.stores._schema import CALL, MESSAGE, dumps
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention
 
 INDEX = "by_namespace"
+# Seconds the inbox's emptied item of a conversation is kept (so that a late write of an older save
+# cannot bring back calls decided since) before DynamoDB's TTL removes it.
+WAITING_KEPT = 3600
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
 RIDING = TRANSACTION_ITEMS - 2  # the records a save's transaction carries, beside it and the chain's head
 # A windowed read asks again for the pages the header it got needs, at most this many times in all;
@@ -230,7 +241,52 @@ class DynamoDBConversationRepository(BlockingRepository):
                 raise self._unavailable(operation, exc) from exc
         conversation.unsaved_decisions.clear()
         self._remember(conversation, pages, None if whole else expected_version)
+        entries = index_changes(conversation, whole, bool(changed_calls(conversation, whole)))
+        if entries is not None:
+            self._index_waiting(conversation, entries, now)
         conversation.mark_saved()
+
+    def _index_waiting(self, c: Conversation, entries: str, now: float) -> None:
+        """Put the conversation's inbox entries, unless a later save of it put its own first."""
+        item: dict[str, Any] = {
+            "pk": {"S": self._waiting_pk(c.id)},
+            "ns": {"S": self._waiting_ns},
+            "updated_at": {"N": _number(now)},
+            "version": {"N": str(c.version)},
+            "record": {"S": entries},
+        }
+        if not entries:
+            item["expires_at"] = {"N": str(int(now) + WAITING_KEPT)}
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk) OR version < :version",
+                ExpressionAttributeValues={":version": {"N": str(c.version)}},
+            )
+        except self._client_error as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._unavailable("PutItem", exc) from exc
+        except self._errors as exc:
+            raise self._unavailable("PutItem", exc) from exc
+
+    def list_waiting(self) -> list[WaitingEntry]:
+        """The index's items (a Query of its keys), then their entries (a BatchGetItem per 100)."""
+        keys = [item["pk"]["S"] for item in self._newest(self._waiting_ns, sys.maxsize, 1000)]
+        items = self._items(keys, "#r, expires_at")
+        return [
+            entry
+            for item in items
+            if not self._expired(item) and item.get("record", {}).get("S")
+            for entry in decode_entries(item["record"]["S"])
+        ]
+
+    @property
+    def _waiting_ns(self) -> str:
+        return f"#waiting#{self.namespace}"
+
+    def _waiting_pk(self, conversation_id: str) -> str:
+        return f"{self._waiting_ns}#{conversation_id}"
 
     def _changed_pages(self, c: Conversation, expected_version: int) -> dict[str, bytes]:
         """The pages a save of `c` rewrites, by attribute: its messages' from the first that changed,
@@ -553,6 +609,12 @@ class DynamoDBConversationRepository(BlockingRepository):
 
     def delete(self, conversation_id: str) -> bool:
         self._memory.forget(conversation_id)
+        self._call(
+            "DeleteItem",
+            lambda: self.client.delete_item(
+                TableName=self.table, Key={"pk": {"S": self._waiting_pk(conversation_id)}}
+            ),
+        )
         old = self._call(
             "DeleteItem",
             lambda: self.client.delete_item(

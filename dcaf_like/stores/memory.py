@@ -10,6 +10,7 @@ from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.waiting import WaitingEntry, waiting_entries
 from dcaf_like.domain import Conversation, DecisionRecord, Message, PlatformContext, ToolCall
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
@@ -36,6 +37,8 @@ class InMemoryConversationRepository(ConversationRepository):
     def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
         check_retention(None, audit_ttl)
         self._items: dict[str, _Record] = {}
+        # The inbox's index: each conversation's calls waiting for approval (none: no key).
+        self._waiting: dict[str, tuple[WaitingEntry, ...]] = {}
         self._audit: list[DecisionRecord] = []
         self._head = ChainHead()
         self._digests: list[AuditDigest] = []
@@ -78,6 +81,7 @@ class InMemoryConversationRepository(ConversationRepository):
             (i, call, call if call.status.is_terminal else CALL.to_tuple(call))
             for i, call in changed_calls(c, whole)
         ]
+        waiting = tuple(waiting_entries(c)) if whole or calls else None
         with self._lock:
             current = self._items.get(c.id)
             actual = 0 if current is None else current.header[0]
@@ -100,6 +104,10 @@ class InMemoryConversationRepository(ConversationRepository):
             # Re-inserting moves the id to the end: the dict's order is recency.
             self._items.pop(c.id, None)
             self._items[c.id] = record
+            if waiting:
+                self._waiting[c.id] = waiting
+            elif waiting is not None:
+                self._waiting.pop(c.id, None)
             self._append(c.unsaved_decisions)
         c.unsaved_decisions.clear()
         c.mark_saved()
@@ -146,7 +154,15 @@ class InMemoryConversationRepository(ConversationRepository):
 
     def delete(self, conversation_id: str) -> bool:
         with self._lock:
+            self._waiting.pop(conversation_id, None)
             return self._items.pop(conversation_id, None) is not None
+
+    def list_waiting(self) -> list[WaitingEntry]:
+        with self._lock:
+            return [entry for entries in self._waiting.values() for entry in entries]
+
+    async def alist_waiting(self) -> list[WaitingEntry]:
+        return self.list_waiting()
 
     def ping(self) -> None:
         """Always answers: it is this process's memory."""

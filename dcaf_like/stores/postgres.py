@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
@@ -92,6 +93,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE {table}_audit_digests ("
         " namespace text NOT NULL, number bigint NOT NULL, digest text NOT NULL,"
         " PRIMARY KEY (namespace, number))",
+    ),
+    # 6: the inbox's index (docs/approvals.md, "One inbox"): per conversation with calls waiting for
+    # approval, their entries as JSON, written by the save that changed them; deleted with it.
+    (
+        "CREATE TABLE {table}_waiting ("
+        " namespace text NOT NULL, id text NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id),"
+        " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -212,6 +220,10 @@ class PostgresConversationRepository(BlockingRepository):
         }
         self._version_sql = f"SELECT version FROM {t} WHERE namespace = %s AND id = %s AND {_LIVE}"
         self._delete_sql = f"DELETE FROM {t} WHERE namespace = %s AND id = %s"
+        self._waiting_sql = (
+            f"SELECT w.body FROM {t}_waiting w JOIN {t} c ON c.namespace = w.namespace AND c.id = w.id "
+            f"WHERE w.namespace = %s AND (c.expires_at IS NULL OR c.expires_at > %s)"
+        )
         self._list_sql = (
             f"SELECT id FROM {t} WHERE namespace = %s AND {_LIVE} ORDER BY updated_at DESC LIMIT %s"
         )
@@ -274,6 +286,7 @@ class PostgresConversationRepository(BlockingRepository):
             "calls": [call for _, call in changed.calls],
             "messages_count": len(conversation.messages),
             "calls_count": len(conversation.tool_calls),
+            "waiting": index_changes(conversation, changed.whole, bool(changed.calls)),
         }
         return self._save_sql[expected_version == 0, changed.whole], params
 
@@ -382,6 +395,11 @@ class PostgresConversationRepository(BlockingRepository):
     def delete(self, conversation_id: str) -> bool:
         with self._connection() as db:
             return bool(self._run(db, self._delete_sql, (self.namespace, conversation_id)).rowcount)
+
+    def list_waiting(self) -> list[WaitingEntry]:
+        with self._connection() as db:
+            rows = self._run(db, self._waiting_sql, (self.namespace, self.clock())).fetchall()
+        return [entry for (body,) in rows for entry in decode_entries(body)]
 
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._connection() as db:
@@ -576,6 +594,15 @@ def _save_statement(table: str, header: str, whole: bool) -> str:
                 f"{part}_past AS (DELETE FROM {table}_{part} WHERE namespace = %(ns)s AND id = %(id)s "
                 f"AND seq >= %({part}_count)s AND EXISTS (SELECT FROM h))"
             )
+    # The inbox's entries (None: unchanged; "": none waits any more).
+    parts.append(
+        f"waiting AS (INSERT INTO {table}_waiting (namespace, id, body) SELECT %(ns)s, %(id)s, %(waiting)s "
+        "FROM h WHERE %(waiting)s::text <> '' ON CONFLICT (namespace, id) DO UPDATE SET body = EXCLUDED.body)"
+    )
+    parts.append(
+        f"waiting_past AS (DELETE FROM {table}_waiting WHERE namespace = %(ns)s AND id = %(id)s "
+        "AND %(waiting)s::text = '' AND EXISTS (SELECT FROM h))"
+    )
     return f"WITH {', '.join(parts)} SELECT count(*) FROM h"
 
 

@@ -14,6 +14,9 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
 - ``<prefix>{<namespace>}:audit:chain``, ``:audit:head`` and ``:audit:digests``: the chain over the
   trail (ADR 34): its records in the order appended (a list), its head (a hash: seq, hash), and the
   signed digests by number (a hash);
+- ``<prefix>{<namespace>}:waiting``: the inbox's index (docs/approvals.md, "One inbox"), a hash from
+  the id of each conversation with calls waiting for approval to their entries (JSON), set by the
+  save that changed them;
 - ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
   (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import kept_until, waiting_until
+from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
@@ -48,7 +52,9 @@ if TYPE_CHECKING:
 # header, now (s), id, ttl (ms, 0 = none), the conversation's own expiry (ms from now: the ttl, or longer
 # while an approval window is open), waiting_until (s, '' = nothing waits), '1' to write it whole (drop
 # the lists first), the index of the first message written, their count n, the n messages, the count k
-# of calls written, then k pairs (position, call). Returns -1 when written, else the stored version
+# of calls written, then k pairs (position, call), then the inbox's entries: 's' and the JSON to set
+# them (KEYS[5], the waiting hash, field id), 'd' and '' to drop them, '-' and '' to leave them.
+# Returns -1 when written, else the stored version
 # (0: none). Messages from the first written replace the list's tail; a call replaces the one at its
 # position, or is appended (ADR 16).
 _SAVE = """
@@ -92,6 +98,12 @@ for i = 13 + n, 12 + n + 2 * k, 2 do
     redis.call('RPUSH', KEYS[4], ARGV[i + 1])
     length = length + 1
   end
+end
+local w = 13 + n + 2 * k
+if ARGV[w] == 's' then
+  redis.call('HSET', KEYS[5], ARGV[5], ARGV[w + 1])
+elseif ARGV[w] == 'd' then
+  redis.call('HDEL', KEYS[5], ARGV[5])
 end
 local ttl = tonumber(ARGV[6])
 if ttl > 0 then
@@ -273,6 +285,10 @@ class RedisConversationRepository(ConversationRepository):
         return f"{self.prefix}{{{self.namespace}}}:cancel:{conversation_id}"
 
     @property
+    def _waiting(self) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:waiting"
+
+    @property
     def _index(self) -> str:
         return f"{self.prefix}{{{self.namespace}}}:index"
 
@@ -308,7 +324,7 @@ class RedisConversationRepository(ConversationRepository):
         """Keys and arguments of the save script, or of the audited one when decisions ride along
         (linked after `head`), and the chain's head once it is written."""
         hash_key, messages, calls = self._parts(conversation.id)
-        keys = [hash_key, self._index, messages, calls]
+        keys = [hash_key, self._index, messages, calls, self._waiting]
         args = self._save_args(conversation, expected_version)
         records = conversation.unsaved_decisions
         if records and head is not None:
@@ -351,6 +367,7 @@ class RedisConversationRepository(ConversationRepository):
             *changed.messages,
             len(changed.calls),
             *(part for call in changed.calls for part in call),
+            *_waiting_args(index_changes(conversation, changed.whole, bool(changed.calls))),
         ]
 
     # -- sync -------------------------------------------------------------------------------------
@@ -371,7 +388,7 @@ class RedisConversationRepository(ConversationRepository):
         while True:
             head = (self._head or self._read_head()) if conversation.unsaved_decisions else None
             keys, args, moved = self._save_call(conversation, expected_version, head)
-            script = self._audited_script if len(keys) > 4 else self._save_script
+            script = self._audited_script if len(keys) > 5 else self._save_script
             with self._failures:
                 outcome = script(keys=keys, args=args)
             if int(outcome) != STALE_HEAD:
@@ -429,8 +446,29 @@ class RedisConversationRepository(ConversationRepository):
             pipe.delete(hash_key)
             pipe.delete(messages, calls)
             pipe.zrem(self._index, conversation_id)
-            deleted, _, _ = pipe.execute()
+            pipe.hdel(self._waiting, conversation_id)
+            deleted, *_ = pipe.execute()
         return bool(deleted)
+
+    def list_waiting(self) -> list[WaitingEntry]:
+        """The index's entries of the conversations Redis still holds: those of one its ttl expired
+        or a prune forgot are dropped from the index here (two round trips, whatever the store holds)."""
+        with self._failures:
+            found: dict[Any, Any] = self._sync.hgetall(self._waiting)
+            ids = [i.decode() if isinstance(i, bytes) else str(i) for i in found]
+            pipe = self._sync.pipeline(transaction=False)
+            for conversation_id in ids:
+                pipe.exists(self._parts(conversation_id)[0])
+            kept = pipe.execute()
+            gone = [i for i, exists in zip(ids, kept, strict=True) if not exists]
+            if gone:
+                self._sync.hdel(self._waiting, *gone)
+        return [
+            entry
+            for body, exists in zip(found.values(), kept, strict=True)
+            if exists
+            for entry in decode_entries(body)
+        ]
 
     def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """A page of conversations in one pipelined round trip, on one connection of the pool."""
@@ -527,7 +565,7 @@ class RedisConversationRepository(ConversationRepository):
             head = (self._head or await self._aread_head()) if conversation.unsaved_decisions else None
             keys, args, moved = self._save_call(conversation, expected_version, head)
             async with self._bounded():
-                outcome = await (audited if len(keys) > 4 else plain)(keys=keys, args=args)
+                outcome = await (audited if len(keys) > 5 else plain)(keys=keys, args=args)
             if int(outcome) != STALE_HEAD:
                 break
             await self._aread_head()
@@ -666,3 +704,10 @@ def _decoded(
         None if header is None else decode_parts(header, messages, calls, i, windowed=windowed)
         for i, (header, messages, calls) in pairs
     ]
+
+
+def _waiting_args(entries: str | None) -> list[str]:
+    """The save script's last two arguments: what it does with the conversation's inbox entries."""
+    if entries is None:
+        return ["-", ""]
+    return ["s", entries] if entries else ["d", ""]

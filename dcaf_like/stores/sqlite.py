@@ -21,6 +21,7 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
 from dcaf_like.application.retention import waiting_until
+from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
@@ -41,6 +42,10 @@ AUDIT_TABLE = "dcaf_decisions"
 HEADS = "dcaf_audit_heads"
 DIGESTS = "dcaf_audit_digests"
 CANCELS = "dcaf_cancels"
+# The inbox's index (docs/approvals.md, "One inbox"): per conversation with calls waiting for approval,
+# their entries as JSON, written in the transaction of the save that changed them and deleted with the
+# conversation's header.
+WAITING = "dcaf_waiting"
 _CANCELS = (
     f"CREATE TABLE IF NOT EXISTS {CANCELS} "
     "(namespace TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (namespace, id))"
@@ -93,6 +98,16 @@ CREATE TRIGGER IF NOT EXISTS {TABLE}_parts AFTER DELETE ON {TABLE}
 BEGIN
     DELETE FROM {MESSAGES} WHERE namespace = old.namespace AND id = old.id;
     DELETE FROM {CALLS} WHERE namespace = old.namespace AND id = old.id;
+END;
+CREATE TABLE IF NOT EXISTS {WAITING} (
+    namespace TEXT NOT NULL,
+    id        TEXT NOT NULL,
+    body      TEXT NOT NULL,
+    PRIMARY KEY (namespace, id)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS {TABLE}_waiting AFTER DELETE ON {TABLE}
+BEGIN
+    DELETE FROM {WAITING} WHERE namespace = old.namespace AND id = old.id;
 END;
 CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
     seq             INTEGER PRIMARY KEY,
@@ -272,6 +287,13 @@ class SqliteConversationRepository(ConversationRepository):
                     f"INSERT OR REPLACE INTO {CALLS} (namespace, id, seq, body) VALUES (?, ?, ?, ?)",
                     [(*key, seq, body) for seq, body in rows.calls],
                 )
+            if rows.waiting:
+                db.execute(
+                    f"INSERT OR REPLACE INTO {WAITING} (namespace, id, body) VALUES (?, ?, ?)",
+                    (*key, rows.waiting),
+                )
+            elif rows.waiting is not None and expected_version != 0:
+                db.execute(f"DELETE FROM {WAITING} WHERE namespace = ? AND id = ?", key)
             if conversation.unsaved_decisions:
                 self._append(db, conversation.unsaved_decisions)
         conversation.unsaved_decisions.clear()
@@ -368,6 +390,12 @@ class SqliteConversationRepository(ConversationRepository):
                 f"DELETE FROM {TABLE} WHERE namespace = ? AND id = ?", (self.namespace, conversation_id)
             ).rowcount
         return bool(deleted)
+
+    def list_waiting(self) -> list[WaitingEntry]:
+        """The index's entries of the conversations still kept (one a `ttl` forgot is not listed)."""
+        with self._reading(self._connection()) as db:
+            rows = db.execute(_READ_WAITING, (self.namespace, *self._kept())).fetchall()
+        return [entry for (body,) in rows for entry in decode_entries(body)]
 
     def ping(self) -> None:
         """``SELECT 1`` on this thread's connection: the file opens and answers."""
@@ -599,6 +627,12 @@ _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 # written so that the index on (namespace, updated_at) finds the rows.
 _KEPT = "(updated_at >= ? OR ifnull(waiting_until, 0) >= ?)"
 _GONE = "updated_at < ? AND ifnull(waiting_until, 0) < ?"
+# The index first (CROSS JOIN keeps SQLite's planner to that order), each header then by its key: the
+# read costs the waiting calls, not the conversations.
+_READ_WAITING = (
+    f"SELECT w.body FROM {WAITING} w CROSS JOIN {TABLE} t ON t.namespace = w.namespace AND t.id = w.id "
+    "WHERE w.namespace = ? AND (t.updated_at >= ? OR ifnull(t.waiting_until, 0) >= ?)"
+)
 
 _MAX_LIMIT = 2**63 - 1
 
@@ -668,10 +702,11 @@ class _Rows:
     """What a save writes (:class:`~dcaf_like.stores._codec.Changes`), each text as stored: compressed
     from :data:`COMPRESS_FROM` on."""
 
-    __slots__ = ("calls", "claims", "first", "header", "messages", "whole", "window")
+    __slots__ = ("calls", "claims", "first", "header", "messages", "waiting", "whole", "window")
 
-    def __init__(self, changed: Changes, window: tuple[int, int], claims: bool) -> None:
+    def __init__(self, changed: Changes, window: tuple[int, int], claims: bool, waiting: str | None) -> None:
         self.claims = claims
+        self.waiting = waiting  # the inbox's entries (None: unchanged; "": none waits)
         self.header = _stored(changed.header)
         self.window = window
         self.whole = changed.whole
@@ -681,7 +716,9 @@ class _Rows:
 
 
 def _rows(conversation: Conversation, expected_version: int) -> _Rows:
-    return _Rows(changes(conversation, expected_version), conversation.window_start(), _claims(conversation))
+    changed = changes(conversation, expected_version)
+    waiting = index_changes(conversation, changed.whole, bool(changed.calls))
+    return _Rows(changed, conversation.window_start(), _claims(conversation), waiting)
 
 
 def _claims(conversation: Conversation) -> bool:

@@ -1157,3 +1157,87 @@ def pending_conversation(at: float = 1_700_000_000.0) -> Conversation:
 
 def outcomes(records: list[DecisionRecord]) -> list[tuple[str, str]]:
     return [(r.decided_by, r.outcome.value) for r in records]
+
+
+# -- the inbox's index (docs/approvals.md, "One inbox") ----------------------------------------------
+
+
+def test_every_store_keeps_the_index_of_waiting_calls(make: Factory) -> None:
+    """docs/approvals.md, "One inbox": every store the project ships keeps the index."""
+    assert make().keeps_waiting_index
+
+
+def waiting_ids(store: ConversationRepository) -> list[tuple[str, str]]:
+    return sorted((w.conversation_id, w.call_id) for w in store.list_waiting())
+
+
+def test_a_waiting_call_is_indexed_when_saved_and_dropped_once_decided(make: Factory) -> None:
+    """docs/approvals.md, "One inbox": indexed when saved, removed when decided."""
+    store = make()
+    conversation = full_conversation()
+    [pending] = conversation.pending_tool_calls
+    pending.requested_by = "carol"
+    pending.approvers = approvers(2, "sre")
+    store.save(conversation, 0)
+    idle = Conversation.start()
+    idle.add_user_message("nothing to approve here")
+    store.save(idle, 0)
+
+    [entry] = store.list_waiting()
+    assert (entry.conversation_id, entry.call_id, entry.name) == (
+        conversation.id,
+        pending.id.value,
+        "delete_pod",
+    )
+    assert (entry.requested_by, entry.approvers, entry.approval_reason) == (
+        "carol",
+        approvers(2, "sre"),
+        "deletes are dangerous",
+    )
+    assert entry.context == {"tenant": "acme"}  # never the credentials
+    assert entry.input == {"name": "web-pending", "namespace": "prod", "grace": 30}
+
+    policy = ApprovalPolicy(groups={"sre": {"alice", "bob"}})
+    for who, at in (("alice", 1_700_000_008.0), ("bob", 1_700_000_009.0)):
+        loaded = store.get_recent(conversation.id)  # a turn's read: the save writes its changes only
+        assert loaded is not None
+        read_at = loaded.version
+        trusted = Trusted(Identity(who, frozenset({"approve"})))
+        loaded.approve_tool_call(pending.id.value, by=who, policy=policy, trusted=trusted, at=at)
+        store.save(loaded, read_at)
+        if who == "alice":
+            [counted] = store.list_waiting()
+            assert [(a.by, a.stage) for a in counted.approvals] == [("alice", 0)]
+
+    assert store.list_waiting() == []
+
+
+def test_a_deleted_conversations_waiting_calls_leave_the_index(make: Factory) -> None:
+    """docs/approvals.md, "One inbox": a forgotten conversation's calls are not listed."""
+    store = make()
+    kept, gone = full_conversation(), full_conversation()
+    store.save(kept, 0)
+    store.save(gone, 0)
+    assert {c for c, _ in waiting_ids(store)} == {kept.id, gone.id}
+
+    assert store.delete(gone.id)
+
+    assert {c for c, _ in waiting_ids(store)} == {kept.id}
+
+
+def test_the_index_of_one_namespace_is_its_own(make: Factory, request: pytest.FixtureRequest) -> None:
+    if "memory" in request.node.name:
+        pytest.skip("the in-memory store has no namespaces")
+    ops, billing = make(namespace="ops-agent"), make(namespace="billing-agent")
+    ops.save(full_conversation(), 0)
+
+    assert billing.list_waiting() == []
+    assert len(ops.list_waiting()) == 1
+
+
+async def test_the_index_reads_alike_on_the_event_loop(make: Factory) -> None:
+    store = make()
+    conversation = full_conversation()
+    await store.asave(conversation, 0)
+
+    assert [w.conversation_id for w in await store.alist_waiting()] == [conversation.id]

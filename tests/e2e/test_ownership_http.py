@@ -409,6 +409,7 @@ NO_CONVERSATION = {
     ("GET", "/"): "the chat page's files (it uses the routes below)",
     ("GET", "/ui/app.js"): "the chat page's files",
     ("GET", "/ui/app.css"): "the chat page's files",
+    ("GET", "/ui/inbox.js"): "the chat page's files",
     ("GET", "/metrics"): "counts only, admin only",
     ("GET", "/mcp"): "the agent's ungated tools; no conversation is read or written",
     ("POST", "/mcp"): "the agent's ungated tools; no conversation is read or written",
@@ -425,6 +426,9 @@ def _alice_tries(server: httpx.Client, method: str, path: str, conversation_id: 
     if (method, path) == ("GET", "/api/conversations"):
         listed = server.get(target, headers=key(ALICE)).json()["conversations"]
         return conversation_id not in [c["id"] for c in listed]
+    if (method, path) == ("GET", "/api/approvals"):  # bob's call is under today's rule: bob's to decide
+        waiting = server.get(target, headers=key(ALICE)).json()["approvals"]
+        return conversation_id not in [item["conversation_id"] for item in waiting]
     if (method, path) in (("GET", "/api/audit"), ("GET", "/api/audit/export")):  # the operator's only
         return server.get(target, headers=key(ALICE)).status_code == 403
     if (method, path) == ("POST", "/a2a"):
@@ -447,6 +451,7 @@ ENTRANCES = {
     ("POST", "/api/conversations/{conversation_id}/cancel"),
     ("GET", "/api/audit"),
     ("GET", "/api/audit/export"),
+    ("GET", "/api/approvals"),
     ("POST", "/a2a"),
     ("POST", "/a2a/tasks/send"),
     ("GET", "/a2a/tasks/{task_id}"),

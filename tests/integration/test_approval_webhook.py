@@ -310,3 +310,32 @@ def test_the_agent_takes_its_webhook_from_the_environment(receiver, monkeypatch)
     [delivery] = receiver.received
     headers = delivery["headers"]
     assert verify(SECRET, delivery["body"], headers["X-Dcaf-Timestamp"], headers["X-Dcaf-Signature"])
+
+
+def test_a_call_under_a_team_rule_tells_the_webhook_its_rule_and_what_it_needs(receiver):
+    """docs/approvals.md, "Approvals by teams": the webhook shows approvals so far and still needed."""
+    from dcaf_like import Agent, Identity, approvers, tool
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    @tool(approvers=approvers(2, "sre"))
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return name
+
+    webhook = ApprovalWebhook(receiver.url, secret=SECRET)
+    agent = Agent(
+        tools=[delete_pod],
+        runtime=FakeRuntime([tool_call("delete_pod", name="web-1")]),
+        approval_notifier=webhook,
+        groups={"sre": {"alice", "bob"}},
+    )
+    agent.run("delete web-1", identity=Identity("carol", frozenset({"chat"})))
+    agent.close()
+
+    [delivery] = receiver.received
+    [call] = json.loads(delivery["body"])["calls"]
+    assert call["approvals"] == {
+        "rule": "2 approvers from sre, not the requester",
+        "given": [],
+        "needed": [{"stage": 1, "count": 2, "groups": ["sre"]}],
+    }

@@ -347,3 +347,23 @@ def test_stopping_is_said_once_whoever_asked_for_the_cancel():
     assert "a cancel was asked for" not in mine
     assert another.count("(a cancel was asked for: the run stops at its next step)") == 1
     assert "(run cancelled)" in another
+
+
+def test_a_call_under_a_team_rule_shows_who_approved_so_far_and_what_it_still_needs():
+    """docs/approvals.md, "Approvals by teams": a partial approval is shown where the call is."""
+    counted = {
+        **PENDING,
+        "approvals": {
+            "rule": "2 approvers from sre, not the requester",
+            "given": [{"by": "alice", "at": 1.0, "stage": 1}],
+            "needed": [{"stage": 1, "count": 1, "groups": ["sre"]}],
+        },
+    }
+    transport = ScriptedTransport([done(counted)])
+
+    shown = chat(transport, "delete web-2")
+
+    assert (
+        "  approvals: 2 approvers from sre, not the requester; approved by alice; needs 1 more from sre"
+        in shown
+    )
