@@ -303,10 +303,12 @@ class AgentService:
                 else:
                     await repository.arecord_decisions(refused)
             raise
-        # Saved before the model is asked when it claims calls (a call never runs twice) and when it
-        # starts a conversation: a run is readable, listed and cancellable from its first moment (its
-        # cost, one save per new conversation, is in docs/benchmarks.md).
-        if run.claim or stored is None:
+        # Saved before the model is asked when it claims calls (a call never runs twice), when it
+        # starts a conversation (a run is readable, listed and cancellable from its first moment: its
+        # cost, one save per new conversation, is in docs/benchmarks.md), and when it brings the user's
+        # message: a crash before the turn's end does not lose it (docs/runs.md, "A crash keeps the
+        # user's message").
+        if run.claim or stored is None or request.text or request.attachments:
             await self._save(run)
         return run
 
