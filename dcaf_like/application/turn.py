@@ -23,6 +23,7 @@ from dcaf_like.application.effects import (
     CANCELLED,
     FALLBACK,
     HOOK_FAILED,
+    QUEUED,
     TURN_TIMEOUT,
     AskApprover,
     CallHooks,
@@ -30,6 +31,7 @@ from dcaf_like.application.effects import (
     CheckCancel,
     Effect,
     Emit,
+    ReadArrived,
     ResolveInstructions,
     RunContext,
     RunTool,
@@ -46,6 +48,7 @@ from dcaf_like.application.events import (
     ToolFinished,
     ToolRejected,
     ToolStarted,
+    UserMessageRead,
 )
 from dcaf_like.application.hooks import (
     HookContext,
@@ -102,6 +105,8 @@ class Turn:
     #: Calls whose question the request declined: they failed, not run.
     declined_now: list[str] = field(default_factory=list)
     emits: bool = True
+    #: The request's message was queued (calls wait): the turn reports ``stop_reason: "queued"``.
+    queued_now: bool = False
     _finished: list[str] = field(init=False, default_factory=list)
     _texts: list[str] = field(init=False, default_factory=list)
     _usage: Usage = field(init=False, default=NO_USAGE)
@@ -136,6 +141,8 @@ class Turn:
             stop_reason = self._waiting()
             if stop_reason is None:
                 stop_reason = yield from self._loop()
+            elif self.queued_now and stop_reason == AWAITING_APPROVAL:
+                stop_reason = QUEUED
         self._timings["total"] = time.perf_counter() - started
         return self._response(stop_reason)
 
@@ -160,6 +167,7 @@ class Turn:
                 return TURN_TIMEOUT
             if self._steps and (yield CheckCancel()):
                 return CANCELLED
+            yield from self._read_queued()
             self._steps += 1
             started = time.perf_counter()
             if fits:
@@ -182,6 +190,8 @@ class Turn:
             if response.text:
                 self._texts.append(response.text)
             if not response.tool_calls:
+                if (yield from self._arrived()):  # a message came while the model answered: it reads it
+                    continue
                 return response.stop_reason
             runnable = []
             for proposed in response.tool_calls:
@@ -212,6 +222,21 @@ class Turn:
                     yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
                 return waiting
         return "max_iterations"
+
+    def _arrived(self) -> Generator[Effect, Any, bool]:
+        """Queue the messages that arrived for this run since it last looked; whether any wait."""
+        for text, at in (yield ReadArrived()):
+            self.conversation.queue_user_message(text, at=at)
+        return bool(self.conversation.queued)
+
+    def _read_queued(self) -> Generator[Effect, Any, None]:
+        """Add the queued messages, and those that arrived for the run, before the next model call
+        (nothing waits at a model step)."""
+        if not (yield from self._arrived()):
+            return
+        for message in self.conversation.read_queued():
+            if self.emits:
+                yield Emit(UserMessageRead(message.text, message.at))
 
     def _waiting(self) -> str | None:
         """Why the run must wait for the user (a call waits for approval, a question for an answer),

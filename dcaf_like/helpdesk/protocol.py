@@ -45,6 +45,7 @@ from dcaf_like.application.events import (
     ToolProgress,
     ToolRejected,
     ToolStarted,
+    UserMessageRead,
 )
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
 from dcaf_like.domain.attachment import Attachment, InvalidPart, PartKind, attachment, check_total
@@ -658,6 +659,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
     if isinstance(event, QuestionAsked):
         return [{"type": "question_asked", "question": question_data(event.question)}]
+    if isinstance(event, UserMessageRead):
+        return [{"type": "user_message", "content": event.text, "sent_at": iso_time(event.at)}]
     if isinstance(event, CancelRequested):
         return [{"type": "cancel_requested", "conversation_id": event.conversation_id}]
     if isinstance(event, Done):

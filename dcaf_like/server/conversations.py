@@ -136,6 +136,13 @@ class QuestionRecord(BaseModel):
     expires_at: float | None = None
 
 
+class QueuedOut(BaseModel):
+    """A user's message kept for the next model step (docs/runs.md, "A message into a running run")."""
+
+    content: str
+    at: float
+
+
 class CancelOut(BaseModel):
     conversation_id: str
     cancel_requested: bool
@@ -150,6 +157,7 @@ class ConversationOut(BaseModel):
     tool_calls: list[ToolCallRecord]
     session: dict[str, Any]
     questions: list[QuestionRecord] = []
+    queued: list[QueuedOut] = []
 
 
 def conversation_routes(
@@ -330,4 +338,5 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
             }
             for q in conversation.questions.values()
         ],
+        "queued": [{"content": q.text, "at": q.at} for q in conversation.queued],
     }
