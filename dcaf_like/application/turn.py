@@ -76,6 +76,7 @@ from dcaf_like.application.transcript import TranscriptCache
 from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.domain import (
     NOBODY,
+    CallOutcome,
     Conversation,
     DeciderKind,
     NotAnApprover,
@@ -310,12 +311,19 @@ class Turn:
             if stopped is None and tool is not None and self._steps and (yield CheckCancel()):
                 stopped = CANCELLED
             if tool is None:
-                conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
+                conversation.record_tool_failure(
+                    call_id, f"tool {call.name!r} is no longer available", outcome=CallOutcome.NOT_FOUND
+                )
             elif stopped is not None:
-                conversation.record_tool_failure(call_id, f"not run: {self._why_not_run(stopped)}")
+                why = f"not run: {self._why_not_run(stopped)}"
+                conversation.record_tool_failure(
+                    call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR)
+                )
             elif settings.hooks.before_tool and (refusal := (yield from self._before_tool(call))) is not None:
-                conversation.record_tool_failure(call_id, f"not run: {refusal}")
-                stopped = HOOK_FAILED if self._hook_failed is not None else None
+                failed = self._hook_failed is not None  # a hook that raised is an error, not a refusal
+                refused = CallOutcome.ERROR if failed else CallOutcome.UNAUTHORIZED
+                conversation.record_tool_failure(call_id, f"not run: {refusal}", outcome=refused)
+                stopped = HOOK_FAILED if failed else None
             else:
                 self._steps += 1
                 if self.emits:
@@ -338,7 +346,8 @@ class Turn:
                 outcome: ToolOutcome = yield RunTool(
                     tool, call.effective_input.as_dict(), context, timeout, limit
                 )
-                self._timings["tools"] += time.perf_counter() - started
+                ran_for = time.perf_counter() - started
+                self._timings["tools"] += ran_for
                 now = settings.clock()
                 asked = None
                 if outcome.question is not None:
@@ -347,12 +356,15 @@ class Turn:
                 elif isinstance(outcome.output, ToolOutput):
                     output = outcome.output
                     conversation.record_tool_result(
-                        call_id, output.text, attachments=output.attachments, at=now
+                        call_id, output.text, attachments=output.attachments, at=now, ran_for=ran_for
                     )
                 elif outcome.error is None:
-                    conversation.record_tool_result(call_id, outcome.output or "", at=now)
+                    conversation.record_tool_result(call_id, outcome.output or "", at=now, ran_for=ran_for)
                 else:
-                    conversation.record_tool_failure(call_id, outcome.error, at=now)
+                    kind = CallOutcome.TIMEOUT if outcome.timed_out else CallOutcome.ERROR
+                    conversation.record_tool_failure(
+                        call_id, outcome.error, at=now, outcome=kind, ran_for=ran_for
+                    )
                 if outcome.timed_out and the_turns:
                     stopped = TURN_TIMEOUT
                 if session.changed:
@@ -529,3 +541,7 @@ class Turn:
         return [
             QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
         ]
+
+
+#: How a call the turn stopped before it ran ended, by why the turn stopped.
+_NOT_RUN = {CANCELLED: CallOutcome.CANCELLED, TURN_TIMEOUT: CallOutcome.TIMEOUT}

@@ -31,7 +31,14 @@ from dcaf_like.domain.question import (
     QuestionStatus,
     UnknownQuestion,
 )
-from dcaf_like.domain.tool_call import DeciderKind, ToolCall, ToolCallId, ToolCallStatus, ToolInput
+from dcaf_like.domain.tool_call import (
+    CallOutcome,
+    DeciderKind,
+    ToolCall,
+    ToolCallId,
+    ToolCallStatus,
+    ToolInput,
+)
 
 INTERRUPTED = (
     "interrupted: the run of this call ended before its result was recorded (the worker running it "
@@ -501,20 +508,36 @@ class Conversation:
         )
 
     def record_tool_result(
-        self, call_id: str, result: str, *, attachments: tuple[Attachment, ...] = (), at: float | None = None
+        self,
+        call_id: str,
+        result: str,
+        *,
+        attachments: tuple[Attachment, ...] = (),
+        at: float | None = None,
+        ran_for: float | None = None,
     ) -> ToolCall:
-        """The call ran: its result's text, and the images and files it holds besides."""
+        """The call ran (for `ran_for` seconds): its result's text, and the images and files it holds
+        besides."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.record_result(result, at=now, attachments=attachments)
+        call.record_result(result, at=now, attachments=attachments, ran_for=ran_for)
         self._changed(call_id)
         self.version += 1
         return call
 
-    def record_tool_failure(self, call_id: str, error: str, *, at: float | None = None) -> ToolCall:
+    def record_tool_failure(
+        self,
+        call_id: str,
+        error: str,
+        *,
+        at: float | None = None,
+        outcome: CallOutcome = CallOutcome.ERROR,
+        ran_for: float | None = None,
+    ) -> ToolCall:
+        """The call failed, or was not run: `outcome` says how (an error, a time limit, a refusal, ...)."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.record_failure(error, at=now)
+        call.record_failure(error, at=now, outcome=outcome, ran_for=ran_for)
         self._changed(call_id)
         self.version += 1
         return call

@@ -441,6 +441,9 @@ def executed_call(call: ToolCallView) -> dict[str, Any]:
     result = _call_fields(call)
     result["output"] = call.output if call.output is not None else f"Error: {call.error}"
     result["status"] = call.status
+    if call.outcome is not None:  # absent from a call read off another server's wire
+        result["outcome"] = call.outcome
+        result["execution_time"] = call.execution_time
     if call.error is not None:
         result["error"] = call.error
     if call.attachments:
@@ -478,6 +481,7 @@ def rejected_call(call: ToolCallView) -> dict[str, Any]:
         **_call_fields(call),
         "rejection_reason": call.rejection_reason,
         "reason": call.rejection_reason,  # deprecated: rejection_reason
+        "outcome": call.outcome or "unauthorized",
     }
 
 

@@ -116,6 +116,10 @@ class ToolCallRecord(BaseModel):
     expires_at: float | None
     #: While an approved call runs: until when its worker holds it unless renewed (docs/runs.md).
     lease_expires_at: float | None = None
+    #: How it ended (docs/protocol.md, "A call's outcome"); None while it waits or runs.
+    outcome: str | None = None
+    #: Seconds its tool ran (None: it did not run, or ran before durations were kept).
+    execution_time: float | None = None
 
 
 class QuestionRecord(BaseModel):
@@ -301,6 +305,8 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
                 "finished_at": call.finished_at,
                 "expires_at": call.expires_at if call.status is ToolCallStatus.PENDING else None,
                 "lease_expires_at": call.lease_expires_at if call.status is ToolCallStatus.APPROVED else None,
+                "outcome": view.outcome,
+                "execution_time": view.execution_time,
             }
         )
     return {
