@@ -12,6 +12,7 @@ from dcaf_like.application.messages import ModelToolCall
 from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.domain import (
     NOBODY,
+    CallOutcome,
     Conversation,
     DeciderKind,
     EditNotAllowed,
@@ -59,7 +60,8 @@ def propose(
         at=now,
     )
     if problem is not None or tool is None:
-        conversation.record_tool_failure(call.id.value, f"invalid call: {problem}", at=now)
+        unknown = CallOutcome.NOT_FOUND if tool is None else CallOutcome.ERROR
+        conversation.record_tool_failure(call.id.value, f"invalid call: {problem}", at=now, outcome=unknown)
         return call
     decision = settings.policy.decide(
         tool.name,

@@ -24,6 +24,7 @@ from dcaf_like.domain import (
     ToolCall,
     ToolCallStatus,
 )
+from dcaf_like.domain.tool_call import outcome_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,10 @@ class ToolCallView:
     approvers: Approvers | None = None
     approvals: tuple[Approval, ...] = ()
     still_needed: tuple[Needed, ...] = ()
+    #: How it ended (``success``, ``error``, ``timeout``, ``unauthorized``, ``not_found``,
+    #: ``cancelled``; None while it waits or runs), and the seconds its tool ran (None: it did not).
+    outcome: str | None = None
+    execution_time: float | None = None
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -170,6 +175,11 @@ class ToolCallView:
     def of(cls, call: ToolCall) -> ToolCallView:
         status = call.status
         view = cls._of(call, status)
+        if call.outcome is not None:
+            view.outcome, view.execution_time = call.outcome.value, call.ran_for
+        elif status.value in _FINISHED:  # stored before outcomes were: told by its status and error
+            derived = outcome_of(status.value, call.error)
+            view.outcome = None if derived is None else derived.value
         if not call.approvers.is_default:
             view.approvers = call.approvers
             view.approvals = call.counted_approvals
@@ -332,6 +342,10 @@ class AgentResult:
     session: Mapping[str, Any] | None = None
     pending_tool_calls: tuple[ToolCallView, ...] = ()
     executed_tool_calls: tuple[ToolCallView, ...] = ()
+
+
+#: The statuses of a call that ended, whose outcome a record stored before outcomes lacks.
+_FINISHED = frozenset({"executed", "failed", "rejected", "interrupted"})
 
 
 def _renamed(old: str, new: str) -> None:

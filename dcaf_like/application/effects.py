@@ -94,7 +94,23 @@ class CallHooks:
     arguments: tuple[Any, ...]
 
 
-Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel | CallHooks
+@dataclass(slots=True)
+class ReadArrived:
+    """The user's messages that arrived for this run while it ran (docs/runs.md, "A message into a
+    running run"): the driver sends back their (text, time) pairs, oldest first, taken once."""
+
+
+Effect = (
+    ResolveInstructions
+    | CallModel
+    | Summarize
+    | RunTool
+    | AskApprover
+    | Emit
+    | CheckCancel
+    | CallHooks
+    | ReadArrived
+)
 
 
 @dataclass(slots=True)
@@ -122,6 +138,8 @@ AWAITING_APPROVAL = "awaiting_approval"
 AWAITING_INPUT = "awaiting_input"
 #: The model failed and an ``on_error`` hook answered instead (docs/operations.md, "Hooks").
 FALLBACK = "fallback"
+#: The request's message was kept for the next model step (calls wait, or a turn runs): nothing ran.
+QUEUED = "queued"
 
 
 def timed_out(effect: RunTool, *, cancelled: bool) -> ToolOutcome:

@@ -76,6 +76,16 @@ class QuestionAsked:
 
 
 @dataclass(frozen=True, slots=True)
+class UserMessageRead:
+    """A user's message that was queued (sent while the run ran, or while calls waited) was added to
+    the conversation: the model reads it at this step (docs/runs.md, "A message into a running run")."""
+
+    text: str
+    at: float
+    type: str = field(default="user_message", init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     response: AgentResponse
     type: str = field(default="done", init=False)
@@ -112,6 +122,7 @@ StreamEvent = (
     | ToolFinished
     | ToolRejected
     | QuestionAsked
+    | UserMessageRead
     | CancelRequested
     | Done
     | RunFailed

@@ -56,6 +56,8 @@ class Prepared:
     declined: list[str] = field(default_factory=list)
     #: Calls whose approval this request gave was counted, the call still waiting for others.
     counted: list[str] = field(default_factory=list)
+    #: The request's message was queued: calls wait for a decision.
+    queued: bool = False
 
 
 class RequestRules:
@@ -127,7 +129,14 @@ class RequestRules:
         for answer in request.answers:  # an answered question claims its call to run again
             asked_by = self._answer(conversation, answer, request.user, now, refused)
             (prepared.declined if answer.declined else prepared.approved).append(asked_by)
-        if request.text or request.attachments:
+        if request.text and not request.attachments and _waits_for_decisions(conversation, now):
+            # Calls still wait after this request's decisions: the message is kept for the model step
+            # after they are decided (docs/runs.md, "A message into a running run"); it decides nothing.
+            conversation.queue_user_message(request.text, at=now)
+            prepared.queued = True
+        elif request.text or request.attachments:
+            if conversation.queued and not conversation.pending_tool_calls:
+                conversation.read_queued()  # what was queued came first
             received = conversation.receive_user_message(
                 request.text, attachments=request.attachments, at=now
             )
@@ -227,6 +236,12 @@ class RequestRules:
 def _may_use(request: AgentRequest, conversation: Conversation) -> bool:
     """Ownership: a request with an owner uses only that owner's conversations, unless it sees all."""
     return request.owner is None or request.sees_all or conversation.owner == request.owner
+
+
+def _waits_for_decisions(conversation: Conversation, now: float) -> bool:
+    """Whether calls wait for a decision that a message now would find waiting (one past its approval
+    window is rejected by the message, as before, and does not count)."""
+    return any(not call.is_expired(now) for call in conversation.pending_tool_calls)
 
 
 def _awaits_model(conversation: Conversation) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
@@ -15,12 +16,14 @@ from dcaf_like.application.clock import monotonic_of
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.effects import (
+    QUEUED,
     AskApprover,
     CallHooks,
     CallModel,
     CheckCancel,
     Effect,
     Emit,
+    ReadArrived,
     ResolveInstructions,
     RunContext,
     RunTool,
@@ -173,6 +176,8 @@ class AgentService:
         self._rules = RequestRules(
             self._settings, runtime, worker=self.worker, lease_ttl=lease_ttl, deps=deps, tracer=self.tracer
         )
+        #: The turns running in this process, by conversation: where a message sent meanwhile waits.
+        self._running: dict[str, _Arrivals] = {}
         fitting = self._settings.context
         #: A turn reads the conversation's recent part only (ADR 22) when its policy never sends what
         #: the summary covers and a window is known (without one the whole transcript is sent).
@@ -231,10 +236,15 @@ class AgentService:
         # The effects whose events reach the stream: the model's deltas; a tool's progress reports
         # when served (a blocking stream drops them, docs/runs.md); a cancel seen between steps.
         streamed = (CallModel, CheckCancel) if blocking else (CallModel, RunTool, CheckCancel)
+        if (queued := self._queue_for_running(request)) is not None:
+            yield Done(queued)
+            return
         span = self._start_span(request)
         run: TurnRun | None = None
+        arrivals: _Arrivals | None = None
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
+            arrivals = self._running.setdefault(run.conversation.id, _Arrivals(run.conversation.owner))
             # The calls waiting before the turn, which the notifier is not told about again.
             notifies = self.notifier is not None
             waiting_before = {c.id.value for c in run.conversation.pending_tool_calls} if notifies else set()
@@ -260,6 +270,7 @@ class AgentService:
                     else:
                         value = await self._perform(effect, run)
             finally:
+                self._stop_arrivals(run, arrivals)
                 if run.conversation.version != run.expected:
                     await self._save(run)
             _finish_span(span, response)
@@ -280,6 +291,34 @@ class AgentService:
         finally:
             span.end()
         yield Done(response)
+
+    def _queue_for_running(self, request: AgentRequest) -> AgentResponse | None:
+        """A plain message (text only) for a conversation whose turn runs in this process, from whoever
+        may use it: kept for that turn's next model step (docs/runs.md, "A message into a running
+        run"), and answered at once with ``stop_reason: "queued"``. None: the request is a turn."""
+        conversation_id = request.conversation_id
+        if conversation_id is None or not request.text:
+            return None
+        if request.decisions or request.answers or request.attachments:
+            return None
+        arrivals = self._running.get(conversation_id)
+        if arrivals is None:
+            return None
+        if request.owner is not None and not request.sees_all and arrivals.owner != request.owner:
+            return None  # another's: the turn's own checks refuse it
+        if not arrivals.add(request.text, self.clock()):
+            return None  # the turn just ended: the request is a turn of its own
+        return AgentResponse(conversation_id, stop_reason=QUEUED, runtime=self.runtime.name)
+
+    def _stop_arrivals(self, run: TurnRun, arrivals: _Arrivals | None) -> None:
+        """The turn ends: messages sent to it from now on are turns of their own; those that arrived
+        and were not read are queued on the conversation (saved with it, read by the next turn)."""
+        if arrivals is None:
+            return
+        if self._running.get(run.conversation.id) is arrivals:
+            del self._running[run.conversation.id]
+        for text, at in arrivals.close():
+            run.conversation.queue_user_message(text, at=at)
 
     async def _begin(self, request: AgentRequest, span: Span, *, blocking: bool, streams: bool) -> TurnRun:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
@@ -303,10 +342,12 @@ class AgentService:
                 else:
                     await repository.arecord_decisions(refused)
             raise
-        # Saved before the model is asked when it claims calls (a call never runs twice) and when it
-        # starts a conversation: a run is readable, listed and cancellable from its first moment (its
-        # cost, one save per new conversation, is in docs/benchmarks.md).
-        if run.claim or stored is None:
+        # Saved before the model is asked when it claims calls (a call never runs twice), when it
+        # starts a conversation (a run is readable, listed and cancellable from its first moment: its
+        # cost, one save per new conversation, is in docs/benchmarks.md), and when it brings the user's
+        # message: a crash before the turn's end does not lose it (docs/runs.md, "A crash keeps the
+        # user's message").
+        if run.claim or stored is None or request.text or request.attachments:
             await self._save(run)
         return run
 
@@ -358,8 +399,14 @@ class AgentService:
             return self._summary(effect, run)
         if isinstance(effect, CallHooks):
             return self._call_hooks(effect, run)
+        if isinstance(effect, ReadArrived):
+            return self._read_arrived(run)
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
         return self._ask_approver(effect, run)
+
+    async def _read_arrived(self, run: TurnRun) -> list[tuple[str, float]]:
+        arrivals = self._running.get(run.conversation.id)
+        return [] if arrivals is None else arrivals.take()
 
     async def _call_hooks(self, effect: CallHooks, run: TurnRun) -> Refused | HookFailed | Rewritten | None:
         answer = await self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
@@ -468,9 +515,41 @@ class AgentService:
             trusted=prepared.trusted,
             declined_now=prepared.declined,
             emits=streams,
+            queued_now=prepared.queued,
         )
         claim = bool(prepared.approved)
         return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)
+
+
+class _Arrivals:
+    """Messages sent to a running turn, until it reads them; a lock, as a blocking turn runs on a
+    thread of its own while the server queues on its event loop."""
+
+    __slots__ = ("_lock", "_messages", "_open", "owner")
+
+    def __init__(self, owner: str | None) -> None:
+        self.owner = owner
+        self._lock = threading.Lock()
+        self._messages: list[tuple[str, float]] = []
+        self._open = True
+
+    def add(self, text: str, at: float) -> bool:
+        """Keep a message for the turn; False once the turn ended."""
+        with self._lock:
+            if self._open:
+                self._messages.append((text, at))
+            return self._open
+
+    def take(self) -> list[tuple[str, float]]:
+        with self._lock:
+            taken, self._messages = self._messages, []
+            return taken
+
+    def close(self) -> list[tuple[str, float]]:
+        with self._lock:
+            self._open = False
+            taken, self._messages = self._messages, []
+            return taken
 
 
 async def _resolved(value: Any, blocking: bool) -> Any:

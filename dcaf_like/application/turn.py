@@ -23,6 +23,7 @@ from dcaf_like.application.effects import (
     CANCELLED,
     FALLBACK,
     HOOK_FAILED,
+    QUEUED,
     TURN_TIMEOUT,
     AskApprover,
     CallHooks,
@@ -30,6 +31,7 @@ from dcaf_like.application.effects import (
     CheckCancel,
     Effect,
     Emit,
+    ReadArrived,
     ResolveInstructions,
     RunContext,
     RunTool,
@@ -46,6 +48,7 @@ from dcaf_like.application.events import (
     ToolFinished,
     ToolRejected,
     ToolStarted,
+    UserMessageRead,
 )
 from dcaf_like.application.hooks import (
     HookContext,
@@ -73,6 +76,7 @@ from dcaf_like.application.transcript import TranscriptCache
 from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.domain import (
     NOBODY,
+    CallOutcome,
     Conversation,
     DeciderKind,
     NotAnApprover,
@@ -102,6 +106,8 @@ class Turn:
     #: Calls whose question the request declined: they failed, not run.
     declined_now: list[str] = field(default_factory=list)
     emits: bool = True
+    #: The request's message was queued (calls wait): the turn reports ``stop_reason: "queued"``.
+    queued_now: bool = False
     _finished: list[str] = field(init=False, default_factory=list)
     _texts: list[str] = field(init=False, default_factory=list)
     _usage: Usage = field(init=False, default=NO_USAGE)
@@ -136,6 +142,8 @@ class Turn:
             stop_reason = self._waiting()
             if stop_reason is None:
                 stop_reason = yield from self._loop()
+            elif self.queued_now and stop_reason == AWAITING_APPROVAL:
+                stop_reason = QUEUED
         self._timings["total"] = time.perf_counter() - started
         return self._response(stop_reason)
 
@@ -160,6 +168,7 @@ class Turn:
                 return TURN_TIMEOUT
             if self._steps and (yield CheckCancel()):
                 return CANCELLED
+            yield from self._read_queued()
             self._steps += 1
             started = time.perf_counter()
             if fits:
@@ -182,6 +191,8 @@ class Turn:
             if response.text:
                 self._texts.append(response.text)
             if not response.tool_calls:
+                if (yield from self._arrived()):  # a message came while the model answered: it reads it
+                    continue
                 return response.stop_reason
             runnable = []
             for proposed in response.tool_calls:
@@ -212,6 +223,21 @@ class Turn:
                     yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
                 return waiting
         return "max_iterations"
+
+    def _arrived(self) -> Generator[Effect, Any, bool]:
+        """Queue the messages that arrived for this run since it last looked; whether any wait."""
+        for text, at in (yield ReadArrived()):
+            self.conversation.queue_user_message(text, at=at)
+        return bool(self.conversation.queued)
+
+    def _read_queued(self) -> Generator[Effect, Any, None]:
+        """Add the queued messages, and those that arrived for the run, before the next model call
+        (nothing waits at a model step)."""
+        if not (yield from self._arrived()):
+            return
+        for message in self.conversation.read_queued():
+            if self.emits:
+                yield Emit(UserMessageRead(message.text, message.at))
 
     def _waiting(self) -> str | None:
         """Why the run must wait for the user (a call waits for approval, a question for an answer),
@@ -285,12 +311,19 @@ class Turn:
             if stopped is None and tool is not None and self._steps and (yield CheckCancel()):
                 stopped = CANCELLED
             if tool is None:
-                conversation.record_tool_failure(call_id, f"tool {call.name!r} is no longer available")
+                conversation.record_tool_failure(
+                    call_id, f"tool {call.name!r} is no longer available", outcome=CallOutcome.NOT_FOUND
+                )
             elif stopped is not None:
-                conversation.record_tool_failure(call_id, f"not run: {self._why_not_run(stopped)}")
+                why = f"not run: {self._why_not_run(stopped)}"
+                conversation.record_tool_failure(
+                    call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR)
+                )
             elif settings.hooks.before_tool and (refusal := (yield from self._before_tool(call))) is not None:
-                conversation.record_tool_failure(call_id, f"not run: {refusal}")
-                stopped = HOOK_FAILED if self._hook_failed is not None else None
+                failed = self._hook_failed is not None  # a hook that raised is an error, not a refusal
+                refused = CallOutcome.ERROR if failed else CallOutcome.UNAUTHORIZED
+                conversation.record_tool_failure(call_id, f"not run: {refusal}", outcome=refused)
+                stopped = HOOK_FAILED if failed else None
             else:
                 self._steps += 1
                 if self.emits:
@@ -313,7 +346,8 @@ class Turn:
                 outcome: ToolOutcome = yield RunTool(
                     tool, call.effective_input.as_dict(), context, timeout, limit
                 )
-                self._timings["tools"] += time.perf_counter() - started
+                ran_for = time.perf_counter() - started
+                self._timings["tools"] += ran_for
                 now = settings.clock()
                 asked = None
                 if outcome.question is not None:
@@ -322,12 +356,15 @@ class Turn:
                 elif isinstance(outcome.output, ToolOutput):
                     output = outcome.output
                     conversation.record_tool_result(
-                        call_id, output.text, attachments=output.attachments, at=now
+                        call_id, output.text, attachments=output.attachments, at=now, ran_for=ran_for
                     )
                 elif outcome.error is None:
-                    conversation.record_tool_result(call_id, outcome.output or "", at=now)
+                    conversation.record_tool_result(call_id, outcome.output or "", at=now, ran_for=ran_for)
                 else:
-                    conversation.record_tool_failure(call_id, outcome.error, at=now)
+                    kind = CallOutcome.TIMEOUT if outcome.timed_out else CallOutcome.ERROR
+                    conversation.record_tool_failure(
+                        call_id, outcome.error, at=now, outcome=kind, ran_for=ran_for
+                    )
                 if outcome.timed_out and the_turns:
                     stopped = TURN_TIMEOUT
                 if session.changed:
@@ -504,3 +541,7 @@ class Turn:
         return [
             QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
         ]
+
+
+#: How a call the turn stopped before it ran ended, by why the turn stopped.
+_NOT_RUN = {CANCELLED: CallOutcome.CANCELLED, TURN_TIMEOUT: CallOutcome.TIMEOUT}

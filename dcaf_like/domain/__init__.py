@@ -70,6 +70,7 @@ from dcaf_like.domain.question import (
 )
 from dcaf_like.domain.session import Session
 from dcaf_like.domain.tool_call import (
+    CallOutcome,
     DeciderKind,
     InvalidToolInput,
     ToolCall,
@@ -81,6 +82,7 @@ from dcaf_like.domain.tool_call import (
 
 __all__ = [
     "ONE_APPROVER",
+    "CallOutcome",
     "AlreadyApproved",
     "Approval",
     "Approvers",

@@ -31,7 +31,14 @@ from dcaf_like.domain.question import (
     QuestionStatus,
     UnknownQuestion,
 )
-from dcaf_like.domain.tool_call import DeciderKind, ToolCall, ToolCallId, ToolCallStatus, ToolInput
+from dcaf_like.domain.tool_call import (
+    CallOutcome,
+    DeciderKind,
+    ToolCall,
+    ToolCallId,
+    ToolCallStatus,
+    ToolInput,
+)
 
 INTERRUPTED = (
     "interrupted: the run of this call ended before its result was recorded (the worker running it "
@@ -131,6 +138,16 @@ class Received:
     failed: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedMessage:
+    """A user's message that arrived while the conversation could not take it (a turn ran, or calls
+    waited for a decision): kept in order, and added as a user message at the turn's next model step
+    (docs/runs.md, "A message into a running run")."""
+
+    text: str
+    at: float
+
+
 @dataclass(eq=False)
 class Conversation:
     """Aggregate root. Every change goes through a method that checks the rules and bumps
@@ -150,6 +167,8 @@ class Conversation:
     cut: int = 0
     #: Questions its tools asked the user (docs/runs.md, "Questions"), by id, in the order asked.
     questions: dict[str, Question] = field(default_factory=dict)
+    #: User messages waiting to be read at the next model step, oldest first.
+    queued: list[QueuedMessage] = field(default_factory=list)
     version: int = 0
     created_at: float = field(default_factory=time.time)
     # The identity that started it, on a server with API keys (None: no one in particular).
@@ -273,6 +292,26 @@ class Conversation:
         failed = [c.id.value for c in self.expire_questions(at=at)] if self.questions else []
         message = self.add_user_message(text, attachments=attachments, at=at)
         return Received(message, tuple(rejected), tuple(failed))
+
+    def queue_user_message(self, text: str, *, at: float) -> QueuedMessage:
+        """Keep a user's message for the next model step, as it is now refused as a turn's message (calls
+        wait for a decision) or arrives while a turn runs. It decides nothing: a waiting call stays
+        waiting."""
+        if not text:
+            raise DomainError("a queued message needs text")
+        queued = QueuedMessage(text, at)
+        self.queued.append(queued)
+        self.version += 1
+        return queued
+
+    def read_queued(self) -> list[Message]:
+        """Add the queued messages as user messages, in the order they came (nothing waits for a
+        decision or an answer at a model step); the messages added."""
+        if not self.queued:
+            return []
+        added = [self.add_user_message(q.text, at=q.at) for q in self.queued]
+        self.queued = []
+        return added
 
     def add_assistant_message(
         self, text: str, *, at: float | None = None, runtime: str | None = None
@@ -469,20 +508,36 @@ class Conversation:
         )
 
     def record_tool_result(
-        self, call_id: str, result: str, *, attachments: tuple[Attachment, ...] = (), at: float | None = None
+        self,
+        call_id: str,
+        result: str,
+        *,
+        attachments: tuple[Attachment, ...] = (),
+        at: float | None = None,
+        ran_for: float | None = None,
     ) -> ToolCall:
-        """The call ran: its result's text, and the images and files it holds besides."""
+        """The call ran (for `ran_for` seconds): its result's text, and the images and files it holds
+        besides."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.record_result(result, at=now, attachments=attachments)
+        call.record_result(result, at=now, attachments=attachments, ran_for=ran_for)
         self._changed(call_id)
         self.version += 1
         return call
 
-    def record_tool_failure(self, call_id: str, error: str, *, at: float | None = None) -> ToolCall:
+    def record_tool_failure(
+        self,
+        call_id: str,
+        error: str,
+        *,
+        at: float | None = None,
+        outcome: CallOutcome = CallOutcome.ERROR,
+        ran_for: float | None = None,
+    ) -> ToolCall:
+        """The call failed, or was not run: `outcome` says how (an error, a time limit, a refusal, ...)."""
         call = self.tool_call(call_id)
         now = _now(at)
-        call.record_failure(error, at=now)
+        call.record_failure(error, at=now, outcome=outcome, ran_for=ran_for)
         self._changed(call_id)
         self.version += 1
         return call

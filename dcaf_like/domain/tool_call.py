@@ -132,6 +132,39 @@ def fingerprint(tool_name: str, tool_input: ToolInput) -> str:
     return hashlib.sha256(f"{tool_name}\x00{tool_input.canonical_json}".encode()).hexdigest()
 
 
+class CallOutcome(StrEnum):
+    """How a finished call ended, in seed 001's ``ToolStatus`` terms (docs/protocol.md, "A call's
+    outcome"): what a client tells apart without reading the error's text."""
+
+    SUCCESS = "success"  # it ran and returned
+    ERROR = "error"  # it ran and raised, or its worker stopped it (interrupted), or a question declined
+    TIMEOUT = "timeout"  # its own or the turn's time limit ran out, while it ran or before it started
+    UNAUTHORIZED = "unauthorized"  # refused: by a person, the policy, or a ``before_tool`` hook
+    NOT_FOUND = "not_found"  # its tool is not (or no longer) one of the agent's
+    CANCELLED = "cancelled"  # the run was cancelled before it ran
+
+
+def outcome_of(status: str, error: str | None) -> CallOutcome | None:
+    """The outcome of a call recorded before outcomes were (its status and error's text, as the
+    server wrote them then); None while it waits or runs."""
+    if status == "executed":
+        return CallOutcome.SUCCESS
+    if status == "rejected":
+        return CallOutcome.UNAUTHORIZED
+    if status not in ("failed", "interrupted"):
+        return None
+    text = error or ""
+    if "is no longer available" in text or "unknown tool" in text:
+        return CallOutcome.NOT_FOUND
+    if "refused by the hook" in text:
+        return CallOutcome.UNAUTHORIZED
+    if "was cancelled before it" in text:
+        return CallOutcome.CANCELLED
+    if "time limit" in text or "timed out" in text:
+        return CallOutcome.TIMEOUT
+    return CallOutcome.ERROR
+
+
 class ToolCallStatus(StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
@@ -232,6 +265,10 @@ class ToolCall:
     # The approvals that count so far, of a call that needs more than one (each bound to the
     # fingerprint of what it approved: an edit leaves none that count).
     approvals: tuple[Approval, ...] = ()
+    # How it ended (None while it waits or runs), and for how many seconds its tool ran (None: it
+    # did not run, or ran before durations were kept).
+    outcome: CallOutcome | None = None
+    ran_for: float | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -440,23 +477,43 @@ class ToolCall:
                 detail = f"it needs {self.approvers.describe()}, and only they or its requester may reject it"
                 raise NotAnApprover(self.id.value, who, detail)
         self._move(ToolCallStatus.REJECTED)
+        self.outcome = CallOutcome.UNAUTHORIZED
         self.rejection_reason = reason
         self.decided_by = by
         self.decided_by_kind = kind
         self.decided_at = at
 
-    def record_result(self, result: str, *, at: float, attachments: tuple[Attachment, ...] = ()) -> None:
+    def record_result(
+        self,
+        result: str,
+        *,
+        at: float,
+        attachments: tuple[Attachment, ...] = (),
+        ran_for: float | None = None,
+    ) -> None:
         self._move(ToolCallStatus.EXECUTED)
         self.result = result
         self.result_attachments = attachments
         self.finished_at = at
+        self.outcome, self.ran_for = CallOutcome.SUCCESS, ran_for
 
-    def record_failure(self, error: str, *, at: float) -> None:
+    def record_failure(
+        self,
+        error: str,
+        *,
+        at: float,
+        outcome: CallOutcome = CallOutcome.ERROR,
+        ran_for: float | None = None,
+    ) -> None:
+        if outcome is CallOutcome.SUCCESS:
+            raise DomainError("a failure's outcome cannot be success")
         self._move(ToolCallStatus.FAILED)
         self.error = error
         self.finished_at = at
+        self.outcome, self.ran_for = outcome, ran_for
 
     def interrupt(self, reason: str, *, at: float) -> None:
         self._move(ToolCallStatus.INTERRUPTED)
         self.error = reason
         self.finished_at = at
+        self.outcome = CallOutcome.ERROR

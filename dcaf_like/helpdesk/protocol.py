@@ -45,6 +45,7 @@ from dcaf_like.application.events import (
     ToolProgress,
     ToolRejected,
     ToolStarted,
+    UserMessageRead,
 )
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
 from dcaf_like.application.notifications import approvals_of as shown_approvals
@@ -436,6 +437,9 @@ def executed_call(call: ToolCallView) -> dict[str, Any]:
     result = _call_fields(call)
     result["output"] = call.output if call.output is not None else f"Error: {call.error}"
     result["status"] = call.status
+    if call.outcome is not None:  # absent from a call read off another server's wire
+        result["outcome"] = call.outcome
+        result["execution_time"] = call.execution_time
     if call.error is not None:
         result["error"] = call.error
     if call.attachments:
@@ -473,6 +477,7 @@ def rejected_call(call: ToolCallView) -> dict[str, Any]:
         **_call_fields(call),
         "rejection_reason": call.rejection_reason,
         "reason": call.rejection_reason,  # deprecated: rejection_reason
+        "outcome": call.outcome or "unauthorized",
     }
 
 
@@ -654,6 +659,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         return [{"type": "tool_rejected", "tool_call": rejected_call(event.call)}]
     if isinstance(event, QuestionAsked):
         return [{"type": "question_asked", "question": question_data(event.question)}]
+    if isinstance(event, UserMessageRead):
+        return [{"type": "user_message", "content": event.text, "sent_at": iso_time(event.at)}]
     if isinstance(event, CancelRequested):
         return [{"type": "cancel_requested", "conversation_id": event.conversation_id}]
     if isinstance(event, Done):

@@ -32,6 +32,7 @@ from dcaf_like.server.failures import error_response, failure
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES, RequestMiddleware
 from dcaf_like.server.perimeter import Perimeter
 from dcaf_like.server.readiness import probe_routes
+from dcaf_like.server.run_events import run_event_routes
 from dcaf_like.server.runs import SHUTDOWN_GRACE, Runs, drain_on_sigterm
 from dcaf_like.server.store_choice import Store, attach_store
 from dcaf_like.server.ui import PAGE_PATHS, ui_routes
@@ -139,6 +140,7 @@ def create_app(
             return current
 
         app.include_router(conversation_routes(repository, lambda: served.clock()))
+        app.include_router(run_event_routes(repository, runs.log))
         app.include_router(audit_routes(repository))
         groups = served.approval_policy.groups if isinstance(served, ToolProvider) else {}
         app.include_router(approval_routes(repository, groups, lambda: served.clock()))

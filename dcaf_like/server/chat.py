@@ -7,7 +7,8 @@ agent takes. The answer is written by ``dcaf_like.helpdesk.protocol``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from typing import Any
 
@@ -18,15 +19,15 @@ from pydantic import ValidationError
 
 from dcaf_like.application.dto import AgentRequest, QuestionView
 from dcaf_like.application.errors import InvalidRequest
-from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.events import RunFailed, RunStarted, StreamEvent
 from dcaf_like.application.ports import ServedAgent
+from dcaf_like.application.run_events import RunLines
 from dcaf_like.application.tasks import answered_by_text
 from dcaf_like.domain import OpenQuestions, QuestionKind
 from dcaf_like.helpdesk.protocol import (
     Stamps,
     assistant_message,
     event_lines,
-    ndjson,
     request_of,
 )
 from dcaf_like.helpdesk.wire import ChatRequest, ChatResponse, ErrorBody
@@ -34,7 +35,8 @@ from dcaf_like.server.auth import Caller, caller_of, decisions_checked
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import audit_refused, error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
-from dcaf_like.server.runs import Runs
+from dcaf_like.server.run_events import sent
+from dcaf_like.server.runs import Runs, ShuttingDown
 
 TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -148,8 +150,8 @@ def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
             if error.is_client_error or error.code in ("store_unavailable", "toolset_unavailable"):
                 log_failure(error, first.exception)
                 return error_response(error)
-        lines = _stream_lines(first, events, request.conversation_id)
-        return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
+        lines = _written(runs, first, events, request.conversation_id)
+        return StreamingResponse(sent(lines), media_type="application/x-ndjson", headers=STREAM_HEADERS)
 
 
 async def _started(
@@ -243,28 +245,52 @@ def document_chat_body(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-async def _stream_lines(
-    first: StreamEvent | None, events: AsyncGenerator[StreamEvent], conversation_id: str | None
-) -> AsyncIterator[bytes]:
+def _written(
+    runs: Runs, first: StreamEvent | None, events: AsyncGenerator[StreamEvent], conversation_id: str | None
+) -> RunLines:
+    """The lines of the streamed run, written as the run produces them by a task of their own (the
+    server waits for it at shutdown), whether its client reads them or went away: kept in the
+    server's run log under the run's conversation, so a client whose stream dropped reads on from the
+    last ``seq`` it saw (docs/protocol.md, "Resuming a stream")."""
     request_id = current_request_id()
+    if isinstance(first, RunStarted):
+        lines = runs.log.open(first.conversation_id, request_id)
+    else:  # refused or failed before the turn began: nothing to resume
+        lines = RunLines(conversation_id or "", request_id)
+    runs.keep(_write(first, events, lines, conversation_id, request_id))
+    return lines
+
+
+async def _write(
+    first: StreamEvent | None,
+    events: AsyncGenerator[StreamEvent],
+    lines: RunLines,
+    conversation_id: str | None,
+    request_id: str,
+) -> None:
     stamps = Stamps()
     try:
         event = first
         while event is not None:
             if isinstance(event, RunFailed):
-                yield ndjson(stamps.stamp(_error_event(event, request_id)))
+                lines.append(stamps.stamp(_error_event(event, request_id)))
                 return
             for line in event_lines(event, request_id):
-                yield ndjson(stamps.stamp(line))
+                lines.append(stamps.stamp(line))
             try:
                 event = await anext(events)
             except StopAsyncIteration:
                 event = None
+    except asyncio.CancelledError:  # a shutdown past its grace period: the stream says so
+        error = http_error(ShuttingDown(), conversation_id)
+        lines.append(stamps.stamp({"type": "error", "status": error.status, **error.body(request_id)}))
+        raise
     except Exception as exc:
         error = http_error(exc, conversation_id)
         log_failure(error, exc)
-        yield ndjson(stamps.stamp({"type": "error", "status": error.status, **error.body(request_id)}))
+        lines.append(stamps.stamp({"type": "error", "status": error.status, **error.body(request_id)}))
     finally:
+        lines.finish()
         await events.aclose()
 
 

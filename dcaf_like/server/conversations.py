@@ -116,6 +116,10 @@ class ToolCallRecord(BaseModel):
     expires_at: float | None
     #: While an approved call runs: until when its worker holds it unless renewed (docs/runs.md).
     lease_expires_at: float | None = None
+    #: How it ended (docs/protocol.md, "A call's outcome"); None while it waits or runs.
+    outcome: str | None = None
+    #: Seconds its tool ran (None: it did not run, or ran before durations were kept).
+    execution_time: float | None = None
 
 
 class QuestionRecord(BaseModel):
@@ -136,6 +140,13 @@ class QuestionRecord(BaseModel):
     expires_at: float | None = None
 
 
+class QueuedOut(BaseModel):
+    """A user's message kept for the next model step (docs/runs.md, "A message into a running run")."""
+
+    content: str
+    at: float
+
+
 class CancelOut(BaseModel):
     conversation_id: str
     cancel_requested: bool
@@ -150,6 +161,7 @@ class ConversationOut(BaseModel):
     tool_calls: list[ToolCallRecord]
     session: dict[str, Any]
     questions: list[QuestionRecord] = []
+    queued: list[QueuedOut] = []
 
 
 def conversation_routes(
@@ -293,6 +305,8 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
                 "finished_at": call.finished_at,
                 "expires_at": call.expires_at if call.status is ToolCallStatus.PENDING else None,
                 "lease_expires_at": call.lease_expires_at if call.status is ToolCallStatus.APPROVED else None,
+                "outcome": view.outcome,
+                "execution_time": view.execution_time,
             }
         )
     return {
@@ -330,4 +344,5 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
             }
             for q in conversation.questions.values()
         ],
+        "queued": [{"content": q.text, "at": q.at} for q in conversation.queued],
     }

@@ -27,6 +27,7 @@ from dcaf_like.application.errors import (
     UnsupportedPart,
 )
 from dcaf_like.application.inbox import InvalidCursor
+from dcaf_like.application.run_events import EventsExpired, NoRunEvents
 from dcaf_like.domain import (
     AlreadyApproved,
     ApprovalExpired,
@@ -131,6 +132,10 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(422, "unknown_tool", message)
         case ConcurrencyConflict():
             return HttpError(409, "concurrent_update", message, conversation_id=exc.conversation_id)
+        case NoRunEvents():
+            return HttpError(404, "run_events_not_kept", message, conversation_id=exc.conversation_id)
+        case EventsExpired():
+            return HttpError(410, "events_expired", message, conversation_id=exc.conversation_id)
         case ConversationNotFound():
             return HttpError(404, "conversation_not_found", message, conversation_id=exc.conversation_id)
         case DomainError():

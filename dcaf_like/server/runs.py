@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 from dcaf_like.application.events import StreamEvent
+from dcaf_like.application.run_events import RunLog
 
 T = TypeVar("T")
 
@@ -55,6 +56,8 @@ class Runs:
         self._unwatched: set[asyncio.Task[Any]] = set()
         self.draining = False
         self._deadline: float | None = None  # time.monotonic() when a drain stops waiting
+        #: The lines of each conversation's latest streamed run, for a client that resumes its stream.
+        self.log = RunLog()
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -63,6 +66,11 @@ class Runs:
         if self.draining:
             work.close()
             raise ShuttingDown
+        return self.keep(work)
+
+    def keep(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run `work`, part of a run already started (its stream's writer), in a task the server waits
+        for at shutdown like the run's own, draining or not."""
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._ended)

@@ -17,6 +17,7 @@ from typing import Any
 
 from dcaf_like.application.errors import StoredConversationUnreadable
 from dcaf_like.domain import Conversation, PlatformContext, ToolCall
+from dcaf_like.domain.conversation import QueuedMessage
 from dcaf_like.stores._schema import CALL, MESSAGE, QUESTION, SUMMARY, TASK, dumps, integer, number, string
 
 FORMAT = 1
@@ -63,7 +64,22 @@ def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
             if conversation.questions
             else {}
         ),
+        # Likewise a conversation with no message waiting to be read.
+        **({"queued": [_queued_dict(q) for q in conversation.queued]} if conversation.queued else {}),
     }
+
+
+def _queued_dict(queued: QueuedMessage) -> dict[str, Any]:
+    return {"text": queued.text, "at": queued.at}
+
+
+def _queued_of(data: dict[str, Any]) -> list[QueuedMessage]:
+    """The queued messages of a stored record (absent from those stored before they existed)."""
+    return [QueuedMessage(q["text"], q["at"]) for q in data.get("queued", ())]
+
+
+def _queued_text(c: Conversation) -> str:
+    return "" if not c.queued else ',"queued":' + dumps([_queued_dict(q) for q in c.queued])
 
 
 def conversation_from_dict(data: dict[str, Any]) -> Conversation:
@@ -87,6 +103,7 @@ def _from_dict(data: dict[str, Any]) -> Conversation:
         # Absent from conversations stored before cuts existed, and from those never cut: no cut.
         cut=int(data.get("cut", 0)),
         questions={q["id"]: QUESTION.from_dict(q, context) for q in data.get("questions", ())},
+        queued=_queued_of(data),
         version=data["version"],
         created_at=data["created_at"],
         owner=data.get("owner"),
@@ -122,7 +139,7 @@ def _encode_conversation(c: Conversation) -> str:
         f'{{"format":{FORMAT},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
         f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}'
-        f"{summary}{cut}{questions}}}"
+        f"{summary}{cut}{questions}{_queued_text(c)}}}"
     )
 
 
@@ -226,7 +243,7 @@ def _encode_header(c: Conversation) -> str:
         f'{{"format":{HEADER},"id":{string(c.id)},"version":{integer(c.version)},'
         f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
         f'"session":{session},"messages":{c.message_count},"tool_calls":{c.call_count},'
-        f'"tasks":[{tasks}]{owner}{summary}{cut}{questions}{window}}}'
+        f'"tasks":[{tasks}]{owner}{summary}{cut}{questions}{_queued_text(c)}{window}}}'
     )
 
 

@@ -193,6 +193,7 @@ def _header(c: Conversation) -> tuple[Any, ...]:
         None if c.summary is None else SUMMARY.to_tuple(c.summary),
         tuple(map(QUESTION.to_tuple, c.questions.values())) if c.questions else (),
         c.cut,
+        tuple(c.queued),  # QueuedMessage: frozen, of str and float
     )
 
 
@@ -220,7 +221,7 @@ def _thaw(
     message_offset: int,
     call_offset: int,
 ) -> Conversation:
-    version, created_at, context, session, tasks, owner, summary, questions, cut = header
+    version, created_at, context, session, tasks, owner, summary, questions, cut, queued = header
     conversation = Conversation(
         id=conversation_id,
         messages=messages,
@@ -231,6 +232,7 @@ def _thaw(
         summary=None if summary is None else SUMMARY.from_tuple(summary),
         questions={question[0]: QUESTION.from_tuple(question) for question in questions},
         cut=cut,
+        queued=list(queued),
         version=version,
         created_at=created_at,
         owner=owner,

@@ -1241,3 +1241,41 @@ async def test_the_index_reads_alike_on_the_event_loop(make: Factory) -> None:
     await store.asave(conversation, 0)
 
     assert [w.conversation_id for w in await store.alist_waiting()] == [conversation.id]
+
+
+def test_a_message_into_a_running_run_queued_messages_survive_saves_and_reads_of_the_recent_part(
+    make: Factory,
+) -> None:
+    """docs/runs.md, "A message into a running run": a queued message is stored with its conversation
+    (whole and windowed reads alike) until a turn reads it, and a conversation stored before queues
+    existed reads with none."""
+    store = make()
+    conversation = Conversation.start("conv_queued", at=1_700_000_000.0)
+    conversation.add_user_message("restart web", at=1_700_000_000.0)
+    conversation.add_assistant_message("", at=1_700_000_001.0)
+    conversation.request_tool_call("restart", ToolInput.of({"name": "web"}), requires_approval=True)
+    store.save(conversation, 0)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    loaded.queue_user_message("and api too", at=1_700_000_002.0)
+    loaded.queue_user_message("ü, and quickly", at=1_700_000_003.0)
+    store.save(loaded, conversation.version)
+
+    for read in (store.get(conversation.id), store.get_recent(conversation.id)):
+        assert read is not None
+        assert [(q.text, q.at) for q in read.queued] == [
+            ("and api too", 1_700_000_002.0),
+            ("ü, and quickly", 1_700_000_003.0),
+        ]
+    again = store.get(conversation.id)
+    assert again is not None
+    [call] = again.pending_tool_calls
+    again.reject_tool_call(call.id.value, "no", by="alice", kind=DeciderKind.HUMAN, at=1_700_000_004.0)
+    again.read_queued()
+    store.save(again, loaded.version)
+
+    read_at_last = store.get(conversation.id)
+    assert read_at_last is not None
+    assert read_at_last.queued == []
+    assert [m.text for m in read_at_last.messages[-2:]] == ["and api too", "ü, and quickly"]

@@ -8,6 +8,7 @@ import pytest
 
 from dcaf_like import (
     Agent,
+    AgentRequest,
     ApprovalMismatch,
     ApprovalPolicy,
     ConcurrencyConflict,
@@ -22,7 +23,9 @@ from dcaf_like import (
     ToolDecision,
     ToolResult,
     UnknownToolCall,
+    UserTurn,
     argument_in,
+    attachment,
     deny,
     tool,
 )
@@ -300,12 +303,49 @@ def test_an_approval_cannot_be_carried_into_another_conversation(cluster):
     assert cluster.deleted == []
 
 
-def test_a_new_message_while_calls_wait_for_a_decision_is_refused(cluster):
-    agent, _ = make_agent(cluster, tool_calls(tool_call("delete_pod", name="web-1")))
+def test_a_message_into_a_running_run_a_message_while_calls_wait_is_queued_and_decides_nothing(cluster):
+    """docs/runs.md, "A message into a running run": kept, answered ``queued``, read after the decision."""
+    agent, runtime = make_agent(
+        cluster, tool_calls(tool_call("delete_pod", name="web-1")), reply("Deleted; web-2 looks fine.")
+    )
     first = agent.run("delete web-1")
+    [waiting] = first.pending_tool_calls
+
+    queued = agent.run("and check web-2 too", conversation_id=first.conversation_id)
+
+    assert queued.stop_reason == "queued"
+    assert [c.id for c in queued.pending_tool_calls] == [waiting.id]  # still waiting: nothing approved
+    assert cluster.deleted == []
+    assert len(runtime.requests) == 1  # the model was not asked
+    stored = agent.conversation(first.conversation_id)
+    assert stored is not None
+    assert [q.text for q in stored.queued] == ["and check web-2 too"]
+
+    done = agent.approve(first.conversation_id, waiting.id)
+
+    assert cluster.deleted == [("default", "web-1")]
+    assert done.text == "Deleted; web-2 looks fine."
+    read = runtime.requests[-1].messages
+    assert isinstance(read[-1], UserTurn)  # after the call's result, the queued message
+    assert read[-1].text == "and check web-2 too"
+    assert isinstance(read[-2], ToolResult)
+    after = agent.conversation(first.conversation_id)
+    assert after is not None
+    assert after.queued == []
+
+
+def test_a_message_with_a_file_while_calls_wait_for_a_decision_is_still_refused(cluster):
+    runtime = FakeRuntime([tool_calls(tool_call("delete_pod", name="web-1"))], accepts={"image"})
+    agent = Agent(tools=cluster.tools(), runtime=runtime)
+    first = agent.run("delete web-1")
+    with_file = AgentRequest(
+        conversation_id=first.conversation_id,
+        text="see this",
+        attachments=(attachment("image", media_type="image/png", data="iVBORw0KGgo="),),
+    )
 
     with pytest.raises(PendingToolCalls, match=first.pending_tool_calls[0].id):
-        agent.run("something else", conversation_id=first.conversation_id)
+        agent.handle(with_file)
 
 
 def test_decisions_ride_along_with_a_new_message_in_the_helpdesk_style(cluster):

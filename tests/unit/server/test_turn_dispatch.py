@@ -41,7 +41,7 @@ _IDS = re.compile(r"conv_[0-9a-f]{24}|tc_[0-9a-f]{24}|\b[0-9a-f]{32}\b")
 def scrubbed(value: Any) -> Any:
     """An answer without what differs between two runs: minted ids, timings, a stream line's time."""
     if isinstance(value, dict):
-        return {k: scrubbed(v) for k, v in value.items() if k not in ("timings_ms", "ts")}
+        return {k: scrubbed(v) for k, v in value.items() if k not in ("timings_ms", "ts", "execution_time")}
     if isinstance(value, list):
         return [scrubbed(v) for v in value]
     if isinstance(value, str):
