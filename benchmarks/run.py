@@ -54,6 +54,18 @@ def servers(quick: bool) -> str:
     return peer_servers.markdown(peer_servers.report(quick=False))
 
 
+def provider_cpu(quick: bool) -> str:
+    """CPU per model call of the runtimes on the Chat Completions wire format (benchmarks/provider_cpu.py
+    alone), in a child process: it imports LangChain and Agno, which would slow this one's collections."""
+    script = str(Path(__file__).resolve().parent / "provider_cpu.py")
+    done = subprocess.run(
+        [sys.executable, script, *(["--quick"] if quick else [])], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return f"Provider client: did not run (exit {done.returncode}): {done.stderr.strip()[-300:]}"
+    return done.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -71,6 +83,7 @@ def main() -> None:
         stores.postgres_markdown(5 if args.quick else 200),
         domain.markdown(domain.report(args.quick)),
         thread_handoff.markdown(thread_handoff.report(args.quick)),
+        provider_cpu(args.quick),
     ]
     body = "\n\n".join(
         [
