@@ -157,19 +157,19 @@ class ChatCompletions:
 
     # -- asyncio ----------------------------------------------------------------------------------
 
-    def async_pool(self) -> httpcore.AsyncConnectionPool:
-        """A pool for the running event loop (its connections belong to that loop)."""
+    def async_pool(self) -> httpcore.AsyncConnectionPool | AsyncConnections:
+        """The connections of the running event loop (they belong to that loop)."""
         if self._proxy:
             return httpcore.AsyncHTTPProxy(
                 proxy_url=self._proxy,
                 max_connections=MAX_CONNECTIONS,
                 max_keepalive_connections=MAX_KEEPALIVE,
             )
-        return httpcore.AsyncConnectionPool(
-            max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_KEEPALIVE
-        )
+        return AsyncConnections(self.url)
 
-    async def acreate(self, pool: httpcore.AsyncConnectionPool, body: dict[str, Any]) -> dict[str, Any]:
+    async def acreate(
+        self, pool: httpcore.AsyncConnectionPool | AsyncConnections, body: dict[str, Any]
+    ) -> dict[str, Any]:
         content = json.dumps(body).encode()
         for attempt in range(self.max_retries + 1):
             headers: Iterable[tuple[bytes, bytes]] = ()
@@ -198,7 +198,7 @@ class ChatCompletions:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def astream(
-        self, pool: httpcore.AsyncConnectionPool, body: dict[str, Any]
+        self, pool: httpcore.AsyncConnectionPool | AsyncConnections, body: dict[str, Any]
     ) -> AsyncIterator[dict[str, Any]]:
         content = json.dumps(body).encode()
         for attempt in range(self.max_retries + 1):
@@ -231,6 +231,65 @@ class ChatCompletions:
 
     def _with_length(self, content: bytes) -> list[tuple[bytes, bytes]]:
         return [*self._headers, (b"Content-Length", str(len(content)).encode())]
+
+
+class AsyncConnections:
+    """Keep-alive connections to one server for one event loop: a request takes an idle connection or
+    opens one, and gives it back once its answer was read (at most :data:`MAX_KEEPALIVE` kept idle).
+
+    Not httpcore's ``AsyncConnectionPool``: it looks at every connection for every request it places
+    (``_assign_requests_to_connections``), so its cost per call grows with the calls in flight, and a
+    server holding a thousand turns waiting on their model spent most of its CPU there
+    (docs/benchmarks.md, "Runs in flight"). Here taking and giving back a connection costs the same
+    however many are open. There is no limit on connections in flight: each waits on its own answer.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.origin = httpcore.URL(url).origin
+        self.idle: list[httpcore.AsyncHTTPConnection] = []
+
+    async def request(
+        self, method: str, url: str, *, headers: Any, content: bytes, extensions: Any
+    ) -> httpcore.Response:
+        connection = await self._take()
+        try:
+            return await connection.request(
+                method, url, headers=headers, content=content, extensions=extensions
+            )
+        finally:
+            await self._give_back(connection)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, method: str, url: str, *, headers: Any, content: bytes, extensions: Any
+    ) -> AsyncIterator[httpcore.Response]:
+        connection = await self._take()
+        try:
+            async with connection.stream(
+                method, url, headers=headers, content=content, extensions=extensions
+            ) as response:
+                yield response
+        finally:
+            await self._give_back(connection)
+
+    async def aclose(self) -> None:
+        idle, self.idle = self.idle, []
+        for connection in idle:
+            await connection.aclose()
+
+    async def _take(self) -> httpcore.AsyncHTTPConnection:
+        while self.idle:
+            connection = self.idle.pop()
+            if connection.is_idle() and not connection.has_expired():
+                return connection
+            await connection.aclose()  # the server closed it, or it idled too long
+        return httpcore.AsyncHTTPConnection(self.origin)
+
+    async def _give_back(self, connection: httpcore.AsyncHTTPConnection) -> None:
+        if connection.is_idle() and len(self.idle) < MAX_KEEPALIVE:
+            self.idle.append(connection)
+        elif not connection.is_closed():
+            await connection.aclose()
 
 
 # -- reading answers --------------------------------------------------------------------------------

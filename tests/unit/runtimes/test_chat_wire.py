@@ -187,3 +187,38 @@ def test_the_organization_and_project_of_the_environment_are_sent(monkeypatch):
     assert (b"OpenAI-Organization", b"org-ops") in wire._headers
     assert (b"OpenAI-Project", b"proj-k8s") in wire._headers
     assert wire.url == "https://api.openai.com/v1/chat/completions"
+
+
+def test_a_connection_is_kept_for_the_next_call_and_one_is_opened_per_call_in_flight(server, monkeypatch):
+    """docs/benchmarks.md, "Runs in flight": each call in flight has a connection of its own, taken
+    from those kept idle or opened; at most MAX_KEEPALIVE are kept once their answers were read."""
+    monkeypatch.setattr(_chat_wire, "MAX_KEEPALIVE", 3)
+    wire = _chat_wire.ChatCompletions(server.base_url, "unused", timeout=5, max_retries=0)
+    body = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def calls() -> None:
+        pool = wire.async_pool()
+        assert isinstance(pool, _chat_wire.AsyncConnections)
+        server.reply("one")
+        await wire.acreate(pool, body)
+        kept = list(pool.idle)
+        server.reply("two")
+        await wire.acreate(pool, body)
+        assert pool.idle == kept  # the same connection, reused
+
+        in_flight = [await pool._take() for _ in range(5)]  # five calls at once: the kept one, four new
+        assert in_flight[0] is kept[0]
+        assert len({id(c) for c in in_flight}) == 5
+        for connection in in_flight:
+            await pool._give_back(connection)
+        assert pool.idle == kept  # the four never connected are not kept
+
+        for _ in range(5):
+            server.reply("at once")
+        answers = await asyncio.gather(*(wire.acreate(pool, body) for _ in range(5)))
+        assert [a["choices"][0]["message"]["content"] for a in answers] == ["at once"] * 5
+        assert len(pool.idle) <= 3
+        await pool.aclose()
+        assert pool.idle == []
+
+    asyncio.run(calls())
