@@ -50,6 +50,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "Domain hot path",
         "Blocking call from the loop, there and back",
         "Provider client: CPU per model call",
+        "Runs in flight: N `/api/chat` turns at once",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone
@@ -79,6 +80,25 @@ def test_the_provider_client_benchmark_measures_every_runtime_on_the_same_stub()
     ]
     for row in rows:
         assert float(row.split("|")[2]) > 0, row
+
+
+def test_the_runs_in_flight_benchmark_answers_every_turn_and_reports_its_cost():
+    """benchmarks/in_flight.py --quick: every turn answered by the slow stub's text (it checks that),
+    latency and memory per turn reported; the figures themselves are not asserted."""
+    pytest.importorskip("httpcore", reason="OpenAIRuntime needs the openai extra: make install")
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/in_flight.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=True,
+    )
+
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| 20 |")]
+    assert len(rows) == 1, result.stdout
+    assert float(rows[0].split("|")[2]) >= 0
 
 
 def test_the_peers_servers_answer_the_same_turn_and_are_measured_beside_ours():
