@@ -32,6 +32,8 @@ os.environ.setdefault("AGNO_TELEMETRY", "false")
 
 IMPORTS = {
     "dcaf_like": "import dcaf_like",
+    # What a program that builds an agent imports (`import dcaf_like` alone loads a name when first used).
+    "dcaf_like, an agent": "from dcaf_like import Agent, tool",
     "agno": "import agno.agent",
     "google-adk": "from google.adk.agents import LlmAgent\nfrom google.adk.runners import Runner",
     "langchain": "import langchain_core\nfrom langchain_openai import ChatOpenAI",
@@ -102,7 +104,9 @@ def construction(iterations: int) -> dict[str, dict[str, float]]:
     agno_model = InstantAgnoModel(id="instant")
     adk_model = instant_adk_model()
     builders: dict[str, Callable[[], Any]] = {
-        "dcaf_like": lambda: Agent(tools=[tool(list_pods)], runtime=runtime),
+        # The same argument as the peers' (the function), then a new Tool object for each agent.
+        "dcaf_like": lambda: Agent(tools=[list_pods], runtime=runtime),
+        "dcaf_like, a new `tool()` each time": lambda: Agent(tools=[tool(list_pods)], runtime=runtime),
         "agno": lambda: AgnoAgent(model=agno_model, tools=[list_pods], telemetry=False),
         "google-adk": lambda: LlmAgent(name="ops", model=adk_model, tools=[list_pods]),
     }

@@ -54,6 +54,19 @@ def servers(quick: bool) -> str:
     return peer_servers.markdown(peer_servers.report(quick=False))
 
 
+def in_a_child(script_name: str, quick: bool) -> str:
+    """The table a benchmark script prints, run in a child process: provider_cpu.py (CPU per model
+    call) imports LangChain and Agno, which would slow this one's collections; in_flight.py (runs in
+    flight) starts servers of its own."""
+    script = str(Path(__file__).resolve().parent / script_name)
+    done = subprocess.run(
+        [sys.executable, script, *(["--quick"] if quick else [])], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return f"{script_name}: did not run (exit {done.returncode}): {done.stderr.strip()[-300:]}"
+    return done.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -71,6 +84,8 @@ def main() -> None:
         stores.postgres_markdown(5 if args.quick else 200),
         domain.markdown(domain.report(args.quick)),
         thread_handoff.markdown(thread_handoff.report(args.quick)),
+        in_a_child("provider_cpu.py", args.quick),
+        in_a_child("in_flight.py", args.quick),
     ]
     body = "\n\n".join(
         [

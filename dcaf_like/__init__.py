@@ -1,160 +1,348 @@
 """dcaf_like: agents for infrastructure operations whose dangerous tools never run without approval.
 
-Importing this package loads no model SDK, web framework or store client: adapters import theirs
-when they are used.
+Importing this package loads none of it: each public name loads its module when first used, so
+``from dcaf_like import Agent`` loads what an agent needs and no model SDK, web framework or store
+client (adapters import theirs when they are used).
 """
 
-from typing import Any
+from __future__ import annotations
 
-from dcaf_like.agent import Agent
-from dcaf_like.application.commands import CommandResult, CommandRunner
-from dcaf_like.application.context import ContextPolicy, ContextWindow
-from dcaf_like.application.dto import (
-    AgentRequest,
-    AgentResponse,
-    AgentResult,
-    AttachmentView,
-    QuestionAnswer,
-    QuestionView,
-    ToolCallView,
-    ToolDecision,
-)
-from dcaf_like.application.effects import RunContext
-from dcaf_like.application.errors import (
-    ApplicationError,
-    ConcurrencyConflict,
-    ConversationNotFound,
-    HookFailed,
-    InvalidRequest,
-    InvalidToolArguments,
-    MissingCapability,
-    ModelAccessDenied,
-    ModelError,
-    ModelRateLimited,
-    ModelRequestInvalid,
-    ModelTimeout,
-    RuntimeNotConfigured,
-    StoreUnavailable,
-    ToolDefinitionError,
-    ToolsetUnavailable,
-    UnknownTool,
-    UnsupportedPart,
-)
-from dcaf_like.application.events import (
-    ApprovalRequired,
-    CancelRequested,
-    Done,
-    QuestionAsked,
-    RunFailed,
-    RunStarted,
-    StreamEvent,
-    ToolCallProposed,
-    ToolFinished,
-    ToolProgress,
-    ToolRejected,
-    ToolStarted,
-)
-from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
-from dcaf_like.application.inbox import InboxItem, InboxPage, InvalidCursor
-from dcaf_like.application.messages import (
-    AssistantTurn,
-    ModelCompleted,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ModelToolCall,
-    ReasoningDelta,
-    TextDelta,
-    ToolResult,
-    ToolSpec,
-    Usage,
-    UserTurn,
-)
-from dcaf_like.application.ports import (
-    AgentRuntime,
-    ApprovalAnswer,
-    ConversationRepository,
-    PendingApproval,
-    ToolCancelled,
-    ToolContext,
-    ToolOutput,
-)
-from dcaf_like.application.questions import UserInputRequired
-from dcaf_like.application.service import InstructionProvider
-from dcaf_like.commands import LocalCommandRunner, command_tool
-from dcaf_like.domain import (
-    MAX_PART_BYTES,
-    MAX_PARTS_BYTES,
-    AlreadyApproved,
-    ApprovalExpired,
-    ApprovalMismatch,
-    ApprovalPolicy,
-    Approvers,
-    Attachment,
-    ContextChanged,
-    DomainError,
-    EditNotAllowed,
-    Identity,
-    IllegalTransition,
-    InvalidAnswer,
-    InvalidPart,
-    NotAnApprover,
-    OpenQuestions,
-    PartTooLarge,
-    PendingToolCalls,
-    PlatformContext,
-    PolicyDenied,
-    QuestionClosed,
-    QuestionExpired,
-    Session,
-    ToolCallAlreadyDecided,
-    Trusted,
-    UnknownQuestion,
-    UnknownToolCall,
-    anyone_but,
-    approvers,
-    argument_in,
-    attachment,
-    context_in,
-    deny,
-    require_approval,
-    without_scope,
-)
-from dcaf_like.helpdesk.dtos import CommandDTO, DataDTO, ExecutedCommandDTO, ExecutedToolCallDTO, ToolCallDTO
-from dcaf_like.helpdesk.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
-from dcaf_like.runtimes import resolve_runtime
-from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
-from dcaf_like.server.serving import serve
-from dcaf_like.stores import StoreConfigError, open_store
-from dcaf_like.stores.memory import InMemoryConversationRepository
-from dcaf_like.tools import Tool, UndocumentedToolWarning, create_tool, tool
-from dcaf_like.toolsets import Toolset
-from dcaf_like.version import __version__
+# Not `typing.TYPE_CHECKING`: importing typing would be most of what `import dcaf_like` costs. Type
+# checkers read the block below; at run time each name comes from __getattr__.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-_LAZY = {
-    # The FastAPI app: FastAPI is imported when create_app is first named.
-    "create_app": "dcaf_like.server.app",
-    "SqliteConversationRepository": "dcaf_like.stores.sqlite",
-    "RedisConversationRepository": "dcaf_like.stores.redis",
-    "DynamoDBConversationRepository": "dcaf_like.stores.dynamodb",
-    "PostgresConversationRepository": "dcaf_like.stores.postgres",
-    "RemoteAgent": "dcaf_like.toolsets.remote",
-    "RemoteCall": "dcaf_like.toolsets.remote",
-    "RemoteResult": "dcaf_like.toolsets.remote",
-    "RemoteText": "dcaf_like.toolsets.remote",
-    # A Tool, built when first named.
-    "ask_user": "dcaf_like.tools.ask",
+    from dcaf_like.agent import Agent
+    from dcaf_like.application.commands import CommandResult, CommandRunner
+    from dcaf_like.application.context import ContextPolicy, ContextWindow
+    from dcaf_like.application.dto import (
+        AgentRequest,
+        AgentResponse,
+        AgentResult,
+        AttachmentView,
+        QuestionAnswer,
+        QuestionView,
+        ToolCallView,
+        ToolDecision,
+    )
+    from dcaf_like.application.effects import RunContext
+    from dcaf_like.application.errors import (
+        ApplicationError,
+        ConcurrencyConflict,
+        ConversationNotFound,
+        HookFailed,
+        InvalidRequest,
+        InvalidToolArguments,
+        MissingCapability,
+        ModelAccessDenied,
+        ModelError,
+        ModelRateLimited,
+        ModelRequestInvalid,
+        ModelTimeout,
+        RuntimeNotConfigured,
+        StoreUnavailable,
+        ToolDefinitionError,
+        ToolsetUnavailable,
+        UnknownTool,
+        UnsupportedPart,
+    )
+    from dcaf_like.application.events import (
+        ApprovalRequired,
+        CancelRequested,
+        Done,
+        QuestionAsked,
+        RunFailed,
+        RunStarted,
+        StreamEvent,
+        ToolCallProposed,
+        ToolFinished,
+        ToolProgress,
+        ToolRejected,
+        ToolStarted,
+    )
+    from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
+    from dcaf_like.application.inbox import InboxItem, InboxPage, InvalidCursor
+    from dcaf_like.application.messages import (
+        AssistantTurn,
+        ModelCompleted,
+        ModelRequest,
+        ModelResponse,
+        ModelSettings,
+        ModelToolCall,
+        ReasoningDelta,
+        TextDelta,
+        ToolResult,
+        ToolSpec,
+        Usage,
+        UserTurn,
+    )
+    from dcaf_like.application.ports import (
+        AgentRuntime,
+        ApprovalAnswer,
+        ConversationRepository,
+        PendingApproval,
+        ToolCancelled,
+        ToolContext,
+        ToolOutput,
+    )
+    from dcaf_like.application.questions import UserInputRequired
+    from dcaf_like.application.service import InstructionProvider
+    from dcaf_like.commands import LocalCommandRunner, command_tool
+    from dcaf_like.domain import (
+        MAX_PART_BYTES,
+        MAX_PARTS_BYTES,
+        AlreadyApproved,
+        ApprovalExpired,
+        ApprovalMismatch,
+        ApprovalPolicy,
+        Approvers,
+        Attachment,
+        ContextChanged,
+        DomainError,
+        EditNotAllowed,
+        Identity,
+        IllegalTransition,
+        InvalidAnswer,
+        InvalidPart,
+        NotAnApprover,
+        OpenQuestions,
+        PartTooLarge,
+        PendingToolCalls,
+        PlatformContext,
+        PolicyDenied,
+        QuestionClosed,
+        QuestionExpired,
+        Session,
+        ToolCallAlreadyDecided,
+        Trusted,
+        UnknownQuestion,
+        UnknownToolCall,
+        anyone_but,
+        approvers,
+        argument_in,
+        attachment,
+        context_in,
+        deny,
+        require_approval,
+        without_scope,
+    )
+    from dcaf_like.helpdesk.dtos import (
+        CommandDTO,
+        DataDTO,
+        ExecutedCommandDTO,
+        ExecutedToolCallDTO,
+        ToolCallDTO,
+    )
+    from dcaf_like.helpdesk.function_agent import AgentContext, FunctionAgent, UnverifiedDecision
+    from dcaf_like.runtimes import resolve_runtime
+    from dcaf_like.runtimes.strategies import FallbackRuntime, RoutingRuntime
+    from dcaf_like.server.app import create_app
+    from dcaf_like.server.serving import serve
+    from dcaf_like.stores import StoreConfigError, open_store
+    from dcaf_like.stores.dynamodb import DynamoDBConversationRepository
+    from dcaf_like.stores.memory import InMemoryConversationRepository
+    from dcaf_like.stores.postgres import PostgresConversationRepository
+    from dcaf_like.stores.redis import RedisConversationRepository
+    from dcaf_like.stores.sqlite import SqliteConversationRepository
+    from dcaf_like.tools import Tool, UndocumentedToolWarning, create_tool, tool
+    from dcaf_like.tools.ask import ask_user
+    from dcaf_like.toolsets import Toolset
+    from dcaf_like.toolsets.remote import RemoteAgent, RemoteCall, RemoteResult, RemoteText
+    from dcaf_like.version import __version__
+
+# Where each public name is defined: its module is imported when the name is first used.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "dcaf_like.agent": ("Agent",),
+    "dcaf_like.application.commands": (
+        "CommandResult",
+        "CommandRunner",
+    ),
+    "dcaf_like.application.context": (
+        "ContextPolicy",
+        "ContextWindow",
+    ),
+    "dcaf_like.application.dto": (
+        "AgentRequest",
+        "AgentResponse",
+        "AgentResult",
+        "AttachmentView",
+        "QuestionAnswer",
+        "QuestionView",
+        "ToolCallView",
+        "ToolDecision",
+    ),
+    "dcaf_like.application.effects": ("RunContext",),
+    "dcaf_like.application.errors": (
+        "ApplicationError",
+        "ConcurrencyConflict",
+        "ConversationNotFound",
+        "HookFailed",
+        "InvalidRequest",
+        "InvalidToolArguments",
+        "MissingCapability",
+        "ModelAccessDenied",
+        "ModelError",
+        "ModelRateLimited",
+        "ModelRequestInvalid",
+        "ModelTimeout",
+        "RuntimeNotConfigured",
+        "StoreUnavailable",
+        "ToolDefinitionError",
+        "ToolsetUnavailable",
+        "UnknownTool",
+        "UnsupportedPart",
+    ),
+    "dcaf_like.application.events": (
+        "ApprovalRequired",
+        "CancelRequested",
+        "Done",
+        "QuestionAsked",
+        "RunFailed",
+        "RunStarted",
+        "StreamEvent",
+        "ToolCallProposed",
+        "ToolFinished",
+        "ToolProgress",
+        "ToolRejected",
+        "ToolStarted",
+    ),
+    "dcaf_like.application.hooks": (
+        "FallbackAnswer",
+        "Hook",
+        "HookContext",
+        "ToolCallInfo",
+        "Veto",
+    ),
+    "dcaf_like.application.messages": (
+        "AssistantTurn",
+        "ModelCompleted",
+        "ModelRequest",
+        "ModelResponse",
+        "ModelSettings",
+        "ModelToolCall",
+        "ReasoningDelta",
+        "TextDelta",
+        "ToolResult",
+        "ToolSpec",
+        "Usage",
+        "UserTurn",
+    ),
+    "dcaf_like.application.ports": (
+        "AgentRuntime",
+        "ApprovalAnswer",
+        "ConversationRepository",
+        "PendingApproval",
+        "ToolCancelled",
+        "ToolContext",
+        "ToolOutput",
+    ),
+    "dcaf_like.application.inbox": ("InboxItem", "InboxPage", "InvalidCursor"),
+    "dcaf_like.application.questions": ("UserInputRequired",),
+    "dcaf_like.application.service": ("InstructionProvider",),
+    "dcaf_like.commands": (
+        "LocalCommandRunner",
+        "command_tool",
+    ),
+    "dcaf_like.domain": (
+        "MAX_PART_BYTES",
+        "MAX_PARTS_BYTES",
+        "AlreadyApproved",
+        "ApprovalExpired",
+        "ApprovalMismatch",
+        "ApprovalPolicy",
+        "Approvers",
+        "Attachment",
+        "ContextChanged",
+        "DomainError",
+        "EditNotAllowed",
+        "Identity",
+        "IllegalTransition",
+        "InvalidAnswer",
+        "InvalidPart",
+        "NotAnApprover",
+        "OpenQuestions",
+        "PartTooLarge",
+        "PendingToolCalls",
+        "PlatformContext",
+        "PolicyDenied",
+        "QuestionClosed",
+        "QuestionExpired",
+        "Session",
+        "ToolCallAlreadyDecided",
+        "Trusted",
+        "UnknownQuestion",
+        "UnknownToolCall",
+        "anyone_but",
+        "approvers",
+        "argument_in",
+        "attachment",
+        "context_in",
+        "deny",
+        "require_approval",
+        "without_scope",
+    ),
+    "dcaf_like.helpdesk.dtos": (
+        "CommandDTO",
+        "DataDTO",
+        "ExecutedCommandDTO",
+        "ExecutedToolCallDTO",
+        "ToolCallDTO",
+    ),
+    "dcaf_like.helpdesk.function_agent": (
+        "AgentContext",
+        "FunctionAgent",
+        "UnverifiedDecision",
+    ),
+    "dcaf_like.runtimes": ("resolve_runtime",),
+    "dcaf_like.runtimes.strategies": (
+        "FallbackRuntime",
+        "RoutingRuntime",
+    ),
+    "dcaf_like.server.serving": ("serve",),
+    "dcaf_like.stores": (
+        "StoreConfigError",
+        "open_store",
+    ),
+    "dcaf_like.stores.memory": ("InMemoryConversationRepository",),
+    "dcaf_like.tools": (
+        "Tool",
+        "UndocumentedToolWarning",
+        "create_tool",
+        "tool",
+    ),
+    "dcaf_like.toolsets": ("Toolset",),
+    "dcaf_like.version": ("__version__",),
+    "dcaf_like.server.app": ("create_app",),
+    "dcaf_like.stores.sqlite": ("SqliteConversationRepository",),
+    "dcaf_like.stores.redis": ("RedisConversationRepository",),
+    "dcaf_like.stores.dynamodb": ("DynamoDBConversationRepository",),
+    "dcaf_like.stores.postgres": ("PostgresConversationRepository",),
+    "dcaf_like.toolsets.remote": (
+        "RemoteAgent",
+        "RemoteCall",
+        "RemoteResult",
+        "RemoteText",
+    ),
+    "dcaf_like.tools.ask": ("ask_user",),
 }
+_LAZY = {name: module for module, names in _HOMES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    """create_app, the store classes and RemoteAgent load their module (and its library: FastAPI, a
-    store's client, the A2A SDK) only when first named."""
-    if name in _LAZY:
-        import importlib
+    """A public name, from its module (imported now if it was not yet), kept for the next use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [
@@ -173,7 +361,10 @@ __all__ = [
     "DataDTO",
     "ExecutedCommandDTO",
     "ExecutedToolCallDTO",
+    "InboxItem",
+    "InboxPage",
     "InstructionProvider",
+    "InvalidCursor",
     "LocalCommandRunner",
     "ToolCallDTO",
     "command_tool",
@@ -211,9 +402,6 @@ __all__ = [
     "HookContext",
     "HookFailed",
     "Identity",
-    "InboxItem",
-    "InboxPage",
-    "InvalidCursor",
     "IllegalTransition",
     "InMemoryConversationRepository",
     "InvalidRequest",

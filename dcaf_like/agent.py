@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -14,6 +15,7 @@ from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.hooks import Hooks
 from dcaf_like.application.inbox import InboxPage, ListWaitingApprovals
 from dcaf_like.application.messages import ModelSettings
 from dcaf_like.application.notifications import ApprovalNotifier
@@ -27,13 +29,13 @@ from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, Identity, require_approval
 from dcaf_like.helpdesk.protocol import Messages, read_messages
-from dcaf_like.notifiers import webhook
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
 from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.telemetry.otel import default_tracer
-from dcaf_like.tools import Tool, as_tool
+from dcaf_like.tools import Tool
 from dcaf_like.toolsets import Toolset, combine
+from dcaf_like.toolsets.checked import checked_tools
 
 
 @dataclass(slots=True)
@@ -62,7 +64,10 @@ class AgentSettings:
 
     def arguments(self) -> dict[str, Any]:
         """As :class:`~dcaf_like.application.service.AgentService` takes them, by name."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _SETTING_NAMES}
+
+
+_SETTING_NAMES = tuple(f.name for f in fields(AgentSettings))
 
 
 class Agent:
@@ -159,21 +164,11 @@ class Agent:
     ) -> None:
         self.name = name
         self.description = description
-        plain: list[Tool] = []
-        toolsets: list[Toolset] = []
-        for given in tools:
-            if isinstance(given, Toolset):
-                toolsets.append(given)
-            else:
-                plain.append(as_tool(given))
-        companions = [c for t in plain if t.companions for c in t.companions if c not in plain]
-        self.tools: list[Tool] = [*plain, *companions] if companions else plain
-        self.toolsets: tuple[Toolset, ...] = tuple(toolsets)
-        names = [t.name for t in toolsets]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two toolsets share a name: {', '.join(sorted(names))}")
+        given = checked_tools(tools)  # a tool that cannot be called fails here, not at the first run
+        self.tools: list[Tool] = list(given.tools)
+        self.toolsets: tuple[Toolset, ...] = given.toolsets
         #: The toolsets' tools once loaded (None until then), renamed where names collide.
-        self._loaded: list[ExecutableTool] | None = None if toolsets else []
+        self._loaded: list[ExecutableTool] | None = None if self.toolsets else []
         self._loading = threading.Lock()
         self.runtime = resolve_runtime(runtime)
         #: False while the agent keeps the in-memory store it got by default; serve() then picks the
@@ -185,12 +180,8 @@ class Agent:
         policy = approval_policy or ApprovalPolicy()
         if groups:
             policy = policy.with_groups(groups)
-        for each in self.tools:  # who approves a tool's calls, declared on it, is a rule of the policy
-            if each.approvers is not None:
-                reason = f"{each.name} needs {each.approvers.describe()}"
-                policy = policy.with_rules(
-                    require_approval(reason, tools=[each.name], approvers=each.approvers)
-                )
+        if given.rules:  # who approves a tool's calls, declared on it, is a rule of the policy
+            policy = policy.with_rules(*given.rules)
         if pause_on_tool_calls:
             policy = policy.with_rules(require_approval("this agent pauses on every tool call"))
         self.approval_policy = policy
@@ -208,12 +199,14 @@ class Agent:
             model_timeout=model_timeout,
             lease_ttl=lease_ttl,
             context=context,
-            notifier=approval_notifier if approval_notifier is not None else webhook.from_environment(),
+            notifier=approval_notifier if approval_notifier is not None else _notifier_from_environment(),
             hooks=tuple(hooks),
             deps=deps,
             model_settings=model_settings,
         )
-        self._service = self._build_service(self.repository)
+        _check_arguments(self._settings)
+        #: Built when first needed (a run, :meth:`atools`): building an agent does not pay for it.
+        self._service: AgentService | None = None
 
     @property
     def deps(self) -> Any:
@@ -248,7 +241,7 @@ class Agent:
             with self._loading:
                 if self._loaded is None:
                     self._install([(t.name, t.load()) for t in self.toolsets])
-        return self._service
+        return self._service or self._first_service()
 
     async def _aready(self) -> AgentService:
         if self._loaded is None:
@@ -256,7 +249,13 @@ class Agent:
             with self._loading:
                 if self._loaded is None:
                     self._install(loaded)
-        return self._service
+        return self._service or self._first_service()
+
+    def _first_service(self) -> AgentService:
+        with self._loading:  # one service, so one worker id, whichever run comes first
+            if self._service is None:
+                self._service = self._build_service(self.repository)
+            return self._service
 
     def _install(self, loaded: list[tuple[str, Any]]) -> None:
         self._loaded = combine(self.tools, loaded)[len(self.tools) :]
@@ -641,3 +640,29 @@ def _who(user: str | None, identity: Identity | None) -> str:
     if user is not None:
         return user
     return identity.name if identity is not None else "user"
+
+
+def _check_arguments(settings: AgentSettings) -> None:
+    """What the service refuses, refused when the agent is built (the service is built at its first
+    run): limits that are not positive, an object with none of the methods of a hook."""
+    if settings.max_iterations < 1:
+        raise ValueError("max_iterations must be at least 1")
+    for limit, what in (
+        (settings.lease_ttl, "lease_ttl"),
+        (settings.turn_timeout, "turn_timeout"),
+        (settings.model_timeout, "model_timeout"),
+        (settings.question_ttl, "question_ttl"),
+    ):
+        if limit is not None and not limit > 0:
+            raise ValueError(f"{what} must be a positive number of seconds")
+    Hooks.of(settings.hooks)
+
+
+def _notifier_from_environment() -> ApprovalNotifier | None:
+    """The webhook ``DCAF_APPROVAL_WEBHOOK_URL`` names, if set; its module (hmac, a queue, a sender
+    thread) is loaded only then."""
+    if not os.environ.get("DCAF_APPROVAL_WEBHOOK_URL"):
+        return None
+    from dcaf_like.notifiers import webhook
+
+    return webhook.from_environment()

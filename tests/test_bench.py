@@ -49,9 +49,56 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "PostgreSQL round trips per turn",
         "Domain hot path",
         "Blocking call from the loop, there and back",
+        "Provider client: CPU per model call",
+        "Runs in flight: N `/api/chat` turns at once",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone
+
+
+def test_the_provider_client_benchmark_measures_every_runtime_on_the_same_stub():
+    """benchmarks/provider_cpu.py --quick: each runtime answered the stub's text (it checks that) and
+    was measured; the figures themselves are not asserted."""
+    for package in ("openai", "langchain_openai", "agno"):
+        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/provider_cpu.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=True,
+    )
+
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| `")]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "`OpenAIRuntime` (its wire client)",
+        "`OpenAIRuntime(client=openai.OpenAI(...))` (the SDK)",
+        "`LangChainRuntime(ChatOpenAI(...))`",
+        "`AgnoRuntime(OpenAILike(...))`",
+    ]
+    for row in rows:
+        assert float(row.split("|")[2]) > 0, row
+
+
+def test_the_runs_in_flight_benchmark_answers_every_turn_and_reports_its_cost():
+    """benchmarks/in_flight.py --quick: every turn answered by the slow stub's text (it checks that),
+    latency and memory per turn reported; the figures themselves are not asserted."""
+    pytest.importorskip("httpcore", reason="OpenAIRuntime needs the openai extra: make install")
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/in_flight.py", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=True,
+    )
+
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| 20 |")]
+    assert len(rows) == 1, result.stdout
+    assert float(rows[0].split("|")[2]) >= 0
 
 
 def test_the_peers_servers_answer_the_same_turn_and_are_measured_beside_ours():

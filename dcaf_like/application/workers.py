@@ -23,7 +23,7 @@ def new_worker_id() -> str:
     """Who holds a lease: host, process, a random part (two services in one process differ), and
     where the process lives (empty where that cannot be known)."""
     pid = os.getpid()
-    return f"{host_name()}:{pid}:{os.urandom(4).hex()}:{_place()}.{_started(pid) or ''}"
+    return f"{host_name()}:{pid}:{os.urandom(4).hex()}:{_place()}.{_own_start(pid) or ''}"
 
 
 def worker_gone(worker: str) -> bool:
@@ -55,6 +55,13 @@ def _place() -> str:
     except OSError:
         return ""
     return hashlib.sha256(f"{boot}/{namespace}".encode()).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1)
+def _own_start(pid: int) -> str | None:
+    """When this process started: it never changes while `pid` is ours, so it is read once per pid
+    (a forked child, whose pid differs, reads its own); building an agent need not read a file."""
+    return _started(pid)
 
 
 def _started(pid: int) -> str | None:

@@ -1,7 +1,8 @@
-"""OpenAIRuntime: any server speaking OpenAI's chat completions, through the ``openai`` SDK.
+"""OpenAIRuntime: any server speaking OpenAI's chat completions.
 
 OpenAI itself, and the servers that copy its wire format: Ollama, vLLM, llama.cpp's server, LM Studio.
-Install with ``pip install 'dcaf_like[openai]'``.
+Install with ``pip install 'dcaf_like[openai]'``. Calls go through a small client of the wire format
+(``_chat_wire.py``, on httpcore); an ``openai`` SDK client given as ``client=`` is used as it is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import (
     ModelAccessDenied,
@@ -39,8 +40,14 @@ from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.domain.context import scrub
 from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls
 
+if TYPE_CHECKING:
+    from dcaf_like.runtimes._chat_wire import ChatCompletions
+
 LOCAL_API_KEY = "not-needed"
 """Sent when a base URL is given without a key: local servers want none, the SDK wants one."""
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where calls go when neither ``base_url=`` nor ``OPENAI_BASE_URL`` says otherwise."""
 
 _STOP_REASONS = {
     "stop": "end_turn",
@@ -85,12 +92,6 @@ class OpenAIRuntime(AgentRuntime):
         self.context_window = context_window
         self.accepts = frozenset(accepts)
         self.tool_calls_in_text = tool_calls_in_text
-        try:
-            import openai
-        except ImportError as exc:
-            raise ImportError(
-                "OpenAIRuntime needs the openai SDK: pip install 'dcaf_like[openai]'", name=exc.name
-            ) from exc
         self.model = model
         self.name = f"openai:{model}"
         self.options = dict(options or {})
@@ -109,12 +110,24 @@ class OpenAIRuntime(AgentRuntime):
             "max_retries": max_retries,
         }
         self.base_url = base_url
-        self._client = client or openai.OpenAI(**self._settings)
-        self._given_async = async_client
         # An asyncio client's connections belong to the loop that opened them: one client per loop.
-        #: The asyncio client of each event loop, closed with its loop.
+        #: The asyncio client (or connection pool) of each event loop, closed with its loop.
         self._async_clients: PerLoop[Any] = PerLoop(_close_client)
-        self._openai = openai
+        self._given_async = async_client
+        #: The SDK, when an SDK client was given (then every call goes through it); else None.
+        self._openai: Any = None
+        self._client: Any = client
+        self._wire: ChatCompletions | None = None
+        if client is not None or async_client is not None:
+            self._openai = _sdk()
+            self._client = client or self._openai.OpenAI(**self._settings)
+            self._failures: tuple[type[Exception], ...] = (self._openai.OpenAIError,)
+        else:
+            wire = _wire_module()
+            self._wire = wire.ChatCompletions(
+                base_url or OPENAI_BASE_URL, key or "", timeout=timeout, max_retries=max_retries
+            )
+            self._failures = (wire.WireError,)
 
     def _async_client(self) -> Any:
         if self._given_async is not None:
@@ -124,12 +137,21 @@ class OpenAIRuntime(AgentRuntime):
             client = self._async_clients.put(self._openai.AsyncOpenAI(**self._settings))
         return client
 
+    def _async_pool(self, wire: ChatCompletions) -> Any:
+        pool = self._async_clients.get()
+        if pool is None:
+            pool = self._async_clients.put(wire.async_pool())
+        return pool
+
     def secret_values(self) -> tuple[str, ...]:
         key = self._settings["api_key"]
         return (key,) if isinstance(key, str) and key != LOCAL_API_KEY else ()
 
     def close(self) -> None:
-        self._client.close()
+        if self._wire is not None:
+            self._wire.close()
+        else:
+            self._client.close()
 
     async def aclose(self) -> None:
         await self._async_clients.aclose()
@@ -140,44 +162,59 @@ class OpenAIRuntime(AgentRuntime):
     # -- calls ------------------------------------------------------------------------------------
 
     def invoke(self, request: ModelRequest) -> ModelResponse:
+        body = self._body(request)
         try:
-            completion = self._client.chat.completions.create(**self._body(request))
-        except self._openai.OpenAIError as exc:
+            if self._wire is not None:
+                completion = self._wire.create(body)
+            else:
+                completion = self._client.chat.completions.create(**body).model_dump()
+        except self._failures as exc:
             raise self._error(exc) from exc
         return self._with_text_calls(request, self._response(completion))
 
     async def ainvoke(self, request: ModelRequest) -> ModelResponse:
+        body = self._body(request)
         try:
-            completion = await self._async_client().chat.completions.create(**self._body(request))
-        except self._openai.OpenAIError as exc:
+            if self._wire is not None:
+                completion = await self._wire.acreate(self._async_pool(self._wire), body)
+            else:
+                completion = (await self._async_client().chat.completions.create(**body)).model_dump()
+        except self._failures as exc:
             raise self._error(exc) from exc
         return self._with_text_calls(request, self._response(completion))
 
     def stream(self, request: ModelRequest) -> Iterator[ModelStreamEvent]:
         state = _StreamState(hold_calls=self._reads_text_calls(request))
+        body = self._body(request, stream=True)
         try:
-            chunks = self._client.chat.completions.create(**self._body(request, stream=True))
+            if self._wire is not None:
+                chunks: Iterator[dict[str, Any]] = self._wire.stream(body)
+            else:
+                chunks = (c.model_dump() for c in self._client.chat.completions.create(**body))
             for chunk in chunks:
                 yield from state.add(chunk)
-        except self._openai.OpenAIError as exc:
+        except self._failures as exc:
             raise self._error(exc) from exc
-        if state.finish is None and not state.text and not state.calls:
-            # As the same answer without streaming is (no choices): an error, never an empty answer.
-            raise ModelError(f"{self.name}: the stream ended without a choice or a finish", runtime=self.name)
-        response = self._with_text_calls(request, state.response(self.model))
-        if state.held and not response.tool_calls:
-            yield TextDelta(response.text)
-        yield ModelCompleted(response)
+        yield from self._finish(request, state)
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         state = _StreamState(hold_calls=self._reads_text_calls(request))
+        body = self._body(request, stream=True)
         try:
-            chunks = await self._async_client().chat.completions.create(**self._body(request, stream=True))
-            async for chunk in chunks:
-                for event in state.add(chunk):
-                    yield event
-        except self._openai.OpenAIError as exc:
+            if self._wire is not None:
+                async for chunk in self._wire.astream(self._async_pool(self._wire), body):
+                    for event in state.add(chunk):
+                        yield event
+            else:
+                async for sdk_chunk in await self._async_client().chat.completions.create(**body):
+                    for event in state.add(sdk_chunk.model_dump()):
+                        yield event
+        except self._failures as exc:
             raise self._error(exc) from exc
+        for event in self._finish(request, state):
+            yield event
+
+    def _finish(self, request: ModelRequest, state: _StreamState) -> Iterator[ModelStreamEvent]:
         if state.finish is None and not state.text and not state.calls:
             # As the same answer without streaming is (no choices): an error, never an empty answer.
             raise ModelError(f"{self.name}: the stream ended without a choice or a finish", runtime=self.name)
@@ -212,22 +249,22 @@ class OpenAIRuntime(AgentRuntime):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _response(self, completion: Any) -> ModelResponse:
-        if not completion.choices:
+    def _response(self, completion: dict[str, Any]) -> ModelResponse:
+        choices = completion.get("choices")
+        if not choices:
             raise ModelError(f"{self.name}: the server answered with no choices", runtime=self.name)
-        choice = completion.choices[0]
-        message = choice.message
-        calls = tuple(
-            _tool_call(c.id, c.function.name, c.function.arguments) for c in (message.tool_calls or ())
-        )
-        usage = completion.usage
+        choice = choices[0]
+        message = choice.get("message") or {}
+        calls = tuple(_call_of(c) for c in message.get("tool_calls") or ())
         return ModelResponse(
-            text=message.content or "",
+            text=message.get("content") or "",
             tool_calls=calls,
-            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
-            stop_reason="tool_use" if calls else _STOP_REASONS.get(choice.finish_reason or "", "end_turn"),
-            reasoning=getattr(message, "reasoning_content", None) or "",
-            model=completion.model or self.model,
+            usage=_usage(completion.get("usage")),
+            stop_reason="tool_use"
+            if calls
+            else _STOP_REASONS.get(choice.get("finish_reason") or "", "end_turn"),
+            reasoning=message.get("reasoning_content") or "",
+            model=completion.get("model") or self.model,
         )
 
     def _reads_text_calls(self, request: ModelRequest) -> bool:
@@ -244,22 +281,54 @@ class OpenAIRuntime(AgentRuntime):
         return dataclasses.replace(response, text=prose, tool_calls=calls, stop_reason="tool_use")
 
     def _error(self, exc: Exception) -> ModelError:
-        """The SDK's error as a typed one; the provider's message, never the key."""
-        o = self._openai
-        status = getattr(exc, "status_code", None)
+        """The failure as a typed error; the provider's message, never the key."""
+        status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
         detail = scrub(getattr(exc, "message", None) or str(exc), self.secret_values())  # a 401 may echo it
         message = f"{self.name}: {detail}" if status is None else f"{self.name}: HTTP {status}: {detail}"
-        if isinstance(exc, o.APITimeoutError):
+        kind = getattr(exc, "kind", None)
+        o = self._openai
+        if kind == "timeout" or (o is not None and isinstance(exc, o.APITimeoutError)):
             return ModelTimeout(message, runtime=self.name)
-        if isinstance(exc, o.RateLimitError):
-            return ModelRateLimited(message, runtime=self.name)
-        if isinstance(exc, o.AuthenticationError | o.PermissionDeniedError):
-            return ModelAccessDenied(message, runtime=self.name)
-        if isinstance(exc, o.BadRequestError | o.NotFoundError | o.UnprocessableEntityError):
-            return ModelRequestInvalid(message, runtime=self.name)
-        if isinstance(exc, o.APIConnectionError):
+        if kind == "connection" or (o is not None and isinstance(exc, o.APIConnectionError)):
             return ModelError(message, runtime=self.name, retryable=True)
+        if status == 429:
+            return ModelRateLimited(message, runtime=self.name)
+        if status in (401, 403):
+            return ModelAccessDenied(message, runtime=self.name)
+        if status in (400, 404, 422):
+            return ModelRequestInvalid(message, runtime=self.name)
         return ModelError(message, runtime=self.name, retryable=status is not None and status >= 500)
+
+
+def _sdk() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(
+            "an openai SDK client needs the openai SDK: pip install 'dcaf_like[openai]'", name=exc.name
+        ) from exc
+    return openai
+
+
+def _wire_module() -> Any:
+    try:
+        from dcaf_like.runtimes import _chat_wire
+    except ImportError as exc:
+        raise ImportError(
+            "OpenAIRuntime needs httpcore: pip install 'dcaf_like[openai]'", name=exc.name
+        ) from exc
+    return _chat_wire
+
+
+def _call_of(call: dict[str, Any]) -> ModelToolCall:
+    function = call.get("function") or {}
+    return _tool_call(call.get("id"), function.get("name") or "", function.get("arguments"))
+
+
+def _usage(usage: dict[str, Any] | None) -> Usage:
+    if not usage:
+        return Usage()
+    return Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
 
 
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
@@ -332,28 +401,30 @@ class _StreamState:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
 
-    def add(self, chunk: Any) -> Iterator[ModelStreamEvent]:
-        self.model = chunk.model or self.model
-        if chunk.usage:
-            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-        for choice in chunk.choices or ():
-            delta = choice.delta
-            if choice.finish_reason:
-                self.finish = choice.finish_reason
-            reasoning = getattr(delta, "reasoning_content", None)
+    def add(self, chunk: dict[str, Any]) -> Iterator[ModelStreamEvent]:
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+            reasoning = delta.get("reasoning_content")
             if reasoning:
                 self.reasoning.append(reasoning)
                 yield ReasoningDelta(reasoning)
-            if delta.content:
-                self.text.append(delta.content)
-                yield from self._text(delta.content)
-            for call in delta.tool_calls or ():
-                slot = self.calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
-                if call.id:
-                    slot["id"] = call.id
-                if call.function is not None:
-                    slot["name"] += call.function.name or ""
-                    slot["arguments"] += call.function.arguments or ""
+            content = delta.get("content")
+            if content:
+                self.text.append(content)
+                yield from self._text(content)
+            for call in delta.get("tool_calls") or ():
+                slot = self.calls.setdefault(call.get("index", 0), {"id": None, "name": "", "arguments": ""})
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                function = call.get("function")
+                if function is not None:
+                    slot["name"] += function.get("name") or ""
+                    slot["arguments"] += function.get("arguments") or ""
 
     def _text(self, piece: str) -> Iterator[TextDelta]:
         if not self.hold_calls:
@@ -381,4 +452,5 @@ class _StreamState:
 
 
 async def _close_client(client: Any) -> None:
-    await client.close()
+    """An SDK client has ``close``, a connection pool ``aclose``."""
+    await (client.aclose() if hasattr(client, "aclose") else client.close())

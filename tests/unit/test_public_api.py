@@ -194,6 +194,77 @@ def test_importing_the_package_loads_no_sdk_web_framework_or_store_client():
     assert "dcaf_like" in roots
 
 
+def _modules_loaded_by(code: str) -> set[str]:
+    """The modules `code` loads in a fresh interpreter, beyond those the interpreter starts with."""
+    probe = (
+        f"import sys; before = set(sys.modules)\n{code}\nprint('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    return set(
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+
+
+def test_importing_the_package_loads_nothing_until_a_name_is_used():
+    """Issue 40 (import under 150 ms): `import dcaf_like` runs no module of the package, not even typing;
+    each public name loads its own module when first used."""
+    assert _modules_loaded_by("import dcaf_like") <= {"dcaf_like", "__future__"}
+
+
+def test_an_agent_and_its_tools_load_no_server_store_client_or_wire_schema():
+    """What ``from dcaf_like import Agent, tool`` loads (a first turn's needs) pins a regression as a
+    failing test rather than a slower benchmark: no web framework, no store but the in-memory one, no
+    JSON schema of the wire models, no package metadata, no approval webhook unless one is configured."""
+    loaded = _modules_loaded_by("from dcaf_like import Agent, tool")
+
+    assert {"dcaf_like.agent", "dcaf_like.tools"} <= loaded
+    roots = {name.split(".")[0] for name in loaded}
+    assert roots.isdisjoint(SDKS), sorted(roots & set(SDKS))
+    never = {
+        "dcaf_like.server",
+        "dcaf_like.helpdesk.wire",
+        "dcaf_like.stores.sqlite",
+        "dcaf_like.stores.redis",
+        "dcaf_like.stores.postgres",
+        "dcaf_like.notifiers.webhook",
+        "dcaf_like.commands",
+        "dcaf_like.version",
+        "importlib.metadata",
+        "email",
+        "zipfile",
+        "tempfile",
+    }
+    assert loaded.isdisjoint(never), sorted(loaded & never)
+
+
+def test_each_public_name_is_loaded_from_the_module_its_type_checking_import_names():
+    """The lazy table and the imports type checkers read say the same thing: one name, one home."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(dcaf_like.__file__).read_text())
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"
+    )
+    declared = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dcaf_like")
+        for alias in node.names
+    }
+
+    assert declared == dcaf_like._LAZY
+    assert set(declared) == set(dcaf_like.__all__)
+    for name, module in declared.items():
+        assert getattr(dcaf_like, name) is getattr(sys.modules[module], name), name
+
+
+def test_a_name_the_package_does_not_export_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        dcaf_like.Nothing  # noqa: B018
+
+
 def test_the_old_mcp_path_still_works_and_says_where_the_names_went():
     import dcaf_like.mcp
     from dcaf_like.toolsets import mcp
