@@ -56,6 +56,7 @@ def propose(
         secret_arguments=tool.secret_arguments if tool else frozenset(),
         approval_ttl=settings.approval_ttl,
         requested_by=None if trusted.identity is None else trusted.identity.name,
+        risk=getattr(tool, "risk", None),  # optional, as a tool's timeout: an MCP tool declares none
         at=now,
     )
     if problem is not None or tool is None:

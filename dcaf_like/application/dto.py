@@ -161,6 +161,8 @@ class ToolCallView:
     approvers: Approvers | None = None
     approvals: tuple[Approval, ...] = ()
     still_needed: tuple[Needed, ...] = ()
+    #: What its tool declares a call may do (``"irreversible"``, ...; None: undeclared).
+    risk: str | None = None
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -197,6 +199,10 @@ class ToolCallView:
             call.result,
             call.error,
             call.result_attachments,
+            None,
+            (),
+            (),
+            call.risk,
         )
 
     @property

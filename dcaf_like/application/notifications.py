@@ -23,6 +23,8 @@ class WaitingCall:
     input: dict[str, Any]
     approval_reason: str | None
     description: str = ""
+    #: What its tool declares it may do (``"irreversible"``, ...; None: undeclared).
+    risk: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -408,7 +408,9 @@ class AgentService:
         new = [call for call in response.pending_tool_calls if call.id not in waiting_before]
         if not new:
             return
-        calls = tuple(WaitingCall(c.id, c.name, dict(c.input), c.approval_reason, c.description) for c in new)
+        calls = tuple(
+            WaitingCall(c.id, c.name, dict(c.input), c.approval_reason, c.description, c.risk) for c in new
+        )
         notice = ApprovalNotice(self.name, response.conversation_id, calls, user=request.user)
         try:
             self.notifier.approval_required(notice)

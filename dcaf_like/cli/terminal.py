@@ -506,6 +506,8 @@ class TerminalChat:
         self.say(f"\nThe agent wants to run {call['name']}: {call.get('tool_description', '')}")
         if why := call.get("approval_reason", call.get("reason")):  # `reason`: a server before ADR 20
             self.say(f"  why it waits: {why}")
+        if risk := call.get("risk"):
+            self.say(f"  risk: {risk}" + (" (cannot be undone)" if risk == "irreversible" else ""))
         self.say(f"  arguments: {_args(call['input'])}")
         choices = "[y]es / [n]o / [e]dit" if call.get("editable") else "[y]es / [n]o"
         while True:

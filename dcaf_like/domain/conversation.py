@@ -307,6 +307,7 @@ class Conversation:
         approval_ttl: float | None = None,
         call_id: ToolCallId | None = None,
         requested_by: str | None = None,
+        risk: str | None = None,
         at: float | None = None,
     ) -> ToolCall:
         """Record a call the model proposed, attached to the latest assistant message; `requested_by`
@@ -330,6 +331,7 @@ class Conversation:
             secret_arguments=secret_arguments,
             context_fingerprint=self.platform_context.fingerprint,
             requested_by=requested_by,
+            risk=risk,
         )
         self.tool_calls[call_id.value] = call
         last = self.messages[-1]

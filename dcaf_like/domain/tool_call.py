@@ -232,6 +232,9 @@ class ToolCall:
     # The approvals that count so far, of a call that needs more than one (each bound to the
     # fingerprint of what it approved: an edit leaves none that count).
     approvals: tuple[Approval, ...] = ()
+    # What its tool declares a call may do (``read``, ``reversible``, ``irreversible`` or the operator's
+    # own level, :mod:`dcaf_like.domain.risk`); None: its tool declares nothing.
+    risk: str | None = None
 
     @property
     def fingerprint(self) -> str:

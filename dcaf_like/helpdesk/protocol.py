@@ -406,6 +406,7 @@ def _call_fields(call: ToolCallView) -> dict[str, Any]:
         "proposed_input": call.proposed_input,
         "edited": call.edited,
         "approval_reason": call.approval_reason,
+        "risk": call.risk,
     }
 
 

@@ -101,6 +101,9 @@ class ToolCallRecord(BaseModel):
     requires_approval: bool
     editable: bool
     approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
+    risk: str | None = Field(
+        default=None, description="What its tool declares a call may do: read, reversible, irreversible, ..."
+    )
     rejection_reason: str | None = Field(description=REJECTION_REASON_DOC)
     reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
     output: str | None = Field(description="The result's text.")
@@ -281,6 +284,7 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
                 "requires_approval": view.requires_approval,
                 "editable": view.editable,
                 "approval_reason": view.approval_reason,
+                "risk": view.risk,
                 "rejection_reason": view.rejection_reason,
                 "reason": view.approval_reason,  # deprecated: approval_reason
                 "output": view.output,

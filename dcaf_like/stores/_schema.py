@@ -260,6 +260,9 @@ ADDED: dict[type, dict[str, Any]] = {
         "requested_by": None,
         "approvers": ONE_APPROVER,
         "approvals": (),
+        # Absent before tools declared a risk, and whenever its tool declares none (docs/approvals.md,
+        # "What the approver sees").
+        "risk": None,
     },
     Question: {
         "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
@@ -268,7 +271,10 @@ ADDED: dict[type, dict[str, Any]] = {
 
 # Written only when set (read back as the ADDED value): fields most records leave empty, so records
 # without them are stored as they were before the field existed.
-SPARSE: dict[type, frozenset[str]] = {Message: frozenset({"runtime"}), ToolCall: frozenset({"requested_by"})}
+SPARSE: dict[type, frozenset[str]] = {
+    Message: frozenset({"runtime"}),
+    ToolCall: frozenset({"requested_by", "risk"}),
+}
 
 # Stored under another name than the attribute's: an attribute renamed keeps the key it was first
 # stored under, so records written before the rename read the same and no migration is needed.

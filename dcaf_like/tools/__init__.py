@@ -58,6 +58,10 @@ class Tool:
     the text, as an MCP tool's.
     ``approvers`` says who must approve a call of it (``approvers(2, "sre")``: two distinct members
     of the group ``sre``, not the requester; docs/approvals.md, "Approvals by teams").
+    ``risk`` says what a call may do to the world: ``"read"``, ``"reversible"``, ``"irreversible"``
+    or a level of your own; approvers see it on every call, and an irreversible call is never
+    approved in bulk on the chat page without its own confirmation (docs/approvals.md, "What the
+    approver sees").
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
@@ -75,7 +79,9 @@ class Tool:
         secret: Iterable[str] = (),
         timeout: float | None = None,
         approvers: Approvers | None = None,
+        risk: str | None = None,
     ) -> None:
+        from dcaf_like.domain.risk import checked_risk
         from dcaf_like.tools import schema as _schema
 
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
@@ -90,6 +96,9 @@ class Tool:
             )
         #: Who must approve a call of it (``approvers(2, "sre")``); None: today's one approver.
         self.approvers: Approvers | None = approvers
+        #: What a call of it may do: ``"read"``, ``"reversible"``, ``"irreversible"`` or a level of
+        #: your own (None: undeclared); shown to whoever approves it.
+        self.risk: str | None = None if risk is None else checked_risk(risk)
         self.editable = editable
         self.companions: tuple[Tool, ...] = ()
         if not self.name.replace("_", "").replace("-", "").isalnum():
@@ -195,6 +204,7 @@ def tool(
     secret: Iterable[str] = (),
     timeout: float | None = None,
     approvers: Approvers | None = None,
+    risk: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -210,6 +220,7 @@ def tool(
     secret: Iterable[str] = (),
     timeout: float | None = None,
     approvers: Approvers | None = None,
+    risk: str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -224,6 +235,7 @@ def tool(
             secret=secret,
             timeout=timeout,
             approvers=approvers,
+            risk=risk,
         )
 
     return wrap(func) if func is not None else wrap

@@ -259,9 +259,11 @@ function rejectedCard(call) {
 function pendingCard(call) {
   state.calls.set(call.id, call.input);
   const card = callCard(call.id, call.name, "pending",
+    riskBadge(call.risk),
     el("p", { class: "description" }, call.tool_description || ""),
     el("p", { class: "why" }, call.approval_reason || ""),
     el("pre", { class: "args" }, pretty(call.input)));
+  if (call.risk) card.dataset.risk = call.risk;
 
   const decide = decider(card, (decision) => turn("", [{ id: call.id, ...decision }]));
   const [reason, rejectForm] = rejection(decide);
@@ -449,14 +451,32 @@ function diffLines(proposed, edit, asPatch = true) {
   });
 }
 
+// What a call's tool declares it may do (docs/approvals.md, "What the approver sees").
+const IRREVERSIBLE = "irreversible";
+function riskBadge(risk) {
+  if (!risk) return null;
+  const text = risk === IRREVERSIBLE ? "irreversible: cannot be undone" : `risk: ${risk}`;
+  return el("span", { class: `risk risk-${risk.replace(/[^A-Za-z0-9_-]/g, "_")}` }, text);
+}
+
 // Several calls of one turn waiting: one button approves them all, in one request naming each call.
+// An irreversible call is left out unless the box naming it is ticked: "Approve all" never covers one
+// without its own confirmation.
 function offerApproveAll(calls) {
   if (calls.length < 2) return;
   const ids = calls.map((call) => call.id);
+  const irreversible = new Set(calls.filter((call) => call.risk === IRREVERSIBLE).map((call) => call.id));
   const bar = el("div", { class: "approve-all" });
+  const include = el("input", { type: "checkbox", name: "include-irreversible" });
+  const label = () => {
+    const count = include.checked ? ids.length : ids.length - irreversible.size;
+    button.textContent = irreversible.size && !include.checked ? `Approve all ${count} reversible` : `Approve all ${count}`;
+    button.disabled = count === 0;
+  };
   const button = el("button", { type: "button", class: "approve", onclick: async () => {
     const cards = ids.map((id) => document.querySelector(`.card[data-call-id="${CSS.escape(id)}"]`)).filter(Boolean);
-    const waiting = cards.filter((card) => card.classList.contains("pending"));
+    const waiting = cards.filter((card) => card.classList.contains("pending"))
+      .filter((card) => include.checked || !irreversible.has(card.dataset.callId));
     if (!waiting.length) { bar.remove(); return; }
     button.disabled = true;
     const decisions = waiting.map((card) => ({ id: card.dataset.callId, execute: true }));
@@ -472,6 +492,12 @@ function offerApproveAll(calls) {
     }
   } }, `Approve all ${ids.length}`);
   bar.append(button);
+  if (irreversible.size) {
+    include.addEventListener("change", label);
+    bar.append(el("label", { class: "include-irreversible" }, include,
+      ` also approve the ${irreversible.size} irreversible call${irreversible.size > 1 ? "s" : ""} (cannot be undone)`));
+  }
+  label();
   addToLog(bar);
 }
 

@@ -347,3 +347,14 @@ def test_stopping_is_said_once_whoever_asked_for_the_cancel():
     assert "a cancel was asked for" not in mine
     assert another.count("(a cancel was asked for: the run stops at its next step)") == 1
     assert "(run cancelled)" in another
+
+
+def test_the_terminal_shows_a_calls_risk_and_that_an_irreversible_one_cannot_be_undone():
+    """docs/approvals.md, "What the approver sees": the terminal names the risk before asking."""
+    irreversible = {**PENDING, "risk": "irreversible"}
+    transport = ScriptedTransport([done(irreversible)], [done()])
+
+    out = chat(transport, "delete it", "n", "not now")
+
+    assert "  risk: irreversible (cannot be undone)\n" in out
+    assert out.index("risk: irreversible") < out.index("approve?")
