@@ -107,6 +107,7 @@ def apply_decision(
             call_id, decision.reason, by=by, kind=kind, policy=settings.policy, trusted=trusted, at=at
         )
         return call.status
+    call.check_preview(decision.preview_digest)
     edited = None
     if decision.edited_arguments is not None:
         if not call.editable:

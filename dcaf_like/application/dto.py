@@ -40,6 +40,9 @@ class ToolDecision:
     arguments: Mapping[str, Any] | None = None
     edited_arguments: Mapping[str, Any] | None = None
     reason: str = ""
+    #: The digest of the preview the approver saw (``preview_digest``): when given it must be the
+    #: call's current one, else the approval is refused (:class:`~dcaf_like.domain.PreviewChanged`).
+    preview_digest: str | None = None
 
     @classmethod
     def approved(cls, call_id: str, *, edited_arguments: Mapping[str, Any] | None = None) -> ToolDecision:
@@ -163,6 +166,12 @@ class ToolCallView:
     still_needed: tuple[Needed, ...] = ()
     #: What its tool declares a call may do (``"irreversible"``, ...; None: undeclared).
     risk: str | None = None
+    #: What its tool's preview says the call would do, how to read it (``diff``, ``json``, ``text``),
+    #: why the preview failed, and the digest a decision echoes (ADR 36); None: no preview.
+    preview: str | None = None
+    preview_kind: str | None = None
+    preview_error: str | None = None
+    preview_digest: str | None = None
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -203,6 +212,10 @@ class ToolCallView:
             (),
             (),
             call.risk,
+            call.preview,
+            call.preview_kind,
+            call.preview_error,
+            call.preview_digest,
         )
 
     @property

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from dcaf_like.application.dto import ToolCallView
+
 
 @dataclass(frozen=True, slots=True)
 class WaitingCall:
@@ -25,6 +27,10 @@ class WaitingCall:
     description: str = ""
     #: What its tool declares it may do (``"irreversible"``, ...; None: undeclared).
     risk: str | None = None
+    #: What its tool's preview says it would do (ADR 36), how to read it, and why it has none.
+    preview: str | None = None
+    preview_kind: str | None = None
+    preview_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,3 +52,18 @@ class ApprovalNotifier(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Deliver what is queued (within the notifier's own limits) and stop."""
+
+
+def waiting_call(call: ToolCallView) -> WaitingCall:
+    """What an approver is told of `call`, a call that started waiting."""
+    return WaitingCall(
+        call.id,
+        call.name,
+        dict(call.input),
+        call.approval_reason,
+        call.description,
+        call.risk,
+        call.preview,
+        call.preview_kind,
+        call.preview_error,
+    )

@@ -489,6 +489,17 @@ class Conversation:
         self.version += 1
         return call
 
+    def reopen_stale_call(
+        self, call_id: str, preview: str | None, *, error: str | None = None, at: float | None = None
+    ) -> ToolCall:
+        """An approved call whose preview, run again before it ran, changed: it waits again with the
+        new `preview` (or the `error` of the recheck), bound to the next approval (ADR 36)."""
+        call = self.tool_call(call_id)
+        call.went_stale(preview, error=error, at=_now(at))
+        self._changed(call_id)
+        self.version += 1
+        return call
+
     def lease_tool_call(self, call_id: str, owner: str, *, until: float) -> ToolCall:
         """`owner` runs this approved call until `until`, unless it renews the lease before then."""
         call = self.tool_call(call_id)

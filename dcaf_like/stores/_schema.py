@@ -263,6 +263,11 @@ ADDED: dict[type, dict[str, Any]] = {
         # Absent before tools declared a risk, and whenever its tool declares none (docs/approvals.md,
         # "What the approver sees").
         "risk": None,
+        # Absent before previews, and whenever its tool has none (ADR 36).
+        "preview": None,
+        "preview_kind": None,
+        "preview_error": None,
+        "preview_bound": False,
     },
     Question: {
         "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
@@ -273,7 +278,9 @@ ADDED: dict[type, dict[str, Any]] = {
 # without them are stored as they were before the field existed.
 SPARSE: dict[type, frozenset[str]] = {
     Message: frozenset({"runtime"}),
-    ToolCall: frozenset({"requested_by", "risk"}),
+    ToolCall: frozenset(
+        {"requested_by", "risk", "preview", "preview_kind", "preview_error", "preview_bound"}
+    ),
 }
 
 # Stored under another name than the attribute's: an attribute renamed keeps the key it was first

@@ -36,6 +36,7 @@ class ApiError extends Error {
     this.status = status;
     this.code = error.code || "http_error";
     this.requestId = error.request_id;
+    this.preview = error.preview; // the call's current preview, when a decision echoed another
   }
 }
 
@@ -262,8 +263,21 @@ function pendingCard(call) {
     riskBadge(call.risk),
     el("p", { class: "description" }, call.tool_description || ""),
     el("p", { class: "why" }, call.approval_reason || ""),
-    el("pre", { class: "args" }, pretty(call.input)));
+    el("pre", { class: "args" }, pretty(call.input)),
+    previewOf(call));
   if (call.risk) card.dataset.risk = call.risk;
+  if (call.preview_digest) card.dataset.previewDigest = call.preview_digest;
+  // Bound to the preview shown: a decision sent against another is refused (409 preview_changed).
+  let bound = call.preview_digest ? { preview_digest: call.preview_digest } : {};
+  // Refused as sent against another preview: show the current one, and bind the next decision to it.
+  card.addEventListener("preview-changed", (event) => {
+    const current = { ...call, ...event.detail };
+    const shown = card.querySelector(".preview, .preview-error");
+    const fresh = previewOf(current);
+    if (shown && fresh) shown.replaceWith(fresh);
+    bound = { preview_digest: current.preview_digest };
+    card.dataset.previewDigest = current.preview_digest;
+  });
 
   const decide = decider(card, (decision) => turn("", [{ id: call.id, ...decision }]));
   const [reason, rejectForm] = rejection(decide);
@@ -290,7 +304,7 @@ function pendingCard(call) {
   } }, el("div", { class: "edit-area" }, edited, changes), el("button", { type: "submit" }, "Approve edited"));
 
   const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
+    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true, ...bound }, "approved") }, "Approve"),
     el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
       "Reject"),
     call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; showChanges(); } },
@@ -451,6 +465,18 @@ function diffLines(proposed, edit, asPatch = true) {
   });
 }
 
+// What its tool's preview says the call would do (docs/approvals.md, "What the approver sees"): a
+// unified diff line by line, + lines and - lines coloured; JSON or text as it is; or why there is none.
+function previewOf(call) {
+  if (call.preview_error) return el("p", { class: "preview-error" }, `No preview: ${call.preview_error}`);
+  if (call.preview == null) return null;
+  if (call.preview_kind !== "diff") return el("pre", { class: "preview" }, call.preview);
+  const kindOf = (line) => (line.startsWith("+++") || line.startsWith("---") ? "file"
+    : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "same");
+  return el("pre", { class: "preview diff-preview", "aria-label": "What it would do" },
+    ...call.preview.split("\n").map((line) => el("span", { class: `line ${kindOf(line)}` }, line, "\n")));
+}
+
 // What a call's tool declares it may do (docs/approvals.md, "What the approver sees").
 const IRREVERSIBLE = "irreversible";
 function riskBadge(risk) {
@@ -479,7 +505,8 @@ function offerApproveAll(calls) {
       .filter((card) => include.checked || !irreversible.has(card.dataset.callId));
     if (!waiting.length) { bar.remove(); return; }
     button.disabled = true;
-    const decisions = waiting.map((card) => ({ id: card.dataset.callId, execute: true }));
+    const decisions = waiting.map((card) => ({ id: card.dataset.callId, execute: true,
+      ...(card.dataset.previewDigest ? { preview_digest: card.dataset.previewDigest } : {}) }));
     if (await run(() => turn("", decisions))) {
       waiting.forEach((card) => {
         card.querySelector(".status").textContent = "approved";
@@ -577,6 +604,9 @@ function showError(error) {
 
 // A refused decision is shown on the card it concerns, which stays usable.
 function showCardError(card, error) {
+  if (error.code === "preview_changed" && error.preview) {
+    card.dispatchEvent(new CustomEvent("preview-changed", { detail: error.preview }));
+  }
   clearCardError(card);
   card.querySelector(".actions").before(el("p", { class: "card-error", role: "alert" }, errorText(error)));
 }
