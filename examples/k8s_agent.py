@@ -41,7 +41,19 @@ class Cluster:
             status = pods.get(namespace, {}).get(name)
             return f"{namespace}/{name}: {status}" if status else f"no pod {name} in {namespace}"
 
-        @tool
+        def what_delete_does(name: str, namespace: str = "default") -> dict[str, str]:
+            """The preview an approver sees: the pod as it is now, and what deleting it does."""
+            status = pods.get(namespace, {}).get(name)
+            if status is None:
+                raise LookupError(f"no pod {name} in {namespace}")
+            return {
+                "pod": f"{namespace}/{name}",
+                "status now": status,
+                "after": "deleted; its controller may start a fresh one",
+            }
+
+        # Reversible: the pod's controller starts a fresh one. Its preview runs again just before it runs.
+        @tool(risk="reversible", preview=what_delete_does, recheck=True)
         def delete_pod(name: str, namespace: str = "default") -> str:
             """Delete a pod. Its controller may start a fresh one.
 

@@ -74,6 +74,29 @@ def test_the_example_agent_refuses_to_touch_kube_system():
     assert "coredns" in cluster.pods["kube-system"]
 
 
+def test_the_example_delete_pod_previews_the_pod_as_it_is_and_is_rechecked_before_it_runs():
+    """docs/approvals.md, "What the approver sees": the example operations tools have previews."""
+    import json
+
+    from dcaf_like import ToolDecision
+    from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+    cluster = k8s_agent.Cluster()
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-2"), reply("Deleted.")])
+    agent = k8s_agent.build_agent(runtime, cluster)
+    proposed = agent.run("delete web-2")
+    [call] = proposed.pending_tool_calls
+
+    assert (call.risk, call.preview_kind) == ("reversible", "json")
+    assert json.loads(call.preview or "")["status now"] == "CrashLoopBackOff"
+    cluster.pods["default"]["web-2"] = "Running"  # it recovered after the approver looked
+    again = agent.decide(
+        proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=call.preview_digest)]
+    )
+    assert [c.id for c in again.pending_tool_calls] == [call.id]
+    assert "web-2" in cluster.pods["default"]
+
+
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
 def test_every_example_has_a_docstring_saying_how_to_run_it(path):
     assert "python examples/" in path.read_text().split('"""')[1]

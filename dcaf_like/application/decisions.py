@@ -57,6 +57,7 @@ def propose(
         secret_arguments=tool.secret_arguments if tool else frozenset(),
         approval_ttl=settings.approval_ttl,
         requested_by=None if trusted.identity is None else trusted.identity.name,
+        risk=getattr(tool, "risk", None),  # optional, as a tool's timeout: an MCP tool declares none
         at=now,
     )
     if problem is not None or tool is None:
@@ -108,6 +109,7 @@ def apply_decision(
             call_id, decision.reason, by=by, kind=kind, policy=settings.policy, trusted=trusted, at=at
         )
         return call.status
+    call.check_preview(decision.preview_digest)
     edited = None
     if decision.edited_arguments is not None:
         if not call.editable:

@@ -41,6 +41,9 @@ class ToolDecision:
     arguments: Mapping[str, Any] | None = None
     edited_arguments: Mapping[str, Any] | None = None
     reason: str = ""
+    #: The digest of the preview the approver saw (``preview_digest``): when given it must be the
+    #: call's current one, else the approval is refused (:class:`~dcaf_like.domain.PreviewChanged`).
+    preview_digest: str | None = None
 
     @classmethod
     def approved(cls, call_id: str, *, edited_arguments: Mapping[str, Any] | None = None) -> ToolDecision:
@@ -166,6 +169,14 @@ class ToolCallView:
     #: ``cancelled``; None while it waits or runs), and the seconds its tool ran (None: it did not).
     outcome: str | None = None
     execution_time: float | None = None
+    #: What its tool declares a call may do (``"irreversible"``, ...; None: undeclared).
+    risk: str | None = None
+    #: What its tool's preview says the call would do, how to read it (``diff``, ``json``, ``text``),
+    #: why the preview failed, and the digest a decision echoes (ADR 38); None: no preview.
+    preview: str | None = None
+    preview_kind: str | None = None
+    preview_error: str | None = None
+    preview_digest: str | None = None
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -207,6 +218,16 @@ class ToolCallView:
             call.result,
             call.error,
             call.result_attachments,
+            None,
+            (),
+            (),
+            None,
+            None,
+            call.risk,
+            call.preview,
+            call.preview_kind,
+            call.preview_error,
+            call.preview_digest,
         )
 
     @property

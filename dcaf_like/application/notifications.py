@@ -28,6 +28,12 @@ class WaitingCall:
     #: For a call under a team rule (docs/approvals.md, "Approvals by teams"): its rule in words, the
     #: approvals given so far and what each stage still needs, stages from 1 (None: today's rule).
     approvals: dict[str, Any] | None = None
+    #: What its tool declares it may do (``"irreversible"``, ...; None: undeclared).
+    risk: str | None = None
+    #: What its tool's preview says it would do (ADR 38), how to read it, and why it has none.
+    preview: str | None = None
+    preview_kind: str | None = None
+    preview_error: str | None = None
 
 
 def approvals_of(call: ToolCallView) -> dict[str, Any] | None:
@@ -63,3 +69,19 @@ class ApprovalNotifier(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Deliver what is queued (within the notifier's own limits) and stop."""
+
+
+def waiting_call(call: ToolCallView) -> WaitingCall:
+    """What an approver is told of `call`, a call that started waiting."""
+    return WaitingCall(
+        call.id,
+        call.name,
+        dict(call.input),
+        call.approval_reason,
+        call.description,
+        approvals=approvals_of(call),
+        risk=call.risk,
+        preview=call.preview,
+        preview_kind=call.preview_kind,
+        preview_error=call.preview_error,
+    )

@@ -46,7 +46,7 @@ from dcaf_like.application.messages import (
     ModelSettings,
 )
 from dcaf_like.application.model_calls import ModelCalls
-from dcaf_like.application.notifications import ApprovalNotice, ApprovalNotifier, WaitingCall, approvals_of
+from dcaf_like.application.notifications import ApprovalNotice, ApprovalNotifier, waiting_call
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalAnswer,
@@ -455,10 +455,7 @@ class AgentService:
         new = [call for call in response.pending_tool_calls if call.id not in waiting_before]
         if not new:
             return
-        calls = tuple(
-            WaitingCall(c.id, c.name, dict(c.input), c.approval_reason, c.description, approvals_of(c))
-            for c in new
-        )
+        calls = tuple(waiting_call(c) for c in new)
         notice = ApprovalNotice(self.name, response.conversation_id, calls, user=request.user)
         try:
             self.notifier.approval_required(notice)

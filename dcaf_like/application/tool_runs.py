@@ -21,6 +21,7 @@ from dcaf_like.application.runs import (
 )
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.concurrency.bridges import at_once
+from dcaf_like.domain import ToolCallStatus
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING
 
 
@@ -48,7 +49,10 @@ class ToolRuns:
         call_id, every = effect.context.call_id, self.lease_ttl / 3
 
         async def renew() -> None:
-            """Extend the lease of the call still running, and save it (so no other worker settles it)."""
+            """Extend the lease of the call still running, and save it (so no other worker settles it).
+            A preview's call waits, unleased: nothing to extend."""
+            if run.conversation.tool_call(call_id).status is not ToolCallStatus.APPROVED:
+                return
             run.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
             await self.save(run)
 
@@ -78,7 +82,8 @@ class ToolRuns:
         except asyncio.CancelledError:
             # The task of this turn was stopped (a server shutting down past its grace period): the
             # call is settled now, in the save the driver makes on its way out, not when its lease ends.
-            run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
+            if run.conversation.tool_call(call_id).status is ToolCallStatus.APPROVED:  # not a preview's
+                run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
             raise
         finally:
             poll.close()

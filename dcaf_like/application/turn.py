@@ -71,6 +71,7 @@ from dcaf_like.application.ports import (
     ToolContext,
     ToolOutput,
 )
+from dcaf_like.application.previews import previewed, went_stale
 from dcaf_like.application.questions import answers_to, open_question
 from dcaf_like.application.transcript import TranscriptCache
 from dcaf_like.application.turn_settings import TurnSettings
@@ -197,6 +198,7 @@ class Turn:
             runnable = []
             for proposed in response.tool_calls:
                 call = propose(self.conversation, self.settings, proposed, self.trusted)
+                yield from previewed(self.conversation, self.settings, call, self.trusted)
                 if self.emits:
                     yield Emit(ToolCallProposed(ToolCallView.of(call)))
                 if call.status is ToolCallStatus.APPROVED:
@@ -324,6 +326,8 @@ class Turn:
                 refused = CallOutcome.ERROR if failed else CallOutcome.UNAUTHORIZED
                 conversation.record_tool_failure(call_id, f"not run: {refusal}", outcome=refused)
                 stopped = HOOK_FAILED if failed else None
+            elif (yield from went_stale(conversation, settings, call, self.trusted, emits=self.emits)):
+                continue  # not run: it waits again, with its new preview (ADR 38)
             else:
                 self._steps += 1
                 if self.emits:

@@ -506,14 +506,23 @@ class TerminalChat:
         self.say(f"\nThe agent wants to run {call['name']}: {call.get('tool_description', '')}")
         if why := call.get("approval_reason", call.get("reason")):  # `reason`: a server before ADR 20
             self.say(f"  why it waits: {why}")
+        if risk := call.get("risk"):
+            self.say(f"  risk: {risk}" + (" (cannot be undone)" if risk == "irreversible" else ""))
         self.say(f"  arguments: {_args(call['input'])}")
         if approvals := call.get("approvals"):  # a team rule: who approved so far, what it still needs
             self.say(f"  approvals: {_approvals_text(approvals)}")
+        if call.get("preview_error"):
+            self.say(f"  no preview: {call['preview_error']}")
+        elif call.get("preview") is not None:
+            self.say("  what it would do:")
+            for line in str(call["preview"]).splitlines():
+                self.say(f"    {line}")
+        bound = {"preview_digest": call["preview_digest"]} if call.get("preview_digest") else {}
         choices = "[y]es / [n]o / [e]dit" if call.get("editable") else "[y]es / [n]o"
         while True:
             answer = self.ask(f"approve? {choices}: ").strip().lower()
             if answer in ("y", "yes"):
-                return {"id": call["id"], "execute": True}
+                return {"id": call["id"], "execute": True, **bound}
             if answer in ("n", "no"):
                 reason = self.ask("reason (told to the agent): ").strip() or "rejected on the terminal"
                 return _rejection(call, reason)

@@ -346,6 +346,7 @@ class Conversation:
         approval_ttl: float | None = None,
         call_id: ToolCallId | None = None,
         requested_by: str | None = None,
+        risk: str | None = None,
         at: float | None = None,
     ) -> ToolCall:
         """Record a call the model proposed, attached to the latest assistant message; `requested_by`
@@ -369,6 +370,7 @@ class Conversation:
             secret_arguments=secret_arguments,
             context_fingerprint=self.platform_context.fingerprint,
             requested_by=requested_by,
+            risk=risk,
         )
         self.tool_calls[call_id.value] = call
         last = self.messages[-1]
@@ -538,6 +540,17 @@ class Conversation:
         call = self.tool_call(call_id)
         now = _now(at)
         call.record_failure(error, at=now, outcome=outcome, ran_for=ran_for)
+        self._changed(call_id)
+        self.version += 1
+        return call
+
+    def reopen_stale_call(
+        self, call_id: str, preview: str | None, *, error: str | None = None, at: float | None = None
+    ) -> ToolCall:
+        """An approved call whose preview, run again before it ran, changed: it waits again with the
+        new `preview` (or the `error` of the recheck), bound to the next approval (ADR 38)."""
+        call = self.tool_call(call_id)
+        call.went_stale(preview, error=error, at=_now(at))
         self._changed(call_id)
         self.version += 1
         return call

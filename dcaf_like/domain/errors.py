@@ -57,6 +57,19 @@ class ApprovalMismatch(DomainError):
         super().__init__(f"approval of tool call {call_id} does not match the proposal: {detail}")
 
 
+class PreviewChanged(DomainError):
+    """A decision sent against another preview of the call than the one it has now (ADR 38): the
+    approver decides again, having seen the current one."""
+
+    def __init__(self, call_id: str, current: dict[str, str | None]) -> None:
+        self.call_id = call_id
+        #: The call's preview now: ``preview``, ``preview_kind``, ``preview_error``, ``preview_digest``.
+        self.current = current
+        super().__init__(
+            f"the preview of tool call {call_id} changed since it was shown: decide again on the current one"
+        )
+
+
 class EditNotAllowed(DomainError):
     """Approving with edited arguments was asked for a tool that does not permit it."""
 

@@ -21,6 +21,7 @@ from dcaf_like.domain.errors import (
     EditNotAllowed,
     IllegalTransition,
     PolicyDenied,
+    PreviewChanged,
     ToolCallAlreadyDecided,
 )
 from dcaf_like.domain.identity import NOBODY, Trusted
@@ -127,6 +128,27 @@ def _copy(value: Any) -> Any:
     return value
 
 
+#: How a preview reads: a unified diff, a JSON document, or plain text.
+PREVIEW_KINDS = ("diff", "json", "text")
+
+
+def preview_kind(text: str) -> str:
+    """``diff`` for a unified diff (its ``---``/``+++`` or ``@@`` lines), ``json`` for a JSON object
+    or array, else ``text``."""
+    lines = text.splitlines()
+    if any(line.startswith("@@") for line in lines) or (
+        any(line.startswith("--- ") for line in lines) and any(line.startswith("+++ ") for line in lines)
+    ):
+        return "diff"
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            json.loads(text)
+        except ValueError:
+            return "text"
+        return "json"
+    return "text"
+
+
 def fingerprint(tool_name: str, tool_input: ToolInput) -> str:
     """What an approval binds to: the tool name and the canonical JSON of its arguments."""
     return hashlib.sha256(f"{tool_name}\x00{tool_input.canonical_json}".encode()).hexdigest()
@@ -191,7 +213,9 @@ _TERMINAL = frozenset(
 # arguments that fail the schema); it never reaches a tool. APPROVED -> INTERRUPTED is a call whose
 # run's lease ran out with no result recorded: its outcome is unknown. APPROVED -> ASKING is a tool that
 # asked the user before it acted; ASKING -> APPROVED is the answer, claiming it to run again with it;
-# ASKING -> FAILED is a question the user declined.
+# ASKING -> FAILED is a question the user declined. APPROVED -> PENDING is a call whose preview, run
+# again just before it would run, said something else (the world changed since it was approved): it
+# waits again, its new preview bound to the next approval (ADR 38).
 _TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
     {
         (ToolCallStatus.PENDING, ToolCallStatus.APPROVED),
@@ -201,6 +225,7 @@ _TRANSITIONS: frozenset[tuple[ToolCallStatus, ToolCallStatus]] = frozenset(
         (ToolCallStatus.APPROVED, ToolCallStatus.FAILED),
         (ToolCallStatus.APPROVED, ToolCallStatus.INTERRUPTED),
         (ToolCallStatus.APPROVED, ToolCallStatus.ASKING),
+        (ToolCallStatus.APPROVED, ToolCallStatus.PENDING),
         (ToolCallStatus.ASKING, ToolCallStatus.APPROVED),
         (ToolCallStatus.ASKING, ToolCallStatus.FAILED),
     }
@@ -269,6 +294,47 @@ class ToolCall:
     # did not run, or ran before durations were kept).
     outcome: CallOutcome | None = None
     ran_for: float | None = None
+    # What its tool declares a call may do (``read``, ``reversible``, ``irreversible`` or the operator's
+    # own level, :mod:`dcaf_like.domain.risk`); None: its tool declares nothing.
+    risk: str | None = None
+    # What the call would do, as its tool's preview said when it was proposed (docs/approvals.md, "What
+    # the approver sees"): its text, how to read it (PREVIEW_KINDS), or why the preview failed.
+    preview: str | None = None
+    preview_kind: str | None = None
+    preview_error: str | None = None
+    # Came back to wait after its preview went stale: a decision must echo the new preview's digest.
+    preview_bound: bool = False
+
+    @property
+    def preview_digest(self) -> str | None:
+        """What a decision that echoes the preview it was shown binds to (ADR 38); None: no preview."""
+        if self.preview_kind is None and self.preview_error is None:
+            return None
+        shown = f"{self.preview_kind or ''}\x00{self.preview or ''}\x00{self.preview_error or ''}"
+        return hashlib.sha256(shown.encode()).hexdigest()
+
+    def previewed(self, text: str) -> None:
+        """Its tool's preview said `text` (a unified diff, JSON, or plain text, told apart here)."""
+        if self.status is not ToolCallStatus.PENDING:
+            raise IllegalTransition(self.id.value, self.status.value, "previewed")
+        self.preview, self.preview_kind, self.preview_error = text, preview_kind(text), None
+
+    def preview_failed(self, error: str) -> None:
+        """Its tool's preview failed: the call still waits, and the approver sees why it has none."""
+        if self.status is not ToolCallStatus.PENDING:
+            raise IllegalTransition(self.id.value, self.status.value, "previewed")
+        self.preview, self.preview_kind, self.preview_error = None, None, error or "the preview failed"
+
+    def check_preview(self, digest: str | None) -> None:
+        """Refuse a decision sent against another preview than the call's (None: none was echoed)."""
+        if (digest is not None or self.preview_bound) and digest != self.preview_digest:
+            current = {
+                "preview": self.preview,
+                "preview_kind": self.preview_kind,
+                "preview_error": self.preview_error,
+                "preview_digest": self.preview_digest,
+            }
+            raise PreviewChanged(self.id.value, current)
 
     @property
     def fingerprint(self) -> str:
@@ -352,6 +418,23 @@ class ToolCall:
         """Its question was answered: `owner` claims it to run again, with the answer, until `until`."""
         self._move(ToolCallStatus.APPROVED)
         self.lease(owner, until=until)
+
+    def went_stale(self, preview: str | None, *, error: str | None = None, at: float) -> None:
+        """Approved, and its preview run again just before it ran says `preview`, not what was
+        approved: it is not run, and waits again for an approval of the new preview (its window, if
+        it has one, starts again; an edit approved with it stays). A recheck that failed (`error`)
+        proves nothing fresh: the call waits too."""
+        self._move(ToolCallStatus.PENDING)
+        if self.expires_at is not None:
+            self.expires_at = at + (self.expires_at - self.proposed_at)
+        self.decided_by = self.decided_by_kind = self.decided_at = None
+        self.lease_owner = self.lease_expires_at = None
+        self.approvals = ()
+        self.preview_bound = True
+        if preview is None:
+            self.preview_failed(error or "")
+        else:
+            self.previewed(preview)
 
     def _move(self, to_status: ToolCallStatus) -> None:
         if not can_transition(self.status, to_status):

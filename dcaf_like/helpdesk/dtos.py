@@ -32,6 +32,7 @@ class ToolCallDTO:
     tool_description: str = ""
     editable: bool = False
     approval_reason: str | None = None
+    risk: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As the protocol writes a waiting call (:func:`~dcaf_like.helpdesk.protocol.pending_call`)."""
@@ -47,6 +48,7 @@ class ToolCallDTO:
             tool_description=data.get("tool_description") or "",
             editable=data.get("editable", False) is True,
             approval_reason=data.get("approval_reason", data.get("reason")),
+            risk=data.get("risk"),
         )
 
     def view(self) -> ToolCallView:
@@ -58,6 +60,7 @@ class ToolCallDTO:
             description=self.tool_description,
             editable=self.editable,
             approval_reason=self.approval_reason,
+            risk=self.risk,
         )
 
 

@@ -74,11 +74,12 @@ def decision(
     edited: Mapping[str, Any] | None = None,
     reason: str | None = None,
     rejected: bool = False,
+    preview_digest: str | None = None,
 ) -> ToolDecision | None:
     """What a call echoed back decides: ``execute: true`` approves; ``execute: false`` with a rejection
     reason (or ``rejected: true``) rejects; a call echoed back undecided is no decision (None)."""
     if execute:
-        return ToolDecision(call_id, True, name, arguments, edited)
+        return ToolDecision(call_id, True, name, arguments, edited, preview_digest=preview_digest)
     if reason is not None or rejected:
         return ToolDecision(call_id, False, name, arguments, reason=reason or "")
     return None
@@ -289,6 +290,7 @@ def data_decisions(
                 edited=call.edited_input,
                 reason=call.rejection_reason,
                 rejected=call.rejected,
+                preview_digest=call.preview_digest,
             )
         )
         is not None
@@ -408,6 +410,21 @@ def _call_fields(call: ToolCallView) -> dict[str, Any]:
         "proposed_input": call.proposed_input,
         "edited": call.edited,
         "approval_reason": call.approval_reason,
+        "risk": call.risk,
+        **preview_fields(call),
+    }
+
+
+def preview_fields(call: ToolCallView) -> dict[str, Any]:
+    """``preview``, ``preview_kind``, ``preview_error`` and the ``preview_digest`` a decision echoes
+    (ADR 38), for a call whose tool previews its calls; nothing for one whose tool does not."""
+    if call.preview_digest is None:
+        return {}
+    return {
+        "preview": call.preview,
+        "preview_kind": call.preview_kind,
+        "preview_error": call.preview_error,
+        "preview_digest": call.preview_digest,
     }
 
 

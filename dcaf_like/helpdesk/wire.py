@@ -59,6 +59,10 @@ class ToolCallIn(BaseModel):
     )
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
     rejected: bool = Field(False, description="With execute false: reject without a reason.")
+    preview_digest: str | None = Field(
+        None,
+        description="The preview_digest of the preview the approver saw; must be the call's current one.",
+    )
 
 
 class AnswerIn(BaseModel):

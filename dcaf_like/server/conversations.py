@@ -101,6 +101,13 @@ class ToolCallRecord(BaseModel):
     requires_approval: bool
     editable: bool
     approval_reason: str | None = Field(description=APPROVAL_REASON_DOC)
+    risk: str | None = Field(
+        default=None, description="What its tool declares a call may do: read, reversible, irreversible, ..."
+    )
+    preview: str | None = Field(default=None, description="What its tool's preview says it would do.")
+    preview_kind: str | None = Field(default=None, description="How to read the preview: diff, json or text.")
+    preview_error: str | None = Field(default=None, description="Why the call has no preview.")
+    preview_digest: str | None = Field(default=None, description="What an approval echoes to bind to it.")
     rejection_reason: str | None = Field(description=REJECTION_REASON_DOC)
     reason: str | None = Field(deprecated="use approval_reason; goes in the next release")
     output: str | None = Field(description="The result's text.")
@@ -293,6 +300,11 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
                 "requires_approval": view.requires_approval,
                 "editable": view.editable,
                 "approval_reason": view.approval_reason,
+                "risk": view.risk,
+                "preview": view.preview,
+                "preview_kind": view.preview_kind,
+                "preview_error": view.preview_error,
+                "preview_digest": view.preview_digest,
                 "rejection_reason": view.rejection_reason,
                 "reason": view.approval_reason,  # deprecated: approval_reason
                 "output": view.output,

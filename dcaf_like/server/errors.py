@@ -43,6 +43,7 @@ from dcaf_like.domain import (
     PartTooLarge,
     PendingToolCalls,
     PolicyDenied,
+    PreviewChanged,
     QuestionClosed,
     QuestionExpired,
     ToolCallAlreadyDecided,
@@ -62,6 +63,8 @@ class HttpError:
     call_id: str | None = None
     conversation_id: str | None = None
     question_id: str | None = None
+    #: The call's current preview, for a decision sent against another (ADR 38).
+    preview: dict[str, Any] | None = None
 
     @property
     def is_client_error(self) -> bool:
@@ -69,7 +72,7 @@ class HttpError:
 
     def body(self, request_id: str) -> dict[str, Any]:
         detail: dict[str, Any] = {"code": self.code, "message": self.message, "request_id": request_id}
-        for key in ("field", "call_id", "conversation_id", "question_id"):
+        for key in ("field", "call_id", "conversation_id", "question_id", "preview"):
             value = getattr(self, key)
             if value is not None:
                 detail[key] = value
@@ -102,6 +105,15 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             )
         case ApprovalMismatch():
             return HttpError(409, "approval_mismatch", message, call_id=exc.call_id, conversation_id=conv)
+        case PreviewChanged():
+            return HttpError(
+                409,
+                "preview_changed",
+                message,
+                call_id=exc.call_id,
+                conversation_id=conv,
+                preview=exc.current,
+            )
         case ContextChanged():
             return HttpError(409, "context_changed", message, call_id=exc.call_id, conversation_id=conv)
         case PolicyDenied():

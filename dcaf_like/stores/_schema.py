@@ -264,6 +264,14 @@ ADDED: dict[type, dict[str, Any]] = {
         # before durations were kept: such a record is written back as it was.
         "outcome": None,
         "ran_for": None,
+        # Absent before tools declared a risk, and whenever its tool declares none (docs/approvals.md,
+        # "What the approver sees").
+        "risk": None,
+        # Absent before previews, and whenever its tool has none (ADR 38).
+        "preview": None,
+        "preview_kind": None,
+        "preview_error": None,
+        "preview_bound": False,
     },
     Question: {
         "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
@@ -274,7 +282,18 @@ ADDED: dict[type, dict[str, Any]] = {
 # without them are stored as they were before the field existed.
 SPARSE: dict[type, frozenset[str]] = {
     Message: frozenset({"runtime"}),
-    ToolCall: frozenset({"requested_by", "outcome", "ran_for"}),
+    ToolCall: frozenset(
+        {
+            "requested_by",
+            "outcome",
+            "ran_for",
+            "risk",
+            "preview",
+            "preview_kind",
+            "preview_error",
+            "preview_bound",
+        }
+    ),
 }
 
 # Stored under another name than the attribute's: an attribute renamed keeps the key it was first

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from dcaf_like.tools.schema import ArgumentSchema
 
 _NO_SECRETS: frozenset[str] = frozenset()
+#: Seconds a tool's preview may take unless it says (``@tool(preview=..., preview_timeout=...)``).
+DEFAULT_PREVIEW_TIMEOUT = 10.0
 
 
 class Unauthenticated(PermissionError):
@@ -58,6 +60,16 @@ class Tool:
     the text, as an MCP tool's.
     ``approvers`` says who must approve a call of it (``approvers(2, "sre")``: two distinct members
     of the group ``sre``, not the requester; docs/approvals.md, "Approvals by teams").
+    ``risk`` says what a call may do to the world: ``"read"``, ``"reversible"``, ``"irreversible"``
+    or a level of your own; approvers see it on every call, and an irreversible call is never
+    approved in bulk on the chat page without its own confirmation (docs/approvals.md, "What the
+    approver sees").
+    ``preview`` is a read-only function of the same arguments (and injected parameters) returning what
+    a call would do: a unified diff, JSON (a dict or a list) or text. It runs when the call is
+    proposed, within ``preview_timeout`` seconds, never as an execution; its approver sees it, and a
+    decision that echoes another preview than the call's is refused (ADR 38). With ``recheck=True``
+    the preview runs again just before the call would run: if it says something else, the call is not
+    run and waits again for an approval of the new preview.
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
@@ -75,7 +87,12 @@ class Tool:
         secret: Iterable[str] = (),
         timeout: float | None = None,
         approvers: Approvers | None = None,
+        risk: str | None = None,
+        preview: Callable[..., Any] | None = None,
+        preview_timeout: float = DEFAULT_PREVIEW_TIMEOUT,
+        recheck: bool = False,
     ) -> None:
+        from dcaf_like.domain.risk import checked_risk
         from dcaf_like.tools import schema as _schema
 
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
@@ -90,6 +107,9 @@ class Tool:
             )
         #: Who must approve a call of it (``approvers(2, "sre")``); None: today's one approver.
         self.approvers: Approvers | None = approvers
+        #: What a call of it may do: ``"read"``, ``"reversible"``, ``"irreversible"`` or a level of
+        #: your own (None: undeclared); shown to whoever approves it.
+        self.risk: str | None = None if risk is None else checked_risk(risk)
         self.editable = editable
         self.companions: tuple[Tool, ...] = ()
         if not self.name.replace("_", "").replace("-", "").isalnum():
@@ -114,6 +134,26 @@ class Tool:
             if unknown:
                 listed = ", ".join(sorted(unknown))
                 raise ValueError(f"tool {self.name!r}: no argument {listed} to mark secret")
+        #: What a call would do, run when it is proposed and shown to its approver (None: no preview).
+        self.preview: Tool | None = None
+        #: Run the preview again just before a call runs: a call whose preview changed since it was
+        #: approved is not run, and waits again with the new one (Terraform's stale plan).
+        self.recheck = recheck
+        if recheck and preview is None:
+            raise ValueError(f"tool {self.name!r}: recheck=True runs the preview again; give preview=")
+        if preview is not None:
+            if not requires_approval:
+                raise ValueError(f"tool {self.name!r}: a preview is shown to approvers; this tool needs none")
+            if not (isinstance(preview_timeout, int | float) and preview_timeout > 0):
+                raise ValueError(f"tool {self.name!r}: preview_timeout must be a positive number of seconds")
+            self.preview = Tool(
+                preview,
+                name=f"{self.name}_preview",
+                description=f"the preview of {self.name}",
+                requires_approval=False,
+                schema=self.input_schema,  # the tool's own: its arguments are validated once
+                timeout=preview_timeout,
+            )
         self.__doc__ = func.__doc__
         self.__name__ = self.name
         self.__wrapped__ = func
@@ -195,6 +235,10 @@ def tool(
     secret: Iterable[str] = (),
     timeout: float | None = None,
     approvers: Approvers | None = None,
+    risk: str | None = None,
+    preview: Callable[..., Any] | None = None,
+    preview_timeout: float = DEFAULT_PREVIEW_TIMEOUT,
+    recheck: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -210,6 +254,10 @@ def tool(
     secret: Iterable[str] = (),
     timeout: float | None = None,
     approvers: Approvers | None = None,
+    risk: str | None = None,
+    preview: Callable[..., Any] | None = None,
+    preview_timeout: float = DEFAULT_PREVIEW_TIMEOUT,
+    recheck: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -224,6 +272,10 @@ def tool(
             secret=secret,
             timeout=timeout,
             approvers=approvers,
+            risk=risk,
+            preview=preview,
+            preview_timeout=preview_timeout,
+            recheck=recheck,
         )
 
     return wrap(func) if func is not None else wrap

@@ -101,6 +101,12 @@ class Renamed:
         return self.tool.is_async
 
     @property
+    def risk(self) -> str | None:
+        """The tool's own risk, if it declares one (``@tool(risk=...)``)."""
+        risk: str | None = getattr(self.tool, "risk", None)
+        return risk
+
+    @property
     def timeout(self) -> float | None:
         """The tool's own time limit, if it has one (``@tool(timeout=...)``)."""
         limit: float | None = getattr(self.tool, "timeout", None)

@@ -720,3 +720,33 @@ def test_a_message_to_a_context_whose_call_expired_is_taken_alike_on_every_entra
     assert stored["messages"][-2]["content"] == "never mind"
     assert stored["messages"][-2]["at"] == 1_000_061.0
     assert cluster.deleted == []
+
+
+async def test_a_waiting_calls_risk_and_preview_are_in_the_status_data_and_bind_its_approval(start_server):
+    """docs/approvals.md, "What the approver sees": A2A status data carries the risk and the preview."""
+    from dcaf_like import tool
+
+    ran: list[str] = []
+
+    @tool(risk="irreversible", preview=lambda instance: f"would terminate {instance} and its 2 disks")
+    def terminate_instance(instance: str) -> str:
+        """Terminate an instance."""
+        ran.append(instance)
+        return "terminated"
+
+    runtime = FakeRuntime([tool_call("terminate_instance", instance="i-1"), reply("Terminated.")])
+    url = str(start_server(Agent(tools=[terminate_instance], runtime=runtime), a2a=True).base_url)
+
+    waiting = await send_task(url, message("terminate i-1"))
+    [pending] = status_data(waiting)["tool_calls"]
+    assert (pending["risk"], pending["preview_kind"]) == ("irreversible", "text")
+    assert pending["preview"] == "would terminate i-1 and its 2 disks"
+
+    forged = {"id": pending["id"], "execute": True, "preview_digest": "0" * 64}
+    with pytest.raises(InvalidParamsError, match="preview"):
+        await send_task(url, message(decisions=[forged], task=waiting))
+    assert ran == []
+    approval = {"id": pending["id"], "execute": True, "preview_digest": pending["preview_digest"]}
+    done = await send_task(url, message(decisions=[approval], task=waiting))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert ran == ["i-1"]

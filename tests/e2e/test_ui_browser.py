@@ -673,6 +673,121 @@ def test_approve_all_decides_every_waiting_call_of_the_turn_each_by_its_id(page,
     assert sorted(cluster.deleted) == [("default", "web-1"), ("default", "web-2")]
 
 
+def test_approve_all_never_covers_an_irreversible_call_without_its_own_confirmation(page, start_server):
+    """docs/approvals.md, "What the approver sees": each card shows its tool's risk, and "Approve all"
+    leaves an irreversible call waiting unless the box naming it is ticked."""
+    ran: list[str] = []
+
+    @tool(risk="reversible")
+    def stop_instance(instance: str) -> str:
+        """Stop an instance (it can be started again)."""
+        ran.append(f"stop {instance}")
+        return "stopped"
+
+    @tool(risk="irreversible")
+    def terminate_instance(instance: str) -> str:
+        """Terminate an instance and its disks."""
+        ran.append(f"terminate {instance}")
+        return "terminated"
+
+    runtime = FakeRuntime(
+        [
+            tool_calls(
+                tool_call("stop_instance", instance="i-1"), tool_call("terminate_instance", instance="i-2")
+            ),
+            reply("Stopped i-1."),
+            reply("Terminated i-2."),
+        ]
+    )
+    client = start_server(Agent(tools=[stop_instance, terminate_instance], runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "stop i-1 and terminate i-2")
+    terminate = page.locator('.card.pending[data-risk="irreversible"]')
+    expect(terminate.locator(".risk")).to_have_text("irreversible: cannot be undone")
+    expect(page.locator('.card[data-risk="reversible"] .risk')).to_have_text("risk: reversible")
+    screenshot(page, "risk-approve-all")
+
+    page.get_by_role("button", name="Approve all 1 reversible", exact=True).click()
+
+    expect(page.locator(".card.executed")).to_have_count(1)
+    expect(terminate).to_have_count(1)  # still waiting for its own decision
+    assert ran == ["stop i-1"]
+    terminate.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator(".card.executed")).to_have_count(2)
+    assert ran == ["stop i-1", "terminate i-2"]
+
+
+def test_approve_all_covers_an_irreversible_call_once_its_box_is_ticked(page, start_server):
+    """docs/approvals.md, "What the approver sees": the explicit confirmation lets one click approve all."""
+    ran: list[str] = []
+
+    @tool(risk="irreversible")
+    def terminate_instance(instance: str) -> str:
+        """Terminate an instance and its disks."""
+        ran.append(instance)
+        return "terminated"
+
+    runtime = FakeRuntime(
+        [
+            tool_calls(
+                tool_call("terminate_instance", instance="i-1"),
+                tool_call("terminate_instance", instance="i-2"),
+            ),
+            reply("Both terminated."),
+        ]
+    )
+    client = start_server(Agent(tools=[terminate_instance], runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "terminate both")
+    expect(page.get_by_role("button", name="Approve all 0 reversible", exact=True)).to_be_disabled()
+
+    page.get_by_label("also approve the 2 irreversible calls (cannot be undone)").check()
+    page.get_by_role("button", name="Approve all 2", exact=True).click()
+
+    expect(page.locator(".card.executed")).to_have_count(2)
+    assert sorted(ran) == ["i-1", "i-2"]
+
+
+def test_a_card_shows_the_preview_as_a_diff_and_a_stale_one_comes_back_for_a_new_approval(page, start_server):
+    """docs/approvals.md, "What the approver sees": the diff's + and - lines coloured; approving binds
+    to the preview shown, and a call whose preview went stale waits again with the new one."""
+    replicas = {"api": 2}
+    ran: list[int] = []
+
+    def plan(deployment: str, count: int) -> str:
+        head = f"--- {deployment}\n+++ {deployment}\n@@ spec @@\n"
+        return f"{head}-replicas: {replicas[deployment]}\n+replicas: {count}"
+
+    @tool(preview=plan, recheck=True, risk="reversible")
+    def scale(deployment: str, count: int) -> str:
+        """Scale a deployment."""
+        ran.append(count)
+        replicas[deployment] = count
+        return f"{deployment} scaled to {count}"
+
+    runtime = FakeRuntime([tool_call("scale", deployment="api", count=5), reply("Scaled.")])
+    client = start_server(Agent(tools=[scale], runtime=runtime))
+    page.goto(str(client.base_url))
+    send(page, "scale api to 5")
+    card = page.locator(".card.pending")
+    diff = card.get_by_label("What it would do")
+    expect(diff.locator(".line.del")).to_have_text(["-replicas: 2"])
+    expect(diff.locator(".line.add")).to_have_text(["+replicas: 5"])
+    assert diff.locator(".line.add").evaluate("line => getComputedStyle(line).color") == "rgb(22, 101, 52)"
+    screenshot(page, "preview-diff")
+
+    replicas["api"] = 3  # the world changed after the approver looked
+    card.get_by_role("button", name="Approve", exact=True).click()
+
+    expect(page.locator(".card.pending").get_by_label("What it would do").locator(".line.del")).to_have_text(
+        ["-replicas: 3"]
+    )
+    assert ran == []
+    page.locator(".card.pending").get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator(".card.executed")).to_have_count(1)
+    assert ran == [5]
+
+
 def test_on_a_phone_the_chat_fills_the_screen_and_send_can_be_pressed(browser, start_server, cluster):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()

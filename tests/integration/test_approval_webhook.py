@@ -258,6 +258,10 @@ def test_an_agent_tells_the_webhook_once_per_call_that_starts_waiting_secrets_ma
             "input": {"user": "alice", "new_key": "***"},
             "approval_reason": "rotate_key requires approval",
             "description": "Rotate a user's key.",
+            "risk": None,
+            "preview": None,
+            "preview_kind": None,
+            "preview_error": None,
         }
     ]
     assert b"s3cr3t-value" not in delivery["body"]

@@ -36,6 +36,7 @@ class ApiError extends Error {
     this.status = status;
     this.code = error.code || "http_error";
     this.requestId = error.request_id;
+    this.preview = error.preview; // the call's current preview, when a decision echoed another
   }
 }
 
@@ -259,9 +260,24 @@ function rejectedCard(call) {
 function pendingCard(call) {
   state.calls.set(call.id, call.input);
   const card = callCard(call.id, call.name, "pending",
+    riskBadge(call.risk),
     el("p", { class: "description" }, call.tool_description || ""),
     el("p", { class: "why" }, call.approval_reason || ""),
-    el("pre", { class: "args" }, pretty(call.input)));
+    el("pre", { class: "args" }, pretty(call.input)),
+    previewOf(call));
+  if (call.risk) card.dataset.risk = call.risk;
+  if (call.preview_digest) card.dataset.previewDigest = call.preview_digest;
+  // Bound to the preview shown: a decision sent against another is refused (409 preview_changed).
+  let bound = call.preview_digest ? { preview_digest: call.preview_digest } : {};
+  // Refused as sent against another preview: show the current one, and bind the next decision to it.
+  card.addEventListener("preview-changed", (event) => {
+    const current = { ...call, ...event.detail };
+    const shown = card.querySelector(".preview, .preview-error");
+    const fresh = previewOf(current);
+    if (shown && fresh) shown.replaceWith(fresh);
+    bound = { preview_digest: current.preview_digest };
+    card.dataset.previewDigest = current.preview_digest;
+  });
 
   const decide = decider(card, (decision) => turn("", [{ id: call.id, ...decision }]));
   const [reason, rejectForm] = rejection(decide);
@@ -288,7 +304,7 @@ function pendingCard(call) {
   } }, el("div", { class: "edit-area" }, edited, changes), el("button", { type: "submit" }, "Approve edited"));
 
   const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
+    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true, ...bound }, "approved") }, "Approve"),
     el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
       "Reject"),
     call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; showChanges(); } },
@@ -449,17 +465,48 @@ function diffLines(proposed, edit, asPatch = true) {
   });
 }
 
+// What its tool's preview says the call would do (docs/approvals.md, "What the approver sees"): a
+// unified diff line by line, + lines and - lines coloured; JSON or text as it is; or why there is none.
+function previewOf(call) {
+  if (call.preview_error) return el("p", { class: "preview-error" }, `No preview: ${call.preview_error}`);
+  if (call.preview == null) return null;
+  if (call.preview_kind !== "diff") return el("pre", { class: "preview" }, call.preview);
+  const kindOf = (line) => (line.startsWith("+++") || line.startsWith("---") ? "file"
+    : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "same");
+  return el("pre", { class: "preview diff-preview", "aria-label": "What it would do" },
+    ...call.preview.split("\n").map((line) => el("span", { class: `line ${kindOf(line)}` }, line, "\n")));
+}
+
+// What a call's tool declares it may do (docs/approvals.md, "What the approver sees").
+const IRREVERSIBLE = "irreversible";
+function riskBadge(risk) {
+  if (!risk) return null;
+  const text = risk === IRREVERSIBLE ? "irreversible: cannot be undone" : `risk: ${risk}`;
+  return el("span", { class: `risk risk-${risk.replace(/[^A-Za-z0-9_-]/g, "_")}` }, text);
+}
+
 // Several calls of one turn waiting: one button approves them all, in one request naming each call.
+// An irreversible call is left out unless the box naming it is ticked: "Approve all" never covers one
+// without its own confirmation.
 function offerApproveAll(calls) {
   if (calls.length < 2) return;
   const ids = calls.map((call) => call.id);
+  const irreversible = new Set(calls.filter((call) => call.risk === IRREVERSIBLE).map((call) => call.id));
   const bar = el("div", { class: "approve-all" });
+  const include = el("input", { type: "checkbox", name: "include-irreversible" });
+  const label = () => {
+    const count = include.checked ? ids.length : ids.length - irreversible.size;
+    button.textContent = irreversible.size && !include.checked ? `Approve all ${count} reversible` : `Approve all ${count}`;
+    button.disabled = count === 0;
+  };
   const button = el("button", { type: "button", class: "approve", onclick: async () => {
     const cards = ids.map((id) => document.querySelector(`.card[data-call-id="${CSS.escape(id)}"]`)).filter(Boolean);
-    const waiting = cards.filter((card) => card.classList.contains("pending"));
+    const waiting = cards.filter((card) => card.classList.contains("pending"))
+      .filter((card) => include.checked || !irreversible.has(card.dataset.callId));
     if (!waiting.length) { bar.remove(); return; }
     button.disabled = true;
-    const decisions = waiting.map((card) => ({ id: card.dataset.callId, execute: true }));
+    const decisions = waiting.map((card) => ({ id: card.dataset.callId, execute: true,
+      ...(card.dataset.previewDigest ? { preview_digest: card.dataset.previewDigest } : {}) }));
     if (await run(() => turn("", decisions))) {
       waiting.forEach((card) => {
         card.querySelector(".status").textContent = "approved";
@@ -472,6 +519,12 @@ function offerApproveAll(calls) {
     }
   } }, `Approve all ${ids.length}`);
   bar.append(button);
+  if (irreversible.size) {
+    include.addEventListener("change", label);
+    bar.append(el("label", { class: "include-irreversible" }, include,
+      ` also approve the ${irreversible.size} irreversible call${irreversible.size > 1 ? "s" : ""} (cannot be undone)`));
+  }
+  label();
   addToLog(bar);
 }
 
@@ -551,6 +604,9 @@ function showError(error) {
 
 // A refused decision is shown on the card it concerns, which stays usable.
 function showCardError(card, error) {
+  if (error.code === "preview_changed" && error.preview) {
+    card.dispatchEvent(new CustomEvent("preview-changed", { detail: error.preview }));
+  }
   clearCardError(card);
   card.querySelector(".actions").before(el("p", { class: "card-error", role: "alert" }, errorText(error)));
 }

@@ -367,3 +367,27 @@ def test_a_call_under_a_team_rule_shows_who_approved_so_far_and_what_it_still_ne
         "  approvals: 2 approvers from sre, not the requester; approved by alice; needs 1 more from sre"
         in shown
     )
+
+
+def test_the_terminal_shows_a_calls_risk_and_that_an_irreversible_one_cannot_be_undone():
+    """docs/approvals.md, "What the approver sees": the terminal names the risk before asking."""
+    irreversible = {**PENDING, "risk": "irreversible"}
+    transport = ScriptedTransport([done(irreversible)], [done()])
+
+    out = chat(transport, "delete it", "n", "not now")
+
+    assert "  risk: irreversible (cannot be undone)\n" in out
+    assert out.index("risk: irreversible") < out.index("approve?")
+
+
+def test_the_terminal_shows_a_calls_preview_and_binds_its_approval_to_it():
+    """docs/approvals.md, "What the approver sees": the preview before the question, its digest echoed."""
+    shown = {"preview": "-replicas: 2\n+replicas: 5", "preview_kind": "diff", "preview_digest": "d1"}
+    previewed = {**PENDING, **shown}
+    transport = ScriptedTransport([done(previewed)], [done()])
+
+    out = chat(transport, "scale it", "y")
+
+    assert "  what it would do:\n    -replicas: 2\n    +replicas: 5\n" in out
+    approval = {"id": "tc_1", "execute": True, "preview_digest": "d1"}
+    assert transport.sent[1]["data"]["tool_calls"] == [approval]

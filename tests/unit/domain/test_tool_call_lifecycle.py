@@ -16,6 +16,7 @@ from dcaf_like.domain import (
     IllegalTransition,
     InvalidToolInput,
     PendingToolCalls,
+    PreviewChanged,
     ToolCallAlreadyDecided,
     ToolCallStatus,
     ToolInput,
@@ -26,7 +27,8 @@ from dcaf_like.domain.tool_call import can_transition
 S = ToolCallStatus
 LEGAL = {(S.PENDING, S.APPROVED), (S.PENDING, S.REJECTED), (S.PENDING, S.FAILED),
          (S.APPROVED, S.EXECUTED), (S.APPROVED, S.FAILED), (S.APPROVED, S.INTERRUPTED),
-         (S.APPROVED, S.ASKING), (S.ASKING, S.APPROVED), (S.ASKING, S.FAILED)}  # fmt: skip
+         (S.APPROVED, S.ASKING), (S.ASKING, S.APPROVED), (S.ASKING, S.FAILED),
+         (S.APPROVED, S.PENDING)}  # fmt: skip
 ILLEGAL = sorted(set(itertools.product(S, S)) - LEGAL)
 
 
@@ -55,6 +57,8 @@ MOVES = {
     S.EXECUTED: lambda c, i: c.record_tool_result(i, "ok", at=1.0),
     S.FAILED: lambda c, i: c.record_tool_failure(i, "boom", at=1.0),
     S.INTERRUPTED: lambda c, i: c.interrupt_tool_call(i, "worker gone", at=1.0),
+    # Back to waiting: its preview, run again just before it ran, changed (ADR 38).
+    S.PENDING: lambda c, i: c.reopen_stale_call(i, "replicas: 3 -> 5", at=1.0),
 }
 PATHS = {S.PENDING: [], S.APPROVED: [S.APPROVED], S.REJECTED: [S.REJECTED],
          S.EXECUTED: [S.APPROVED, S.EXECUTED], S.FAILED: [S.APPROVED, S.FAILED],
@@ -76,6 +80,30 @@ def test_every_legal_transition_moves_the_call(source, target):
 
     assert call.status is target
     assert can_transition(source, target)
+
+
+@pytest.mark.parametrize("source", [source for source, target in ILLEGAL if target is S.PENDING])
+def test_only_an_approved_call_goes_back_to_waiting_when_its_preview_went_stale(source):
+    conversation, call = in_status(source)
+
+    with pytest.raises(IllegalTransition):
+        MOVES[S.PENDING](conversation, call.id.value)
+
+    assert call.status is source
+
+
+def test_a_call_back_to_waiting_holds_no_decision_and_needs_its_new_preview_echoed():
+    conversation, call = in_status(S.APPROVED)
+
+    conversation.reopen_stale_call(call.id.value, "replicas: 3 -> 5", at=2.0)
+
+    assert (call.status, call.decided_by, call.decided_at, call.preview) == (
+        S.PENDING,
+        None,
+        None,
+        "replicas: 3 -> 5",
+    )
+    assert call.preview_bound
 
 
 @pytest.mark.parametrize(("source", "target"), [p for p in ILLEGAL if p[1] is not S.PENDING])
@@ -107,8 +135,17 @@ def test_an_asking_call_is_not_approved_again_by_a_decision_only_by_its_answer()
     assert not call.is_abandoned(now=1e12)
 
 
-def test_nothing_leads_back_to_pending():
-    assert not any(can_transition(s, S.PENDING) for s in S)
+def test_only_a_stale_preview_leads_back_to_pending_and_a_replayed_approval_is_refused_then():
+    """docs/approvals.md, "What an approval binds to": single use, a call back to waiting included."""
+    assert [s for s in S if can_transition(s, S.PENDING)] == [S.APPROVED]
+    conversation, call = in_status(S.APPROVED)
+    approved_digest = call.preview_digest
+    conversation.reopen_stale_call(call.id.value, "replicas: 3 -> 5", at=2.0)
+
+    for replayed in (approved_digest, None):
+        with pytest.raises(PreviewChanged):
+            call.check_preview(replayed)
+    call.check_preview(call.preview_digest)
 
 
 def test_an_approval_binds_to_the_proposed_name_and_arguments():

@@ -182,6 +182,7 @@ calls = st.builds(
         st.booleans(),
     ),
     approvals=st.lists(st.builds(Approval, texts, times, st.integers(0, 3), texts), max_size=3).map(tuple),
+    risk=st.none() | st.text(min_size=1, max_size=12),  # a declared risk: never empty (SPARSE)
 )
 messages = st.builds(
     Message, st.sampled_from(Role), texts.map(MessageContent), times, st.lists(texts, max_size=3).map(tuple)
