@@ -22,8 +22,10 @@ from dcaf_like.application.notifications import ApprovalNotifier
 from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalCallback,
-    ConversationRepository,
+    ConversationStore,
     ExecutableTool,
+    Listing,
+    require,
 )
 from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tracing import Tracer
@@ -90,8 +92,9 @@ class Agent:
             (docs/runtimes.md). Required: none is chosen by default.
         approval_policy: Which calls run without a human, wait for one, or are denied; by default
             a tool's own ``requires_approval`` decides.
-        repository: Where conversations are kept: a ``ConversationRepository`` or a store URL
-            (docs/stores.md). By default in memory (``serve()`` then picks SQLite or ``DCAF_STORE``).
+        repository: Where conversations are kept: a ``ConversationRepository``, a
+            ``ConversationStore`` of your own, or a store URL (docs/stores.md). By default in
+            memory (``serve()`` then picks SQLite or ``DCAF_STORE``).
         max_iterations: Model calls a turn may make before it stops with ``"max_iterations"``.
         pause_on_tool_calls: Every tool call waits for a human, whatever the policy allows.
         approval_ttl: Seconds a pending call may wait for its decision; after that it can no longer
@@ -144,7 +147,7 @@ class Agent:
         description: str = "",
         runtime: AgentRuntime | str | None = None,
         approval_policy: ApprovalPolicy | None = None,
-        repository: ConversationRepository | str | None = None,
+        repository: ConversationStore | str | None = None,
         max_iterations: int = 10,
         pause_on_tool_calls: bool = False,
         approval_ttl: float | None = None,
@@ -223,13 +226,13 @@ class Agent:
         self._settings.tracer = tracer(self._settings.tracer)
         self._service = self._build_service(self.repository)
 
-    def use_repository(self, repository: ConversationRepository | str) -> None:
+    def use_repository(self, repository: ConversationStore | str) -> None:
         """Keep conversations in `repository` (or the store a URL names) from now on."""
         self.repository = open_store(repository, namespace=self.name)
         self.repository_chosen = True
         self._service = self._build_service(self.repository)
 
-    def _build_service(self, repository: ConversationRepository) -> AgentService:
+    def _build_service(self, repository: ConversationStore) -> AgentService:
         tools: list[ExecutableTool] = [*self.tools, *(self._loaded or ())]
         return AgentService(self.runtime, repository, tools=tools, **self._settings.arguments())
 
@@ -543,7 +546,7 @@ class Agent:
 
     def conversation_ids(self, limit: int = 100) -> list[str]:
         """This agent's stored conversations, most recently updated first."""
-        return self.repository.list_ids(limit)
+        return require(self.repository, Listing).list_ids(limit)
 
     def waiting_approvals(
         self, *, identity: Identity | None = None, cursor: str | None = None, limit: int = 50
@@ -561,7 +564,7 @@ class Agent:
 
     def delete_conversation(self, conversation_id: str) -> bool:
         """Forget a conversation; False if there was none."""
-        return self.repository.delete(conversation_id)
+        return require(self.repository, Listing).delete(conversation_id)
 
     def get_or_create_conversation(self, conversation_id: str | None = None) -> Conversation:
         """The stored conversation, or a new one saved under `conversation_id` (or a fresh id)."""

@@ -16,7 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dcaf_like.application.errors import ConversationNotFound, InvalidRequest, MissingScope
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import (
+    CancelFlags,
+    ConversationStore,
+    arecord_decisions,
+    record_decisions,
+    require,
+)
 from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import DecisionRecord, Identity
 
@@ -35,7 +41,7 @@ def check_conversation_id(conversation_id: str) -> None:
 class CancelRun:
     """Ask the turn running on a conversation (on any worker sharing the store) to stop."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
     clock: Callable[[], float]
 
     async def __call__(
@@ -54,16 +60,17 @@ class CancelRun:
             records = [
                 DecisionRecord.refused(conversation_id, reason, by=identity.name, entrance=entrance, at=at)
             ]
-            store.record_decisions(records) if blocking else await store.arecord_decisions(records)
+            record_decisions(store, records) if blocking else await arecord_decisions(store, records)
             raise refusal
+        flags = require(store, CancelFlags)
         found = store.get_recent(conversation_id) if blocking else await store.aget_recent(conversation_id)
         if found is None or not found.is_visible_to(identity):
             raise ConversationNotFound(conversation_id)  # another identity's: as if it did not exist
         at = self.clock()
         if blocking:
-            store.request_cancel(conversation_id, at=at)
+            flags.request_cancel(conversation_id, at=at)
         else:
-            await store.arequest_cancel(conversation_id, at=at)
+            await flags.arequest_cancel(conversation_id, at=at)
 
     def blocking(self, conversation_id: str, *, identity: Identity | None, entrance: str) -> None:
         """The same, from blocking code (``Agent.cancel``)."""

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from dcaf_like.application.cancel import check_conversation_id
 from dcaf_like.application.errors import ConversationNotFound, MissingScope, StoredConversationUnreadable
-from dcaf_like.application.ports import READ_CONCURRENCY, ConversationRepository
+from dcaf_like.application.ports import (
+    READ_CONCURRENCY,
+    ConversationStore,
+    Listing,
+    arecord_decisions,
+    require,
+)
 from dcaf_like.domain import Conversation, DecisionRecord, Identity
 
 logger = logging.getLogger("dcaf_like")
@@ -38,7 +44,7 @@ def _require(identity: Identity | None, scope: str, doing: str) -> None:
 class ReadConversation:
     """One conversation whole, as the caller may see it."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
 
     async def __call__(self, conversation_id: str, *, identity: Identity | None) -> Conversation:
         """Raises InvalidRequest (a malformed id), MissingScope (``read``) or ConversationNotFound (none,
@@ -64,13 +70,13 @@ class Listed:
 class ListConversations:
     """The caller's most recent conversations."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
 
     async def __call__(self, *, identity: Identity | None, limit: int) -> Listed:
         """At most `limit` of them. The store lists every owner's: for a caller who sees only its own,
         ever more of the most recent are read, up to SCAN_LIMIT. Raises MissingScope (``read``)."""
         _require(identity, "read", "list conversations")
-        store, asked = self.repository, limit
+        store, asked = require(self.repository, Listing), limit
         read: set[str] = set()
         found: list[Conversation] = []
         unreadable: list[StoredConversationUnreadable] = []
@@ -95,20 +101,20 @@ class DeleteConversation:
     """Forget a conversation: its pending calls can no longer be approved; the audit trail keeps the
     decisions made in it."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
     clock: Callable[[], float]
 
     async def __call__(self, conversation_id: str, *, identity: Identity | None, entrance: str) -> None:
         """Raises InvalidRequest, MissingScope (``chat``; audited) or ConversationNotFound."""
         check_conversation_id(conversation_id)
-        store = self.repository
+        store = require(self.repository, Listing)
         if identity is not None and not identity.can("chat"):
             refusal = MissingScope("chat", "delete conversations")
             reason = f"delete refused: {refusal}"
             record = DecisionRecord.refused(
                 conversation_id, reason, by=identity.name, entrance=entrance, at=self.clock()
             )
-            await store.arecord_decisions([record])
+            await arecord_decisions(store, [record])
             raise refusal
         if identity is not None and not identity.can("admin"):
             conversation = await store.aget_recent(conversation_id)
@@ -118,9 +124,7 @@ class DeleteConversation:
             raise ConversationNotFound(conversation_id)
 
 
-async def _load(
-    store: ConversationRepository, ids: list[str]
-) -> list[Conversation | StoredConversationUnreadable | None]:
+async def _load(store: Listing, ids: list[str]) -> list[Conversation | StoredConversationUnreadable | None]:
     """A page in one batch read (one round trip on Redis, never a connection per id); when one record
     in it is damaged, each is read on its own, READ_CONCURRENCY at once, so the others still list."""
     try:

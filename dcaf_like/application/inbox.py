@@ -2,8 +2,8 @@
 "One inbox"). The use case behind ``GET /api/approvals``, ``Agent.waiting_approvals`` and
 ``dcaf-like approvals``.
 
-It reads the store's index of waiting calls (:meth:`ConversationRepository.list_waiting`), never the
-conversations, so its cost grows with the calls that wait, not with the conversations kept. A caller
+It reads the store's index of waiting calls
+(:meth:`~dcaf_like.application.ports.WaitingIndex.list_waiting`), never the conversations, so its cost grows with the calls that wait, not with the conversations kept. A caller
 sees a call it could decide now:
 
 - under today's rule (one approver, anyone who may approve), a call of a conversation it may decide
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dcaf_like.application.errors import InvalidRequest, MissingScope
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore, WaitingIndex, require
 from dcaf_like.application.waiting import WaitingEntry
 from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import Identity
@@ -82,7 +82,7 @@ class InboxPage:
 class ListWaitingApprovals:
     """The calls waiting for the caller's decision."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
     groups: Mapping[str, frozenset[str]]
     clock: Callable[[], float]
 
@@ -105,7 +105,7 @@ class ListWaitingApprovals:
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidRequest("limit", f"a page holds 1 to {MAX_PAGE} calls, not {limit}")
         after = None if cursor is None else _read_cursor(cursor)
-        store = self.repository
+        store = require(self.repository, WaitingIndex)
         entries = store.list_waiting() if blocking else await store.alist_waiting()
         now = self.clock()
         member_of = groups_of(identity, self.groups)

@@ -12,7 +12,7 @@ from dcaf_like.application.errors import ModelError, ModelTimeout, scrub_excepti
 from dcaf_like.application.events import CancelRequested
 from dcaf_like.application.hooks import Purpose
 from dcaf_like.application.messages import ModelCompleted, ModelResponse, ReasoningDelta, TextDelta
-from dcaf_like.application.ports import AgentRuntime, ConversationRepository
+from dcaf_like.application.ports import AgentRuntime, ConversationStore, acancel_requested
 from dcaf_like.application.run_state import TurnRun
 from dcaf_like.application.runs import CANCEL_POLL, CancelPoll, RunCancelled
 from dcaf_like.application.tracing import NO_SPAN, Span, Tracer
@@ -27,7 +27,7 @@ class ModelCalls:
     def __init__(
         self,
         runtime: AgentRuntime,
-        repository: ConversationRepository,
+        repository: ConversationStore,
         tracer: Tracer,
         *,
         timeout: float | None,
@@ -99,7 +99,7 @@ class ModelCalls:
             return span, left if the_turns else own, the_turns, None
         conversation_id, since, repository = run.conversation.id, run.started, self.repository
         poll = CancelPoll(
-            lambda: repository.acancel_requested(conversation_id, since=since),
+            lambda: acancel_requested(repository, conversation_id, since=since),
             CANCEL_POLL,
             monotonic=self.monotonic,
         )

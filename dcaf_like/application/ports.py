@@ -1,11 +1,12 @@
 """Ports: what the application needs from the outside world, in its own types.
 
-A runtime implements one method (``invoke``); the others have defaults. A store implements six:
-reading a conversation (``get``), saving it with compare-and-set (``save``), forgetting one
-(``delete``), listing ids (``list_ids``), and appending to and reading the audit trail
-(``record_decisions``, ``decision_records``); its recent part, batch reads, cancel marks and
-retention have defaults a store may replace. The sync/async twins have defaults both ways, so an
-adapter writes only what its technology offers natively (as httpx's transports do).
+A runtime implements one method (``invoke``); the others have defaults. A store implements two
+(:class:`ConversationStore`: ``get`` and ``save``, compare-and-set) and declares what it does besides
+by subclassing a capability: :class:`AuditTrail`, :class:`CancelFlags`, :class:`Listing`,
+:class:`Retention`; :class:`ConversationRepository` is all of them, as the built-in stores are. An
+action that needs a capability its store lacks is refused by name (:func:`require`). The sync/async
+twins have defaults both ways, so an adapter writes only what its technology offers natively (as
+httpx's transports do).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, cast, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from dcaf_like.application.context import estimate_tokens
 from dcaf_like.application.dto import AgentRequest, AgentResponse
@@ -151,7 +153,7 @@ def _deltas_of(response: ModelResponse) -> Iterator[ModelStreamEvent]:
         yield TextDelta(response.text)
 
 
-#: Reads :meth:`ConversationRepository.aget_many` runs at once by default.
+#: Reads :meth:`Listing.aget_many` runs at once by default.
 READ_CONCURRENCY = 8
 
 
@@ -159,18 +161,24 @@ _DIGESTS_FIX = "implement append_digest and audit_tip (docs/operations.md, 'Prov
 _INBOX_FIX = "implement list_waiting, indexing waiting calls as it saves (docs/approvals.md, 'One inbox')"
 
 
-class ConversationRepository(ABC):
-    """Where conversations live between turns.
+class ConversationStore(ABC):
+    """Where conversations live between turns: the part every store implements, and all a turn needs.
 
-    :meth:`save` is a compare-and-set on :attr:`Conversation.version`: it writes only if the stored
-    version is still `expected_version` (0 for a conversation that must not exist yet), and raises
-    :class:`~dcaf_like.application.errors.ConcurrencyConflict` otherwise, writing nothing.
-
-    The store also keeps the audit trail: :meth:`save` appends the conversation's
-    :attr:`~Conversation.unsaved_decisions` with it (in the same write where the store allows) and
-    empties that list once written. Decision records are never rewritten and never deleted with their
-    conversation; they may expire by an `audit_ttl` of their own.
+    Two methods are required: :meth:`get` and :meth:`save`. :meth:`save` is a compare-and-set on
+    :attr:`Conversation.version`: it writes only if the stored version is still `expected_version`
+    (0 for a conversation that must not exist yet), and raises
+    :class:`~dcaf_like.application.errors.ConcurrencyConflict` otherwise, writing nothing. The
+    others have defaults. What a store does besides is a capability it declares by also subclassing
+    it (:class:`AuditTrail`, :class:`CancelFlags`, :class:`Listing`, :class:`Retention`); an action
+    that needs one a store lacks is refused with
+    :class:`~dcaf_like.application.errors.MissingCapability` naming it (:func:`require`).
+    :class:`ConversationRepository` declares them all, as the built-in stores do.
     """
+
+    #: What this part of a store lets an agent do, and how a store gains it: the words of
+    #: :class:`~dcaf_like.application.errors.MissingCapability` when a store lacks it.
+    ability: ClassVar[str] = "keep conversations"
+    fix: ClassVar[str] = "implement get and save"
 
     @abstractmethod
     def get(self, conversation_id: str) -> Conversation | None: ...
@@ -191,6 +199,41 @@ class ConversationRepository(ABC):
         reads what it needs rather than all of it."""
         return self.get(conversation_id)
 
+    def ping(self) -> None:
+        """One cheap round trip to the store (a readiness probe); raises if it does not answer.
+        This default reads a conversation that does not exist; stores override it with their
+        cheapest request."""
+        self.get("dcaf-ping")
+
+    async def aping(self) -> None:
+        """:meth:`ping` without blocking the event loop (stores with an async client override it)."""
+        await asyncio.to_thread(self.ping)
+
+    # Stores whose I/O blocks override these with a native async client.
+    async def aget(self, conversation_id: str) -> Conversation | None:
+        return self.get(conversation_id)
+
+    async def aget_recent(self, conversation_id: str) -> Conversation | None:
+        """:meth:`get_recent` on the event loop. This default is :meth:`aget` for a store without a
+        windowed read of its own, else its :meth:`get_recent`, in place (as :meth:`aget` reads)."""
+        if type(self).get_recent is ConversationStore.get_recent:
+            return await self.aget(conversation_id)
+        return self.get_recent(conversation_id)
+
+    async def asave(self, conversation: Conversation, expected_version: int) -> None:
+        self.save(conversation, expected_version)
+
+    async def aclose(self) -> None:  # noqa: B027  (optional hook: a store with an asyncio client closes it)
+        """Close the asyncio client of the running event loop (a server does this at shutdown)."""
+
+
+class Listing(ConversationStore):
+    """A store that lists, reads in batches and forgets conversations: the conversation list and
+    ``DELETE /api/conversations/{id}`` need it. Implement :meth:`list_ids` and :meth:`delete`."""
+
+    ability = "list or delete conversations"
+    fix = "subclass Listing and implement list_ids and delete (docs/stores.md)"
+
     @abstractmethod
     def delete(self, conversation_id: str) -> bool:
         """Remove a conversation; False if there was none."""
@@ -203,6 +246,24 @@ class ConversationRepository(ABC):
         """Several conversations at once, in the order asked (None for one that is gone): a page of
         the conversation list. Stores with a batch read (Redis: one pipelined round trip) override it."""
         return [self.get(i) for i in conversation_ids]
+
+    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
+        """:meth:`get_many` on the event loop: at most :data:`READ_CONCURRENCY` reads at once, so a
+        page of 500 never asks a client's connection pool for 500 connections."""
+        limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def one(conversation_id: str) -> Conversation | None:
+            async with limit:
+                return await self.aget(conversation_id)
+
+        return list(await asyncio.gather(*(one(i) for i in conversation_ids)))
+
+
+class Retention(Listing):
+    """A store that forgets conversations whose retention has passed (``dcaf-like prune``)."""
+
+    ability = "forget conversations past their retention"
+    fix = "subclass Retention (a Listing store: prune has a default) (docs/stores.md)"
 
     def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
         """Forget the conversations whose retention has passed (see
@@ -218,6 +279,18 @@ class ConversationRepository(ABC):
                 gone += 1 if dry_run else int(self.delete(conversation_id))
         return gone
 
+
+class AuditTrail(ConversationStore):
+    """A store that keeps the audit trail: :meth:`save` appends the conversation's
+    :attr:`~Conversation.unsaved_decisions` with it (in the same write where the store allows) and
+    empties that list once written. Decision records are never rewritten and never deleted with their
+    conversation; they may expire by an `audit_ttl` of their own. ``GET /api/audit`` and
+    ``dcaf-like verify`` need it; a store without it keeps no decision records.
+    Implement :meth:`record_decisions` and :meth:`decision_records`."""
+
+    ability = "keep the audit trail"
+    fix = "subclass AuditTrail and implement record_decisions and decision_records (docs/stores.md)"
+
     @abstractmethod
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         """Append decision records no save carries (decisions that were refused)."""
@@ -225,6 +298,14 @@ class ConversationRepository(ABC):
     @abstractmethod
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
         """The audit trail, newest first: one conversation's records, or every conversation's."""
+
+    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
+        self.record_decisions(records)
+
+    async def adecision_records(
+        self, conversation_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        return self.decision_records(conversation_id, limit)
 
     # The tamper-evident trail (ADR 34). A store links each record it appends to the one before, in
     # the write that appends it, so that two workers never fork the chain; these defaults suit a
@@ -241,12 +322,20 @@ class ConversationRepository(ABC):
     @property
     def keeps_digests(self) -> bool:
         """Whether this store writes signed digests of its trail (:meth:`append_digest`)."""
-        return type(self).append_digest is not ConversationRepository.append_digest
+        return type(self).append_digest is not AuditTrail.append_digest
 
     def append_digest(self, digest: AuditDigest) -> bool:
         """Write `digest` unless one with its number exists (another worker wrote it first): False then.
         A store that keeps no digests refuses (:class:`MissingCapability`)."""
         raise MissingCapability(type(self).__name__, "keep signed audit digests", _DIGESTS_FIX)
+
+
+class WaitingIndex(ConversationStore):
+    """A store that indexes the calls waiting for approval, for the inbox (docs/approvals.md, "One
+    inbox"). The built-in stores keep it; without it the inbox is refused by name."""
+
+    ability: ClassVar[str] = "list the calls waiting for approval"
+    fix: ClassVar[str] = _INBOX_FIX
 
     # The inbox (docs/approvals.md, "One inbox"): the calls waiting for approval, indexed as each save
     # writes them (:func:`~dcaf_like.application.waiting.index_changes`) and dropped with their
@@ -254,7 +343,7 @@ class ConversationRepository(ABC):
     @property
     def keeps_waiting_index(self) -> bool:
         """Whether this store indexes the calls waiting for approval (:meth:`list_waiting`)."""
-        return type(self).list_waiting is not ConversationRepository.list_waiting
+        return type(self).list_waiting is not WaitingIndex.list_waiting
 
     def list_waiting(self) -> list[WaitingEntry]:
         """Every call waiting for approval in this store, in no particular order (the inbox sorts,
@@ -267,63 +356,23 @@ class ConversationRepository(ABC):
             return self.list_waiting()  # refused at once: nothing to wait for
         return await asyncio.to_thread(self.list_waiting)
 
-    def ping(self) -> None:
-        """One cheap round trip to the store (a readiness probe); raises if it does not answer.
-        This default lists one id; stores override it with their cheapest request."""
-        self.list_ids(1)
 
-    async def aping(self) -> None:
-        """:meth:`ping` without blocking the event loop (stores with an async client override it)."""
-        await asyncio.to_thread(self.ping)
+class CancelFlags(ConversationStore):
+    """A store that keeps cancel requests: a mark per conversation that any worker may set, read by
+    the worker running the conversation's turn (docs/runs.md). A store several processes share keeps
+    it where they all see it. ``POST /api/conversations/{id}/cancel`` needs it; on a store without it
+    a turn is never asked to stop. Implement :meth:`request_cancel` and :meth:`cancel_requested`."""
 
-    # Stores whose I/O blocks override these with a native async client.
-    async def aget(self, conversation_id: str) -> Conversation | None:
-        return self.get(conversation_id)
+    ability = "keep cancel requests"
+    fix = "subclass CancelFlags and implement request_cancel and cancel_requested (docs/stores.md)"
 
-    async def aget_recent(self, conversation_id: str) -> Conversation | None:
-        """:meth:`get_recent` on the event loop. This default is :meth:`aget` for a store without a
-        windowed read of its own, else its :meth:`get_recent`, in place (as :meth:`aget` reads)."""
-        if type(self).get_recent is ConversationRepository.get_recent:
-            return await self.aget(conversation_id)
-        return self.get_recent(conversation_id)
-
-    async def aget_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
-        """:meth:`get_many` on the event loop: at most :data:`READ_CONCURRENCY` reads at once, so a
-        page of 500 never asks a client's connection pool for 500 connections."""
-        limit = asyncio.Semaphore(READ_CONCURRENCY)
-
-        async def one(conversation_id: str) -> Conversation | None:
-            async with limit:
-                return await self.aget(conversation_id)
-
-        return list(await asyncio.gather(*(one(i) for i in conversation_ids)))
-
-    async def asave(self, conversation: Conversation, expected_version: int) -> None:
-        self.save(conversation, expected_version)
-
-    async def arecord_decisions(self, records: Sequence[DecisionRecord]) -> None:
-        self.record_decisions(records)
-
-    async def adecision_records(
-        self, conversation_id: str | None = None, limit: int = 100
-    ) -> list[DecisionRecord]:
-        return self.decision_records(conversation_id, limit)
-
-    # Cancel requests: a mark per conversation that any worker may set, read by the worker running
-    # the conversation's turn (docs/runs.md). A store several processes share keeps it where they all
-    # see it; this default keeps it in this process's memory only.
+    @abstractmethod
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
         """Ask the turn running on this conversation (if any, on any worker) to stop."""
-        cancels: dict[str, float] | None = self.__dict__.get("_dcaf_cancels")
-        if cancels is None:
-            cancels = self.__dict__["_dcaf_cancels"] = {}
-        cancels[conversation_id] = at
 
+    @abstractmethod
     def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
         """True if a cancel of this conversation was requested at `since` or later."""
-        cancels: dict[str, float] | None = self.__dict__.get("_dcaf_cancels")
-        at = None if cancels is None else cancels.get(conversation_id)
-        return at is not None and at >= since
 
     async def arequest_cancel(self, conversation_id: str, *, at: float) -> None:
         self.request_cancel(conversation_id, at=at)
@@ -331,8 +380,80 @@ class ConversationRepository(ABC):
     async def acancel_requested(self, conversation_id: str, *, since: float) -> bool:
         return self.cancel_requested(conversation_id, since=since)
 
-    async def aclose(self) -> None:  # noqa: B027  (optional hook: a store with an asyncio client closes it)
-        """Close the asyncio client of the running event loop (a server does this at shutdown)."""
+
+CapabilityT = TypeVar("CapabilityT", bound=ConversationStore)
+
+
+def require(store: ConversationStore, capability: type[CapabilityT]) -> CapabilityT:
+    """`store` as a `capability` it declares (a subclass of :class:`ConversationStore`); raises
+    :class:`~dcaf_like.application.errors.MissingCapability` naming the store and the capability when
+    it does not: what an action that needs it calls first."""
+    if isinstance(store, capability):
+        return store
+    named = f"{capability.ability} ({capability.__name__})"
+    raise MissingCapability(type(store).__name__, named, capability.fix)
+
+
+# What a turn asks of a store's capabilities when it has them, and does without when it has not.
+def record_decisions(store: ConversationStore, records: Sequence[DecisionRecord]) -> None:
+    """Append refused decisions to `store`'s audit trail; nothing for a store that keeps none."""
+    if isinstance(store, AuditTrail):
+        store.record_decisions(records)
+
+
+async def arecord_decisions(store: ConversationStore, records: Sequence[DecisionRecord]) -> None:
+    """:func:`record_decisions` on the event loop."""
+    if isinstance(store, AuditTrail):
+        await store.arecord_decisions(records)
+
+
+def cancel_requested(store: ConversationStore, conversation_id: str, *, since: float) -> bool:
+    """Whether a cancel of the conversation was asked at `since` or later; False for a store that
+    keeps no cancel requests (no one can ask)."""
+    return isinstance(store, CancelFlags) and store.cancel_requested(conversation_id, since=since)
+
+
+async def acancel_requested(store: ConversationStore, conversation_id: str, *, since: float) -> bool:
+    """:func:`cancel_requested` on the event loop."""
+    return isinstance(store, CancelFlags) and await store.acancel_requested(conversation_id, since=since)
+
+
+class ConversationRepository(Retention, AuditTrail, CancelFlags, WaitingIndex):
+    """A store with every capability (:class:`ConversationStore` and :class:`Listing`,
+    :class:`Retention`, :class:`AuditTrail`, :class:`CancelFlags`): what the built-in stores are, and
+    what a store of your own subclasses to be one. Required: :meth:`get`, :meth:`save`, :meth:`delete`,
+    :meth:`list_ids`, :meth:`record_decisions` and :meth:`decision_records`; the rest have defaults.
+
+    Its cancel requests default to this process's memory only (correct for one process); a store
+    several processes share overrides :meth:`request_cancel` and :meth:`cancel_requested`."""
+
+    ability = "keep conversations, their list, the audit trail and cancel requests"
+    fix = "subclass ConversationRepository"
+
+    def ping(self) -> None:
+        """One cheap round trip to the store; this default lists one id."""
+        self.list_ids(1)
+
+    def request_cancel(self, conversation_id: str, *, at: float) -> None:
+        """Ask the turn running on this conversation to stop (this default: in this process only)."""
+        _local_cancels(self)[conversation_id] = at
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        """True if a cancel of this conversation was requested at `since` or later."""
+        at = _local_cancels(self).get(conversation_id)
+        return at is not None and at >= since
+
+
+_CANCELS: weakref.WeakKeyDictionary[ConversationRepository, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
+def _local_cancels(store: ConversationRepository) -> dict[str, float]:
+    """The in-process cancel marks of a store that keeps none of its own, kept beside it (never on it)."""
+    with _CANCELS_LOCK:
+        return _CANCELS.setdefault(store, {})
+
+
+_CANCELS_LOCK = threading.Lock()
 
 
 class ToolCancelled(Exception):
@@ -537,7 +658,7 @@ class ServedAgent(Protocol):
     def description(self) -> str: ...
 
     @property
-    def repository(self) -> ConversationRepository | None:
+    def repository(self) -> ConversationStore | None:
         """Where its conversations live; None for an agent that keeps none (an agent function): it
         has no conversation routes, no A2A tasks, and takes no store."""
 
@@ -555,7 +676,7 @@ class ServedAgent(Protocol):
         """Its time, in seconds since the epoch: what its windows are measured by, so an adapter that
         changes a conversation itself (an A2A task canceled) reads the time the agent's turns read."""
 
-    def use_repository(self, repository: ConversationRepository | str) -> None:
+    def use_repository(self, repository: ConversationStore | str) -> None:
         """Keep conversations in `repository` (or the store a URL names) from now on; TypeError for
         an agent that keeps none."""
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from dcaf_like.application.conversations import ReadConversation
 from dcaf_like.application.errors import ApplicationError
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore
 from dcaf_like.domain import Identity
 
 #: Lines kept of one run: a resume from before the oldest kept is refused (:class:`EventsExpired`).
@@ -136,7 +136,7 @@ class ReadRunEvents:
     the id well formed, the ``read`` scope, the conversation the caller's (as
     :class:`~dcaf_like.application.conversations.ReadConversation` checks)."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
     log: RunLog
 
     async def __call__(

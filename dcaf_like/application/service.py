@@ -51,8 +51,12 @@ from dcaf_like.application.ports import (
     AgentRuntime,
     ApprovalAnswer,
     ApprovalCallback,
-    ConversationRepository,
+    ConversationStore,
     ExecutableTool,
+    acancel_requested,
+    arecord_decisions,
+    cancel_requested,
+    record_decisions,
 )
 from dcaf_like.application.requests import RequestRules
 from dcaf_like.application.run_state import TurnRun
@@ -85,7 +89,7 @@ class AgentService:
     def __init__(
         self,
         runtime: AgentRuntime,
-        repository: ConversationRepository,
+        repository: ConversationStore,
         *,
         tools: Sequence[ExecutableTool] = (),
         policy: ApprovalPolicy | None = None,
@@ -338,9 +342,9 @@ class AgentService:
         except Exception:
             if refused:  # the audit trail keeps refusals too
                 if blocking:
-                    repository.record_decisions(refused)
+                    record_decisions(repository, refused)
                 else:
-                    await repository.arecord_decisions(refused)
+                    await arecord_decisions(repository, refused)
             raise
         # Saved before the model is asked when it claims calls (a call never runs twice), when it
         # starts a conversation (a run is readable, listed and cancellable from its first moment: its
@@ -429,8 +433,8 @@ class AgentService:
     async def _cancel_requested(self, run: TurnRun) -> bool:
         conversation_id, since = run.conversation.id, run.started
         if run.blocking:
-            return self.repository.cancel_requested(conversation_id, since=since)
-        return await self.repository.acancel_requested(conversation_id, since=since)
+            return cancel_requested(self.repository, conversation_id, since=since)
+        return await acancel_requested(self.repository, conversation_id, since=since)
 
     async def _instructions(self, context: RunContext[Any], run: TurnRun) -> str:
         if isinstance(self.system, str):

@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from dcaf_like.application.dto import QuestionAnswer, QuestionView, ToolCallView, ToolDecision
 from dcaf_like.application.errors import ConcurrencyConflict, ConversationNotFound, InvalidRequest
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore
 from dcaf_like.domain import (
     Attachment,
     Conversation,
@@ -158,7 +158,7 @@ def conversation_of(task_id: str) -> str:
 
 
 async def changed(
-    repository: ConversationRepository,
+    repository: ConversationStore,
     conversation_id: str,
     change: Callable[[Conversation | None], Conversation | None],
 ) -> Conversation | None:
@@ -187,7 +187,7 @@ class TaskLifecycle:
     """Opens, reads, records, ends and cancels the tasks of one agent's store. `identity` is who the
     server authenticated (None: a server without keys, which trusts its callers)."""
 
-    repository: ConversationRepository
+    repository: ConversationStore
     clock: Callable[[], float]
 
     async def get(self, task_id: str, *, identity: Identity | None) -> TaskView:

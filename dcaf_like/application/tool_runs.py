@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from dcaf_like.application.effects import RunTool, ToolOutcome
 from dcaf_like.application.events import CancelRequested, ToolProgress
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore, acancel_requested
 from dcaf_like.application.run_state import TurnRun
 from dcaf_like.application.runs import (
     CANCEL_POLL,
@@ -30,7 +30,7 @@ class ToolRuns:
 
     def __init__(
         self,
-        repository: ConversationRepository,
+        repository: ConversationStore,
         tracer: Tracer,
         save: Callable[[TurnRun], Awaitable[None]],
         *,
@@ -69,7 +69,7 @@ class ToolRuns:
             run.cancel_seen()
 
         poll = CancelPoll(
-            lambda: repository.acancel_requested(conversation_id, since=since),
+            lambda: acancel_requested(repository, conversation_id, since=since),
             CANCEL_POLL,
             on_cancel=on_cancel,
             monotonic=self.monotonic,

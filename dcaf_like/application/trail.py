@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import AuditTrail
 from dcaf_like.domain.trail import AuditDigest, DigestKey
 
 logger = logging.getLogger("dcaf_like.audit")
@@ -28,7 +28,7 @@ class DigestWriter:
 
     def __init__(
         self,
-        store: ConversationRepository,
+        store: AuditTrail,
         key: DigestKey,
         *,
         every_records: int = DIGEST_EVERY_RECORDS,

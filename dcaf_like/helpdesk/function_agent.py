@@ -32,7 +32,7 @@ from dcaf_like.application.events import (
     ToolStarted,
 )
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
-from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.ports import ConversationStore, ServedAgent
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.concurrency.bridges import iterate_in_thread, resolve, run_sync
 from dcaf_like.domain import Identity, PlatformContext, Session
@@ -199,7 +199,7 @@ class FunctionAgent:
         except Exception as exc:
             yield RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
 
-    def use_repository(self, repository: ConversationRepository | str) -> None:
+    def use_repository(self, repository: ConversationStore | str) -> None:
         raise TypeError(
             f"{type(self).__name__} keeps no conversations, so it takes no store; only an Agent does"
         )

@@ -20,7 +20,7 @@ from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.errors import InvalidRequest, MissingScope
 from dcaf_like.application.events import Done, RunFailed
 from dcaf_like.application.messages import TextDelta
-from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.ports import ConversationStore, ServedAgent
 from dcaf_like.application.requests import refuse_unaccepted
 from dcaf_like.application.tasks import (
     CANCELED,
@@ -120,7 +120,7 @@ class A2ATasks:
         self._running: set[asyncio.Future[None]] = set()
 
     @property
-    def repository(self) -> ConversationRepository:
+    def repository(self) -> ConversationStore:
         """The agent's store at the time of asking (one swapped after the app was built is the one seen)."""
         repository = self.agent.repository
         if repository is None:

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
-from dcaf_like.application.ports import ConversationRepository, ServedAgent, ToolProvider
+from dcaf_like.application.ports import ConversationStore, ServedAgent, ToolProvider
 from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
@@ -132,7 +132,7 @@ def create_app(
 
     if served.repository is not None:
 
-        def repository() -> ConversationRepository:
+        def repository() -> ConversationStore:
             """The agent's store at request time: one swapped after the app was built is the one seen."""
             current = served.repository
             if current is None:

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from dcaf_like.application.inbox import MAX_PAGE, InboxItem, ListWaitingApprovals
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore
 from dcaf_like.helpdesk.wire import ErrorBody
 from dcaf_like.server.auth import caller_of
 from dcaf_like.server.failures import failure
@@ -63,7 +63,7 @@ class InboxOut(BaseModel):
 
 
 def approval_routes(
-    repository: Callable[[], ConversationRepository],
+    repository: Callable[[], ConversationStore],
     groups: Mapping[str, frozenset[str]],
     clock: Callable[[], float],
 ) -> APIRouter:

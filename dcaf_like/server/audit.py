@@ -19,8 +19,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from dcaf_like.application import ports
 from dcaf_like.application.errors import MissingCapability
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore, require
 from dcaf_like.application.trail import DigestWriter
 from dcaf_like.concurrency.threads import in_thread
 from dcaf_like.domain.trail import DigestKey, Trail, record_hash
@@ -55,7 +56,7 @@ class AuditTrail(BaseModel):
 
 
 def audit_routes(
-    repository: Callable[[], ConversationRepository],
+    repository: Callable[[], ConversationStore],
 ) -> APIRouter:
     router = APIRouter(tags=["operations"])
 
@@ -76,7 +77,7 @@ def audit_routes(
         kept after its conversation is deleted. Operators only (the ``admin`` scope)."""
         try:
             caller_of(http).require("admin", "read the audit trail")
-            records = await repository().adecision_records(conversation_id, limit)
+            records = await require(repository(), ports.AuditTrail).adecision_records(conversation_id, limit)
         except Exception as exc:
             return failure(exc, conversation_id)
         return {"records": [record.to_dict() for record in records]}
@@ -96,7 +97,7 @@ def audit_routes(
         "digest"``), and last the chain's head (``"type": "head"``). Operators only (``admin``)."""
         try:
             caller_of(http).require("admin", "export the audit trail")
-            trail = await in_thread(repository().audit_trail)
+            trail = await in_thread(require(repository(), ports.AuditTrail).audit_trail)
         except Exception as exc:
             return failure(exc, None)
         return Response("".join(line + "\n" for line in json_lines(trail)), media_type="application/x-ndjson")
@@ -129,17 +130,18 @@ DIGEST_POLL = 5.0
 
 @asynccontextmanager
 async def signing(
-    repository: Callable[[], ConversationRepository | None],
+    repository: Callable[[], ConversationStore | None],
     key: DigestKey | None,
     *,
     poll: float = DIGEST_POLL,
 ) -> AsyncIterator[None]:
     """While the block runs, sign the trail's head when a digest is due (every so many records or
     seconds); when it ends, once more if any record is unsigned. No key, or no store: nothing."""
-    store = repository()
-    if key is None or store is None:
+    served = repository()
+    if key is None or served is None:
         yield
         return
+    store = require(served, ports.AuditTrail)
     if not store.keeps_digests:  # a key asks for signed digests: refused at start, not left unsigned
         raise MissingCapability(
             type(store).__name__,

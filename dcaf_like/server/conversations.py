@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from dcaf_like.application.cancel import CancelRun
 from dcaf_like.application.conversations import DeleteConversation, ListConversations, ReadConversation
 from dcaf_like.application.dto import ToolCallView
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 from dcaf_like.helpdesk.protocol import described
 from dcaf_like.helpdesk.wire import (
@@ -172,7 +172,7 @@ class ConversationOut(BaseModel):
 
 
 def conversation_routes(
-    repository: Callable[[], ConversationRepository], clock: Callable[[], float] = time.time
+    repository: Callable[[], ConversationStore], clock: Callable[[], float] = time.time
 ) -> APIRouter:
     router = APIRouter(prefix="/api/conversations", tags=["conversations"])
     errors: dict[int | str, dict[str, Any]] = {

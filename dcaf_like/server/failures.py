@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from dcaf_like.application.ports import ServedAgent
+from dcaf_like.application.ports import ServedAgent, arecord_decisions
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.middleware import current_request_id, logger
 from dcaf_like.server.runs import ShuttingDown
@@ -43,6 +43,6 @@ async def audit_refused(served: ServedAgent, exc: BaseException) -> None:
     if not refused or served.repository is None:
         return
     try:
-        await served.repository.arecord_decisions(refused)
+        await arecord_decisions(served.repository, refused)
     except Exception as failed:
         logger.warning("could not record %d refused decision(s): %s", len(refused), failed)

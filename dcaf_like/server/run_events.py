@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationStore
 from dcaf_like.application.run_events import EventsExpired, ReadRunEvents, RunLines, RunLog
 from dcaf_like.helpdesk.protocol import ndjson
 from dcaf_like.helpdesk.wire import ErrorBody
@@ -23,7 +23,7 @@ from dcaf_like.server.middleware import current_request_id
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def run_event_routes(repository: Callable[[], ConversationRepository], log: RunLog) -> APIRouter:
+def run_event_routes(repository: Callable[[], ConversationStore], log: RunLog) -> APIRouter:
     router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 
     @router.get(

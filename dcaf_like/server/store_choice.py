@@ -12,13 +12,13 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 from dcaf_like.application.errors import StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository, ServedAgent
+from dcaf_like.application.ports import ConversationStore, ServedAgent
 from dcaf_like.application.retention import DAY
 from dcaf_like.stores import DEFAULT_SQLITE_PATH, redact, store_from_environment
 
 DEFAULT_STORE = f"sqlite:///{DEFAULT_SQLITE_PATH}"
 
-Store = ConversationRepository | str
+Store = ConversationStore | str
 
 
 def with_retention(url: str, days: float | None) -> str:

@@ -29,10 +29,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationRepository, ConversationStore
 from dcaf_like.stores.memory import InMemoryConversationRepository
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 ENV_VAR = "DCAF_STORE"
 DEFAULT_SQLITE_PATH = "dcaf_like.sqlite3"
+
+StoreT = TypeVar("StoreT", bound=ConversationStore)
 
 __all__ = [
     "DEFAULT_SQLITE_PATH",
@@ -62,9 +64,16 @@ class StoreConfigError(ValueError):
     """A store URL that names no store, or options a store does not take."""
 
 
-def open_store(store: str | ConversationRepository, *, namespace: str = "default") -> ConversationRepository:
-    """A repository as is; a URL opened as the store it names (see the module's table)."""
-    if isinstance(store, ConversationRepository):
+@overload
+def open_store(store: str, *, namespace: str = "default") -> ConversationRepository: ...
+@overload
+def open_store(store: StoreT, *, namespace: str = "default") -> StoreT: ...
+
+
+def open_store(store: str | ConversationStore, *, namespace: str = "default") -> ConversationStore:
+    """A store as is (a :class:`~dcaf_like.application.ports.ConversationStore`); a URL opened as the
+    store it names (see the module's table)."""
+    if isinstance(store, ConversationStore):
         return store
     if not isinstance(store, str):
         raise TypeError(f"a store is a ConversationRepository or a URL, not {type(store).__name__}")
