@@ -3,8 +3,9 @@
 ``dcaf-like approvals``.
 
 It reads the store's index of waiting calls
-(:meth:`~dcaf_like.application.ports.WaitingIndex.list_waiting`), never the conversations, so its cost grows with the calls that wait, not with the conversations kept. A caller
-sees a call it could decide now:
+(:meth:`~dcaf_like.application.ports.WaitingIndex.list_waiting`), never the conversations, so its
+cost grows with the calls that wait, not with the conversations kept.
+A caller sees a call it could decide now:
 
 - under today's rule (one approver, anyone who may approve), a call of a conversation it may decide
   in: its own (`owner`, an API key's identity; every one for ``admin``), or any when no owner is
