@@ -185,6 +185,35 @@ def postgres_table(postgres_url: str) -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
 
 
+def _atomic_moto_server(server_module: Any) -> Any:
+    """moto's threaded server, each request handled whole before the next starts. DynamoDB applies a
+    conditional write or a transaction atomically; moto's backend checks the condition and writes
+    without a lock, so two threads may both pass the check (a compare-and-set with two winners, under
+    load). Serializing requests gives the emulator the atomicity the real service has."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    app_module = server_module.DomainDispatcherApplication, server_module.create_backend_app
+    lock = threading.Lock()
+
+    class Atomic(server_module.ThreadedMotoServer):  # type: ignore[misc]
+        def _server_entry(self) -> None:
+            dispatcher = app_module[0](app_module[1])
+
+            def app(environ: Any, start_response: Any) -> list[bytes]:
+                with lock:
+                    return list(dispatcher(environ, start_response))
+
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=server_module.MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return Atomic(ip_address="127.0.0.1", port=0, verbose=False)
+
+
 @pytest.fixture(scope="session")
 def dynamodb_endpoint() -> Iterator[str]:
     """DynamoDB emulated by moto's server on a loopback port (an emulator, not AWS)."""
@@ -194,7 +223,7 @@ def dynamodb_endpoint() -> Iterator[str]:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = _atomic_moto_server(server_module)
     server.start()
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
