@@ -51,9 +51,11 @@ from dcaf_like.application.events import (
     ToolCallProposed,
     ToolFinished,
     ToolProgress,
+    ToolQueued,
     ToolRejected,
     ToolStarted,
 )
+from dcaf_like.application.executors import ToolExecutor, ToolJob
 from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
 from dcaf_like.application.messages import (
     AssistantTurn,
@@ -80,6 +82,7 @@ from dcaf_like.application.ports import (
 )
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.service import InstructionProvider
+from dcaf_like.application.tool_jobs import InProcessExecutor, JobOutcome, ToolJobs
 from dcaf_like.commands import LocalCommandRunner, command_tool
 from dcaf_like.domain import (
     MAX_PART_BYTES,
@@ -263,6 +266,12 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
+    "ToolQueued",
+    "ToolExecutor",
+    "ToolJob",
+    "ToolJobs",
+    "InProcessExecutor",
+    "JobOutcome",
     "Toolset",
     "ToolsetUnavailable",
     "Trusted",

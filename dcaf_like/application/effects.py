@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, cast
 
 from dcaf_like.application.events import StreamEvent
+from dcaf_like.application.executors import ToolJob
 from dcaf_like.application.messages import ModelRequest
 from dcaf_like.application.ports import ExecutableTool, PendingApproval, ToolContext, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
@@ -60,6 +61,15 @@ class RunTool:
 
 
 @dataclass(slots=True)
+class Enqueue:
+    """Hand the job of an approved call, queued in the conversation, to the agent's executor once the
+    turn's conversation is saved (so the job finds the call queued, and the turn's own saves never
+    race the job's). The driver answers None."""
+
+    job: ToolJob
+
+
+@dataclass(slots=True)
 class Summarize:
     """Ask the agent's runtime for the summary of what no longer fits the context window: its
     response, or None when its call was stopped (cancel, time limit)."""
@@ -94,7 +104,17 @@ class CallHooks:
     arguments: tuple[Any, ...]
 
 
-Effect = ResolveInstructions | CallModel | Summarize | RunTool | AskApprover | Emit | CheckCancel | CallHooks
+Effect = (
+    ResolveInstructions
+    | CallModel
+    | Summarize
+    | RunTool
+    | Enqueue
+    | AskApprover
+    | Emit
+    | CheckCancel
+    | CallHooks
+)
 
 
 @dataclass(slots=True)
@@ -120,6 +140,8 @@ CANCELLED = "cancelled"
 HOOK_FAILED = "hook_failed"
 AWAITING_APPROVAL = "awaiting_approval"
 AWAITING_INPUT = "awaiting_input"
+#: Calls of the turn went to the agent's job engine: their results come later (docs/runs.md).
+RUNNING_IN_BACKGROUND = "running_in_background"
 #: The model failed and an ``on_error`` hook answered instead (docs/operations.md, "Hooks").
 FALLBACK = "fallback"
 

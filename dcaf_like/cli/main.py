@@ -219,6 +219,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="a JSON object sent as the platform context of every message (tenant, namespace, ...)",
     )
+    worker = commands.add_parser(
+        "worker",
+        help="run the background tools of an agent: a Celery worker taking the jobs of its CeleryExecutor",
+    )
+    worker.add_argument(
+        "target", help="FILE.py:NAME or MODULE:NAME: an Agent with executor=CeleryExecutor(...)"
+    )
+    worker.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    worker.add_argument(
+        "--store",
+        default=None,
+        help="where conversations live, as serve's --store: the API servers' store (default: the agent's, "
+        "else $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+    )
+    worker.add_argument(
+        "--concurrency", type=int, default=4, help="jobs run at once, each in a thread (default: %(default)s)"
+    )
+    worker.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
     _audit_parser(commands)
     return parser
 
@@ -282,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _prune(args)
     if args.command == "audit":
         return _audit(args)
+    if args.command == "worker":
+        return _worker(args)
     try:
         api_keys = None if args.api_keys_file is None else _keys_from_file(args.api_keys_file)
         key = signing_key(args.audit_key_file)  # checked here, so that a bad key stops the start
@@ -310,6 +332,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TargetError, ApplicationError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """``dcaf-like worker app.py:agent``: a Celery worker running the agent's background tools, on
+    the store its API servers use (docs/deployment.md, "The tool tier")."""
+    from dcaf_like.agent import Agent
+    from dcaf_like.jobs.celery import CeleryExecutor  # not at import: it loads celery
+
+    try:
+        target = load_target(args.target, factory=args.factory)
+        if not isinstance(target, Agent) or not isinstance(target.executor, CeleryExecutor):
+            raise TargetError(f"{args.target} has no job engine: give it Agent(executor=CeleryExecutor(...))")
+        executor = target.executor
+        attach_store(target, args.store, default=DEFAULT_STORE)
+        app = executor.worker_app(target.jobs)
+    except (TargetError, StoreConfigError, TypeError, ValueError) as exc:
+        print(f"dcaf-like worker: {exc}", file=sys.stderr)
+        return 2
+    app.worker_main(
+        [
+            "worker",
+            f"--queues={executor.queue}",
+            "--pool=threads",
+            f"--concurrency={args.concurrency}",
+            f"--loglevel={args.log_level.upper()}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
     return 0
 
 

@@ -61,6 +61,9 @@ class Tool:
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
+    ``background`` sends its approved calls to the agent's executor (a job engine's worker) instead
+    of running them in the turn: the turn does not wait for them (docs/runs.md, "Tools on a job
+    engine").
     """
 
     def __init__(
@@ -75,12 +78,15 @@ class Tool:
         secret: Iterable[str] = (),
         timeout: float | None = None,
         approvers: Approvers | None = None,
+        background: bool = False,
     ) -> None:
         from dcaf_like.tools import schema as _schema
 
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise ValueError(f"tool {name or func.__name__!r}: timeout must be a positive number of seconds")
         self.timeout: float | None = timeout
+        #: Its approved calls run on the agent's executor, not in the turn.
+        self.background = background
         self.func = func
         self.name = name or func.__name__
         self.requires_approval = requires_approval
@@ -195,6 +201,7 @@ def tool(
     secret: Iterable[str] = (),
     timeout: float | None = None,
     approvers: Approvers | None = None,
+    background: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -210,6 +217,7 @@ def tool(
     secret: Iterable[str] = (),
     timeout: float | None = None,
     approvers: Approvers | None = None,
+    background: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -224,6 +232,7 @@ def tool(
             secret=secret,
             timeout=timeout,
             approvers=approvers,
+            background=background,
         )
 
     return wrap(func) if func is not None else wrap

@@ -347,3 +347,19 @@ def test_stopping_is_said_once_whoever_asked_for_the_cancel():
     assert "a cancel was asked for" not in mine
     assert another.count("(a cancel was asked for: the run stops at its next step)") == 1
     assert "(run cancelled)" in another
+
+
+def test_a_call_sent_to_the_background_is_said_with_how_to_read_its_result():
+    """docs/runs.md, "Tools on a job engine": `dcaf-like chat` says the call runs in the background."""
+    meta = {"stop_reason": "running_in_background"}
+    done = {
+        "type": "done",
+        "conversation_id": "conv_1",
+        "message": {"data": {"tool_calls": []}, "meta": meta},
+    }
+    transport = ScriptedTransport([{"type": "tool_queued", "id": "tc_1", "name": "drain_node"}, done])
+
+    shown = chat(transport, "drain n1")
+
+    assert "  drain_node runs in the background: send an empty line later for its result\n" in shown
+    assert "  (a tool runs in the background)\n" in shown
