@@ -9,9 +9,10 @@ delivered twice, replayed by hand, or forged runs nothing (docs/runs.md, "Tools 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application.effects import RunTool, ToolOutcome
@@ -25,6 +26,9 @@ from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import Conversation, Session, ToolCall, ToolCallStatus
 
 logger = logging.getLogger("dcaf_like.jobs")
+
+#: The error of a call whose job found the conversation cancelled before its tool started.
+NOT_RUN_CANCELLED = "not run: the run was cancelled before it"
 
 #: Times a worker reads and saves again when another writer saved the conversation first.
 ATTEMPTS = 5
@@ -93,24 +97,22 @@ class ToolJobs:
         if isinstance(claim, JobOutcome):
             return claim
         conversation, call = claim
+        # A cancel of the conversation asked since the call was approved reaches its job: before the
+        # tool starts, or at each lease renewal while it runs (docs/runs.md, "Tools on a job engine").
+        since = call.decided_at or 0.0
         tool = self.tools.get(call.name)
         if tool is None:
             error = f"tool {call.name!r} is not available on the worker that took its job"
             return await self._record(job, ToolOutcome(error=error), None, blocking)
+        if await self._cancelled(job, since, blocking):
+            return await self._record(job, ToolOutcome(error=NOT_RUN_CANCELLED), None, blocking)
         session = Session(conversation.session)
         context = ToolContext(
             conversation.id, call.id.value, conversation.platform_context, session, None, self.deps
         )
         if conversation.questions:
-            context = ToolContext(
-                conversation.id,
-                call.id.value,
-                conversation.platform_context,
-                session,
-                None,
-                self.deps,
-                answers=answers_to(conversation, call.id.value),
-            )
+            context = replace(context, answers=answers_to(conversation, call.id.value))
+        signal = context.cancel_signal
         timeout: float | None = getattr(tool, "timeout", None)
         limit = f"the tool's time limit of {timeout:g} s" if timeout is not None else ""
         effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
@@ -118,9 +120,10 @@ class ToolJobs:
         span = self.tracer.start("dcaf.tool", attributes)
         every = self.lease_ttl / 3
         if blocking:
-            outcome = run_tool(effect, span, renew=lambda: at_once(self._renew(job, True)), every=every)
+            renewed = lambda: at_once(self._renew(job, True, signal, since))  # noqa: E731
+            outcome = run_tool(effect, span, renew=renewed, every=every)
         else:
-            renew = lambda: self._renew(job, False)  # noqa: E731
+            renew = lambda: self._renew(job, False, signal, since)  # noqa: E731
             outcome = await arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
         return await self._record(job, outcome, session, blocking)
 
@@ -142,11 +145,22 @@ class ToolJobs:
             return conversation, call
         return JobOutcome("refused", "the conversation kept changing under the claim")
 
-    async def _renew(self, job: ToolJob, blocking: bool) -> None:
+    async def _renew(self, job: ToolJob, blocking: bool, signal: threading.Event, since: float) -> None:
+        """Extend the lease of the call still running, and tell the tool of a cancel asked since its
+        approval (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`)."""
+
         def renew(conversation: Conversation) -> None:
             conversation.lease_tool_call(job.call_id, self.worker, until=self.clock() + self.lease_ttl)
 
         await self._change(job, renew, blocking)
+        if not signal.is_set() and await self._cancelled(job, since, blocking):
+            signal.set()
+
+    async def _cancelled(self, job: ToolJob, since: float, blocking: bool) -> bool:
+        repository = self.repository
+        if blocking:
+            return repository.cancel_requested(job.conversation_id, since=since)
+        return await repository.acancel_requested(job.conversation_id, since=since)
 
     async def _record(
         self, job: ToolJob, outcome: ToolOutcome, session: Session | None, blocking: bool

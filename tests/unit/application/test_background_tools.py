@@ -5,12 +5,15 @@ runs it once, wherever it runs; the next turn reads its result."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
 
-from dcaf_like import Agent, InProcessExecutor, ToolDecision, ToolJob, ToolQueued, tool
+from dcaf_like import Agent, InProcessExecutor, ToolContext, ToolDecision, ToolJob, ToolQueued, tool
 from dcaf_like.application.executors import QUEUED, InvalidJob
+from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.tool_jobs import JobOutcome
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.stores.memory import InMemoryConversationRepository
@@ -304,3 +307,50 @@ def test_a_message_that_is_not_a_job_is_refused(message: Any) -> None:
 def test_a_job_reads_back_from_its_message() -> None:
     job = ToolJob("conv_1", "tc_1", "a" * 64)
     assert ToolJob.of(job.to_dict()) == job
+
+
+def test_a_cancel_asked_before_the_job_starts_stops_it_before_the_tool_runs() -> None:
+    """Tools on a job engine: a cancel of the conversation asked after the approval reaches the job:
+    before the tool starts, the call fails, not run."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("Cancelled.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    agent.cancel(asked.conversation_id)
+    assert agent.jobs.run(kept.jobs[0]) == JobOutcome("failed", "not run: the run was cancelled before it")
+    assert runs == []
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert call.status is ToolCallStatus.FAILED
+
+
+def test_a_cancel_asked_while_the_job_runs_reaches_the_tool_at_its_next_lease_renewal() -> None:
+    """Tools on a job engine: a cancel asked while the tool runs turns its context's `cancelled` true
+    at the worker's next lease renewal; a tool that looks stops, and its call fails as stopped."""
+    started = threading.Event()
+
+    @tool(background=True)
+    def evict_pods(node: str, context: ToolContext) -> str:
+        """Evict the pods of a node one by one."""
+        started.set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # a bounded wait for the cancel, not a measure of time
+            context.check_cancelled()
+            time.sleep(0.01)
+        return "never cancelled"
+
+    model = FakeRuntime([tool_calls(tool_call("evict_pods", node="n1")), reply("Stopped.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[evict_pods], runtime=model, executor=kept, lease_ttl=0.3)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    outcomes: list[JobOutcome] = []
+    worker = threading.Thread(target=lambda: outcomes.append(agent.jobs.run(kept.jobs[0])))
+    worker.start()
+    assert started.wait(60)
+    agent.cancel(asked.conversation_id)
+    worker.join(60)
+    [outcome] = outcomes
+    assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL)
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
