@@ -3,7 +3,8 @@
 The broker and queue are ``DCAF_TEST_BROKER_URL`` and ``DCAF_TEST_QUEUE``. ``drain_node`` appends a
 line to the file ``DCAF_TEST_LEDGER`` when it starts, then waits for the file ``DCAF_TEST_RELEASE``
 (a node that takes as long as the test wants), and appends a line when it ends. Leases last
-``DCAF_TEST_LEASE`` seconds. The model is scripted (``FakeRuntime``): the API side is the test.
+``DCAF_TEST_LEASE`` seconds. The model is the scripted OpenAI-compatible server at
+``DCAF_TEST_OPENAI_URL`` when it is set (API servers the test restarts), else a ``FakeRuntime``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import os
 import time
 from pathlib import Path
 
-from dcaf_like import Agent, tool
+from dcaf_like import Agent, AgentRuntime, tool
 from dcaf_like.jobs.celery import CeleryExecutor
+from dcaf_like.runtimes.openai_chat import OpenAIRuntime
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
 
 
@@ -40,6 +42,7 @@ def make_agent() -> Agent:
         reply("n2 is drained."),
     ]
     lease = float(os.environ["DCAF_TEST_LEASE"])
-    return Agent(
-        tools=[drain_node], runtime=FakeRuntime(script), name="ops", executor=executor, lease_ttl=lease
-    )
+    runtime: AgentRuntime = FakeRuntime(script)
+    if url := os.environ.get("DCAF_TEST_OPENAI_URL"):
+        runtime = OpenAIRuntime("test-model", base_url=url, max_retries=0)
+    return Agent(tools=[drain_node], runtime=runtime, name="ops", executor=executor, lease_ttl=lease)

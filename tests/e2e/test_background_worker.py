@@ -17,10 +17,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from _helpdesk import approve, user
+from _server import dcaf_like_serve
 
 from dcaf_like import Agent, ToolDecision
 from dcaf_like.domain import ToolCallStatus
+from dcaf_like.testing import OpenAICompatibleServer
 
 pytest.importorskip("celery", reason="the celery extra is not installed: pip install -e '.[celery]'")
 
@@ -92,7 +96,7 @@ def api_agent(setting: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Agent
     return agent
 
 
-def approve(agent: Agent, text: str, conversation_id: str | None = None) -> tuple[str, str]:
+def approved_in(agent: Agent, text: str, conversation_id: str | None = None) -> tuple[str, str]:
     asked = agent.run(text, conversation_id=conversation_id)
     [pending] = asked.pending_tool_calls
     decided = agent.decide(asked.conversation_id, [ToolDecision(pending.id, True)])
@@ -111,7 +115,7 @@ def test_a_job_runs_on_the_worker_and_the_next_turn_reads_its_result(
     agent = api_agent(setting, monkeypatch)
     Path(setting["DCAF_TEST_RELEASE"]).touch()
     with worker(setting) as process:
-        conversation_id, call_id = approve(agent, "drain n1")
+        conversation_id, call_id = approved_in(agent, "drain n1")
         wait_for(
             lambda: status(agent, conversation_id, call_id) is ToolCallStatus.EXECUTED, "the job's result"
         )
@@ -129,7 +133,7 @@ def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_agai
     agent = api_agent(setting, monkeypatch)
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     with worker(setting) as first:
-        conversation_id, call_id = approve(agent, "drain n1")
+        conversation_id, call_id = approved_in(agent, "drain n1")
         wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=30)
@@ -139,7 +143,7 @@ def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_agai
     assert settled.text == "n1 is drained."  # the run went on past it
     Path(setting["DCAF_TEST_RELEASE"]).touch()
     with worker(setting) as second:
-        _, later = approve(agent, "drain n2", conversation_id)
+        _, later = approved_in(agent, "drain n2", conversation_id)
         wait_for(
             lambda: status(agent, conversation_id, later) is ToolCallStatus.EXECUTED, "the next job's result"
         )
@@ -149,3 +153,47 @@ def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_agai
             f"{second.pid} finished n2",
         ]
     assert status(agent, conversation_id, call_id) is ToolCallStatus.INTERRUPTED
+
+
+def test_a_job_runs_on_while_the_api_server_is_restarted(setting: dict[str, str]) -> None:
+    """Tools on a job engine: an approval over HTTP enqueues the job; the API server is stopped and
+    another started while the tool runs; the job ends on the worker, and the new server's next turn
+    reads its result."""
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    with OpenAICompatibleServer() as model:
+        env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+        env["DCAF_TEST_OPENAI_URL"] = model.base_url
+        serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
+        model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+        with worker(setting), dcaf_like_serve(*serve, env=env) as first:
+            proposed = httpx.post(f"{first.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
+            data = proposed.json()["data"]
+            conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
+            approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+            approved = httpx.post(f"{first.url}/api/chat", json=approval, timeout=30).json()
+            assert approved["meta"]["stop_reason"] == "running_in_background"
+            wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+            assert first.process is not None
+            first.process.terminate()
+            first.process.wait(timeout=30)
+            with dcaf_like_serve(*serve, env=env) as second:
+                Path(setting["DCAF_TEST_RELEASE"]).touch()
+
+                def executed() -> bool:
+                    read = httpx.get(f"{second.url}/api/conversations/{conversation_id}", timeout=10).json()
+                    return [c["status"] for c in read["tool_calls"]] == ["executed"]
+
+                wait_for(executed, "the job's result in the store")
+                model.reply("n1 is drained.")
+                answer = httpx.post(
+                    f"{second.url}/api/chat",
+                    json={"messages": [user(conversation_id=conversation_id)]},
+                    timeout=30,
+                ).json()
+    assert answer["content"] == "n1 is drained.", answer
+    [result] = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+    assert result["content"] == "n1 drained"
+    assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == [
+        "started n1",
+        "finished n1",
+    ]
