@@ -21,7 +21,7 @@ from dcaf_like.application.executors import QUEUE_TTL, QUEUED, ToolJob
 from dcaf_like.application.ports import ConversationRepository, ExecutableTool, ToolContext, ToolOutput
 from dcaf_like.application.questions import answers_to, open_question
 from dcaf_like.application.runs import arun_tool, run_tool
-from dcaf_like.application.tracing import NoTracer, Tracer
+from dcaf_like.application.tracing import NoTracer, Span, Tracer
 from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import Conversation, Session, ToolCall, ToolCallStatus
 
@@ -80,7 +80,16 @@ class ToolJobs:
         return await self._run(job, blocking=False)
 
     async def _run(self, job: ToolJob, *, blocking: bool) -> JobOutcome:
-        outcome = await self._claimed_and_run(job, blocking)
+        attributes = {"dcaf.conversation_id": job.conversation_id, "dcaf.call_id": job.call_id}
+        span = self.tracer.start("dcaf.job", attributes)
+        try:
+            outcome = await self._claimed_and_run(job, blocking, span)
+            span.set("dcaf.job.outcome", outcome.outcome)  # what the metrics count
+        except Exception as exc:
+            span.fail(exc)
+            raise
+        finally:
+            span.end()
         if outcome.outcome == "refused":
             logger.warning(
                 "job for call %s of conversation %s refused: %s",
@@ -92,7 +101,7 @@ class ToolJobs:
             self.on_outcome(outcome)
         return outcome
 
-    async def _claimed_and_run(self, job: ToolJob, blocking: bool) -> JobOutcome:
+    async def _claimed_and_run(self, job: ToolJob, blocking: bool, parent: Span) -> JobOutcome:
         claim = await self._claim(job, blocking)
         if isinstance(claim, JobOutcome):
             return claim
@@ -117,7 +126,7 @@ class ToolJobs:
         limit = f"the tool's time limit of {timeout:g} s" if timeout is not None else ""
         effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
         attributes = {"dcaf.tool": tool.name, "dcaf.call_id": call.id.value, "dcaf.job": "background"}
-        span = self.tracer.start("dcaf.tool", attributes)
+        span = self.tracer.start("dcaf.tool", attributes, parent)
         every = self.lease_ttl / 3
         if blocking:
             renewed = lambda: at_once(self._renew(job, True, signal, since))  # noqa: E731

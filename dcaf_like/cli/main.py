@@ -237,6 +237,13 @@ def _parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=4, help="jobs run at once, each in a thread (default: %(default)s)"
     )
     worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics (jobs by outcome, the tools they ran) at /metrics on this port",
+    )
+    worker.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     _audit_parser(commands)
@@ -347,6 +354,13 @@ def _worker(args: argparse.Namespace) -> int:
             raise TargetError(f"{args.target} has no job engine: give it Agent(executor=CeleryExecutor(...))")
         executor = target.executor
         attach_store(target, args.store, default=DEFAULT_STORE)
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            from dcaf_like.telemetry.prometheus import MetricsTracer
+
+            target.add_tracer(MetricsTracer)
+            start_http_server(args.metrics_port)
         app = executor.worker_app(target.jobs)
     except (TargetError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like worker: {exc}", file=sys.stderr)
