@@ -58,9 +58,11 @@ if TYPE_CHECKING:
         ToolCallProposed,
         ToolFinished,
         ToolProgress,
+        ToolQueued,
         ToolRejected,
         ToolStarted,
     )
+    from dcaf_like.application.executors import ToolExecutor, ToolJob
     from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
     from dcaf_like.application.inbox import InboxItem, InboxPage, InvalidCursor
     from dcaf_like.application.messages import (
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     )
     from dcaf_like.application.questions import UserInputRequired
     from dcaf_like.application.service import InstructionProvider
+    from dcaf_like.application.tool_jobs import InProcessExecutor, JobOutcome, ToolJobs
     from dcaf_like.commands import LocalCommandRunner, command_tool
     from dcaf_like.domain import (
         MAX_PART_BYTES,
@@ -204,9 +207,18 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ToolCallProposed",
         "ToolFinished",
         "ToolProgress",
+        "ToolQueued",
+        "ToolExecutor",
+        "ToolJob",
+        "ToolJobs",
+        "InProcessExecutor",
+        "JobOutcome",
+        "ToolQueued",
         "ToolRejected",
         "ToolStarted",
     ),
+    "dcaf_like.application.executors": ("ToolExecutor", "ToolJob"),
+    "dcaf_like.application.tool_jobs": ("InProcessExecutor", "JobOutcome", "ToolJobs"),
     "dcaf_like.application.hooks": (
         "FallbackAnswer",
         "Hook",
@@ -455,6 +467,12 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
+    "ToolQueued",
+    "ToolExecutor",
+    "ToolJob",
+    "ToolJobs",
+    "InProcessExecutor",
+    "JobOutcome",
     "Toolset",
     "ToolsetUnavailable",
     "Trusted",

@@ -15,6 +15,7 @@ from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.events import RunFailed, StreamEvent
+from dcaf_like.application.executors import ToolExecutor
 from dcaf_like.application.hooks import Hooks
 from dcaf_like.application.inbox import InboxPage, ListWaitingApprovals
 from dcaf_like.application.messages import ModelSettings
@@ -28,6 +29,7 @@ from dcaf_like.application.ports import (
     require,
 )
 from dcaf_like.application.service import AgentService, InstructionProvider
+from dcaf_like.application.tool_jobs import ToolJobs
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, Identity, require_approval
 from dcaf_like.helpdesk.protocol import Messages, read_messages
@@ -63,6 +65,8 @@ class AgentSettings:
     hooks: tuple[object, ...]
     deps: Any
     model_settings: ModelSettings | None
+    executor: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None = None
+    background: bool = False
 
     def arguments(self) -> dict[str, Any]:
         """As :class:`~dcaf_like.application.service.AgentService` takes them, by name."""
@@ -136,6 +140,12 @@ class Agent:
         groups: The groups of approvers that rules name (``{"sre": {"alice", "bob"}}``), by the
             identities they hold (an API key's identity); a key's ``approve:<group>`` scope makes its
             holder a member too (docs/approvals.md, "Approvals by teams").
+        executor: Where the approved calls of background tools (``@tool(background=True)``) run: a
+            job engine (:class:`~dcaf_like.jobs.celery.CeleryExecutor`), or a class taking the
+            agent's :class:`~dcaf_like.application.tool_jobs.ToolJobs`
+            (:class:`~dcaf_like.application.tool_jobs.InProcessExecutor`). The turn does not wait
+            for them: ``stop_reason == "running_in_background"`` (docs/runs.md, "Tools on a job engine").
+        background: Every tool of the agent runs on its `executor`, marked or not.
     """
 
     def __init__(
@@ -164,6 +174,8 @@ class Agent:
         deps: Any = None,
         model_settings: ModelSettings | None = None,
         groups: Mapping[str, Iterable[str]] | None = None,
+        executor: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None = None,
+        background: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -206,6 +218,8 @@ class Agent:
             hooks=tuple(hooks),
             deps=deps,
             model_settings=model_settings,
+            executor=executor,
+            background=background,
         )
         _check_arguments(self._settings)
         #: Built when first needed (a run, :meth:`atools`): building an agent does not pay for it.
@@ -263,6 +277,17 @@ class Agent:
     def _install(self, loaded: list[tuple[str, Any]]) -> None:
         self._loaded = combine(self.tools, loaded)[len(self.tools) :]
         self._service = self._build_service(self.repository)
+
+    @property
+    def executor(self) -> ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None:
+        """Where its background tools run, ``Agent(executor=...)`` (None: it has none)."""
+        return self._settings.executor
+
+    @property
+    def jobs(self) -> ToolJobs:
+        """What runs the jobs of this agent's background tools (toolsets loaded first): a job engine's
+        worker hands it each job it takes (``dcaf-like worker``, docs/runs.md, "Tools on a job engine")."""
+        return self._ready().jobs
 
     async def atools(self) -> list[ExecutableTool]:
         """Every tool the model is offered, by the name it is offered under (toolsets loaded first)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, cast
 
 from dcaf_like.application.events import StreamEvent
+from dcaf_like.application.executors import ToolJob
 from dcaf_like.application.messages import ModelRequest
 from dcaf_like.application.ports import ExecutableTool, PendingApproval, ToolContext, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
@@ -57,6 +58,15 @@ class RunTool:
     #: runs out: the tool's own or what is left of the turn's.
     timeout: float | None = None
     limit: str = ""
+
+
+@dataclass(slots=True)
+class Enqueue:
+    """Hand the job of an approved call, queued in the conversation, to the agent's executor once the
+    turn's conversation is saved (so the job finds the call queued, and the turn's own saves never
+    race the job's). The driver answers None."""
+
+    job: ToolJob
 
 
 @dataclass(slots=True)
@@ -105,6 +115,7 @@ Effect = (
     | CallModel
     | Summarize
     | RunTool
+    | Enqueue
     | AskApprover
     | Emit
     | CheckCancel
@@ -136,6 +147,8 @@ CANCELLED = "cancelled"
 HOOK_FAILED = "hook_failed"
 AWAITING_APPROVAL = "awaiting_approval"
 AWAITING_INPUT = "awaiting_input"
+#: Calls of the turn went to the agent's job engine: their results come later (docs/runs.md).
+RUNNING_IN_BACKGROUND = "running_in_background"
 #: The model failed and an ``on_error`` hook answered instead (docs/operations.md, "Hooks").
 FALLBACK = "fallback"
 #: The request's message was kept for the next model step (calls wait, or a turn runs): nothing ran.

@@ -40,6 +40,15 @@ class ToolStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolQueued:
+    """An approved call went to the agent's job engine: it runs in the background, and the turn does
+    not wait for it (``stop_reason: "running_in_background"``; docs/runs.md, "Tools on a job engine")."""
+
+    call: ToolCallView
+    type: str = field(default="tool_queued", init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolProgress:
     """A running tool said how far it got (``context.progress``); `fraction` is 0..1 when it knows."""
 
@@ -118,6 +127,7 @@ StreamEvent = (
     | ToolCallProposed
     | ApprovalRequired
     | ToolStarted
+    | ToolQueued
     | ToolProgress
     | ToolFinished
     | ToolRejected

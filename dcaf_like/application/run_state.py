@@ -4,9 +4,10 @@ parts that perform its effects (model calls, tool runs) share it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dcaf_like.application.events import CancelRequested
+from dcaf_like.application.executors import ToolJob
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.turn import Turn
 from dcaf_like.domain import Conversation
@@ -30,6 +31,8 @@ class TurnRun:
     on_cancel_seen: Callable[[], None] | None = None
     #: The stream said it saw a cancel (once per turn).
     cancel_acknowledged: bool = False
+    #: Jobs of calls the turn queued, handed to the agent's executor after its last save.
+    jobs: list[ToolJob] = field(default_factory=list)
 
     def cancel_seen(self) -> None:
         if self.on_cancel_seen is not None:

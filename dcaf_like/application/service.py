@@ -23,6 +23,7 @@ from dcaf_like.application.effects import (
     CheckCancel,
     Effect,
     Emit,
+    Enqueue,
     ReadArrived,
     ResolveInstructions,
     RunContext,
@@ -39,6 +40,7 @@ from dcaf_like.application.errors import (
     scrub_exception,
 )
 from dcaf_like.application.events import CancelRequested, Done, RunFailed, StreamEvent
+from dcaf_like.application.executors import ToolExecutor
 from dcaf_like.application.hooks import FallbackAnswer, Hooks, Refused, Rewritten, hook_context
 from dcaf_like.application.messages import (
     NO_SETTINGS,
@@ -61,6 +63,7 @@ from dcaf_like.application.ports import (
 from dcaf_like.application.requests import RequestRules
 from dcaf_like.application.run_state import TurnRun
 from dcaf_like.application.storable import refuse_non_finite
+from dcaf_like.application.tool_jobs import ToolJobs
 from dcaf_like.application.tool_runs import ToolRuns
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import Turn
@@ -110,6 +113,8 @@ class AgentService:
         hooks: Sequence[object] = (),
         deps: Any = None,
         model_settings: ModelSettings | None = None,
+        executor: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None = None,
+        background: bool = False,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -165,6 +170,21 @@ class AgentService:
             hooks=Hooks.of(hooks),
             model_settings=model_settings or NO_SETTINGS,
         )
+        #: What runs the jobs of this agent's background tools, here or in a job engine's worker.
+        self.jobs = ToolJobs(
+            repository,
+            toolbox,
+            worker=self.worker,
+            lease_ttl=lease_ttl,
+            clock=clock,
+            monotonic=self.monotonic,
+            tracer=self.tracer,
+            deps=deps,
+        )
+        chosen = _executor(executor, self.jobs)
+        self._settings.background = _background(tools, chosen, everything=background)
+        if chosen is not None:
+            self._settings.queue_ttl = chosen.queue_ttl
         self._models = ModelCalls(
             runtime, repository, self.tracer, timeout=model_timeout, monotonic=self.monotonic
         )
@@ -176,6 +196,7 @@ class AgentService:
             lease_ttl=lease_ttl,
             clock=clock,
             monotonic=self.monotonic,
+            executor=chosen,
         )
         self._rules = RequestRules(
             self._settings, runtime, worker=self.worker, lease_ttl=lease_ttl, deps=deps, tracer=self.tracer
@@ -277,6 +298,8 @@ class AgentService:
                 self._stop_arrivals(run, arrivals)
                 if run.conversation.version != run.expected:
                     await self._save(run)
+                if run.jobs:  # background calls, saved queued: their jobs go to the executor now
+                    await self._tools.hand_over(run)
             _finish_span(span, response)
             self._notify(request, response, waiting_before)
         except Exception as exc:
@@ -395,6 +418,8 @@ class AgentService:
             return self._models.invoke(effect, run)
         if isinstance(effect, RunTool):
             return self._tools.run(effect, run)
+        if isinstance(effect, Enqueue):
+            return self._tools.enqueue(effect, run)
         if isinstance(effect, CheckCancel):
             return self._cancel_requested(run)
         if isinstance(effect, ResolveInstructions):
@@ -585,6 +610,26 @@ def _question_window(question_ttl: float | None, approval_ttl: float | None) -> 
     window; infinity (or neither given): no limit."""
     ttl = approval_ttl if question_ttl is None else question_ttl
     return None if ttl is None or math.isinf(ttl) else ttl
+
+
+def _executor(
+    given: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None, jobs: ToolJobs
+) -> ToolExecutor | None:
+    """The agent's executor: as given, or made from its jobs by a factory (``InProcessExecutor``)."""
+    if given is None or isinstance(given, ToolExecutor):
+        return given
+    return given(jobs)
+
+
+def _background(
+    tools: Sequence[ExecutableTool], executor: ToolExecutor | None, *, everything: bool
+) -> frozenset[str]:
+    """The names of the tools whose calls go to the executor; a background tool needs one."""
+    names = frozenset(t.name for t in tools if everything or getattr(t, "background", False))
+    if names and executor is None:
+        listed = ", ".join(sorted(names))
+        raise ValueError(f"tools run in the background ({listed}) need an executor: Agent(executor=...)")
+    return names
 
 
 def _finish_span(span: Span, response: AgentResponse) -> None:

@@ -1,14 +1,18 @@
 """Running an approved call for a turn: under a lease renewed while it runs (so no other worker settles
-it), its span, a cancel that reaches it (async ports), and its progress reports streamed as they come."""
+it), its span, a cancel that reaches it (async ports), and its progress reports streamed as they come;
+or, for a background tool, its job handed to the agent's executor once the turn is saved."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 
-from dcaf_like.application.effects import RunTool, ToolOutcome
+from dcaf_like.application.effects import Enqueue, RunTool, ToolOutcome
+from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.events import CancelRequested, ToolProgress
+from dcaf_like.application.executors import LEASED_TO_QUEUE, ToolExecutor, ToolJob
 from dcaf_like.application.ports import ConversationStore, acancel_requested
 from dcaf_like.application.run_state import TurnRun
 from dcaf_like.application.runs import (
@@ -21,8 +25,10 @@ from dcaf_like.application.runs import (
 )
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.concurrency.bridges import at_once
-from dcaf_like.domain import ToolCallStatus
+from dcaf_like.domain import Conversation, ToolCallStatus
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING
+
+logger = logging.getLogger("dcaf_like.jobs")
 
 
 class ToolRuns:
@@ -38,10 +44,59 @@ class ToolRuns:
         lease_ttl: float,
         clock: Callable[[], float],
         monotonic: Callable[[], float],
+        executor: ToolExecutor | None = None,
     ) -> None:
         self.repository, self.tracer, self.save = repository, tracer, save
         self.worker, self.lease_ttl = worker, lease_ttl
         self.clock, self.monotonic = clock, monotonic
+        #: Where the calls of background tools go (docs/runs.md, "Tools on a job engine").
+        self.executor = executor
+
+    async def enqueue(self, effect: Enqueue, run: TurnRun) -> None:
+        """Keep the job of a call the turn queued: it is handed over after the turn's last save."""
+        run.jobs.append(effect.job)
+
+    async def hand_over(self, run: TurnRun) -> None:
+        """Hand the turn's queued jobs to the executor (the conversation is saved). A job that cannot
+        be handed over fails its call, not run, in the store: the next turn reads why."""
+        jobs, run.jobs = run.jobs, []
+        for job in jobs:
+            try:
+                if self.executor is None:
+                    raise RuntimeError("the agent has no executor")
+                if run.blocking:
+                    self.executor.submit(job)
+                else:
+                    await self.executor.asubmit(job)
+            except Exception as exc:
+                why = type(exc).__name__
+                logger.warning("the job of call %s could not be queued: %s", job.call_id, why)
+                await self._not_queued(job, f"not run: its job could not be queued ({why})", run.blocking)
+
+    async def _not_queued(self, job: ToolJob, error: str, blocking: bool) -> None:
+        """Fail a queued call whose job never left, unless a worker took it meanwhile."""
+        repository = self.repository
+        for _ in range(3):
+            stored = (
+                repository.get(job.conversation_id)
+                if blocking
+                else await repository.aget(job.conversation_id)
+            )
+            call = None if stored is None else stored.tool_calls.get(job.call_id)
+            if (
+                call is None
+                or call.status is not ToolCallStatus.APPROVED
+                or call.lease_owner != LEASED_TO_QUEUE
+            ):
+                return
+            assert stored is not None
+            expected = stored.version
+            stored.record_tool_failure(job.call_id, error, at=self.clock())
+            try:
+                await _save(repository, stored, expected, blocking)
+            except ConcurrencyConflict:
+                continue
+            return
 
     async def run(self, effect: RunTool, run: TurnRun) -> ToolOutcome:
         attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
@@ -132,3 +187,12 @@ class ToolRuns:
                 running.cancel()
                 await asyncio.wait({running})
         yield running.result()
+
+
+async def _save(
+    repository: ConversationStore, conversation: Conversation, expected: int, blocking: bool
+) -> None:
+    if blocking:
+        repository.save(conversation, expected)
+    else:
+        await repository.asave(conversation, expected)

@@ -24,6 +24,7 @@ from dcaf_like.application.effects import (
     FALLBACK,
     HOOK_FAILED,
     QUEUED,
+    RUNNING_IN_BACKGROUND,
     TURN_TIMEOUT,
     AskApprover,
     CallHooks,
@@ -31,6 +32,7 @@ from dcaf_like.application.effects import (
     CheckCancel,
     Effect,
     Emit,
+    Enqueue,
     ReadArrived,
     ResolveInstructions,
     RunContext,
@@ -46,10 +48,12 @@ from dcaf_like.application.events import (
     RunStarted,
     ToolCallProposed,
     ToolFinished,
+    ToolQueued,
     ToolRejected,
     ToolStarted,
     UserMessageRead,
 )
+from dcaf_like.application.executors import LEASED_TO_QUEUE, ToolJob
 from dcaf_like.application.hooks import (
     HookContext,
     Purpose,
@@ -124,6 +128,8 @@ class Turn:
     # What the hooks are told of the turn (made when first needed), and the failure of one that raised.
     _hook_context: HookContext | None = field(init=False, default=None)
     _hook_failed: HookFailed | None = field(init=False, default=None)
+    # Calls this turn handed to the agent's executor: they run in the background (docs/runs.md).
+    _queued: list[str] = field(init=False, default_factory=list)
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
@@ -242,13 +248,15 @@ class Turn:
                 yield Emit(UserMessageRead(message.text, message.at))
 
     def _waiting(self) -> str | None:
-        """Why the run must wait for the user (a call waits for approval, a question for an answer),
-        or None: it can go on."""
+        """Why the run must wait for the user (a call waits for approval, a question for an answer)
+        or for a job engine (calls it runs in the background), or None: it can go on."""
         conversation = self.conversation
         if conversation.pending_tool_calls:
             return AWAITING_APPROVAL
         if conversation.questions and conversation.open_questions:
             return AWAITING_INPUT
+        if self._queued:  # the model reads their results on the next turn
+            return RUNNING_IN_BACKGROUND
         return None
 
     def _ask_approver(self) -> Generator[Effect, Any, str | None]:
@@ -328,6 +336,9 @@ class Turn:
                 stopped = HOOK_FAILED if failed else None
             elif (yield from went_stale(conversation, settings, call, self.trusted, emits=self.emits)):
                 continue  # not run: it waits again, with its new preview (ADR 38)
+            elif call.name in settings.background:
+                yield from self._enqueue(call)
+                continue  # it runs elsewhere: not finished
             else:
                 self._steps += 1
                 if self.emits:
@@ -385,6 +396,16 @@ class Turn:
         if self._hook_failed is not None:  # every call it stopped is settled: the turn fails closed
             raise self._hook_failed
         return stopped
+
+    def _enqueue(self, call: ToolCall) -> Generator[Effect, Any, None]:
+        """Queue an approved call for the agent's executor: a lease no worker holds yet. The driver
+        hands its job over once the conversation is saved, so the job finds the call queued."""
+        conversation, settings, call_id = self.conversation, self.settings, call.id.value
+        conversation.lease_tool_call(call_id, LEASED_TO_QUEUE, until=settings.clock() + settings.queue_ttl)
+        yield Enqueue(ToolJob(conversation.id, call_id, call.approved_fingerprint))
+        self._queued.append(call_id)
+        if self.emits:
+            yield Emit(ToolQueued(ToolCallView.of(call)))
 
     # -- hooks: the agent's own code around model calls and tools ----------------------------------
 

@@ -50,3 +50,7 @@ class TurnSettings:
     hooks: Hooks = NO_HOOKS
     #: The agent's model settings, sent with each of its model requests.
     model_settings: ModelSettings = NO_SETTINGS
+    #: The tools whose approved calls go to the agent's executor, and how long such a call waits in
+    #: its queue for a worker (docs/runs.md, "Tools on a job engine").
+    background: frozenset[str] = frozenset()
+    queue_ttl: float = 3600.0

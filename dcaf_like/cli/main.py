@@ -219,6 +219,33 @@ def _parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="a JSON object sent as the platform context of every message (tenant, namespace, ...)",
     )
+    worker = commands.add_parser(
+        "worker",
+        help="run the background tools of an agent: a Celery worker taking the jobs of its CeleryExecutor",
+    )
+    worker.add_argument(
+        "target", help="FILE.py:NAME or MODULE:NAME: an Agent with executor=CeleryExecutor(...)"
+    )
+    worker.add_argument("--factory", action="store_true", help="NAME is a function returning the agent")
+    worker.add_argument(
+        "--store",
+        default=None,
+        help="where conversations live, as serve's --store: the API servers' store (default: the agent's, "
+        "else $DCAF_STORE, else sqlite:///dcaf_like.sqlite3)",
+    )
+    worker.add_argument(
+        "--concurrency", type=int, default=4, help="jobs run at once, each in a thread (default: %(default)s)"
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics (jobs by outcome, the tools they ran) at /metrics on this port",
+    )
+    worker.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
     _audit_parser(commands)
     approvals = commands.add_parser(
         "approvals", help="the calls waiting for your decision across conversations: list and decide"
@@ -290,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args)
     if args.command == "approvals":
         return _approvals(args)
+    if args.command == "worker":
+        return _worker(args)
     try:
         api_keys = None if args.api_keys_file is None else _keys_from_file(args.api_keys_file)
         key = signing_key(args.audit_key_file)  # checked here, so that a bad key stops the start
@@ -332,6 +361,43 @@ def _approvals(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         print(file=sys.stdout)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """``dcaf-like worker app.py:agent``: a Celery worker running the agent's background tools, on
+    the store its API servers use (docs/deployment.md, "The tool tier")."""
+    from dcaf_like.agent import Agent
+    from dcaf_like.jobs.celery import CeleryExecutor  # not at import: it loads celery
+
+    try:
+        target = load_target(args.target, factory=args.factory)
+        if not isinstance(target, Agent) or not isinstance(target.executor, CeleryExecutor):
+            raise TargetError(f"{args.target} has no job engine: give it Agent(executor=CeleryExecutor(...))")
+        executor = target.executor
+        attach_store(target, args.store, default=DEFAULT_STORE)
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            from dcaf_like.telemetry.prometheus import MetricsTracer
+
+            target.add_tracer(MetricsTracer)
+            start_http_server(args.metrics_port)
+        app = executor.worker_app(target.jobs)
+    except (TargetError, StoreConfigError, TypeError, ValueError) as exc:
+        print(f"dcaf-like worker: {exc}", file=sys.stderr)
+        return 2
+    app.worker_main(
+        [
+            "worker",
+            f"--queues={executor.queue}",
+            "--pool=threads",
+            f"--concurrency={args.concurrency}",
+            f"--loglevel={args.log_level.upper()}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
     return 0
 
 

@@ -460,6 +460,8 @@ class TerminalChat:
                 self.say("  (a cancel was asked for: the run stops at its next step)")
             elif kind == "tool_started":
                 self.say(f"  running {event['name']} ...")
+            elif kind == "tool_queued":
+                self.say(f"  {event['name']} runs in the background: send an empty line later for its result")
             elif kind == "tool_progress":
                 share = (
                     f" ({event['fraction']:.0%})" if isinstance(event.get("fraction"), int | float) else ""
@@ -481,6 +483,8 @@ class TerminalChat:
                 meta = message.get("meta", {})
                 if meta.get("stop_reason") == "cancelled":
                     self.say("  (run cancelled)")
+                elif meta.get("stop_reason") == "running_in_background":
+                    self.say("  (a tool runs in the background)")
                 if meta.get("answered_by") and meta["answered_by"] != meta.get("runtime"):
                     # a fallback or a router chose: which model answered is worth a line
                     self.say(f"  (answered by {_printable(str(meta['answered_by']))})")

@@ -43,6 +43,7 @@ from dcaf_like.application.events import (
     ToolCallProposed,
     ToolFinished,
     ToolProgress,
+    ToolQueued,
     ToolRejected,
     ToolStarted,
     UserMessageRead,
@@ -657,6 +658,8 @@ def event_lines(event: StreamEvent, request_id: str) -> list[dict[str, Any]]:
         return lines
     if isinstance(event, ToolStarted):
         return [{"type": "tool_started", "id": event.call_id, "name": event.name}]
+    if isinstance(event, ToolQueued):
+        return [{"type": "tool_queued", "id": event.call.id, "name": event.call.name}]
     if isinstance(event, ToolProgress):
         progress = {
             "type": "tool_progress",

@@ -43,6 +43,11 @@ TOOLS = Counter(
     "Tool executions, by tool and outcome (ok, error, timeout, cancelled, interrupted).",
     ["tool", "outcome"],
 )
+JOBS = Counter(
+    "dcaf_jobs",
+    "Jobs of background tools a worker took, by outcome (executed, failed, asked, refused, lost, error).",
+    ["outcome"],
+)
 REFUSED = Counter(
     "dcaf_refused_requests",
     "Requests refused before or as their turn began (a forged decision, a missing scope, pending calls), "
@@ -153,6 +158,10 @@ def _tool(span: _MetricSpan, seconds: float) -> None:
     TOOLS.labels(str(span.attributes.get("dcaf.tool", "")), str(outcome)).inc()
 
 
+def _job(span: _MetricSpan, seconds: float) -> None:
+    JOBS.labels("error" if span.failed else str(span.attributes.get("dcaf.job.outcome", "error"))).inc()
+
+
 def _decision(span: _MetricSpan, seconds: float) -> None:
     a = span.attributes
     parent = span.parent
@@ -167,6 +176,7 @@ _RECORD: dict[str, Callable[[_MetricSpan, float], None]] = {
     "dcaf.turn": _turn,
     "dcaf.model": _model,
     "dcaf.tool": _tool,
+    "dcaf.job": _job,
     "dcaf.decision": _decision,
 }
 

@@ -73,6 +73,9 @@ class Tool:
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
+    ``background`` sends its approved calls to the agent's executor (a job engine's worker) instead
+    of running them in the turn: the turn does not wait for them (docs/runs.md, "Tools on a job
+    engine").
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Tool:
         preview: Callable[..., Any] | None = None,
         preview_timeout: float = DEFAULT_PREVIEW_TIMEOUT,
         recheck: bool = False,
+        background: bool = False,
     ) -> None:
         from dcaf_like.domain.risk import checked_risk
         from dcaf_like.tools import schema as _schema
@@ -98,6 +102,8 @@ class Tool:
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise ValueError(f"tool {name or func.__name__!r}: timeout must be a positive number of seconds")
         self.timeout: float | None = timeout
+        #: Its approved calls run on the agent's executor, not in the turn.
+        self.background = background
         self.func = func
         self.name = name or func.__name__
         self.requires_approval = requires_approval
@@ -239,6 +245,7 @@ def tool(
     preview: Callable[..., Any] | None = None,
     preview_timeout: float = DEFAULT_PREVIEW_TIMEOUT,
     recheck: bool = False,
+    background: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -258,6 +265,7 @@ def tool(
     preview: Callable[..., Any] | None = None,
     preview_timeout: float = DEFAULT_PREVIEW_TIMEOUT,
     recheck: bool = False,
+    background: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a :class:`Tool`: ``@tool`` or ``@tool(requires_approval=False, ...)``."""
 
@@ -276,6 +284,7 @@ def tool(
             preview=preview,
             preview_timeout=preview_timeout,
             recheck=recheck,
+            background=background,
         )
 
     return wrap(func) if func is not None else wrap

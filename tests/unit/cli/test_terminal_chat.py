@@ -391,3 +391,19 @@ def test_the_terminal_shows_a_calls_preview_and_binds_its_approval_to_it():
     assert "  what it would do:\n    -replicas: 2\n    +replicas: 5\n" in out
     approval = {"id": "tc_1", "execute": True, "preview_digest": "d1"}
     assert transport.sent[1]["data"]["tool_calls"] == [approval]
+
+
+def test_a_call_sent_to_the_background_is_said_with_how_to_read_its_result():
+    """docs/runs.md, "Tools on a job engine": `dcaf-like chat` says the call runs in the background."""
+    meta = {"stop_reason": "running_in_background"}
+    done = {
+        "type": "done",
+        "conversation_id": "conv_1",
+        "message": {"data": {"tool_calls": []}, "meta": meta},
+    }
+    transport = ScriptedTransport([{"type": "tool_queued", "id": "tc_1", "name": "drain_node"}, done])
+
+    shown = chat(transport, "drain n1")
+
+    assert "  drain_node runs in the background: send an empty line later for its result\n" in shown
+    assert "  (a tool runs in the background)\n" in shown

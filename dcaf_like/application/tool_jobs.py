@@ -1,0 +1,282 @@
+"""The worker side of a background tool: :class:`ToolJobs` runs one job at most once, wherever the
+job went (this process, or a job engine's worker); :class:`InProcessExecutor` hands jobs to it at once.
+
+The claim in the store decides, not the broker: a job runs only the call its conversation holds
+approved and queued with the job's fingerprint, claimed here by a compare-and-set save. A job
+delivered twice, replayed by hand, or forged runs nothing (docs/runs.md, "Tools on a job engine").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dcaf_like.application.effects import RunTool, ToolOutcome
+from dcaf_like.application.errors import ConcurrencyConflict
+from dcaf_like.application.executors import LEASED_TO_QUEUE, QUEUE_TTL, ToolJob
+from dcaf_like.application.ports import (
+    ConversationStore,
+    ExecutableTool,
+    ToolContext,
+    ToolOutput,
+    acancel_requested,
+    cancel_requested,
+)
+from dcaf_like.application.questions import answers_to, open_question
+from dcaf_like.application.runs import arun_tool, run_tool
+from dcaf_like.application.tracing import NoTracer, Span, Tracer
+from dcaf_like.concurrency.bridges import at_once
+from dcaf_like.domain import Conversation, Session, ToolCall, ToolCallStatus
+
+logger = logging.getLogger("dcaf_like.jobs")
+
+#: The error of a call whose job found the conversation cancelled before its tool started.
+NOT_RUN_CANCELLED = "not run: the run was cancelled before it"
+
+#: Times a worker reads and saves again when another writer saved the conversation first.
+ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How a job ended: ``executed``, ``failed`` (the tool failed, or is not on this worker), ``asked``
+    (the tool asked the user before it acted), ``refused`` (it ran nothing: `reason` says why), or
+    ``lost`` (the tool ran, but the call was settled by another worker meanwhile: its result was not
+    recorded)."""
+
+    outcome: str
+    reason: str = ""
+
+
+class ToolJobs:
+    """Runs the jobs of one agent's background tools, at most once each: a job runs only the call its
+    conversation holds approved and queued with the job's fingerprint, claimed here by a
+    compare-and-set save; its result is recorded the same way, if this worker still holds the call.
+    While the tool runs its lease is renewed, as a turn renews it (docs/runs.md, "Claims and leases")."""
+
+    def __init__(
+        self,
+        repository: ConversationStore,
+        tools: Mapping[str, ExecutableTool],
+        *,
+        worker: str,
+        lease_ttl: float,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        tracer: Tracer | None = None,
+        deps: Any = None,
+        on_outcome: Callable[[JobOutcome], None] | None = None,
+    ) -> None:
+        self.repository, self.tools = repository, dict(tools)
+        self.worker, self.lease_ttl = worker, lease_ttl
+        self.clock, self.monotonic = clock, monotonic
+        self.tracer: Tracer = tracer or NoTracer()
+        self.deps = deps
+        self.on_outcome = on_outcome
+
+    def run(self, job: ToolJob) -> JobOutcome:
+        """Run the job with the blocking ports, in this thread."""
+        return at_once(self._run(job, blocking=True))
+
+    async def arun(self, job: ToolJob) -> JobOutcome:
+        """Run the job with the async ports."""
+        return await self._run(job, blocking=False)
+
+    async def _run(self, job: ToolJob, *, blocking: bool) -> JobOutcome:
+        attributes = {"dcaf.conversation_id": job.conversation_id, "dcaf.call_id": job.call_id}
+        span = self.tracer.start("dcaf.job", attributes)
+        try:
+            outcome = await self._claimed_and_run(job, blocking, span)
+            span.set("dcaf.job.outcome", outcome.outcome)  # what the metrics count
+        except Exception as exc:
+            span.fail(exc)
+            raise
+        finally:
+            span.end()
+        if outcome.outcome == "refused":
+            logger.warning(
+                "job for call %s of conversation %s refused: %s",
+                job.call_id,
+                job.conversation_id,
+                outcome.reason,
+            )
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
+        return outcome
+
+    async def _claimed_and_run(self, job: ToolJob, blocking: bool, parent: Span) -> JobOutcome:
+        claim = await self._claim(job, blocking)
+        if isinstance(claim, JobOutcome):
+            return claim
+        conversation, call = claim
+        # A cancel of the conversation asked since the call was approved reaches its job: before the
+        # tool starts, or at each lease renewal while it runs (docs/runs.md, "Tools on a job engine").
+        since = call.decided_at or 0.0
+        tool = self.tools.get(call.name)
+        if tool is None:
+            error = f"tool {call.name!r} is not available on the worker that took its job"
+            return await self._record(job, ToolOutcome(error=error), None, blocking)
+        if await self._cancelled(job, since, blocking):
+            return await self._record(job, ToolOutcome(error=NOT_RUN_CANCELLED), None, blocking)
+        session = Session(conversation.session)
+        context = ToolContext(
+            conversation.id, call.id.value, conversation.platform_context, session, None, self.deps
+        )
+        if conversation.questions:
+            context = replace(context, answers=answers_to(conversation, call.id.value))
+        signal = context.cancel_signal
+        timeout: float | None = getattr(tool, "timeout", None)
+        limit = f"the tool's time limit of {timeout:g} s" if timeout is not None else ""
+        effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
+        attributes = {"dcaf.tool": tool.name, "dcaf.call_id": call.id.value, "dcaf.job": "background"}
+        span = self.tracer.start("dcaf.tool", attributes, parent)
+        every = self.lease_ttl / 3
+        if blocking:
+            renewed = lambda: at_once(self._renew(job, True, signal, since))  # noqa: E731
+            outcome = run_tool(effect, span, renew=renewed, every=every)
+        else:
+            renew = lambda: self._renew(job, False, signal, since)  # noqa: E731
+            outcome = await arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
+        return await self._record(job, outcome, session, blocking)
+
+    async def _claim(self, job: ToolJob, blocking: bool) -> tuple[Conversation, ToolCall] | JobOutcome:
+        """The conversation with the call claimed by this worker (saved), or why the job runs nothing."""
+        for _ in range(ATTEMPTS):
+            conversation = await self._load(job, blocking)
+            now = self.clock()
+            refusal = _refusal(conversation, job, now)
+            if refusal is not None:
+                return JobOutcome("refused", refusal)
+            assert conversation is not None
+            expected = conversation.version
+            call = conversation.lease_tool_call(job.call_id, self.worker, until=now + self.lease_ttl)
+            try:
+                await self._save(conversation, expected, blocking)
+            except ConcurrencyConflict:
+                continue  # another writer saved first: read again (another worker's claim is refused then)
+            return conversation, call
+        return JobOutcome("refused", "the conversation kept changing under the claim")
+
+    async def _renew(self, job: ToolJob, blocking: bool, signal: threading.Event, since: float) -> None:
+        """Extend the lease of the call still running, and tell the tool of a cancel asked since its
+        approval (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`)."""
+
+        def renew(conversation: Conversation) -> None:
+            conversation.lease_tool_call(job.call_id, self.worker, until=self.clock() + self.lease_ttl)
+
+        await self._change(job, renew, blocking)
+        if not signal.is_set() and await self._cancelled(job, since, blocking):
+            signal.set()
+
+    async def _cancelled(self, job: ToolJob, since: float, blocking: bool) -> bool:
+        repository = self.repository
+        if blocking:
+            return cancel_requested(repository, job.conversation_id, since=since)
+        return await acancel_requested(repository, job.conversation_id, since=since)
+
+    async def _record(
+        self, job: ToolJob, outcome: ToolOutcome, session: Session | None, blocking: bool
+    ) -> JobOutcome:
+        kind: list[str] = []
+
+        def record(conversation: Conversation) -> None:
+            now = self.clock()
+            kind.clear()
+            if outcome.question is not None:
+                open_question(conversation, job.call_id, outcome.question, ttl=None, at=now)
+                kind.append("asked")
+            elif isinstance(outcome.output, ToolOutput):
+                output = outcome.output
+                conversation.record_tool_result(
+                    job.call_id, output.text, attachments=output.attachments, at=now
+                )
+                kind.append("executed")
+            elif outcome.error is None:
+                conversation.record_tool_result(job.call_id, outcome.output or "", at=now)
+                kind.append("executed")
+            else:
+                conversation.record_tool_failure(job.call_id, outcome.error, at=now)
+                kind.append("failed")
+            if session is not None and session.changed:
+                conversation.replace_session(session.to_dict())
+
+        if not await self._change(job, record, blocking):
+            logger.warning(
+                "call %s of conversation %s was settled by another worker while its job ran: "
+                "its result was not used",
+                job.call_id,
+                job.conversation_id,
+            )
+            return JobOutcome("lost", "the call was settled by another worker while its job ran")
+        return JobOutcome(kind[0], outcome.error or "")
+
+    async def _change(self, job: ToolJob, change: Callable[[Conversation], None], blocking: bool) -> bool:
+        """Apply `change` to the stored conversation if this worker still holds the call, and save it,
+        reading again when another writer saved first. False: the call is no longer this worker's."""
+        for attempt in range(ATTEMPTS):
+            conversation = await self._load(job, blocking)
+            if conversation is None or job.call_id not in conversation.tool_calls:
+                return False
+            call = conversation.tool_call(job.call_id)
+            if call.status is not ToolCallStatus.APPROVED or call.lease_owner != self.worker:
+                return False
+            expected = conversation.version
+            change(conversation)
+            try:
+                await self._save(conversation, expected, blocking)
+            except ConcurrencyConflict:
+                if attempt == ATTEMPTS - 1:
+                    raise
+                continue
+            return True
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _load(self, job: ToolJob, blocking: bool) -> Conversation | None:
+        if blocking:
+            return self.repository.get(job.conversation_id)
+        return await self.repository.aget(job.conversation_id)
+
+    async def _save(self, conversation: Conversation, expected: int, blocking: bool) -> None:
+        if blocking:
+            self.repository.save(conversation, expected)
+        else:
+            await self.repository.asave(conversation, expected)
+
+
+def _refusal(conversation: Conversation | None, job: ToolJob, now: float) -> str | None:
+    """Why a job must run nothing: it names no call of a stored conversation, or one that is not
+    approved and waiting in the queue, as approved (a forged, replayed or redelivered job)."""
+    if conversation is None:
+        return "no such conversation"
+    call = conversation.tool_calls.get(job.call_id)
+    if call is None:
+        return "the conversation has no such call"
+    if call.status is not ToolCallStatus.APPROVED:
+        return f"the call is {call.status.value}, not approved"
+    if call.approved_fingerprint != job.fingerprint:
+        return "the job's fingerprint is not the approved call's"
+    if call.lease_owner != LEASED_TO_QUEUE:
+        return "the call was already claimed"
+    if call.lease_expires_at is None or now >= call.lease_expires_at:
+        return "the call waited in the queue past its window"
+    return None
+
+
+class InProcessExecutor:
+    """Runs each job at once, in the process that submits it, through the agent's :class:`ToolJobs`
+    (the same claim and record as a job engine's worker): ``Agent(executor=InProcessExecutor)``.
+    The turn that submits the job waits for it; its response still says the call ran in the
+    background, and the next turn reads its result. For tests and single-process deployments."""
+
+    def __init__(self, jobs: ToolJobs, *, queue_ttl: float = QUEUE_TTL) -> None:
+        self.jobs, self.queue_ttl = jobs, queue_ttl
+
+    def submit(self, job: ToolJob) -> None:
+        self.jobs.run(job)
+
+    async def asubmit(self, job: ToolJob) -> None:
+        await self.jobs.arun(job)

@@ -1,0 +1,207 @@
+"""`dcaf-like worker` over real processes (docs/runs.md, "Tools on a job engine"): a Celery worker in a
+child process, the real Redis broker (127.0.0.1:6379, database 9), the API side in this process on
+the same SQLite store. A job runs on the worker and its result is recorded; a worker killed with -9
+mid-task leaves its call interrupted (at once on this machine), and a worker started after it never
+runs it again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _helpdesk import approve, user
+from _server import dcaf_like_serve
+
+from dcaf_like import Agent, ToolDecision
+from dcaf_like.domain import ToolCallStatus
+from dcaf_like.testing import OpenAICompatibleServer
+
+pytest.importorskip("celery", reason="the celery extra is not installed: pip install -e '.[celery]'")
+
+BROKER = os.environ.get("DCAF_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
+TARGET = "tests/e2e/background_agent.py:make_agent"
+LEASE = 600.0  # far longer than the test: a settlement before it is the dead worker's, not the lease's
+
+
+def wait_for(condition: Callable[[], Any], what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():  # a bounded wait for an event, not a measure of time
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def setting(tmp_path: Path) -> dict[str, str]:
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url(BROKER, socket_connect_timeout=1).ping()
+    except redis.RedisError:
+        pytest.skip(f"no Redis broker at {BROKER}")
+    (tmp_path / "ledger.log").touch()
+    return {
+        "DCAF_TEST_BROKER_URL": BROKER,
+        "DCAF_TEST_QUEUE": f"dcaf-e2e-{uuid.uuid4().hex}",
+        "DCAF_TEST_LEDGER": str(tmp_path / "ledger.log"),
+        "DCAF_TEST_RELEASE": str(tmp_path / "release"),
+        "DCAF_TEST_LEASE": str(LEASE),
+        "STORE": f"sqlite:///{tmp_path / 'conversations.sqlite3'}",
+    }
+
+
+@contextlib.contextmanager
+def worker(setting: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """`dcaf-like worker` in a child process, stopped (killed) on the way out."""
+    env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+    command = [
+        sys.executable,
+        "-m",
+        "dcaf_like.cli",
+        "worker",
+        TARGET,
+        "--factory",
+        "--store",
+        setting["STORE"],
+    ]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def api_agent(setting: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Agent:
+    """The API side: the same agent, in this process, on the worker's store."""
+    for name, value in setting.items():
+        monkeypatch.setenv(name, value)
+    sys.path.insert(0, "tests/e2e")
+    try:
+        from background_agent import make_agent
+    finally:
+        sys.path.remove("tests/e2e")
+    agent = make_agent()
+    agent.use_repository(setting["STORE"])
+    return agent
+
+
+def approved_in(agent: Agent, text: str, conversation_id: str | None = None) -> tuple[str, str]:
+    asked = agent.run(text, conversation_id=conversation_id)
+    [pending] = asked.pending_tool_calls
+    decided = agent.decide(asked.conversation_id, [ToolDecision(pending.id, True)])
+    assert decided.stop_reason == "running_in_background"
+    return asked.conversation_id, pending.id
+
+
+def status(agent: Agent, conversation_id: str, call_id: str) -> ToolCallStatus:
+    return agent.repository.get(conversation_id).tool_call(call_id).status
+
+
+def test_a_job_runs_on_the_worker_and_the_next_turn_reads_its_result(
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tools on a job engine: `dcaf-like worker` runs the job; the API's next turn reads the result."""
+    agent = api_agent(setting, monkeypatch)
+    Path(setting["DCAF_TEST_RELEASE"]).touch()
+    with worker(setting) as process:
+        conversation_id, call_id = approved_in(agent, "drain n1")
+        wait_for(
+            lambda: status(agent, conversation_id, call_id) is ToolCallStatus.EXECUTED, "the job's result"
+        )
+        ledger = Path(setting["DCAF_TEST_LEDGER"]).read_text().splitlines()
+        assert ledger == [f"{process.pid} started n1", f"{process.pid} finished n1"]
+    assert agent.decide(conversation_id, []).text == "n1 is drained."
+
+
+def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_again(
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tools on a job engine: kill -9 of the worker running a job: the next turn settles the call as
+    interrupted at once (this machine knows the worker is gone), and a worker started afterwards runs
+    the jobs that come after it, never that one."""
+    agent = api_agent(setting, monkeypatch)
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    with worker(setting) as first:
+        conversation_id, call_id = approved_in(agent, "drain n1")
+        wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    settled = agent.decide(conversation_id, [])
+    [interrupted] = settled.executed_tool_calls
+    assert (interrupted.id, interrupted.status) == (call_id, "interrupted")
+    assert settled.text == "n1 is drained."  # the run went on past it
+    Path(setting["DCAF_TEST_RELEASE"]).touch()
+    with worker(setting) as second:
+        _, later = approved_in(agent, "drain n2", conversation_id)
+        wait_for(
+            lambda: status(agent, conversation_id, later) is ToolCallStatus.EXECUTED, "the next job's result"
+        )
+        assert ledger.read_text().splitlines() == [
+            f"{first.pid} started n1",
+            f"{second.pid} started n2",
+            f"{second.pid} finished n2",
+        ]
+    assert status(agent, conversation_id, call_id) is ToolCallStatus.INTERRUPTED
+
+
+def test_a_job_runs_on_while_the_api_server_is_restarted(setting: dict[str, str]) -> None:
+    """Tools on a job engine: an approval over HTTP enqueues the job; the API server is stopped and
+    another started while the tool runs; the job ends on the worker, and the new server's next turn
+    reads its result."""
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    with OpenAICompatibleServer() as model:
+        env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+        env["DCAF_TEST_OPENAI_URL"] = model.base_url
+        serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
+        model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+        with worker(setting), dcaf_like_serve(*serve, env=env) as first:
+            proposed = httpx.post(f"{first.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
+            data = proposed.json()["data"]
+            conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
+            approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+            approved = httpx.post(f"{first.url}/api/chat", json=approval, timeout=30).json()
+            assert approved["meta"]["stop_reason"] == "running_in_background"
+            wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+            assert first.process is not None
+            first.process.terminate()
+            first.process.wait(timeout=30)
+            with dcaf_like_serve(*serve, env=env) as second:
+                Path(setting["DCAF_TEST_RELEASE"]).touch()
+
+                def executed() -> bool:
+                    read = httpx.get(f"{second.url}/api/conversations/{conversation_id}", timeout=10).json()
+                    return [c["status"] for c in read["tool_calls"]] == ["executed"]
+
+                wait_for(executed, "the job's result in the store")
+                model.reply("n1 is drained.")
+                answer = httpx.post(
+                    f"{second.url}/api/chat",
+                    json={"messages": [user(conversation_id=conversation_id)]},
+                    timeout=30,
+                ).json()
+    assert answer["content"] == "n1 is drained.", answer
+    [result] = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+    assert result["content"] == "n1 drained"
+    assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == [
+        "started n1",
+        "finished n1",
+    ]

@@ -1,0 +1,356 @@
+"""Background tools (docs/runs.md, "Tools on a job engine"): the turn queues an approved call of a
+background tool, saves it, hands its job to the agent's executor and ends without waiting; the job
+runs it once, wherever it runs; the next turn reads its result."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from dcaf_like import Agent, InProcessExecutor, ToolContext, ToolDecision, ToolJob, ToolQueued, tool
+from dcaf_like.application.executors import LEASED_TO_QUEUE, InvalidJob
+from dcaf_like.application.runs import STOPPED_BY_CANCEL
+from dcaf_like.application.tool_jobs import JobOutcome
+from dcaf_like.domain import ToolCallStatus
+from dcaf_like.stores.memory import InMemoryConversationRepository
+from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
+
+
+class KeptJobs:
+    """An executor that keeps its jobs, and what the store held for each call when it was handed over."""
+
+    queue_ttl = 600.0
+
+    def __init__(self, agent_store: Any = None, fail: BaseException | None = None) -> None:
+        self.jobs: list[ToolJob] = []
+        self.seen: list[tuple[str, str | None]] = []
+        self.store, self.fail = agent_store, fail
+
+    def submit(self, job: ToolJob) -> None:
+        if self.fail is not None:
+            raise self.fail
+        if self.store is not None:
+            call = self.store.get(job.conversation_id).tool_call(job.call_id)
+            self.seen.append((call.status.value, call.lease_owner))
+        self.jobs.append(job)
+
+    async def asubmit(self, job: ToolJob) -> None:
+        self.submit(job)
+
+
+runs: list[str] = []
+
+
+@tool(background=True)
+def drain(node: str) -> str:
+    """Evict every pod of a node."""
+    runs.append(node)
+    return f"{node} drained"
+
+
+@tool(requires_approval=False)
+def list_nodes() -> str:
+    """List the nodes."""
+    return "n1, n2"
+
+
+@pytest.fixture(autouse=True)
+def _no_runs() -> None:
+    runs.clear()
+
+
+def approve_all(agent: Agent, conversation_id: str, response: Any) -> Any:
+    return agent.decide(conversation_id, [ToolDecision(c.id, True) for c in response.pending_tool_calls])
+
+
+def test_an_approved_background_call_is_queued_and_the_turn_does_not_wait() -> None:
+    """Tools on a job engine: the response says running_in_background; the call is saved approved
+    and queued (no worker holds it) before its job is handed over; the tool has not run."""
+    clock = ManualClock(1_700_000_000.0)
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    store = InMemoryConversationRepository()
+    kept = KeptJobs(store)
+    agent = Agent(tools=[drain], runtime=model, clock=clock, executor=kept, repository=store)
+    asked = agent.run("drain n1")
+    response = approve_all(agent, asked.conversation_id, asked)
+    assert response.stop_reason == "running_in_background"
+    assert response.executed_tool_calls == ()
+    assert runs == []
+    [job] = kept.jobs
+    assert kept.seen == [("approved", LEASED_TO_QUEUE)]  # saved queued before the job left
+    call = agent.repository.get(asked.conversation_id).tool_call(job.call_id)
+    assert call.lease_expires_at == clock.now + kept.queue_ttl
+    assert (job.conversation_id, job.fingerprint) == (asked.conversation_id, call.approved_fingerprint)
+
+
+def test_the_next_turn_reads_the_jobs_result() -> None:
+    """Tools on a job engine: the job records the result; the user's next message (even an empty
+    one) lets the model read it."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    agent = Agent(tools=[drain], runtime=model, executor=InProcessExecutor)
+    asked = agent.run("drain n1")
+    assert approve_all(agent, asked.conversation_id, asked).stop_reason == "running_in_background"
+    assert runs == ["n1"]
+    response = agent.decide(asked.conversation_id, [])
+    assert response.text == "n1 is drained."
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert (call.status, call.result) == (ToolCallStatus.EXECUTED, "n1 drained")
+    assert model.requests[-1].messages[-1].content == "n1 drained"
+
+
+def test_the_stream_says_a_call_went_to_the_background() -> None:
+    """Tools on a job engine: the stream sends tool_queued for the call (no tool_started, no
+    tool_finished), and its done event says running_in_background."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1")
+    [pending] = asked.pending_tool_calls
+
+    async def events() -> list[Any]:
+        decision = {
+            "role": "user",
+            "content": "",
+            "data": {"tool_calls": [{"id": pending.id, "execute": True}]},
+        }
+        return [e async for e in agent.arun_stream([decision], conversation_id=asked.conversation_id)]
+
+    seen = asyncio.run(events())
+    kinds = [e.type for e in seen]
+    assert "tool_started" not in kinds
+    assert "tool_finished" not in kinds
+    [queued] = [e for e in seen if isinstance(e, ToolQueued)]
+    assert (queued.call.id, queued.call.status) == (pending.id, "approved")
+    assert seen[-1].response.stop_reason == "running_in_background"
+    assert len(kept.jobs) == 1
+
+
+def test_a_call_the_policy_allows_is_queued_in_the_turn_that_proposed_it() -> None:
+    """Tools on a job engine: every approved call goes, by a human or by the policy; the other
+    calls of the batch run in the turn, and the model is not asked again."""
+
+    @tool(requires_approval=False, background=True)
+    def restart(name: str) -> str:
+        """Restart a deployment."""
+        return f"{name} restarted"
+
+    model = FakeRuntime(
+        [tool_calls(tool_call("restart", name="web"), tool_call("list_nodes")), reply("unused")]
+    )
+    kept = KeptJobs()
+    agent = Agent(tools=[restart, list_nodes], runtime=model, executor=kept)
+    response = agent.run("restart web")
+    assert response.stop_reason == "running_in_background"
+    assert [c.name for c in response.executed_tool_calls] == ["list_nodes"]
+    [job] = kept.jobs
+    assert agent.repository.get(response.conversation_id).tool_call(job.call_id).name == "restart"
+    assert len(model.requests) == 1
+
+
+def test_every_tool_of_an_agent_may_run_in_the_background() -> None:
+    """Tools on a job engine: Agent(executor=..., background=True) sends every tool's calls."""
+    model = FakeRuntime([tool_calls(tool_call("list_nodes")), reply("unused")])
+    kept = KeptJobs()
+    agent = Agent(tools=[list_nodes], runtime=model, executor=kept, background=True)
+    assert agent.run("which nodes?").stop_reason == "running_in_background"
+    assert len(kept.jobs) == 1
+
+
+def test_a_background_tool_needs_an_executor() -> None:
+    with pytest.raises(ValueError, match=r"tools run in the background \(drain\) need an executor"):
+        Agent(tools=[drain], runtime=FakeRuntime([]))
+
+
+def test_a_job_that_cannot_be_queued_fails_its_call_not_run() -> None:
+    """Tools on a job engine: a broker that cannot be reached fails the call, not run; the next
+    turn's model reads why."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("The drain could not start.")])
+    agent = Agent(tools=[drain], runtime=model, executor=KeptJobs(fail=ConnectionError("broker down")))
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert call.status is ToolCallStatus.FAILED
+    assert call.error == "not run: its job could not be queued (ConnectionError)"
+    assert agent.decide(asked.conversation_id, []).text == "The drain could not start."
+
+
+def test_a_job_past_its_queue_window_is_interrupted_and_never_runs() -> None:
+    """Tools on a job engine: a call whose job waited past the executor's queue_ttl is settled as
+    interrupted by the next turn, and its job, should it come later, runs nothing."""
+    clock = ManualClock(1_700_000_000.0)
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("It never started.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept, clock=clock)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    clock.advance(kept.queue_ttl)
+    [interrupted] = agent.decide(asked.conversation_id, []).executed_tool_calls
+    assert interrupted.status == "interrupted"
+    assert agent.jobs.run(kept.jobs[0]) == JobOutcome("refused", "the call is interrupted, not approved")
+    assert runs == []
+
+
+def test_a_job_claimed_after_its_queue_window_runs_nothing() -> None:
+    clock = ManualClock(1_700_000_000.0)
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("unused")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept, clock=clock)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    clock.advance(kept.queue_ttl)
+    assert agent.jobs.run(kept.jobs[0]) == JobOutcome(
+        "refused", "the call waited in the queue past its window"
+    )
+    assert runs == []
+
+
+def test_a_worker_holds_the_call_under_a_lease_of_its_own_while_the_tool_runs() -> None:
+    """Tools on a job engine: the worker claims the call under a lease of its own (renewed as a turn
+    renews it), so no turn settles it while it runs."""
+    clock = ManualClock(1_700_000_000.0)
+    leases: list[tuple[str | None, float | None]] = []
+    holder: dict[str, Agent] = {}
+
+    @tool(background=True)
+    def snapshot(volume: str) -> str:
+        """Snapshot a volume."""
+        call = next(iter(holder["agent"].repository.get(conversation).tool_calls.values()))
+        leases.append((call.lease_owner, call.lease_expires_at))
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot", volume="v1")), reply("Saved.")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[snapshot], runtime=model, executor=kept, clock=clock, lease_ttl=30)
+    asked = agent.run("snapshot v1")
+    conversation = asked.conversation_id
+    approve_all(agent, conversation, asked)
+    jobs = agent.jobs
+    assert jobs.run(kept.jobs[0]).outcome == "executed"
+    [(owner, until)] = leases
+    assert owner == jobs.worker
+    assert until == clock.now + 30
+
+
+def test_a_result_is_not_recorded_once_another_worker_settled_the_call() -> None:
+    """Tools on a job engine: a worker that lost its call (its lease ran out, the call was settled
+    as interrupted) does not overwrite the record: the interrupted record stands."""
+    clock = ManualClock(1_700_000_000.0)
+    holder: dict[str, Any] = {}
+
+    @tool(background=True)
+    def slow(name: str) -> str:
+        """A tool whose worker pauses past its lease."""
+        clock.advance(120)
+        holder["agent"].decide(holder["conversation"], [])  # another turn settles it meanwhile
+        return "done"
+
+    model = FakeRuntime([tool_calls(tool_call("slow", name="x")), reply("Interrupted."), reply("again")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[slow], runtime=model, executor=kept, clock=clock, lease_ttl=60)
+    asked = agent.run("go")
+    holder["conversation"] = asked.conversation_id
+    approve_all(agent, asked.conversation_id, asked)
+    outcome = agent.jobs.run(kept.jobs[0])
+    assert outcome.outcome == "lost"
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert call.status is ToolCallStatus.INTERRUPTED
+
+
+def test_a_worker_without_the_tool_fails_the_call() -> None:
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("unused")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    elsewhere = Agent(tools=[list_nodes], runtime=model, repository=agent.repository)
+    outcome = elsewhere.jobs.run(kept.jobs[0])
+    assert outcome == JobOutcome("failed", "tool 'drain' is not available on the worker that took its job")
+    assert runs == []
+
+
+def test_a_background_job_runs_with_the_async_ports() -> None:
+    """Tools on a job engine: served (arun), the in-process executor runs the job on the event loop."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    agent = Agent(tools=[drain], runtime=model, executor=InProcessExecutor)
+
+    async def turns() -> str:
+        asked = await agent.arun("drain n1")
+        decided = await agent.adecide(
+            asked.conversation_id, [ToolDecision(asked.pending_tool_calls[0].id, True)]
+        )
+        assert decided.stop_reason == "running_in_background"
+        return (await agent.adecide(asked.conversation_id, [])).text
+
+    assert asyncio.run(turns()) == "n1 is drained."
+    assert runs == ["n1"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "not a job",
+        {"conversation_id": "c", "call_id": "tc_1"},
+        {"conversation_id": "c", "call_id": "tc_1", "fingerprint": "f" * 63},
+        {"conversation_id": "c d", "call_id": "tc_1", "fingerprint": "f" * 64},
+        {"conversation_id": "c", "call_id": 7, "fingerprint": "f" * 64},
+    ],
+)
+def test_a_message_that_is_not_a_job_is_refused(message: Any) -> None:
+    with pytest.raises(InvalidJob):
+        ToolJob.of(message)
+
+
+def test_a_job_reads_back_from_its_message() -> None:
+    job = ToolJob("conv_1", "tc_1", "a" * 64)
+    assert ToolJob.of(job.to_dict()) == job
+
+
+def test_a_cancel_asked_before_the_job_starts_stops_it_before_the_tool_runs() -> None:
+    """Tools on a job engine: a cancel of the conversation asked after the approval reaches the job:
+    before the tool starts, the call fails, not run."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("Cancelled.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    agent.cancel(asked.conversation_id)
+    assert agent.jobs.run(kept.jobs[0]) == JobOutcome("failed", "not run: the run was cancelled before it")
+    assert runs == []
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert call.status is ToolCallStatus.FAILED
+
+
+def test_a_cancel_asked_while_the_job_runs_reaches_the_tool_at_its_next_lease_renewal() -> None:
+    """Tools on a job engine: a cancel asked while the tool runs turns its context's `cancelled` true
+    at the worker's next lease renewal; a tool that looks stops, and its call fails as stopped."""
+    started = threading.Event()
+
+    @tool(background=True)
+    def evict_pods(node: str, context: ToolContext) -> str:
+        """Evict the pods of a node one by one."""
+        started.set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # a bounded wait for the cancel, not a measure of time
+            context.check_cancelled()
+            time.sleep(0.01)
+        return "never cancelled"
+
+    model = FakeRuntime([tool_calls(tool_call("evict_pods", node="n1")), reply("Stopped.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[evict_pods], runtime=model, executor=kept, lease_ttl=0.3)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    outcomes: list[JobOutcome] = []
+    worker = threading.Thread(target=lambda: outcomes.append(agent.jobs.run(kept.jobs[0])))
+    worker.start()
+    assert started.wait(60)
+    agent.cancel(asked.conversation_id)
+    worker.join(60)
+    [outcome] = outcomes
+    assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL)
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
