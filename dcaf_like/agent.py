@@ -6,7 +6,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -221,7 +221,7 @@ class Agent:
             executor=executor,
             background=background,
         )
-        _check_arguments(self._settings)
+        _check_arguments(self._settings, self.tools)
         #: Built when first needed (a run, :meth:`atools`): building an agent does not pay for it.
         self._service: AgentService | None = None
 
@@ -670,9 +670,15 @@ def _who(user: str | None, identity: Identity | None) -> str:
     return identity.name if identity is not None else "user"
 
 
-def _check_arguments(settings: AgentSettings) -> None:
+def _check_arguments(settings: AgentSettings, tools: Sequence[Tool]) -> None:
     """What the service refuses, refused when the agent is built (the service is built at its first
-    run): limits that are not positive, an object with none of the methods of a hook."""
+    run): limits that are not positive, an object with none of the methods of a hook, background
+    tools with no executor (a toolset's are checked when it loads)."""
+    if settings.executor is None:
+        background = [t.name for t in tools if settings.background or getattr(t, "background", False)]
+        if background:
+            listed = ", ".join(sorted(background))
+            raise ValueError(f"tools run in the background ({listed}) need an executor: Agent(executor=...)")
     if settings.max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
     for limit, what in (
