@@ -411,7 +411,8 @@ def _call_fields(call: ToolCallView) -> dict[str, Any]:
         "proposed_input": call.proposed_input,
         "edited": call.edited,
         "approval_reason": call.approval_reason,
-        "risk": call.risk,
+        # Only when its tool declares one: a call of a tool that declares none has the seed's form.
+        **({"risk": call.risk} if call.risk is not None else {}),
         **preview_fields(call),
     }
 

@@ -449,6 +449,7 @@ ENTRANCES = {
     ("GET", "/api/conversations/{conversation_id}"),
     ("DELETE", "/api/conversations/{conversation_id}"),
     ("POST", "/api/conversations/{conversation_id}/cancel"),
+    ("GET", "/api/conversations/{conversation_id}/events"),
     ("GET", "/api/audit"),
     ("GET", "/api/audit/export"),
     ("GET", "/api/approvals"),

@@ -226,7 +226,7 @@ class Counting(PostgresConversationRepository):
         return await super()._arun(db, sql, params)
 
 
-def test_a_sync_turn_reads_once_and_saves_once(postgres_url, postgres_table, cluster):
+def test_a_sync_turn_reads_once_and_saves_its_message_then_its_outcome(postgres_url, postgres_table, cluster):
     store = Counting(postgres_url, table=postgres_table)
     store.statements = []
     agent = Agent(tools=cluster.tools(), runtime=FakeRuntime(["one", "two"]), repository=store)
@@ -235,11 +235,13 @@ def test_a_sync_turn_reads_once_and_saves_once(postgres_url, postgres_table, clu
 
     agent.run("again", conversation_id=first.conversation_id)
 
-    assert store.statements == ["SELECT", "WITH"]  # the read, the save (one statement)
+    # the read, the user's message saved as the turn starts (docs/runs.md, "A crash keeps the user's
+    # message"), the save at its end (one statement each)
+    assert store.statements == ["SELECT", "WITH", "WITH"]
     store.close()
 
 
-async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_claim(
+async def test_an_async_turn_reads_once_saves_its_message_then_its_outcome_and_an_approval_adds_its_claim(
     postgres_url, postgres_table, cluster
 ):
     store = Counting(postgres_url, table=postgres_table)
@@ -257,7 +259,7 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     store.statements.clear()
     await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
 
-    assert turn == ["SELECT", "WITH"]
+    assert turn == ["SELECT", "WITH", "WITH"]  # the read, the message saved at the start, the save
     # read, claim the approval (its audit record in the same transaction, after the statement that
     # locks the audit chain's head and reads it: ADR 34), ask whether the run was cancelled before the
     # model's next call, save the outcome

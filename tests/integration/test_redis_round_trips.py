@@ -28,7 +28,7 @@ class CountingAsyncRedis(redis.asyncio.Redis):  # type: ignore[misc,name-defined
         return await super().execute_command(*args, **options)
 
 
-def test_a_sync_turn_reads_once_and_saves_once(redis_url, redis_prefix, cluster):
+def test_a_sync_turn_reads_once_and_saves_its_message_then_its_outcome(redis_url, redis_prefix, cluster):
     client = CountingRedis.from_url(redis_url)
     client.commands = []
     store = RedisConversationRepository(redis_url, prefix=redis_prefix, client=client)
@@ -38,11 +38,13 @@ def test_a_sync_turn_reads_once_and_saves_once(redis_url, redis_prefix, cluster)
 
     agent.run("again", conversation_id=first.conversation_id)
 
-    assert client.commands == ["EVALSHA", "EVALSHA"]  # the read script, the save script
+    # the read script; the save of the user's message as the turn starts (docs/runs.md, "A crash keeps
+    # the user's message"); the save at its end
+    assert client.commands == ["EVALSHA", "EVALSHA", "EVALSHA"]
     client.close()
 
 
-async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_claim(
+async def test_an_async_turn_reads_once_saves_its_message_then_its_outcome_and_an_approval_adds_its_claim(
     redis_url, redis_prefix, cluster
 ):
     client = CountingAsyncRedis.from_url(redis_url)
@@ -58,7 +60,7 @@ async def test_an_async_turn_reads_once_and_saves_once_and_an_approval_adds_its_
     client.commands.clear()
     await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
 
-    assert turn == ["EVALSHA", "EVALSHA"]
+    assert turn == ["EVALSHA", "EVALSHA", "EVALSHA"]  # read, the message saved at the start, the save
     # read, the audit chain's head (ADR 34: once per repository, then known from its own writes),
     # claim the approval (with its lease and the decision's record), ask whether the run was cancelled
     # before calling the model again (docs/runs.md: every step but the first), save the outcome
