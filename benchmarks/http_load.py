@@ -287,7 +287,7 @@ def drop_tables(table: str) -> None:
 
     with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
         suffixes = ("", "_schema_version", "_decisions", "_cancels", "_messages", "_calls")
-        db.execute(f"DROP TABLE IF EXISTS {', '.join(f'{table}{suffix}' for suffix in suffixes)}")
+        db.execute(f"DROP TABLE IF EXISTS {', '.join(f'{table}{suffix}' for suffix in suffixes)} CASCADE")
         db.execute(f"DROP FUNCTION IF EXISTS {table}_decisions_refuse()")
 
 

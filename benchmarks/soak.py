@@ -395,7 +395,7 @@ def soak_postgres(seconds: float, warmup: float, ledger: Path) -> dict[str, Any]
         with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
             suffixes = ("", "_schema_version", "_decisions", "_cancels", "_messages", "_calls")
             tables = [f"{table}{suffix}" for suffix in suffixes]
-            db.execute(f"DROP TABLE IF EXISTS {', '.join(tables)}")
+            db.execute(f"DROP TABLE IF EXISTS {', '.join(tables)} CASCADE")
             db.execute(f"DROP FUNCTION IF EXISTS {table}_decisions_refuse()")
 
 
