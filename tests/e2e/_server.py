@@ -79,12 +79,38 @@ def dcaf_like_serve(*args: str, env: Mapping[str, str] | None = None) -> Iterato
                     break
             time.sleep(0.05)
         yield served
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        drain.join(timeout=15)
-        process.stderr.close()
-        served.log = "".join(lines)
+    except BaseException:
+        _stop(process, drain, served, lines)
+        sys.stderr.write(f"--- what `dcaf-like serve {' '.join(args)}` logged ---\n{served.log}")
+        raise
+    if not _stop(process, drain, served, lines):
+        raise AssertionError(
+            f'the server was still running {SETTLE} s after SIGTERM (docs/deployment.md, "Restarts and'
+            f' deploys": it stops as soon as no turn is left); it logged:\n{served.log}'
+        )
+
+
+#: How long a test waits for a server to exit after SIGTERM, past the default grace (25 s) for a turn
+#: a test left running.
+SETTLE = 40
+
+
+def _stop(process: subprocess.Popen[str], drain: threading.Thread, served: Served, lines: list[str]) -> bool:
+    """SIGTERM, then (past `SETTLE` seconds) SIGKILL, so no test leaves a server behind; whether it
+    exited by itself."""
+    process.terminate()
+    try:
+        process.wait(timeout=SETTLE)
+        settled = True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        settled = False
+    drain.join(timeout=15)
+    assert process.stderr is not None
+    process.stderr.close()
+    served.log = "".join(lines)
+    return settled
 
 
 def until(ready: Callable[[], bool], what: str, seconds: float = 20) -> None:

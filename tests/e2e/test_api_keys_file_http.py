@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -30,9 +29,6 @@ def keys_file(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_served_agent_takes_the_keys_of_the_file(tmp_path: Path, workers: int) -> None:
     path = keys_file(tmp_path, f"# operators\nalice:chat+approve+read={ALICE}\n\n  bob:read = {BOB}\n")
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1]) if workers > 1 else "0"
     # The command line wins over the environment, as everywhere: this key is not the server's.
     env = {
         **os.environ,
@@ -40,7 +36,7 @@ def test_the_served_agent_takes_the_keys_of_the_file(tmp_path: Path, workers: in
         "DCAF_API_KEYS": f"eve={FROM_ENVIRONMENT}",
     }
     env.pop("DCAF_STORE", None)
-    options = ["--factory", "--port", port, "--workers", str(workers), "--api-keys-file", str(path)]
+    options = ["--factory", "--port", "0", "--workers", str(workers), "--api-keys-file", str(path)]
     options += ["--store", f"sqlite:///{tmp_path / 'c.db'}"]
 
     with (

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -77,13 +76,6 @@ def worker(setting: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
         if process.poll() is None:
             process.kill()
         process.wait(timeout=30)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def api_agent(setting: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Agent:

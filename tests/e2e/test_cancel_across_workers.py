@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,12 +32,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return store_url_of(request.param, request, tmp_path)
 
 
-def free_port() -> str:
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
-
-
 @contextmanager
 def two_workers(
     target: str, store_url: str, env: dict[str, str], workers: int
@@ -46,7 +39,7 @@ def two_workers(
     """Worker A and worker B: two ``dcaf-like serve`` processes, or (`workers` == 2) one ``dcaf-like
     serve --workers 2`` whose workers each connection reaches as the kernel chooses."""
     if workers == 2:
-        options = ("--factory", "--port", free_port(), "--workers", "2", "--store", store_url)
+        options = ("--factory", "--port", "0", "--workers", "2", "--store", store_url)
         with dcaf_like_serve(target, *options, env=env) as served:
             yield served, served
         return

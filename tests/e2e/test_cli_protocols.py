@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import httpx
 import pytest
@@ -26,12 +25,7 @@ INITIALIZE = {
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_serve_with_a2a_and_mcp_publishes_the_card_and_answers_mcp(tmp_path, workers):
-    port = "0"
-    if workers > 1:  # uvicorn's workers cannot share port 0: pick one
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = str(probe.getsockname()[1])
-    options = ["--factory", "--port", port, "--a2a", "--mcp", "--workers", str(workers)]
+    options = ["--factory", "--port", "0", "--a2a", "--mcp", "--workers", str(workers)]
     store = ["--store", f"sqlite:///{tmp_path / 'c.db'}"]
     env = {**os.environ, "DCAF_TEST_LEDGER": str(tmp_path / "ledger.log")}
 

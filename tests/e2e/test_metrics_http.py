@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import threading
 import uuid
 from collections import Counter
@@ -37,18 +36,13 @@ def _value(samples: dict, name: str, **labels: str) -> float:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_metrics_count_the_turns_tools_and_decisions_made(tmp_path, workers):
-    port = "0"
-    if workers > 1:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = str(probe.getsockname()[1])
     env = {
         **os.environ,
         "DCAF_TEST_LEDGER": str(tmp_path / "ledger.log"),
         "DCAF_API_KEYS": f"root:admin={ADMIN},ops={OPS}",
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    options = ["--factory", "--port", port, "--metrics", "--workers", str(workers)]
+    options = ["--factory", "--port", "0", "--metrics", "--workers", str(workers)]
     store = ["--store", f"sqlite:///{tmp_path / 'c.db'}"]
     with ExitStack() as stack:
         served = stack.enter_context(
@@ -124,10 +118,7 @@ def test_each_series_agrees_with_the_store_and_the_log_after_a_mix_of_turns_over
     ledger = tmp_path / "ledger.log"
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
-    options = ["--factory", "--port", port, "--workers", "2", "--metrics", "--shutdown-grace", "1"]
+    options = ["--factory", "--port", "0", "--workers", "2", "--metrics", "--shutdown-grace", "1"]
     conversations: list[str] = []
     logs: list[str] = []
     with OpenAICompatibleServer() as model:

@@ -5,7 +5,6 @@ process, answered the second request "Stopped." and the third with a 502."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import httpx
@@ -14,13 +13,10 @@ from _server import dcaf_like_serve
 
 
 def test_ten_turns_with_approvals_over_two_workers(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
     ledger = tmp_path / "ledger.log"
     env = {**os.environ, "DCAF_TEST_LEDGER": str(ledger)}
     env.pop("DCAF_STORE", None)
-    options = ["--factory", "--port", port, "--workers", "2", "--store", f"sqlite:///{tmp_path / 'c.db'}"]
+    options = ["--factory", "--port", "0", "--workers", "2", "--store", f"sqlite:///{tmp_path / 'c.db'}"]
     answers = []
     target = "tests/e2e/rules_agent.py:make_agent"
     with (

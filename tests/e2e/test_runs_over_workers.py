@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import threading
 import uuid
 from pathlib import Path
@@ -29,12 +28,6 @@ LEASE = 600.0  # far longer than the test: a settlement before it is the dead wo
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return store_url_of(request.param, request, tmp_path)
-
-
-def free_port() -> str:
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
 
 
 def environment(ledger: Path, model: OpenAICompatibleServer) -> dict[str, str]:
@@ -77,7 +70,7 @@ def test_a_first_turn_is_readable_and_listed_on_every_worker_while_its_tool_runs
     ledger = tmp_path / "ledger.log"
     with OpenAICompatibleServer() as model:
         model.call([("snapshot_volume", {"volume": "vol-1"})])
-        options = ("--factory", "--port", free_port(), "--workers", "2", "--store", store_url)
+        options = ("--factory", "--port", "0", "--workers", "2", "--store", store_url)
         env = environment(ledger, model)
         with dcaf_like_serve("tests/e2e/long_tool_agent.py:make_agent", *options, env=env) as served:
             lines: list[dict[str, Any]] = []
@@ -121,7 +114,7 @@ def test_after_kill_9_of_its_worker_the_next_turn_settles_the_call_before_its_le
     with OpenAICompatibleServer() as model:
         model.call([("restart_deployment", {"name": "web"})], text="I will restart web.")
         model.reply("I cannot tell whether web restarted: please check it before trying again.")
-        options = ("--factory", "--port", free_port(), "--workers", "2", "--store", store_url)
+        options = ("--factory", "--port", "0", "--workers", "2", "--store", store_url)
         env = environment(ledger, model)
         with dcaf_like_serve("tests/e2e/slow_agent.py:make_agent", *options, env=env) as served:
             proposed = httpx.post(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import threading
 import uuid
 from pathlib import Path
@@ -31,19 +30,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return store_url_of(request.param, request, tmp_path)
 
 
-def free_port() -> str:
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
-
-
 @pytest.mark.parametrize("kind", ["async", "def"])
 def test_sigterm_past_the_grace_settles_the_running_call_and_ends_the_stream_with_an_error(
     store_url: str, tmp_path: Path, kind: str
 ) -> None:
     conversation_id = f"conv_{uuid.uuid4().hex[:24]}"
     ledger = tmp_path / "ledger.log"
-    options = ["--factory", "--port", free_port(), "--workers", "2", "--shutdown-grace", "1"]
+    options = ["--factory", "--port", "0", "--workers", "2", "--shutdown-grace", "1"]
     with OpenAICompatibleServer() as model:
         env = {
             **{k: v for k, v in os.environ.items() if k != "DCAF_STORE"},
@@ -88,7 +81,7 @@ def test_sigterm_past_the_grace_answers_a_waiting_chat_request_503_shutting_down
     server had failed; the call is settled as interrupted all the same."""
     conversation_id = f"conv_{uuid.uuid4().hex[:24]}"
     ledger = tmp_path / "ledger.log"
-    options = ["--factory", "--port", free_port(), "--workers", "2", "--shutdown-grace", "1"]
+    options = ["--factory", "--port", "0", "--workers", "2", "--shutdown-grace", "1"]
     with OpenAICompatibleServer() as model:
         env = {
             **{k: v for k, v in os.environ.items() if k != "DCAF_STORE"},

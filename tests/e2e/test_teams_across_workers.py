@@ -6,7 +6,6 @@ approval and refusal is in ``GET /api/audit``."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,7 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 
 def test_twenty_final_approvals_at_once_run_the_call_once(tmp_path: Path, store_url: str) -> None:
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
+    port = "0"  # the supervisor binds one and its workers listen on it
     ledger = tmp_path / "ledger.log"
     keys = ",".join(f"{name}:{scopes}={secret(name)}" for name, scopes in KEYS.items())
     env = {**os.environ, "DCAF_TEST_LEDGER": str(ledger), "DCAF_API_KEYS": keys}

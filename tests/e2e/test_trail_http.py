@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,9 +36,7 @@ def test_decisions_through_two_workers_keep_one_chain_that_verifies_signed(
     key_file = tmp_path / "audit.key"
     key_file.write_text(SECRET)
     key_file.chmod(0o600)
-    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
+    port = "0"  # the supervisor binds one and its workers listen on it
     env = {k: v for k, v in os.environ.items() if k not in ("DCAF_STORE", "DCAF_AUDIT_KEY")}
     env["DCAF_TEST_LEDGER"] = str(tmp_path / "ledger.log")
     options = [
