@@ -88,20 +88,14 @@ class ChatCompletions:
                     content=content,
                     extensions=self._extensions,
                 )
-            except httpcore.TimeoutException as exc:
-                failure = _timeout(exc)
-            except httpcore.NetworkError as exc:
-                failure = _no_connection(exc)
+            except (httpcore.TimeoutException, httpcore.NetworkError) as exc:
+                failure = _cut(exc)
             else:
                 if response.status < 400:
                     return _json(response.content)
                 failure = _status_error(response.status, response.content)
                 headers = response.headers
-                if not _retries(response.status, headers):
-                    raise failure
-            if attempt == self.max_retries:
-                raise failure
-            time.sleep(_delay(attempt, headers))
+            time.sleep(self._retry_after(attempt, failure, headers))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -121,15 +115,9 @@ class ChatCompletions:
                         return
                     failure = _status_error(response.status, b"".join(response.iter_stream()))
                     headers = response.headers
-            except httpcore.TimeoutException as exc:
-                failure = _timeout(exc)
-            except httpcore.NetworkError as exc:
-                failure = _no_connection(exc)
-            if failure.kind == "status" and not _retries(failure.status or 0, headers):
-                raise failure
-            if attempt == self.max_retries:
-                raise failure
-            time.sleep(_delay(attempt, headers))
+            except (httpcore.TimeoutException, httpcore.NetworkError) as exc:
+                failure = _cut(exc)
+            time.sleep(self._retry_after(attempt, failure, headers))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -181,20 +169,14 @@ class ChatCompletions:
                     content=content,
                     extensions=self._extensions,
                 )
-            except httpcore.TimeoutException as exc:
-                failure = _timeout(exc)
-            except httpcore.NetworkError as exc:
-                failure = _no_connection(exc)
+            except (httpcore.TimeoutException, httpcore.NetworkError) as exc:
+                failure = _cut(exc)
             else:
                 if response.status < 400:
                     return _json(response.content)
                 failure = _status_error(response.status, response.content)
                 headers = response.headers
-                if not _retries(response.status, headers):
-                    raise failure
-            if attempt == self.max_retries:
-                raise failure
-            await asyncio.sleep(_delay(attempt, headers))
+            await asyncio.sleep(self._retry_after(attempt, failure, headers))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def astream(
@@ -219,15 +201,18 @@ class ChatCompletions:
                         response.status, b"".join([c async for c in response.aiter_stream()])
                     )
                     headers = response.headers
-            except httpcore.TimeoutException as exc:
-                failure = _timeout(exc)
-            except httpcore.NetworkError as exc:
-                failure = _no_connection(exc)
-            if failure.kind == "status" and not _retries(failure.status or 0, headers):
-                raise failure
-            if attempt == self.max_retries:
-                raise failure
-            await asyncio.sleep(_delay(attempt, headers))
+            except (httpcore.TimeoutException, httpcore.NetworkError) as exc:
+                failure = _cut(exc)
+            await asyncio.sleep(self._retry_after(attempt, failure, headers))
+
+    def _retry_after(self, attempt: int, failure: WireError, headers: Iterable[tuple[bytes, bytes]]) -> float:
+        """How long to wait before trying again after `failure`, or `failure` raised when the SDK
+        would not try again (a status it does not retry, or the last attempt)."""
+        if failure.kind == "status" and not _retries(failure.status or 0, headers):
+            raise failure
+        if attempt == self.max_retries:
+            raise failure
+        return _delay(attempt, headers)
 
     def _with_length(self, content: bytes) -> list[tuple[bytes, bytes]]:
         return [*self._headers, (b"Content-Length", str(len(content)).encode())]
@@ -330,7 +315,8 @@ async def _aevents(pieces: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]
 
 
 def _cut(exc: Exception) -> WireError:
-    """A stream that failed once it had begun: never tried again (what was shown cannot be taken back)."""
+    """A request cut by a timeout or the network (a stream cut once it had begun is never tried again:
+    what was shown cannot be taken back)."""
     return _timeout(exc) if isinstance(exc, httpcore.TimeoutException) else _no_connection(exc)
 
 
