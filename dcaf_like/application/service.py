@@ -180,6 +180,7 @@ class AgentService:
             monotonic=self.monotonic,
             tracer=self.tracer,
             deps=deps,
+            continuation=lambda request, blocking: self._quietly(request, blocking=blocking),
         )
         chosen = _executor(executor, self.jobs)
         self._settings.background = _background(tools, chosen, everything=background)

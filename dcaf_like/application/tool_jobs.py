@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dcaf_like.application.dto import AgentRequest
 from dcaf_like.application.effects import RunTool, ToolOutcome
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.executors import LEASED_TO_QUEUE, QUEUE_TTL, ToolJob
@@ -36,9 +37,19 @@ logger = logging.getLogger("dcaf_like.jobs")
 
 #: The error of a call whose job found the conversation cancelled before its tool started.
 NOT_RUN_CANCELLED = "not run: the run was cancelled before it"
+#: The error of a call whose conversation moved to another platform context after its approval.
+NOT_RUN_CONTEXT_CHANGED = (
+    "not run: the conversation's platform context changed after the call was approved in it"
+)
 
 #: Times a worker reads and saves again when another writer saved the conversation first.
 ATTEMPTS = 5
+
+#: Where a continuation's records say it came from.
+JOB_ENTRANCE = "job"
+
+#: A turn of the agent (the service's driver): the request, and whether to use the blocking ports.
+Continuation = Callable[[AgentRequest, bool], Awaitable[object]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +57,12 @@ class JobOutcome:
     """How a job ended: ``executed``, ``failed`` (the tool failed, or is not on this worker), ``asked``
     (the tool asked the user before it acted), ``refused`` (it ran nothing: `reason` says why), or
     ``lost`` (the tool ran, but the call was settled by another worker meanwhile: its result was not
-    recorded)."""
+    recorded). `continues`: its record settled the last call (or question) the run waited for, so the
+    model is owed a turn to read the results; one record at most says so, whatever the workers."""
 
     outcome: str
     reason: str = ""
+    continues: bool = False
 
 
 class ToolJobs:
@@ -70,6 +83,7 @@ class ToolJobs:
         tracer: Tracer | None = None,
         deps: Any = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
+        continuation: Continuation | None = None,
     ) -> None:
         self.repository, self.tools = repository, dict(tools)
         self.worker, self.lease_ttl = worker, lease_ttl
@@ -77,16 +91,53 @@ class ToolJobs:
         self.tracer: Tracer = tracer or NoTracer()
         self.deps = deps
         self.on_outcome = on_outcome
+        self.continuation = continuation
 
-    def run(self, job: ToolJob) -> JobOutcome:
-        """Run the job with the blocking ports, in this thread."""
-        return at_once(self._run(job, blocking=True))
+    def run(self, job: ToolJob, *, continue_run: bool = False) -> JobOutcome:
+        """Run the job with the blocking ports, in this thread; with `continue_run` (a job engine's
+        worker), then the turn its result is owed, if this job settled the run's last call."""
+        return at_once(self._run(job, blocking=True, continue_run=continue_run))
 
-    async def arun(self, job: ToolJob) -> JobOutcome:
-        """Run the job with the async ports."""
-        return await self._run(job, blocking=False)
+    async def arun(self, job: ToolJob, *, continue_run: bool = False) -> JobOutcome:
+        """Run the job with the async ports (`continue_run`: as :meth:`run`)."""
+        return await self._run(job, blocking=False, continue_run=continue_run)
 
-    async def _run(self, job: ToolJob, *, blocking: bool) -> JobOutcome:
+    async def _run(self, job: ToolJob, *, blocking: bool, continue_run: bool) -> JobOutcome:
+        outcome = await self._traced(job, blocking)
+        if continue_run and outcome.continues:
+            await self._continue(job, blocking)
+        return outcome
+
+    async def _continue(self, job: ToolJob, blocking: bool) -> None:
+        """The turn that lets the model read the results, in this worker, as a client's empty request
+        would (docs/runs.md, "Tools on a job engine"): whatever it answers is saved with the
+        conversation. A failure is logged; the user's next message goes on from the results."""
+        if self.continuation is None:
+            return
+        conversation = await self._load(job, blocking)
+        if conversation is None or job.call_id not in conversation.tool_calls:
+            return
+        since = conversation.tool_calls[job.call_id].decided_at or 0.0
+        if await self._cancelled(job, since, blocking):
+            return  # a human stopped the run: the model is not asked again until they write
+        request = AgentRequest(
+            conversation_id=conversation.id,
+            platform_context=dict(conversation.platform_context),
+            entrance=JOB_ENTRANCE,
+        )
+        try:
+            await self.continuation(request, blocking)
+        except Exception as exc:
+            logger.warning(
+                "the turn after the job for call %s of conversation %s failed (the next message goes on"
+                " from its result): %s: %s",
+                job.call_id,
+                job.conversation_id,
+                type(exc).__name__,
+                exc,
+            )
+
+    async def _traced(self, job: ToolJob, blocking: bool) -> JobOutcome:
         attributes = {"dcaf.conversation_id": job.conversation_id, "dcaf.call_id": job.call_id}
         span = self.tracer.start("dcaf.job", attributes)
         try:
@@ -116,6 +167,10 @@ class ToolJobs:
         # A cancel of the conversation asked since the call was approved reaches its job: before the
         # tool starts, or at each lease renewal while it runs (docs/runs.md, "Tools on a job engine").
         since = call.decided_at or 0.0
+        if call.context_fingerprint not in (None, conversation.platform_context.fingerprint):
+            # Approved for one cluster or namespace, never run in another (docs/runs.md, "Tools on
+            # a job engine"): a later turn may have stored another context while the job waited.
+            return await self._record(job, ToolOutcome(error=NOT_RUN_CONTEXT_CHANGED), None, blocking)
         tool = self.tools.get(call.name)
         if tool is None:
             error = f"tool {call.name!r} is not available on the worker that took its job"
@@ -182,10 +237,12 @@ class ToolJobs:
         self, job: ToolJob, outcome: ToolOutcome, session: Session | None, blocking: bool
     ) -> JobOutcome:
         kind: list[str] = []
+        owed: list[bool] = []
 
         def record(conversation: Conversation) -> None:
             now = self.clock()
             kind.clear()
+            owed.clear()
             if outcome.question is not None:
                 open_question(conversation, job.call_id, outcome.question, ttl=None, at=now)
                 kind.append("asked")
@@ -203,6 +260,8 @@ class ToolJobs:
                 kind.append("failed")
             if session is not None and session.changed:
                 conversation.replace_session(session.to_dict())
+            # Saved by one compare-and-set: of two jobs ending at once, only the later sees both settled.
+            owed.append(not conversation.unfinished_tool_calls and not conversation.open_questions)
 
         if not await self._change(job, record, blocking):
             logger.warning(
@@ -212,7 +271,7 @@ class ToolJobs:
                 job.conversation_id,
             )
             return JobOutcome("lost", "the call was settled by another worker while its job ran")
-        return JobOutcome(kind[0], outcome.error or "")
+        return JobOutcome(kind[0], outcome.error or "", continues=owed[0])
 
     async def _change(self, job: ToolJob, change: Callable[[Conversation], None], blocking: bool) -> bool:
         """Apply `change` to the stored conversation if this worker still holds the call, and save it,

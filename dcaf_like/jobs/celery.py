@@ -73,7 +73,7 @@ class CeleryExecutor:
             except InvalidJob as refused:
                 logger.warning("a message that is no job was refused: %s", refused)
                 return {"outcome": "refused", "reason": str(refused)}
-            outcome = jobs.run(job)
+            outcome = jobs.run(job, continue_run=True)  # then the turn its result is owed
             return {"outcome": outcome.outcome, "reason": outcome.reason}
 
         app.task(name=TASK, ignore_result=self.backend is None, shared=False)(run_tool_call)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
-from dcaf_like import Agent, ToolDecision, tool
+from dcaf_like import Agent, InvalidRequest, ToolDecision, tool
 from dcaf_like.application.executors import ToolExecutor, ToolJob
 from dcaf_like.application.tool_jobs import InProcessExecutor, JobOutcome, ToolJobs
 from dcaf_like.domain import ToolCallStatus
@@ -130,11 +131,34 @@ def test_a_job_runs_its_approved_call_and_records_the_result(harness: Harness) -
     agent, [job] = approved_job(drains)
     with harness(worker_jobs(agent, drains)) as executor:
         executor.submit(job)
-        assert drains.outcome() == JobOutcome("executed")
+        assert drains.outcome() == JobOutcome("executed", continues=True)
     call = agent.repository.get(job.conversation_id).tool_call(job.call_id)
     assert (call.status, call.result) == (ToolCallStatus.EXECUTED, "n0 drained")
     assert drains.runs == ["n0"]
-    assert agent.decide(job.conversation_id, []).text == "Drained."  # the model reads it next turn
+    assert_the_model_reads_the_results(harness, agent, job.conversation_id)
+
+
+def assert_the_model_reads_the_results(harness: Harness, agent: Agent, conversation_id: str) -> None:
+    """docs/runs.md, "Tools on a job engine": a job engine's worker goes on with the run itself, once,
+    when its job settled the run's last call; in process, the job ran inside the turn that handed it
+    over, and the next turn goes on."""
+    if harness is in_process:
+        assert agent.decide(conversation_id, []).text == "Drained."
+        return
+    assert answered(agent, conversation_id) == "Drained."
+    with pytest.raises(InvalidRequest, match="nothing to do"):  # the model already read them
+        agent.decide(conversation_id, [])
+
+
+def answered(agent: Agent, conversation_id: str) -> str:
+    """The model's last answer in the stored conversation, once there is one (within PATIENCE)."""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        last = agent.repository.get(conversation_id).messages[-1]
+        if last.role.value == "assistant" and last.content.text:
+            return last.content.text
+        time.sleep(0.02)
+    pytest.fail("the worker never went on with the run")
 
 
 def test_a_job_handed_over_again_runs_nothing(harness: Harness) -> None:
@@ -215,4 +239,4 @@ def test_the_jobs_of_one_batch_each_run_once(harness: Harness) -> None:
             executor.submit(job)
         assert sorted(drains.outcome().outcome for _ in jobs) == ["executed"] * 3
     assert sorted(drains.runs) == ["n0", "n1", "n2"]
-    assert agent.decide(jobs[0].conversation_id, []).text == "Drained."
+    assert_the_model_reads_the_results(harness, agent, jobs[0].conversation_id)

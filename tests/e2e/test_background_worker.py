@@ -1,8 +1,9 @@
 """`dcaf-like worker` over real processes (docs/runs.md, "Tools on a job engine"): a Celery worker in a
 child process, the real Redis broker (127.0.0.1:6379, database 9), the API side in this process on
-the same SQLite store. A job runs on the worker and its result is recorded; a worker killed with -9
-mid-task leaves its call interrupted (at once on this machine), and a worker started after it never
-runs it again."""
+the same SQLite store, one scripted OpenAI-compatible model for both. A job runs on the worker, its
+result is recorded and the worker goes on with the run (the model reads the result once); a worker
+killed with -9 mid-task leaves its call interrupted (at once on this machine), and a worker started
+after it never runs it again."""
 
 from __future__ import annotations
 
@@ -42,10 +43,18 @@ def wait_for(condition: Callable[[], Any], what: str, seconds: float = 60) -> No
 
 
 @pytest.fixture
-def setting(tmp_path: Path, redis_url: str) -> dict[str, str]:
+def model() -> Iterator[OpenAICompatibleServer]:
+    """The model of the API side and of the worker alike: one script, whoever asks."""
+    with OpenAICompatibleServer() as server:
+        yield server
+
+
+@pytest.fixture
+def setting(tmp_path: Path, redis_url: str, model: OpenAICompatibleServer) -> dict[str, str]:
     """The broker is the Redis server the suite's `redis_url` found running (another database)."""
     (tmp_path / "ledger.log").touch()
     return {
+        "DCAF_TEST_OPENAI_URL": model.base_url,
         "DCAF_TEST_BROKER_URL": BROKER,
         "DCAF_TEST_QUEUE": f"dcaf-e2e-{uuid.uuid4().hex}",
         "DCAF_TEST_LEDGER": str(tmp_path / "ledger.log"),
@@ -104,28 +113,43 @@ def status(agent: Agent, conversation_id: str, call_id: str) -> ToolCallStatus:
     return agent.repository.get(conversation_id).tool_call(call_id).status
 
 
-def test_a_job_runs_on_the_worker_and_the_next_turn_reads_its_result(
-    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch
+def last_answer(agent: Agent, conversation_id: str) -> str:
+    last = agent.repository.get(conversation_id).messages[-1]
+    return last.content.text if last.role.value == "assistant" else ""
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_a_job_runs_on_the_worker_and_the_worker_goes_on_with_the_run(
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch, model: OpenAICompatibleServer
 ) -> None:
-    """Tools on a job engine: `dcaf-like worker` runs the job; the API's next turn reads the result."""
+    """Tools on a job engine: `dcaf-like worker` runs the job, then the turn its result is owed: the
+    model reads the result once, and its answer is in the conversation without another message."""
+    model.call([("drain_node", {"node": "n1"})])
+    model.reply("n1 is drained.")
     agent = api_agent(setting, monkeypatch)
     Path(setting["DCAF_TEST_RELEASE"]).touch()
     with worker(setting) as process:
         conversation_id, call_id = approved_in(agent, "drain n1")
-        wait_for(
-            lambda: status(agent, conversation_id, call_id) is ToolCallStatus.EXECUTED, "the job's result"
-        )
+        wait_for(lambda: last_answer(agent, conversation_id) == "n1 is drained.", "the model's answer")
         ledger = Path(setting["DCAF_TEST_LEDGER"]).read_text().splitlines()
         assert ledger == [f"{process.pid} started n1", f"{process.pid} finished n1"]
-    assert agent.decide(conversation_id, []).text == "n1 is drained."
+    assert status(agent, conversation_id, call_id) is ToolCallStatus.EXECUTED
+    assert [tool_results(request) for request in model.requests] == [[], ["n1 drained"]]
 
 
 def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_again(
-    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch, model: OpenAICompatibleServer
 ) -> None:
     """Tools on a job engine: kill -9 of the worker running a job: the next turn settles the call as
     interrupted at once (this machine knows the worker is gone), and a worker started afterwards runs
     the jobs that come after it, never that one."""
+    model.call([("drain_node", {"node": "n1"})])
+    model.reply("n1 is drained.")
+    model.call([("drain_node", {"node": "n2"})])
+    model.reply("n2 is drained.")
     agent = api_agent(setting, monkeypatch)
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     with worker(setting) as first:
@@ -140,9 +164,8 @@ def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_agai
     Path(setting["DCAF_TEST_RELEASE"]).touch()
     with worker(setting) as second:
         _, later = approved_in(agent, "drain n2", conversation_id)
-        wait_for(
-            lambda: status(agent, conversation_id, later) is ToolCallStatus.EXECUTED, "the next job's result"
-        )
+        wait_for(lambda: last_answer(agent, conversation_id) == "n2 is drained.", "the next job's answer")
+        assert status(agent, conversation_id, later) is ToolCallStatus.EXECUTED
         assert ledger.read_text().splitlines() == [
             f"{first.pid} started n1",
             f"{second.pid} started n2",
@@ -151,44 +174,40 @@ def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_agai
     assert status(agent, conversation_id, call_id) is ToolCallStatus.INTERRUPTED
 
 
-def test_a_job_runs_on_while_the_api_server_is_restarted(setting: dict[str, str]) -> None:
+def test_a_job_runs_on_while_the_api_server_is_restarted(
+    setting: dict[str, str], model: OpenAICompatibleServer
+) -> None:
     """Tools on a job engine: an approval over HTTP enqueues the job; the API server is stopped and
-    another started while the tool runs; the job ends on the worker, and the new server's next turn
-    reads its result."""
+    another started while the tool runs; the job ends on the worker, the worker goes on with the run,
+    and the new server shows the result and the model's answer."""
     ledger = Path(setting["DCAF_TEST_LEDGER"])
-    with OpenAICompatibleServer() as model:
-        env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
-        env["DCAF_TEST_OPENAI_URL"] = model.base_url
-        serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
-        model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
-        with worker(setting), dcaf_like_serve(*serve, env=env) as first:
-            proposed = httpx.post(f"{first.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
-            data = proposed.json()["data"]
-            conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
-            approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
-            approved = httpx.post(f"{first.url}/api/chat", json=approval, timeout=30).json()
-            assert approved["meta"]["stop_reason"] == "running_in_background"
-            wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
-            assert first.process is not None
-            first.process.terminate()
-            first.process.wait(timeout=30)
-            with dcaf_like_serve(*serve, env=env) as second:
-                Path(setting["DCAF_TEST_RELEASE"]).touch()
+    env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+    serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
+    model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+    model.reply("n1 is drained.")
+    with worker(setting), dcaf_like_serve(*serve, env=env) as first:
+        proposed = httpx.post(f"{first.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
+        data = proposed.json()["data"]
+        conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
+        approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+        approved = httpx.post(f"{first.url}/api/chat", json=approval, timeout=30).json()
+        assert approved["meta"]["stop_reason"] == "running_in_background"
+        wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+        assert first.process is not None
+        first.process.terminate()
+        first.process.wait(timeout=30)
+        with dcaf_like_serve(*serve, env=env) as second:
+            Path(setting["DCAF_TEST_RELEASE"]).touch()
 
-                def executed() -> bool:
-                    read = httpx.get(f"{second.url}/api/conversations/{conversation_id}", timeout=10).json()
-                    return [c["status"] for c in read["tool_calls"]] == ["executed"]
+            def answered() -> dict[str, Any] | None:
+                read = httpx.get(f"{second.url}/api/conversations/{conversation_id}", timeout=10).json()
+                return read if read["messages"][-1]["content"] == "n1 is drained." else None
 
-                wait_for(executed, "the job's result in the store")
-                model.reply("n1 is drained.")
-                answer = httpx.post(
-                    f"{second.url}/api/chat",
-                    json={"messages": [user(conversation_id=conversation_id)]},
-                    timeout=30,
-                ).json()
-    assert answer["content"] == "n1 is drained.", answer
-    [result] = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"]
-    assert result["content"] == "n1 drained"
+            wait_for(answered, "the model's answer after the job's result")
+            read = answered()
+    assert read is not None
+    assert [c["status"] for c in read["tool_calls"]] == ["executed"]
+    assert tool_results(model.requests[-1]) == ["n1 drained"]
     assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == [
         "started n1",
         "finished n1",

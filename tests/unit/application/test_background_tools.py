@@ -11,13 +11,22 @@ from typing import Any
 
 import pytest
 
-from dcaf_like import Agent, InProcessExecutor, ToolContext, ToolDecision, ToolJob, ToolQueued, tool
+from dcaf_like import (
+    Agent,
+    InProcessExecutor,
+    ModelError,
+    ToolContext,
+    ToolDecision,
+    ToolJob,
+    ToolQueued,
+    tool,
+)
 from dcaf_like.application.executors import LEASED_TO_QUEUE, InvalidJob
 from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.tool_jobs import JobOutcome
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.stores.memory import InMemoryConversationRepository
-from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
+from dcaf_like.testing import FakeRuntime, ManualClock, fail, reply, tool_call, tool_calls
 
 
 class KeptJobs:
@@ -268,7 +277,9 @@ def test_a_worker_without_the_tool_fails_the_call() -> None:
     approve_all(agent, asked.conversation_id, asked)
     elsewhere = Agent(tools=[list_nodes], runtime=model, repository=agent.repository)
     outcome = elsewhere.jobs.run(kept.jobs[0])
-    assert outcome == JobOutcome("failed", "tool 'drain' is not available on the worker that took its job")
+    assert outcome == JobOutcome(
+        "failed", "tool 'drain' is not available on the worker that took its job", continues=True
+    )
     assert runs == []
 
 
@@ -318,7 +329,9 @@ def test_a_cancel_asked_before_the_job_starts_stops_it_before_the_tool_runs() ->
     asked = agent.run("drain n1")
     approve_all(agent, asked.conversation_id, asked)
     agent.cancel(asked.conversation_id)
-    assert agent.jobs.run(kept.jobs[0]) == JobOutcome("failed", "not run: the run was cancelled before it")
+    assert agent.jobs.run(kept.jobs[0]) == JobOutcome(
+        "failed", "not run: the run was cancelled before it", continues=True
+    )
     assert runs == []
     [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
     assert call.status is ToolCallStatus.FAILED
@@ -351,6 +364,120 @@ def test_a_cancel_asked_while_the_job_runs_reaches_the_tool_at_its_next_lease_re
     agent.cancel(asked.conversation_id)
     worker.join(60)
     [outcome] = outcomes
-    assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL)
+    assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)
     [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
     assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
+
+
+# -- the run goes on when its last job ends (docs/runs.md, "Tools on a job engine") ---------------
+
+
+def two_drains_waiting(model: FakeRuntime) -> tuple[Agent, KeptJobs, str]:
+    """An agent whose run queued two background drains (n1, n2), their jobs kept, not run."""
+    kept = KeptJobs()
+    store = InMemoryConversationRepository()
+    agent = Agent(tools=[drain], runtime=model, executor=kept, repository=store)
+    asked = agent.run("drain n1 and n2")
+    assert approve_all(agent, asked.conversation_id, asked).stop_reason == "running_in_background"
+    return agent, kept, asked.conversation_id
+
+
+def test_a_job_engine_worker_goes_on_with_the_run_once_its_last_job_ends() -> None:
+    """docs/runs.md, "Tools on a job engine": the job that settles the run's last call starts the
+    turn that lets the model read the results, in the worker, as the user's empty message would; the
+    job that ends first does not (the other call still runs), so the model answers once."""
+    model = FakeRuntime(
+        [tool_calls(tool_call("drain", node="n1"), tool_call("drain", node="n2")), reply("Both drained.")]
+    )
+    agent, kept, conversation_id = two_drains_waiting(model)
+    first, second = kept.jobs
+
+    assert agent.jobs.run(first, continue_run=True) == JobOutcome("executed")  # n2 still runs
+    assert len(model.requests) == 1
+    assert agent.jobs.run(second, continue_run=True) == JobOutcome("executed", continues=True)
+
+    assert runs == ["n1", "n2"]
+    assert len(model.requests) == 2  # one continuation, after both results
+    assert [m.content for m in model.requests[-1].messages[-2:]] == ["n1 drained", "n2 drained"]
+    stored = agent.repository.get(conversation_id)
+    assert stored.messages[-1].content.text == "Both drained."
+
+
+def test_a_job_delivered_again_after_the_run_went_on_starts_nothing() -> None:
+    """docs/runs.md, "Tools on a job engine": the continuation is owed by the one record that
+    settled the last call; a redelivered job is refused by the claim and asks the model nothing."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    [job] = kept.jobs
+    assert agent.jobs.run(job, continue_run=True).continues
+    again = agent.jobs.run(job, continue_run=True)
+    assert (again.outcome, again.continues) == ("refused", False)
+    assert runs == ["n1"]
+    assert len(model.requests) == 2
+
+
+def test_in_process_jobs_leave_the_run_to_the_next_message() -> None:
+    """docs/runs.md, "Tools on a job engine": InProcessExecutor runs the job inside the turn that
+    hands it over, so it does not start a turn of its own; the next message reads the result."""
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    agent = Agent(tools=[drain], runtime=model, executor=InProcessExecutor)
+    asked = agent.run("drain n1")
+    assert approve_all(agent, asked.conversation_id, asked).stop_reason == "running_in_background"
+    assert len(model.requests) == 1
+
+
+def test_a_stopped_run_is_not_continued_by_its_job() -> None:
+    """docs/runs.md, "Tools on a job engine": after a human's Stop the job's result is recorded but
+    the model is not asked again until someone writes."""
+    clock = ManualClock(1_700_000_000.0)
+    model = FakeRuntime([tool_calls(tool_call("drain", node="n1")), reply("n1 is drained.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept, clock=clock)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    clock.advance(1)
+    agent.cancel(asked.conversation_id)
+    [job] = kept.jobs
+    outcome = agent.jobs.run(job, continue_run=True)
+    assert outcome.continues  # the record settled the last call...
+    assert len(model.requests) == 1  # ...but the Stop holds the run
+
+
+def test_a_failing_continuation_keeps_the_result_for_the_next_message() -> None:
+    """docs/runs.md, "Tools on a job engine": a model that fails in the worker's turn loses
+    nothing: the result is stored and the next message goes on from it."""
+    model = FakeRuntime(
+        [tool_calls(tool_call("drain", node="n1")), fail(ModelError("model down")), reply("n1 is drained.")]
+    )
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1")
+    approve_all(agent, asked.conversation_id, asked)
+    [job] = kept.jobs
+    assert agent.jobs.run(job, continue_run=True).outcome == "executed"
+    assert agent.decide(asked.conversation_id, []).text == "n1 is drained."
+
+
+def test_a_job_whose_conversation_moved_to_another_context_runs_nothing() -> None:
+    """docs/runs.md, "Tools on a job engine": a call approved in the dev namespace is not run by its
+    job once a later turn stored another platform context (prod): it fails, not run, and says why."""
+    model = FakeRuntime(
+        [tool_calls(tool_call("drain", node="n1")), reply("Listing."), reply("It did not run.")]
+    )
+    kept = KeptJobs()
+    agent = Agent(tools=[drain], runtime=model, executor=kept)
+    asked = agent.run("drain n1", platform_context={"k8s_namespace": "dev"})
+    agent.decide(
+        asked.conversation_id,
+        [ToolDecision(c.id, True) for c in asked.pending_tool_calls],
+        platform_context={"k8s_namespace": "dev"},
+    )
+    agent.run("and now?", conversation_id=asked.conversation_id, platform_context={"k8s_namespace": "prod"})
+    [job] = kept.jobs
+    outcome = agent.jobs.run(job)
+    assert outcome.outcome == "failed"
+    assert "platform context changed" in outcome.reason
+    assert runs == []
