@@ -113,3 +113,27 @@ def test_of_two_sweeps_that_race_for_a_notice_one_sends_it():
     [loaded] = [store.get(i) for i in store.list_ids()]
     assert loaded is not None
     assert loaded.pending_tool_calls[0].reminded_at == 600
+
+
+def test_a_reminder_shows_the_call_as_approvers_see_it_secret_arguments_masked():
+    @tool(secret=["password"])
+    def reset_password(user: str, password: str) -> str:
+        """Reset a user's password."""
+        return user
+
+    clock, notifier = ManualClock(0.0), RecordingNotifier()
+    ops = Agent(
+        tools=[reset_password],
+        runtime=FakeRuntime([tool_call("reset_password", user="bob", password="hunter2")]),
+        approval_policy=ApprovalPolicy([require_approval("a lead decides", approvers=RULE)]),
+        approval_notifier=notifier,
+        clock=clock,
+    )
+    ops.run("reset bob", identity=CAROL)
+    sweep = ops.escalation_sweep()
+    assert sweep is not None
+    clock.now = 600
+    asyncio.run(sweep())
+
+    [reminder] = [n for n in notifier.notices if n.event == "reminder"]
+    assert reminder.calls[0].input == {"user": "bob", "password": "***"}
