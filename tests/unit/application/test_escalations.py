@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from dcaf_like import (
     Agent,
     ApprovalPolicy,
+    ConcurrencyConflict,
     Identity,
     InMemoryConversationRepository,
     approvers,
@@ -15,7 +18,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.application.notifications import ApprovalNotice, ApprovalNotifier
-from dcaf_like.domain import Conversation
+from dcaf_like.domain import Conversation, Trusted
 from dcaf_like.testing import FakeRuntime, ManualClock, tool_call
 
 RULE = approvers(1, "leads", remind_after=600, escalate_after=1800, escalate_to="oncall")
@@ -137,3 +140,44 @@ def test_a_reminder_shows_the_call_as_approvers_see_it_secret_arguments_masked()
 
     [reminder] = [n for n in notifier.notices if n.event == "reminder"]
     assert reminder.calls[0].input == {"user": "bob", "password": "***"}
+
+
+def test_a_decision_racing_a_claim_is_told_the_conversation_changed_and_goes_through_when_tried_again():
+    """docs/approvals.md, "Escalation": a claim is a save like any other."""
+    clock, store = ManualClock(0.0), InMemoryConversationRepository()
+    ops = agent(clock, RecordingNotifier(), repository=store)
+    proposed = ops.run("delete web-0", identity=CAROL)
+    conversation_id, call_id = proposed.conversation_id, proposed.pending_tool_calls[0].id
+    decision = store.get(conversation_id)  # a decision's read, before the claim
+    assert decision is not None
+    read_at = decision.version
+    clock.now = 600
+    sweep = ops.escalation_sweep()
+    assert sweep is not None
+    assert asyncio.run(sweep()) == 1
+
+    lee = Identity("lee", frozenset({"approve"}))
+    policy = ops.approval_policy
+    decision.approve_tool_call(call_id, by="lee", policy=policy, trusted=Trusted(lee), at=clock.now)
+    with pytest.raises(ConcurrencyConflict):
+        store.save(decision, read_at)
+    done = ops.approve(conversation_id, call_id, identity=lee)
+    assert done.executed_tool_calls[0].output == "deleted web-0"
+
+
+def test_the_agents_synchronous_approver_is_not_asked_about_a_call_whose_rule_escalates():
+    """docs/approvals.md, "Escalation": a rule with an escalation waits for people."""
+    asked = []
+    ops = Agent(
+        tools=[delete_pod],
+        runtime=FakeRuntime([tool_call("delete_pod", name="web-0")]),
+        approval_policy=ApprovalPolicy(
+            [require_approval("anyone, reminded", approvers=approvers(remind_after=60))]
+        ),
+        approver=lambda pending: asked.append(pending) or True,
+    )
+
+    response = ops.run("delete web-0", identity=CAROL)
+
+    assert asked == []
+    assert [c.name for c in response.pending_tool_calls] == ["delete_pod"]
