@@ -4,7 +4,8 @@ waiting call's rule reminds its approvers or escalates it (docs/approvals.md, "E
 The body is JSON (``type: "approval_required"``; ``event``: ``"approval_required"``, ``"reminder"``
 or ``"escalation"``; ``groups``: whom a reminder or an escalation is for; the agent, the
 conversation, each waiting call with its arguments as an approver sees them: secret ones masked, and
-a link to the chat page when ``page_url`` is given). Each delivery is signed with HMAC-SHA256 over ``"{timestamp}." + body``::
+a link to the chat page when ``page_url`` is given). Each delivery is signed with HMAC-SHA256 over
+``"{timestamp}." + body``::
 
     X-Dcaf-Delivery: 6f1c...          (the same on every retry: receivers drop repeats by it)
     X-Dcaf-Timestamp: 1795430000      (seconds; receivers refuse old ones, against replay)
