@@ -108,17 +108,22 @@ class Escalation:
             return "reminder" if now >= proposed_at + self.remind_after else None
         return None
 
-    def tightened(self, other: Escalation | None) -> Escalation:
-        """Both at once: the earlier reminder and escalation, every group escalated to, and the call
-        rejected at the window's end unless both keep it waiting."""
-        if other is None:
-            return self
-        return Escalation(
-            _earlier(self.remind_after, other.remind_after),
-            _earlier(self.escalate_after, other.escalate_after),
-            self.escalate_to | other.escalate_to,
-            "wait" if self.keeps_waiting and other.keeps_waiting else "reject",
-        )
+    def tightened(self, other: Escalation | None) -> Escalation | None:
+        """Both at once, `other` None for a rule that escalates nothing. Rules only tighten who may
+        approve: a group is escalated to only if both rules name it, at the later of their times,
+        and not at all when one rule does not escalate; the call keeps waiting past its window only
+        if both say so. Reminders tell people and approve nothing: the earlier one is kept. None
+        when nothing is left."""
+        remind_after = self.remind_after if other is None else _earlier(self.remind_after, other.remind_after)
+        to: frozenset[str] = frozenset()
+        escalate_after = None
+        if other is not None and self.escalate_after is not None and other.escalate_after is not None:
+            to = self.escalate_to & other.escalate_to
+            escalate_after = max(self.escalate_after, other.escalate_after) if to else None
+        wait = other is not None and self.keeps_waiting and other.keeps_waiting
+        if remind_after is None and escalate_after is None and not wait:
+            return None
+        return Escalation(remind_after, escalate_after, to, "wait" if wait else "reject")
 
     def describe(self) -> str:
         parts = []
@@ -205,13 +210,17 @@ class Approvers:
 
     def tightened(self, other: Approvers) -> Approvers:
         """Both rules at once: the stages of each (one stage of each kind; today's single approval by
-        anyone is met by any other stage), the requester kept out if either keeps them out."""
+        anyone is met by any other stage), the requester kept out if either keeps them out, and their
+        escalations as :meth:`Escalation.tightened` combines them (today's rule has none to add)."""
         stages = tuple(dict.fromkeys((*self.stages, *other.stages)))
         if len(stages) > 1:
             stages = tuple(s for s in stages if s != ANYONE)
-        escalation = (
-            other.escalation if self.escalation is None else self.escalation.tightened(other.escalation)
-        )
+        if self.is_default or other.is_default:  # today's rule has no say on escalation either
+            escalation = other.escalation if self.is_default else self.escalation
+        elif self.escalation is None:
+            escalation = None if other.escalation is None else other.escalation.tightened(None)
+        else:
+            escalation = self.escalation.tightened(other.escalation)
         return Approvers(stages, self.requester_may_approve and other.requester_may_approve, escalation)
 
     def escalated(self, proposed_at: float, now: float) -> frozenset[str]:
@@ -319,7 +328,7 @@ def approvers(
         escalation = Escalation(remind_after, escalate_after, to, at_window_end)
     if then is None:
         return Approvers((stage,), requester_may_approve, escalation)
-    if escalation is not None and then.escalation is not None:
+    if escalation is not None and then.escalation is not None:  # combined as two rules' are
         escalation = escalation.tightened(then.escalation)
     return Approvers(
         (stage, *then.stages),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dcaf_like.domain import (
+    ONE_APPROVER,
     ApprovalPolicy,
     Conversation,
     DomainError,
@@ -91,16 +92,28 @@ def test_the_group_escalated_to_may_reject_once_escalated():
     assert call.status is ToolCallStatus.REJECTED
 
 
-def test_rules_combined_take_the_earlier_times_every_group_and_wait_only_if_both_wait():
-    one = approvers(
-        1, "leads", remind_after=600, escalate_after=1800, escalate_to="oncall", at_window_end="wait"
+def test_rules_combined_remind_at_the_earlier_time_and_escalate_only_where_both_would():
+    one = approvers(1, "leads", remind_after=600, escalate_after=1800, escalate_to=("oncall", "sre"))
+    other = approvers(
+        2, "sre", remind_after=300, escalate_after=3600, escalate_to="oncall", at_window_end="wait"
     )
-    other = approvers(2, "sre", remind_after=300, escalate_after=3600, escalate_to="managers")
 
-    both = one.tightened(other).escalation
+    assert one.tightened(other).escalation == Escalation(300, 3600, frozenset({"oncall"}), "reject")
 
-    assert both == Escalation(300, 1800, frozenset({"oncall", "managers"}), "reject")
-    assert one.tightened(approvers(1, "sre")).escalation == one.escalation
+
+def test_a_rule_that_does_not_escalate_keeps_the_other_from_widening_who_approves():
+    escalating = approvers(1, "leads", remind_after=600, escalate_after=1800, escalate_to="oncall")
+
+    for combined in (escalating.tightened(approvers(2, "sre")), approvers(2, "sre").tightened(escalating)):
+        assert combined.escalation == Escalation(remind_after=600)  # still reminded, never escalated
+        assert combined.escalated(0.0, 10_000.0) == frozenset()
+
+
+def test_todays_rule_has_no_say_on_an_escalation():
+    escalating = approvers(1, "leads", remind_after=600, escalate_after=1800, escalate_to="oncall")
+
+    assert ONE_APPROVER.tightened(escalating) == escalating
+    assert escalating.tightened(ONE_APPROVER) == escalating
 
 
 def test_the_rule_in_words_says_when_it_reminds_and_escalates():
