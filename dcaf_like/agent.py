@@ -14,6 +14,7 @@ from dcaf_like.application.cancel import CancelRun
 from dcaf_like.application.context import ContextPolicy
 from dcaf_like.application.dto import AgentRequest, AgentResponse, QuestionAnswer, ToolDecision
 from dcaf_like.application.errors import ToolsetUnavailable
+from dcaf_like.application.escalations import SweepEscalations
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.executors import ToolExecutor
 from dcaf_like.application.hooks import Hooks
@@ -586,6 +587,18 @@ class Agent:
     ) -> InboxPage:
         inbox = ListWaitingApprovals(self.repository, self.approval_policy.groups, self._settings.clock)
         return await inbox(identity=identity, cursor=cursor, limit=limit)
+
+    def escalation_sweep(self) -> SweepEscalations | None:
+        """What sends the reminders and escalations its rules owe (docs/approvals.md, "Escalation"),
+        one sweep per call (``await sweep()``): a server runs it every so often. None when no rule
+        escalates or nobody is notified (the agent has no approval notifier)."""
+        notifier = self._settings.notifier
+        escalates = any(
+            r.approvers is not None and r.approvers.escalation for r in self.approval_policy.rules
+        )
+        if notifier is None or not escalates:
+            return None
+        return SweepEscalations(self.repository, notifier, self.name, self._settings.clock)
 
     def delete_conversation(self, conversation_id: str) -> bool:
         """Forget a conversation; False if there was none."""

@@ -74,6 +74,8 @@ def propose(
     if decision.verdict is Verdict.REQUIRE_APPROVAL:
         call.approval_reason = decision.reason
         call.approvers = decision.approvers
+        if decision.approvers.escalation is not None and decision.approvers.escalation.keeps_waiting:
+            call.expires_at = None  # its rule keeps it waiting past the approval window
     if decision.verdict is Verdict.ALLOW:
         conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
     elif decision.verdict is Verdict.DENY:

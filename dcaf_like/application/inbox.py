@@ -12,7 +12,7 @@ A caller sees a call it could decide now:
   asked for (the Python API, which decides in any conversation);
 - under a team rule, a call whose stage due admits one of the caller's groups, unless the caller is
   the requester the rule keeps out or is counted already (it would be refused: ``not_an_approver``,
-  ``already_approved``).
+  ``already_approved``); once its rule's escalation is due, a member of a group it escalates to too.
 
 A call past its approval window is not listed (an approval would be refused as expired). Deciding
 one is the decision every entrance takes (a request carrying decisions only; ``Agent.approve``).
@@ -116,13 +116,13 @@ class ListWaitingApprovals:
                 for e in entries
                 if (after is None or e.key < after)
                 and not _expired(e, now)
-                and _decides(e, identity, owner, member_of)
+                and _decides(e, identity, owner, member_of, now)
             ),
             key=lambda e: e.key,
             reverse=True,
         )
         page = found[:limit]
-        items = [self._item(e) for e in page]
+        items = [self._item(e, now) for e in page]
         more = len(found) > limit
         return InboxPage(items, _cursor(page[-1]) if more else None)
 
@@ -137,17 +137,20 @@ class ListWaitingApprovals:
         """The same, from blocking code (``Agent.waiting_approvals``)."""
         return at_once(self(identity=identity, owner=owner, cursor=cursor, limit=limit, blocking=True))
 
-    def _item(self, entry: WaitingEntry) -> InboxItem:
+    def _item(self, entry: WaitingEntry, now: float) -> InboxItem:
         rule = entry.approvers
         needed = rule.still_needed(entry.approvals, _fingerprint(entry))
+        escalated = rule.escalated(entry.proposed_at, now)  # the groups escalation added to each stage
         counted = {a.by for a in entry.approvals}
         kept_out = set() if rule.requester_may_approve or entry.requested_by is None else {entry.requested_by}
         eligible = tuple(
             Eligible(
                 n.stage,
                 n.count,
-                n.groups,
-                frozenset().union(*(self.groups.get(g, frozenset()) for g in n.groups)) - counted - kept_out,
+                n.groups | escalated if n.groups else n.groups,
+                frozenset().union(*(self.groups.get(g, frozenset()) for g in n.groups | escalated))
+                - counted
+                - kept_out,
             )
             for n in needed
         )
@@ -164,7 +167,7 @@ def _expired(entry: WaitingEntry, now: float) -> bool:
 
 
 def _decides(
-    entry: WaitingEntry, identity: Identity | None, owner: str | None, member_of: frozenset[str]
+    entry: WaitingEntry, identity: Identity | None, owner: str | None, member_of: frozenset[str], now: float
 ) -> bool:
     """Whether `identity` may decide `entry` now, as the decision itself would judge it."""
     if identity is None:
@@ -177,7 +180,8 @@ def _decides(
     if any(a.by == identity.name for a in entry.approvals):
         return False
     due = rule.due(entry.approvals, _fingerprint(entry))
-    return due is not None and rule.stages[due].admits(member_of)
+    escalated = rule.escalated(entry.proposed_at, now)
+    return due is not None and (rule.stages[due].admits(member_of) or not escalated.isdisjoint(member_of))
 
 
 def _cursor(entry: WaitingEntry) -> str:

@@ -1,6 +1,7 @@
 """Telling approvers that calls wait for them: the port, and what a notice carries.
 
-A notifier is told once per call that starts waiting, after the turn that proposed it was saved. It
+A notifier is told once per call that starts waiting, after the turn that proposed it was saved, and
+once per reminder and escalation its rule owes (:mod:`~dcaf_like.application.escalations`). It
 must not block the turn: deliveries happen elsewhere (a queue and a thread of the notifier's own), and a
 delivery that fails is the notifier's to retry and report, never the turn's.
 """
@@ -52,12 +53,17 @@ def approvals_of(call: ToolCallView) -> dict[str, Any] | None:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalNotice:
-    """Calls of one conversation that started waiting in one turn."""
+    """Calls of one conversation that started waiting in one turn (`event` ``"approval_required"``),
+    or a call still waiting whose rule's escalation is due (docs/approvals.md, "Escalation"):
+    ``"reminder"`` for the approvers it waits for, ``"escalation"`` for the groups it now also
+    waits for. `groups` names whom the notice is for (empty: whoever may approve)."""
 
     agent: str
     conversation_id: str
     calls: tuple[WaitingCall, ...]
     user: str | None = None
+    event: str = "approval_required"
+    groups: tuple[str, ...] = ()
 
 
 class ApprovalNotifier(ABC):

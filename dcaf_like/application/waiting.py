@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcaf_like.domain import Conversation, ToolCallStatus
-from dcaf_like.domain.approvers import Approval, Approvers, Stage
+from dcaf_like.domain.approvers import Approval, Approvers, Stage, escalation_from, escalation_to_dict
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,22 @@ class WaitingEntry:
     approvers: Approvers = field(default_factory=Approvers)
     approvals: tuple[Approval, ...] = ()
     context: dict[str, Any] = field(default_factory=dict)
+    #: When its reminder and its escalation were sent (docs/approvals.md, "Escalation"; None: not yet).
+    reminded_at: float | None = None
+    escalated_at: float | None = None
+
+    def notice_due(self, now: float) -> str | None:
+        """The notice its rule's escalation owes at `now` and nobody claimed yet (as
+        :meth:`ToolCall.notice_due <dcaf_like.domain.tool_call.ToolCall.notice_due>` says)."""
+        escalation = self.approvers.escalation
+        if escalation is None or (self.expires_at is not None and now >= self.expires_at):
+            return None
+        return escalation.due(
+            self.proposed_at,
+            now,
+            reminded=self.reminded_at is not None,
+            escalated=self.escalated_at is not None,
+        )
 
     @property
     def key(self) -> tuple[float, str, str]:
@@ -63,6 +79,9 @@ class WaitingEntry:
             "requester_may_approve": self.approvers.requester_may_approve,
             "approvals": [[a.by, a.at, a.stage, a.fingerprint] for a in self.approvals],
             "context": self.context,
+            **({"escalation": escalation_to_dict(e)} if (e := self.approvers.escalation) else {}),
+            **({"reminded_at": self.reminded_at} if self.reminded_at is not None else {}),
+            **({"escalated_at": self.escalated_at} if self.escalated_at is not None else {}),
         }
 
     @classmethod
@@ -82,9 +101,12 @@ class WaitingEntry:
             approvers=Approvers(
                 tuple(Stage(count, frozenset(groups)) for count, groups in data["stages"]),
                 data["requester_may_approve"],
+                escalation_from(data.get("escalation")),  # absent before escalation
             ),
             approvals=tuple(Approval(*a) for a in data["approvals"]),
             context=data["context"],
+            reminded_at=data.get("reminded_at"),
+            escalated_at=data.get("escalated_at"),
         )
 
 
@@ -108,6 +130,8 @@ def waiting_entries(conversation: Conversation) -> list[WaitingEntry]:
             approvers=call.approvers,
             approvals=call.counted_approvals,
             context=context,
+            reminded_at=call.reminded_at,
+            escalated_at=call.escalated_at,
         )
         for call in conversation.tool_calls.values()
         if call.status is ToolCallStatus.PENDING and call.requires_approval

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dcaf_like.domain.errors import DomainError
 from dcaf_like.domain.identity import Identity
@@ -61,6 +62,110 @@ class Stage:
 #: Today's stage: one approval, by anyone who may approve.
 ANYONE = Stage()
 
+#: What a call does when its approval window closes: it is rejected (today's), or it keeps waiting.
+AT_WINDOW_END = ("reject", "wait")
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """What happens to a call while it waits (docs/approvals.md, "Escalation"), in seconds after it
+    was proposed, by the agent's clock: the approvers are reminded after `remind_after`; after
+    `escalate_after` the members of `escalate_to` may approve any stage still due (and are told);
+    at the approval window's end the call is rejected, or with `at_window_end="wait"` keeps waiting."""
+
+    remind_after: float | None = None
+    escalate_after: float | None = None
+    escalate_to: frozenset[str] = frozenset()
+    at_window_end: str = "reject"
+
+    def __post_init__(self) -> None:
+        for name in ("remind_after", "escalate_after"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not value > 0):
+                raise ValueError(f"{name} is a number of seconds above 0, not {value!r}")
+        if (self.escalate_after is None) != (not self.escalate_to):
+            raise ValueError("an escalation names both when (escalate_after) and to whom (escalate_to)")
+        if self.at_window_end not in AT_WINDOW_END:
+            raise ValueError(f"at_window_end is 'reject' or 'wait', not {self.at_window_end!r}")
+
+    @property
+    def keeps_waiting(self) -> bool:
+        """Whether a call under it outlives the agent's approval window."""
+        return self.at_window_end == "wait"
+
+    def escalated(self, proposed_at: float, now: float) -> frozenset[str]:
+        """The groups it adds to every stage due at `now`, for a call proposed at `proposed_at`."""
+        if self.escalate_after is None or now < proposed_at + self.escalate_after:
+            return frozenset()
+        return self.escalate_to
+
+    def due(self, proposed_at: float, now: float, *, reminded: bool, escalated: bool) -> str | None:
+        """The notice due at `now` that was not sent yet: ``"escalation"`` (which stands for the
+        reminder too when both are due), ``"reminder"``, or None."""
+        if not escalated and self.escalated(proposed_at, now):
+            return "escalation"
+        if not reminded and not escalated and self.remind_after is not None:
+            return "reminder" if now >= proposed_at + self.remind_after else None
+        return None
+
+    def tightened(self, other: Escalation | None) -> Escalation | None:
+        """Both at once, `other` None for a rule that escalates nothing. Rules only tighten who may
+        approve: a group is escalated to only if both rules name it, at the later of their times,
+        and not at all when one rule does not escalate; the call keeps waiting past its window only
+        if both say so. Reminders tell people and approve nothing: the earlier one is kept. None
+        when nothing is left."""
+        remind_after = self.remind_after if other is None else _earlier(self.remind_after, other.remind_after)
+        to: frozenset[str] = frozenset()
+        escalate_after = None
+        if other is not None and self.escalate_after is not None and other.escalate_after is not None:
+            to = self.escalate_to & other.escalate_to
+            escalate_after = max(self.escalate_after, other.escalate_after) if to else None
+        wait = other is not None and self.keeps_waiting and other.keeps_waiting
+        if remind_after is None and escalate_after is None and not wait:
+            return None
+        return Escalation(remind_after, escalate_after, to, "wait" if wait else "reject")
+
+    def describe(self) -> str:
+        parts = []
+        if self.remind_after is not None:
+            parts.append(f"reminded after {_seconds(self.remind_after)}")
+        if self.escalate_after is not None:
+            parts.append(
+                f"escalated to {' and '.join(sorted(self.escalate_to))} after {_seconds(self.escalate_after)}"
+            )
+        if self.keeps_waiting:
+            parts.append("waits past its window")
+        return ", ".join(parts)
+
+
+def escalation_to_dict(escalation: Escalation) -> dict[str, Any]:
+    """An escalation as the stores and the index of waiting calls keep it."""
+    return {
+        "remind_after": escalation.remind_after,
+        "escalate_after": escalation.escalate_after,
+        "escalate_to": sorted(escalation.escalate_to),
+        "at_window_end": escalation.at_window_end,
+    }
+
+
+def escalation_from(stored: Mapping[str, Any] | None) -> Escalation | None:
+    if stored is None:
+        return None
+    return Escalation(
+        stored["remind_after"],
+        stored["escalate_after"],
+        frozenset(stored["escalate_to"]),
+        stored["at_window_end"],
+    )
+
+
+def _earlier(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
 
 @dataclass(frozen=True, slots=True)
 class Approval:
@@ -92,6 +197,8 @@ class Approvers:
 
     stages: tuple[Stage, ...] = (ANYONE,)
     requester_may_approve: bool = True
+    #: Reminders, escalation and the window's end (None: none, and rejected when the window closes).
+    escalation: Escalation | None = None
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -103,11 +210,22 @@ class Approvers:
 
     def tightened(self, other: Approvers) -> Approvers:
         """Both rules at once: the stages of each (one stage of each kind; today's single approval by
-        anyone is met by any other stage), the requester kept out if either keeps them out."""
+        anyone is met by any other stage), the requester kept out if either keeps them out, and their
+        escalations as :meth:`Escalation.tightened` combines them (today's rule has none to add)."""
         stages = tuple(dict.fromkeys((*self.stages, *other.stages)))
         if len(stages) > 1:
             stages = tuple(s for s in stages if s != ANYONE)
-        return Approvers(stages, self.requester_may_approve and other.requester_may_approve)
+        if self.is_default or other.is_default:  # today's rule has no say on escalation either
+            escalation = other.escalation if self.is_default else self.escalation
+        elif self.escalation is None:
+            escalation = None if other.escalation is None else other.escalation.tightened(None)
+        else:
+            escalation = self.escalation.tightened(other.escalation)
+        return Approvers(stages, self.requester_may_approve and other.requester_may_approve, escalation)
+
+    def escalated(self, proposed_at: float, now: float) -> frozenset[str]:
+        """The groups an escalation due at `now` adds to every stage (none before it, or without one)."""
+        return frozenset() if self.escalation is None else self.escalation.escalated(proposed_at, now)
 
     def counted(self, approvals: Sequence[Approval], fingerprint: str) -> tuple[Approval, ...]:
         """The approvals that count: those of the call as it stands (its `fingerprint`)."""
@@ -140,10 +258,12 @@ class Approvers:
         requester: str | None,
         approvals: Sequence[Approval],
         fingerprint: str,
+        escalated: frozenset[str] = frozenset(),
     ) -> int:
         """The stage an approval by `by` (a member of `member_of`) counts for; refused, changing
         nothing, for the requester the rule keeps out (:class:`NotAnApprover`), an identity already
-        counted (:class:`AlreadyApproved`), or one outside the groups of the stage due."""
+        counted (:class:`AlreadyApproved`), or one outside the groups of the stage due and those the
+        call was `escalated` to."""
         if requester is not None and by == requester and not self.requester_may_approve:
             raise NotAnApprover(call_id, by, "the requester of a call may not approve it under its rule")
         counted = self.counted(approvals, fingerprint)
@@ -153,17 +273,28 @@ class Approvers:
         if index is None:  # complete: the call is approved already, and the caller checks that first
             raise DomainError(f"tool call {call_id} has every approval it needs")
         stage = self.stages[index]
-        if not stage.admits(member_of):
+        if not stage.admits(member_of) and escalated.isdisjoint(member_of):
             raise NotAnApprover(call_id, by, f"stage {index + 1} of its approval needs {stage.describe()}")
         return index
 
-    def may_reject(self, by: str, member_of: frozenset[str], *, requester: str | None) -> bool:
-        """A rejection counts from anyone a stage admits, and from the requester (who withdraws it)."""
-        return (requester is not None and by == requester) or any(s.admits(member_of) for s in self.stages)
+    def may_reject(
+        self,
+        by: str,
+        member_of: frozenset[str],
+        *,
+        requester: str | None,
+        escalated: frozenset[str] = frozenset(),
+    ) -> bool:
+        """A rejection counts from anyone a stage admits or the call was `escalated` to, and from the
+        requester (who withdraws it)."""
+        if requester is not None and by == requester:
+            return True
+        return any(s.admits(member_of) for s in self.stages) or not escalated.isdisjoint(member_of)
 
     def describe(self) -> str:
         text = ", then ".join(s.describe() for s in self.stages)
-        return text if self.requester_may_approve else f"{text}, not the requester"
+        text = text if self.requester_may_approve else f"{text}, not the requester"
+        return text if self.escalation is None else f"{text}; {self.escalation.describe()}"
 
 
 #: Today's rule, every call's unless a tool or a policy says otherwise.
@@ -171,16 +302,39 @@ ONE_APPROVER = Approvers()
 
 
 def approvers(
-    count: int = 1, *groups: str, then: Approvers | None = None, requester_may_approve: bool = False
+    count: int = 1,
+    *groups: str,
+    then: Approvers | None = None,
+    requester_may_approve: bool = False,
+    remind_after: float | None = None,
+    escalate_after: float | None = None,
+    escalate_to: str | Iterable[str] = (),
+    at_window_end: str = "reject",
 ) -> Approvers:
     """`count` distinct approvers from any of `groups` (none: anyone who may approve), then the stages
     of `then`; the requester is not one of them unless `requester_may_approve` (and `then` allows it).
 
-    ``approvers(2, "sre")``; ``approvers(1, "leads", then=approvers(2, "sre"))``."""
+    A call waiting under it reminds its approvers after `remind_after` seconds, is escalated to the
+    group(s) `escalate_to` after `escalate_after` seconds, and at the approval window's end is
+    rejected (``at_window_end="reject"``) or keeps waiting (``"wait"``): docs/approvals.md,
+    "Escalation".
+
+    ``approvers(2, "sre")``; ``approvers(1, "leads", then=approvers(2, "sre"))``;
+    ``approvers(2, "sre", remind_after=600, escalate_after=3600, escalate_to="sre-oncall")``."""
     stage = Stage(count, frozenset(groups))
+    escalation = None
+    if remind_after is not None or escalate_after is not None or escalate_to or at_window_end != "reject":
+        to = frozenset([escalate_to] if isinstance(escalate_to, str) else escalate_to)
+        escalation = Escalation(remind_after, escalate_after, to, at_window_end)
     if then is None:
-        return Approvers((stage,), requester_may_approve)
-    return Approvers((stage, *then.stages), requester_may_approve and then.requester_may_approve)
+        return Approvers((stage,), requester_may_approve, escalation)
+    if escalation is not None and then.escalation is not None:  # combined as two rules' are
+        escalation = escalation.tightened(then.escalation)
+    return Approvers(
+        (stage, *then.stages),
+        requester_may_approve and then.requester_may_approve,
+        escalation if escalation is not None else then.escalation,
+    )
 
 
 def groups_of(identity: Identity | None, groups: Mapping[str, frozenset[str]]) -> frozenset[str]:

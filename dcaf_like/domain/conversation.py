@@ -458,6 +458,15 @@ class Conversation:
         self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason)
         return call
 
+    def claim_notice(self, call_id: str, notice: str, *, at: float) -> ToolCall:
+        """Record that the `notice` a waiting call's escalation owes (``"reminder"``, ``"escalation"``)
+        is sent now (docs/approvals.md, "Escalation"); the save that stores it is the claim."""
+        call = self.tool_call(call_id)
+        call.claim_notice(notice, at=at)
+        self._changed(call_id)
+        self.version += 1
+        return call
+
     def refusal(
         self,
         call_id: str,

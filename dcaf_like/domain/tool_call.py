@@ -304,6 +304,10 @@ class ToolCall:
     preview_error: str | None = None
     # Came back to wait after its preview went stale: a decision must echo the new preview's digest.
     preview_bound: bool = False
+    # When its approvers were reminded, and when it was escalated, under its rule's escalation (the
+    # claim of the one worker that sends each notice; None: not yet).
+    reminded_at: float | None = None
+    escalated_at: float | None = None
 
     @property
     def preview_digest(self) -> str | None:
@@ -391,6 +395,33 @@ class ToolCall:
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
+
+    def escalated(self, now: float) -> frozenset[str]:
+        """The groups its rule's escalation lets approve any stage due at `now` (docs/approvals.md,
+        "Escalation"): none before its time."""
+        return self.approvers.escalated(self.proposed_at, now)
+
+    def notice_due(self, now: float) -> str | None:
+        """The notice its rule's escalation owes its approvers at `now` and nobody claimed yet
+        (``"reminder"``, ``"escalation"``), or None; a call that stopped waiting owes none."""
+        escalation = self.approvers.escalation
+        if escalation is None or self.status is not ToolCallStatus.PENDING or self.is_expired(now):
+            return None
+        return escalation.due(
+            self.proposed_at,
+            now,
+            reminded=self.reminded_at is not None,
+            escalated=self.escalated_at is not None,
+        )
+
+    def claim_notice(self, notice: str, *, at: float) -> None:
+        """Record that `notice` is sent at `at`: saved with the conversation's compare-and-set, so of
+        the workers that claim it one succeeds, and it is sent once. Refused when it is not due."""
+        if self.notice_due(at) != notice:
+            raise DomainError(f"tool call {self.id.value} owes no {notice} at {at}")
+        if notice == "escalation":
+            self.escalated_at = at
+        self.reminded_at = self.reminded_at if self.reminded_at is not None else at
 
     def is_abandoned(self, now: float, gone: Callable[[str], bool] | None = None) -> bool:
         """Approved, and nobody holds it any more: its lease ran out (or it never had one, as calls
@@ -504,6 +535,7 @@ class ToolCall:
             requester=self.requested_by,
             approvals=self.approvals,
             fingerprint=approved,
+            escalated=required.escalated(self.proposed_at, at),
         )
         self.approvers = required
         self.approvals = (*required.counted(self.approvals, approved), Approval(who, at, stage, approved))
@@ -556,7 +588,10 @@ class ToolCall:
         if kind is DeciderKind.HUMAN and not self.approvers.is_default:
             who = trusted.identity.name if trusted.identity is not None else by
             member_of = policy.groups_of(trusted.identity) if policy is not None else frozenset()
-            if not self.approvers.may_reject(who, member_of, requester=self.requested_by):
+            escalated = self.escalated(at)
+            if not self.approvers.may_reject(
+                who, member_of, requester=self.requested_by, escalated=escalated
+            ):
                 detail = f"it needs {self.approvers.describe()}, and only they or its requester may reject it"
                 raise NotAnApprover(self.id.value, who, detail)
         self._move(ToolCallStatus.REJECTED)

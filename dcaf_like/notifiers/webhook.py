@@ -1,8 +1,11 @@
-"""Approvers notified where they are: a signed webhook POSTed when calls start waiting.
+"""Approvers notified where they are: a signed webhook POSTed when calls start waiting, and when a
+waiting call's rule reminds its approvers or escalates it (docs/approvals.md, "Escalation").
 
-The body is JSON (``type: "approval_required"``, the agent, the conversation, each waiting call with
-its arguments as an approver sees them: secret ones masked, and a link to the chat page when
-``page_url`` is given). Each delivery is signed with HMAC-SHA256 over ``"{timestamp}." + body``::
+The body is JSON (``type: "approval_required"``; ``event``: ``"approval_required"``, ``"reminder"``
+or ``"escalation"``; ``groups``: whom a reminder or an escalation is for; the agent, the
+conversation, each waiting call with its arguments as an approver sees them: secret ones masked, and
+a link to the chat page when ``page_url`` is given). Each delivery is signed with HMAC-SHA256 over
+``"{timestamp}." + body``::
 
     X-Dcaf-Delivery: 6f1c...          (the same on every retry: receivers drop repeats by it)
     X-Dcaf-Timestamp: 1795430000      (seconds; receivers refuse old ones, against replay)
@@ -145,6 +148,8 @@ class ApprovalWebhook(ApprovalNotifier):
     def body(self, notice: ApprovalNotice) -> bytes:
         document: dict[str, Any] = {
             "type": "approval_required",
+            # why this delivery: calls started waiting, or a waiting call's reminder or escalation
+            "event": notice.event,
             "delivery": uuid.uuid4().hex,
             "agent": notice.agent,
             "conversation_id": notice.conversation_id,
@@ -155,6 +160,8 @@ class ApprovalWebhook(ApprovalNotifier):
                 for call in notice.calls
             ],
         }
+        if notice.groups:
+            document["groups"] = list(notice.groups)  # whom it is for: the groups asked to decide
         if self.page_url is not None:
             document["link"] = f"{self.page_url}/#conversation={quote(notice.conversation_id, safe='')}"
         return json.dumps(document, ensure_ascii=False).encode()

@@ -28,6 +28,7 @@ from dcaf_like.server.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, caller_of
 from dcaf_like.server.chat import TURN_PATHS, add_chat_routes, document_chat_body, turn_routes_first
 from dcaf_like.server.conversations import conversation_routes
 from dcaf_like.server.errors import HttpError
+from dcaf_like.server.escalations import sweep_period, sweeping
 from dcaf_like.server.failures import error_response, failure
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES, RequestMiddleware
 from dcaf_like.server.perimeter import Perimeter
@@ -55,6 +56,7 @@ def create_app(
     metrics: bool = False,
     shutdown_grace: float = SHUTDOWN_GRACE,
     audit_key: DigestKey | None = None,
+    escalation_sweep: float | None = None,
 ) -> FastAPI:
     """The FastAPI app serving `agent` (an Agent, or a ``(messages, context)`` function), for users
     who mount it in their own app or run it under their own server (``uvicorn --factory``, workers):
@@ -86,6 +88,7 @@ def create_app(
     served = as_served(agent)
     attach_store(served, store, default=None)
     key = checked_signing_key(audit_key) if audit_key is not None else signing_key()
+    sweep_every = sweep_period(escalation_sweep)
     # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
     runs = Runs(grace=shutdown_grace)
     # What the server's shutdown waits for, in this order, before the agent lets go of its clients.
@@ -104,6 +107,7 @@ def create_app(
             async with AsyncExitStack() as running:
                 if endpoint is not None:
                     await running.enter_async_context(endpoint.running())
+                app.state.escalations = await running.enter_async_context(sweeping(served, sweep_every))
                 yield
             for close in closing:  # turns and A2A runs under way finish (and save) before the store closes
                 await close()

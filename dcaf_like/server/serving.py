@@ -37,6 +37,7 @@ def serve(
     metrics: bool = False,
     shutdown_grace: float = SHUTDOWN_GRACE,
     audit_key: DigestKey | None = None,
+    escalation_sweep: float | None = None,
 ) -> None:
     """Serve `agent` over HTTP until interrupted. Binds to loopback unless told otherwise.
     Conversations survive a restart: they go to ``./dcaf_like.sqlite3`` unless `store`, the agent's
@@ -47,7 +48,9 @@ def serve(
     The chat page is at ``/`` unless `ui` is False. `allowed_hosts`, `allowed_origins`: see
     :func:`~dcaf_like.create_app`; a `host` that is a name, not an address, is an allowed host too.
     On SIGTERM it drains for up to `shutdown_grace` seconds before it stops (docs/deployment.md).
-    `audit_key` (else ``DCAF_AUDIT_KEY``) signs the audit trail's digests (docs/operations.md)."""
+    `audit_key` (else ``DCAF_AUDIT_KEY``) signs the audit trail's digests (docs/operations.md).
+    `escalation_sweep` (else ``DCAF_ESCALATION_SWEEP``, else 30): seconds between two sweeps of the
+    reminders and escalations due (docs/approvals.md, "Escalation")."""
     from dcaf_like.server.app import create_app
 
     served = as_served(agent)
@@ -65,6 +68,7 @@ def serve(
         metrics=metrics,
         shutdown_grace=shutdown_grace,
         audit_key=audit_key,
+        escalation_sweep=escalation_sweep,
     )
     run_uvicorn(
         app, host=host, port=port, log_level=log_level, store_description=chosen, log_format=log_format

@@ -48,6 +48,7 @@ from dcaf_like.domain import (
     ToolCallId,
     ToolInput,
 )
+from dcaf_like.domain.approvers import escalation_from, escalation_to_dict
 
 R = TypeVar("R")
 
@@ -160,7 +161,10 @@ _KINDS[tuple[Attachment, ...]] = Kind(
 
 def _approvers_to_dict(rule: Approvers) -> dict[str, Any]:
     stages = [{"count": s.count, "groups": sorted(s.groups)} for s in rule.stages]
-    return {"stages": stages, "requester_may_approve": rule.requester_may_approve}
+    stored: dict[str, Any] = {"stages": stages, "requester_may_approve": rule.requester_may_approve}
+    if rule.escalation is not None:  # absent before escalation, and from a rule without one
+        stored["escalation"] = escalation_to_dict(rule.escalation)
+    return stored
 
 
 def _approvers_from(stored: Any) -> Approvers:
@@ -168,7 +172,7 @@ def _approvers_from(stored: Any) -> Approvers:
     if isinstance(stored, Approvers):
         return stored
     stages = tuple(Stage(s["count"], frozenset(s["groups"])) for s in stored["stages"])
-    return Approvers(stages, stored["requester_may_approve"])
+    return Approvers(stages, stored["requester_may_approve"], escalation_from(stored.get("escalation")))
 
 
 def _approvals_to_list(approvals: tuple[Approval, ...]) -> list[dict[str, Any]]:
@@ -272,6 +276,10 @@ ADDED: dict[type, dict[str, Any]] = {
         "preview_kind": None,
         "preview_error": None,
         "preview_bound": False,
+        # Absent before escalation, and while no reminder or escalation was sent (docs/approvals.md,
+        # "Escalation").
+        "reminded_at": None,
+        "escalated_at": None,
     },
     Question: {
         "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
@@ -292,6 +300,8 @@ SPARSE: dict[type, frozenset[str]] = {
             "preview_kind",
             "preview_error",
             "preview_bound",
+            "reminded_at",
+            "escalated_at",
         }
     ),
 }

@@ -1212,6 +1212,42 @@ def test_a_waiting_call_is_indexed_when_saved_and_dropped_once_decided(make: Fac
     assert store.list_waiting() == []
 
 
+def test_a_calls_escalation_and_the_notices_claimed_survive_saves_and_the_index(make: Factory) -> None:
+    """docs/approvals.md, "Escalation": the rule's escalation is stored with the call and in the index,
+    and a notice is claimed by a save, which a second claim of it from the same read loses."""
+    store = make()
+    conversation = full_conversation()
+    [pending] = conversation.pending_tool_calls
+    rule = approvers(
+        1, "leads", remind_after=60, escalate_after=120, escalate_to="oncall", at_window_end="wait"
+    )
+    pending.approvers, pending.expires_at = rule, None
+    store.save(conversation, 0)
+    [entry] = store.list_waiting()
+    assert entry.approvers == rule
+    reminder_at = pending.proposed_at + 60
+    assert entry.notice_due(reminder_at - 1) is None
+    assert entry.notice_due(reminder_at) == "reminder"
+
+    first, second = store.get(conversation.id), store.get(conversation.id)
+    assert first is not None
+    assert second is not None
+    read_at = first.version
+    first.claim_notice(pending.id.value, "reminder", at=reminder_at)
+    second.claim_notice(pending.id.value, "reminder", at=reminder_at)
+    store.save(first, read_at)
+    with pytest.raises(ConcurrencyConflict):  # the second claim of one notice loses: it is not sent
+        store.save(second, read_at)
+
+    loaded = store.get(conversation.id)
+    assert loaded is not None
+    [claimed] = loaded.pending_tool_calls
+    assert (claimed.approvers, claimed.reminded_at, claimed.escalated_at) == (rule, reminder_at, None)
+    [indexed] = store.list_waiting()
+    assert (indexed.reminded_at, indexed.notice_due(reminder_at)) == (reminder_at, None)
+    assert indexed.notice_due(pending.proposed_at + 120) == "escalation"
+
+
 def test_a_deleted_conversations_waiting_calls_leave_the_index(make: Factory) -> None:
     """docs/approvals.md, "One inbox": a forgotten conversation's calls are not listed."""
     store = make()
