@@ -90,7 +90,9 @@ INDEX = "by_namespace"
 # cannot bring back calls decided since) before DynamoDB's TTL removes it.
 WAITING_KEPT = 3600
 TRANSACTION_ITEMS = 100  # DynamoDB's limit on the items of one TransactWriteItems
-RIDING = TRANSACTION_ITEMS - 2  # the records a save's transaction carries, beside it and the chain's head
+RIDING = (
+    TRANSACTION_ITEMS - 3
+)  # the records a save's transaction carries, beside it, its inbox entry and the chain's head
 # A windowed read asks again for the pages the header it got needs, at most this many times in all;
 # then it reads the item whole (a conversation that grew by a page between each of its reads).
 READ_TRIES = 3
@@ -225,8 +227,13 @@ class DynamoDBConversationRepository(BlockingRepository):
             pages = self._changed_pages(c, expected_version)
             request = self._update(c, expected_version, header, pages, expires, now)
         records = conversation.unsaved_decisions
+        # The inbox's entry is written in the save's own transaction: never a save without it.
+        entries = index_changes(conversation, whole, bool(changed_calls(conversation, whole)))
+        index = [] if entries is None else [{"Put": self._waiting_put(conversation, entries, now, expires)}]
         if records:
-            self._save_with_records(conversation, expected_version, request, records)
+            self._save_with_records(conversation, expected_version, request, records, index)
+        elif index:
+            self._save_with_index(conversation, expected_version, request, index)
         else:
             operation = "PutItem" if whole else "UpdateItem"
             try:
@@ -241,13 +248,32 @@ class DynamoDBConversationRepository(BlockingRepository):
                 raise self._unavailable(operation, exc) from exc
         conversation.unsaved_decisions.clear()
         self._remember(conversation, pages, None if whole else expected_version)
-        entries = index_changes(conversation, whole, bool(changed_calls(conversation, whole)))
-        if entries is not None:
-            self._index_waiting(conversation, entries, now)
         conversation.mark_saved()
 
-    def _index_waiting(self, c: Conversation, entries: str, now: float) -> None:
-        """Put the conversation's inbox entries, unless a later save of it put its own first."""
+    def _save_with_index(
+        self, conversation: Conversation, expected_version: int, request: dict[str, Any], index: list[Any]
+    ) -> None:
+        """The conversation (a put or an update) and its inbox entry in one transaction."""
+        write = {"Put" if "Item" in request else "Update": request}
+        try:
+            self.client.transact_write_items(TransactItems=[write, *index])
+        except self._client_error as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            first = reasons[0] if reasons else {}
+            if first.get("Code") != "ConditionalCheckFailed":
+                raise self._unavailable("TransactWriteItems", exc) from exc
+            old = first.get("Item") or {}
+            actual = int(old["version"]["N"]) if "version" in old else None
+            raise ConcurrencyConflict(conversation.id, expected_version, actual) from None
+        except self._errors as exc:
+            raise self._unavailable("TransactWriteItems", exc) from exc
+
+    def _waiting_put(
+        self, c: Conversation, entries: str, now: float, expires: dict[str, str] | None
+    ) -> dict[str, Any]:
+        """The conversation's inbox entries, as a put in its save's transaction (the save's own
+        compare-and-set orders them: no later save can have put its entries first). They expire
+        with the conversation, so a conversation its retention dropped is listed no more."""
         item: dict[str, Any] = {
             "pk": {"S": self._waiting_pk(c.id)},
             "ns": {"S": self._waiting_ns},
@@ -257,18 +283,9 @@ class DynamoDBConversationRepository(BlockingRepository):
         }
         if not entries:
             item["expires_at"] = {"N": str(int(now) + WAITING_KEPT)}
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(pk) OR version < :version",
-                ExpressionAttributeValues={":version": {"N": str(c.version)}},
-            )
-        except self._client_error as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise self._unavailable("PutItem", exc) from exc
-        except self._errors as exc:
-            raise self._unavailable("PutItem", exc) from exc
+        elif expires is not None:
+            item["expires_at"] = expires
+        return {"TableName": self.table, "Item": item}
 
     def list_waiting(self) -> list[WaitingEntry]:
         """The index's items (a Query of its keys), then their entries (a BatchGetItem per 100)."""
@@ -432,9 +449,11 @@ class DynamoDBConversationRepository(BlockingRepository):
         expected_version: int,
         request: dict[str, Any],
         records: Sequence[DecisionRecord],
+        index: list[Any],
     ) -> None:
-        """The conversation (a put or an update) and its decision records in one transaction (the
-        records beyond what one transaction holds are appended right after it)."""
+        """The conversation (a put or an update), its inbox entry (`index`, if it changed) and its
+        decision records in one transaction (the records beyond what one transaction holds are
+        appended right after it)."""
         now = self.clock()
         write = {"Put" if "Item" in request else "Update": request}
         riding = records[:RIDING]
@@ -443,7 +462,9 @@ class DynamoDBConversationRepository(BlockingRepository):
             linked, moved = head.link(riding)
             puts = [{"Put": self._record_put(r, now)} for r in linked]
             try:
-                self.client.transact_write_items(TransactItems=[write, self._head_write(head, moved), *puts])
+                self.client.transact_write_items(
+                    TransactItems=[write, self._head_write(head, moved), *index, *puts]
+                )
                 break
             except self._client_error as exc:
                 reasons = exc.response.get("CancellationReasons") or []

@@ -226,3 +226,31 @@ def test_a_window_of_more_pages_than_an_expression_may_name_is_read_whole(
 
     assert recent is not None
     assert (recent.message_offset, recent.message_count) == (0, 300)
+
+
+def test_a_save_and_its_inbox_entry_are_written_together_or_not_at_all(repository: Any) -> None:
+    """docs/approvals.md, "One inbox": a call waiting for approval is in the index exactly when the
+    save that made it wait is stored. A write that fails leaves neither (the save is reported failed
+    and the conversation stays as it was), never a stored save without its entry."""
+    store = repository()
+    c = Conversation.start(at=AT)
+    c.add_user_message("delete web-1", at=AT)
+    store.save(c, 0)
+    saved_at = c.version
+    c.add_assistant_message("", at=AT + 1)
+    c.request_tool_call("delete_pod", ToolInput.of({"name": "web-1"}), requires_approval=True, at=AT + 1)
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:  # the inbox entry's write fails, however sent
+        if "#waiting#" in repr(params):
+            raise store._client_error({"Error": {"Code": "InternalServerError", "Message": "down"}}, "Write")
+
+    for operation in ("PutItem", "UpdateItem", "TransactWriteItems"):
+        store.client.meta.events.register(f"before-call.dynamodb.{operation}", refuse)
+    with pytest.raises(dynamodb.StoreUnavailable):
+        store.save(c, saved_at)
+
+    fresh = repository()
+    stored = fresh.get(c.id)
+    assert stored is not None
+    assert (stored.version, stored.pending_tool_calls) == (saved_at, [])
+    assert fresh.list_waiting() == []
