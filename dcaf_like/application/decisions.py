@@ -4,6 +4,7 @@ the approver's answer). Plain functions over the conversation: no I/O, no driver
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dcaf_like.application.dto import ToolDecision
@@ -23,15 +24,21 @@ from dcaf_like.domain import (
     Trusted,
     Verdict,
 )
+from dcaf_like.domain.grant import Grant
 
 #: Who decided a call the policy allowed or denied, in its decision record.
 POLICY = "policy"
 
 
 def propose(
-    conversation: Conversation, settings: TurnSettings, proposed: ModelToolCall, trusted: Trusted[Any]
+    conversation: Conversation,
+    settings: TurnSettings,
+    proposed: ModelToolCall,
+    trusted: Trusted[Any],
+    grants: Sequence[Grant] = (),
 ) -> ToolCall:
-    """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it."""
+    """Record the model's call and settle what can be settled now: refuse it, fail it, allow it, or
+    approve it by one of the standing `grants` in force (docs/approvals.md, "Grants")."""
     now = settings.clock()
     tool = settings.toolbox.get(proposed.name)
     problem = proposed.invalid_arguments
@@ -74,6 +81,17 @@ def propose(
     if decision.verdict is Verdict.REQUIRE_APPROVAL:
         call.approval_reason = decision.reason
         call.approvers = decision.approvers
+        grant = _covering(grants, call, conversation, now) if decision.approvers.is_default else None
+        if grant is not None:
+            conversation.approve_tool_call(
+                call.id.value,
+                by=grant.approval,
+                kind=DeciderKind.GRANT,
+                policy=settings.policy,
+                trusted=trusted,
+                at=now,
+                note=f"approved by {grant.approval}: {grant.describe()}",
+            )
     if decision.verdict is Verdict.ALLOW:
         conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
     elif decision.verdict is Verdict.DENY:
@@ -85,6 +103,25 @@ def propose(
             at=now,
         )
     return call
+
+
+def _covering(
+    grants: Sequence[Grant], call: ToolCall, conversation: Conversation, now: float
+) -> Grant | None:
+    """The first grant in force that covers `call`, a call waiting for today's one approver (the
+    policy denied it not, and no rule asks more): never an irreversible one (:meth:`Grant.covers`)."""
+    arguments = call.proposed_input.as_dict()
+    for grant in grants:
+        if grant.covers(
+            call.name,
+            arguments,
+            conversation.platform_context,
+            requested_by=call.requested_by,
+            risk=call.risk,
+            now=now,
+        ):
+            return grant
+    return None
 
 
 def apply_decision(

@@ -56,8 +56,10 @@ from dcaf_like.application.ports import (
     ConversationStore,
     ExecutableTool,
     acancel_requested,
+    agrants_in_force,
     arecord_decisions,
     cancel_requested,
+    grants_in_force,
     record_decisions,
 )
 from dcaf_like.application.requests import RequestRules
@@ -79,6 +81,7 @@ from dcaf_like.domain import (
 )
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import new_conversation_id
+from dcaf_like.domain.grant import Grant
 
 T = TypeVar("T")
 
@@ -359,9 +362,11 @@ class AgentService:
             stored = await self._recent(conversation_id, request, blocking)
         else:
             stored = repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
+        now = self.clock()
+        grants = grants_in_force(repository, now) if blocking else await agrants_in_force(repository, now)
         refused: list[DecisionRecord] = []
         try:
-            run = self._prepare(request, conversation_id, stored, span, refused, blocking, streams)
+            run = self._prepare(request, conversation_id, stored, span, refused, blocking, streams, grants)
         except Exception:
             if refused:  # the audit trail keeps refusals too
                 if blocking:
@@ -527,6 +532,7 @@ class AgentService:
         refused: list[DecisionRecord],
         blocking: bool,
         streams: bool,
+        grants: tuple[Grant, ...] = (),
     ) -> TurnRun:
         """Apply the request's rules (:class:`RequestRules`) and make its turn. It raises before
         anything is saved (the records of the decisions it refused are in `refused`)."""
@@ -542,6 +548,7 @@ class AgentService:
             declined_now=prepared.declined,
             emits=streams,
             queued_now=prepared.queued,
+            grants=grants,
         )
         claim = bool(prepared.approved)
         return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)

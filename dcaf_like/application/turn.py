@@ -91,6 +91,7 @@ from dcaf_like.domain import (
     ToolCallStatus,
     Trusted,
 )
+from dcaf_like.domain.grant import Grant
 
 
 @dataclass
@@ -113,6 +114,8 @@ class Turn:
     emits: bool = True
     #: The request's message was queued (calls wait): the turn reports ``stop_reason: "queued"``.
     queued_now: bool = False
+    #: The standing grants in force when the turn began (docs/approvals.md, "Grants").
+    grants: tuple[Grant, ...] = ()
     _finished: list[str] = field(init=False, default_factory=list)
     _texts: list[str] = field(init=False, default_factory=list)
     _usage: Usage = field(init=False, default=NO_USAGE)
@@ -203,7 +206,7 @@ class Turn:
                 return response.stop_reason
             runnable = []
             for proposed in response.tool_calls:
-                call = propose(self.conversation, self.settings, proposed, self.trusted)
+                call = propose(self.conversation, self.settings, proposed, self.trusted, self.grants)
                 yield from previewed(self.conversation, self.settings, call, self.trusted)
                 if self.emits:
                     yield Emit(ToolCallProposed(ToolCallView.of(call)))
