@@ -10,7 +10,7 @@ import pytest
 
 from dcaf_like import Agent, ApprovalPolicy, Identity, approvers, deny, tool
 from dcaf_like.application.errors import MissingCapability, MissingScope
-from dcaf_like.domain import DecisionOutcome, DeciderKind
+from dcaf_like.domain import DeciderKind, DecisionOutcome
 from dcaf_like.domain.grant import GrantNotFound
 from dcaf_like.helpdesk import protocol
 from dcaf_like.stores.sqlite import SqliteConversationRepository
@@ -75,7 +75,8 @@ def test_a_grant_approves_a_matching_call_as_it_is_proposed_and_says_so():
     records = agent.repository.decision_records(None)
     made = [r for r in records if r.outcome is DecisionOutcome.GRANTED]
     used = [r for r in records if r.decider is DeciderKind.GRANT]
-    assert [r.decided_by for r in made] == ["bob"] and grant.id in made[0].reason
+    assert [r.decided_by for r in made] == ["bob"]
+    assert grant.id in made[0].reason
     assert [(r.outcome, r.decided_by) for r in used] == [(DecisionOutcome.APPROVED, grant.approval)]
     assert "restart_pod where namespace is dev, for alice" in used[0].reason
 
@@ -141,7 +142,8 @@ def test_a_grant_never_covers_an_irreversible_call_nor_one_whose_rule_asks_more_
     )
     agent.grant(name, requester="*", duration=600)
     [waiting] = agent.run("do it", identity=ALICE).pending_tool_calls
-    assert waiting.name == name and waiting.approved_by_grant is None
+    assert waiting.name == name
+    assert waiting.approved_by_grant is None
     assert cluster.done == []
 
 
