@@ -25,20 +25,16 @@ from dcaf_like.domain import (
     Verdict,
 )
 from dcaf_like.domain.grant import Grant
+from dcaf_like.domain.risk import is_irreversible
 
 #: Who decided a call the policy allowed or denied, in its decision record.
 POLICY = "policy"
 
 
 def propose(
-    conversation: Conversation,
-    settings: TurnSettings,
-    proposed: ModelToolCall,
-    trusted: Trusted[Any],
-    grants: Sequence[Grant] = (),
+    conversation: Conversation, settings: TurnSettings, proposed: ModelToolCall, trusted: Trusted[Any]
 ) -> ToolCall:
-    """Record the model's call and settle what can be settled now: refuse it, fail it, allow it, or
-    approve it by one of the standing `grants` in force (docs/approvals.md, "Grants")."""
+    """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it."""
     now = settings.clock()
     tool = settings.toolbox.get(proposed.name)
     problem = proposed.invalid_arguments
@@ -81,17 +77,6 @@ def propose(
     if decision.verdict is Verdict.REQUIRE_APPROVAL:
         call.approval_reason = decision.reason
         call.approvers = decision.approvers
-        grant = _covering(grants, call, conversation, now) if decision.approvers.is_default else None
-        if grant is not None:
-            conversation.approve_tool_call(
-                call.id.value,
-                by=grant.approval,
-                kind=DeciderKind.GRANT,
-                policy=settings.policy,
-                trusted=trusted,
-                at=now,
-                note=f"approved by {grant.approval}: {grant.describe()}",
-            )
     if decision.verdict is Verdict.ALLOW:
         conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
     elif decision.verdict is Verdict.DENY:
@@ -105,11 +90,28 @@ def propose(
     return call
 
 
-def _covering(
-    grants: Sequence[Grant], call: ToolCall, conversation: Conversation, now: float
+def may_be_granted(call: ToolCall) -> bool:
+    """Whether a standing grant could approve `call` (docs/approvals.md, "Grants"): it waits for
+    today's one approver (the policy neither allowed nor denied it, no rule asks more), and it is not
+    irreversible. The turn reads the grants in force only for such a call."""
+    return (
+        call.status is ToolCallStatus.PENDING and call.approvers.is_default and not is_irreversible(call.risk)
+    )
+
+
+def approve_by_grant(
+    conversation: Conversation,
+    settings: TurnSettings,
+    call: ToolCall,
+    grants: Sequence[Grant],
+    trusted: Trusted[Any],
 ) -> Grant | None:
-    """The first grant in force that covers `call`, a call waiting for today's one approver (the
-    policy denied it not, and no rule asks more): never an irreversible one (:meth:`Grant.covers`)."""
+    """Approve `call`, just proposed, by the first of `grants` that covers it (:meth:`Grant.covers`),
+    as any approval is applied: the policy asked again, the context the proposal's. The grant, or
+    None (the call still waits for a person)."""
+    if not may_be_granted(call):
+        return None
+    now = settings.clock()
     arguments = call.proposed_input.as_dict()
     for grant in grants:
         if grant.covers(
@@ -120,6 +122,15 @@ def _covering(
             risk=call.risk,
             now=now,
         ):
+            conversation.approve_tool_call(
+                call.id.value,
+                by=grant.approval,
+                kind=DeciderKind.GRANT,
+                policy=settings.policy,
+                trusted=trusted,
+                at=now,
+                note=f"approved by {grant.approval}: {grant.describe()}",
+            )
             return grant
     return None
 

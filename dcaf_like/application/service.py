@@ -25,6 +25,7 @@ from dcaf_like.application.effects import (
     Emit,
     Enqueue,
     ReadArrived,
+    ReadGrants,
     ResolveInstructions,
     RunContext,
     RunTool,
@@ -362,11 +363,9 @@ class AgentService:
             stored = await self._recent(conversation_id, request, blocking)
         else:
             stored = repository.get(conversation_id) if blocking else await repository.aget(conversation_id)
-        now = self.clock()
-        grants = grants_in_force(repository, now) if blocking else await agrants_in_force(repository, now)
         refused: list[DecisionRecord] = []
         try:
-            run = self._prepare(request, conversation_id, stored, span, refused, blocking, streams, grants)
+            run = self._prepare(request, conversation_id, stored, span, refused, blocking, streams)
         except Exception:
             if refused:  # the audit trail keeps refusals too
                 if blocking:
@@ -435,8 +434,16 @@ class AgentService:
             return self._call_hooks(effect, run)
         if isinstance(effect, ReadArrived):
             return self._read_arrived(run)
+        if isinstance(effect, ReadGrants):
+            return self._read_grants(run)
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
         return self._ask_approver(effect, run)
+
+    async def _read_grants(self, run: TurnRun) -> tuple[Grant, ...]:
+        now = self.clock()
+        if run.blocking:
+            return grants_in_force(self.repository, now)
+        return await agrants_in_force(self.repository, now)
 
     async def _read_arrived(self, run: TurnRun) -> list[tuple[str, float]]:
         arrivals = self._running.get(run.conversation.id)
@@ -532,7 +539,6 @@ class AgentService:
         refused: list[DecisionRecord],
         blocking: bool,
         streams: bool,
-        grants: tuple[Grant, ...] = (),
     ) -> TurnRun:
         """Apply the request's rules (:class:`RequestRules`) and make its turn. It raises before
         anything is saved (the records of the decisions it refused are in `refused`)."""
@@ -548,7 +554,6 @@ class AgentService:
             declined_now=prepared.declined,
             emits=streams,
             queued_now=prepared.queued,
-            grants=grants,
         )
         claim = bool(prepared.approved)
         return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)

@@ -1285,7 +1285,7 @@ def test_a_message_into_a_running_run_queued_messages_survive_saves_and_reads_of
 # -- standing grants (docs/approvals.md, "Grants") ---------------------------------------------------
 
 #: The stores that keep standing grants today; the others refuse them by name.
-KEEPS_GRANTS = {"memory", "sqlite", "redis"}
+KEEPS_GRANTS = {"memory", "sqlite", "redis", "postgres"}
 
 
 def test_a_store_keeps_grants_and_their_revocation_or_refuses_them_by_name(
