@@ -1284,24 +1284,14 @@ def test_a_message_into_a_running_run_queued_messages_survive_saves_and_reads_of
 
 # -- standing grants (docs/approvals.md, "Grants") ---------------------------------------------------
 
-#: The stores that keep standing grants today; the others refuse them by name.
-KEEPS_GRANTS = {"memory", "sqlite", "redis", "postgres"}
 
-
-def test_a_store_keeps_grants_and_their_revocation_or_refuses_them_by_name(
-    make: Factory, request: pytest.FixtureRequest
-) -> None:
-    """docs/approvals.md, "Grants": kept by the in-memory and SQLite stores, 501 on the others."""
-    from dcaf_like.application.errors import MissingCapability
+def test_every_store_keeps_grants_and_their_revocation(make: Factory) -> None:
+    """docs/approvals.md, "Grants": every store the project ships keeps them (a store of your own
+    without GrantStore refuses them by name: tests/unit/application/test_standing_grants.py)."""
     from dcaf_like.application.ports import GrantStore, grants_in_force, require
     from dcaf_like.domain.grant import Grant
 
     store = make()
-    if request.node.callspec.params["make"] not in KEEPS_GRANTS:
-        assert grants_in_force(store, 0.0) == ()
-        with pytest.raises(MissingCapability, match="keep standing grants"):
-            require(store, GrantStore)
-        return
     grants = require(store, GrantStore)
     made = Grant.new(
         tool="restart_pod",
