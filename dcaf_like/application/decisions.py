@@ -16,6 +16,7 @@ from dcaf_like.domain import (
     CallOutcome,
     Conversation,
     DeciderKind,
+    DomainError,
     EditNotAllowed,
     InvalidToolInput,
     ToolCall,
@@ -122,15 +123,18 @@ def approve_by_grant(
             risk=call.risk,
             now=now,
         ):
-            conversation.approve_tool_call(
-                call.id.value,
-                by=grant.approval,
-                kind=DeciderKind.GRANT,
-                policy=settings.policy,
-                trusted=trusted,
-                at=now,
-                note=f"approved by {grant.approval}: {grant.describe()}",
-            )
+            try:
+                conversation.approve_tool_call(
+                    call.id.value,
+                    by=grant.approval,
+                    kind=DeciderKind.GRANT,
+                    policy=settings.policy,
+                    trusted=trusted,
+                    at=now,
+                    note=f"approved by {grant.approval}: {grant.describe()}",
+                )
+            except DomainError:  # refused as any approval may be (the policy asked again): a person decides
+                return None
             return grant
     return None
 
