@@ -116,6 +116,9 @@ def test_a_grant_approves_matching_calls_for_its_lifetime_only(server, cluster, 
         "approval": f"approved by grant {g['id']} from bob",
     }
     assert cluster.done == ["restart dev/web-1"]
+    record = server.get(f"/api/conversations/{data['conversation_id']}", headers=key(ALICE)).json()
+    [call] = record["tool_calls"]
+    assert (call["decided_by"], call["decided_by_kind"]) == (f"grant {g['id']} from bob", "grant")
 
     clock.advance(599)
     assert ask(server, "restart web-2 dev")["tool_calls"] == []
