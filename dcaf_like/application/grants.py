@@ -42,9 +42,14 @@ class Grants:
         anonymous: str = OPERATOR,
     ) -> Grant:
         """A new grant by `identity` (None: `anonymous`, the operator of the Python API or the caller
-        of a server without keys), kept and audited. Raises MissingScope (``approve``), InvalidGrant,
-        MissingCapability (a store that keeps no grants)."""
+        of a server without keys), kept and audited. Raises MissingScope (``approve``; ``admin`` for
+        a grant covering another identity's calls), InvalidGrant, MissingCapability (a store that
+        keeps no grants)."""
         by = _granter(identity, "make a standing grant", anonymous)
+        if identity is not None and requester != identity.name and not identity.can("admin"):
+            # Under today's rule only a conversation's owner (or an admin) decides its calls: a grant
+            # gives no one more than that (docs/approvals.md, "Grants").
+            raise MissingScope("admin", "grant approvals of another identity's calls (or anyone's)")
         store = require(self.repository, GrantStore)
         now = self.clock()
         grant = Grant.new(

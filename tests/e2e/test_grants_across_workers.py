@@ -15,7 +15,7 @@ import pytest
 from _helpdesk import user
 from _server import dcaf_like_serve, store_url_of
 
-KEYS = {"alice": "chat+read", "carol": "chat", "bob": "approve", "ops": "admin"}
+KEYS = {"alice": "chat+read", "carol": "chat", "bob": "approve+admin", "ops": "admin"}
 
 
 def secret(name: str) -> str:

@@ -20,7 +20,14 @@ ALICE = "alice-key-0123456789abcdef0"
 BOB = "bob-key-0123456789abcdef0000"
 CAROL = "carol-key-0123456789abcdef0"  # chat only
 OPS = "ops-key-0123456789abcdef0000"
-KEYS = {ALICE: "alice:chat+read", BOB: "bob:chat+approve", CAROL: "carol:chat", OPS: "ops:admin"}
+DAVE = "dave-key-0123456789abcdef00"  # approves, not an admin
+KEYS = {
+    ALICE: "alice:chat+read",
+    BOB: "bob:chat+approve+admin",
+    CAROL: "carol:chat",
+    DAVE: "dave:chat+approve",
+    OPS: "ops:admin",
+}
 JSON = {"Content-Type": "application/json"}
 
 
@@ -165,11 +172,17 @@ def test_a_grant_never_approves_a_denied_or_irreversible_call_nor_anothers_or_el
 
 
 def test_grants_need_the_approve_scope_and_a_wrong_one_is_named(server):
-    """docs/approvals.md, "Grants": 403 without ``approve``; 422 naming the field; 404 for an unknown id."""
+    """docs/approvals.md, "Grants": 403 without ``approve`` (without ``admin``, for another's calls);
+    422 naming the field; 404 for an unknown id."""
     assert grant(server, who=ALICE).status_code == 403
     assert grant(server, who=ALICE).json()["error"]["code"] == "missing_scope"
     assert server.get("/api/grants", headers=key(CAROL)).status_code == 403
     assert server.get("/api/grants").status_code == 401
+
+    others = grant(server, who=DAVE)  # alice's calls: dave is no admin
+    assert (others.status_code, others.json()["error"]["code"]) == (403, "missing_scope")
+    assert "admin" in others.json()["error"]["message"]
+    assert grant(server, who=DAVE, requester="dave").status_code == 201  # his own
 
     too_long = grant(server, duration=7 * 24 * 3600)
     assert too_long.status_code == 422

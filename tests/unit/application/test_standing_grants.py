@@ -17,7 +17,7 @@ from dcaf_like.stores.sqlite import SqliteConversationRepository
 from dcaf_like.testing import FakeRuntime, ManualClock, tool_call
 
 ALICE = Identity("alice", frozenset({"chat", "approve"}))
-BOB = Identity("bob", frozenset({"chat", "approve"}))
+BOB = Identity("bob", frozenset({"chat", "approve", "admin"}))  # grants others' calls
 CAROL = Identity("carol", frozenset({"chat"}))
 
 
@@ -155,6 +155,19 @@ def test_granting_listing_and_revoking_need_the_approve_scope():
         agent.grants(identity=CAROL)
     with pytest.raises(GrantNotFound):
         agent.revoke_grant("g_nope", identity=BOB)
+
+
+def test_without_admin_an_approver_grants_only_their_own_calls():
+    """docs/approvals.md, "Grants": under today's rule only a conversation's owner (or an admin)
+    approves its calls, and a grant gives no one more."""
+    cluster, clock = Cluster(), ManualClock()
+    agent = agent_for(cluster, clock)
+    with pytest.raises(MissingScope, match="admin"):
+        agent.grant("restart_pod", requester="bob", duration=60, identity=ALICE)
+    with pytest.raises(MissingScope, match="admin"):
+        agent.grant("restart_pod", requester="*", duration=60, identity=ALICE)
+    agent.grant("restart_pod", requester="alice", duration=60, identity=ALICE)
+    assert agent.run("restart", identity=ALICE).pending_tool_calls == ()
 
 
 def test_grants_are_kept_by_sqlite_across_agents_sharing_the_file(tmp_path: Path):
