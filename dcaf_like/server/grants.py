@@ -75,7 +75,11 @@ def grant_routes(repository: Callable[[], ConversationStore], clock: Callable[[]
         "",
         response_model=GrantOut,
         status_code=201,
-        responses={**responses, 422: {"model": ErrorBody, "description": "A grant that cannot be made."}},
+        responses={
+            **responses,
+            400: {"model": ErrorBody, "description": "A body that is not JSON."},
+            422: {"model": ErrorBody, "description": "A grant that cannot be made, the field named."},
+        },
     )
     async def make(http: Request, asked: GrantIn) -> Any:
         """Approve ahead of time, for `duration` seconds, the calls of `tool` whose arguments and
