@@ -9,7 +9,7 @@ and :func:`~dcaf_like.application.decisions.propose` approves by one the calls i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application.errors import MissingScope
@@ -45,11 +45,15 @@ class Grants:
         of a server without keys), kept and audited. Raises MissingScope (``approve``; ``admin`` for
         a grant covering another identity's calls), InvalidGrant, MissingCapability (a store that
         keeps no grants)."""
-        by = _granter(identity, "make a standing grant", anonymous)
-        if identity is not None and requester != identity.name and not identity.can("admin"):
-            # Under today's rule only a conversation's owner (or an admin) decides its calls: a grant
-            # gives no one more than that (docs/approvals.md, "Grants").
-            raise MissingScope("admin", "grant approvals of another identity's calls (or anyone's)")
+        try:
+            by = _granter(identity, "make a standing grant", anonymous)
+            if identity is not None and requester != identity.name and not identity.can("admin"):
+                # Under today's rule only a conversation's owner (or an admin) decides its calls: a
+                # grant gives no one more than that (docs/approvals.md, "Grants").
+                raise MissingScope("admin", "grant approvals of another identity's calls (or anyone's)")
+        except MissingScope as refused:
+            self._refused(identity, tool, str(refused), entrance)
+            raise
         store = require(self.repository, GrantStore)
         now = self.clock()
         grant = Grant.new(
@@ -97,6 +101,13 @@ class Grants:
             raise GrantNotFound(grant_id)
         self._audit(revoked, DecisionOutcome.REVOKED, by, entrance, now)
         return revoked
+
+    def _refused(self, identity: Identity | None, tool: str, reason: str, entrance: str) -> None:
+        """A grant refused for a missing scope joins the trail, as every refused decision does."""
+        if identity is None or not isinstance(self.repository, AuditTrail):
+            return
+        record = DecisionRecord.refused("", reason, by=identity.name, entrance=entrance, at=self.clock())
+        self.repository.record_decisions([replace(record, tool_name=tool if isinstance(tool, str) else "")])
 
     def _audit(self, grant: Grant, outcome: DecisionOutcome, by: str, entrance: str, at: float) -> None:
         if not isinstance(self.repository, AuditTrail):

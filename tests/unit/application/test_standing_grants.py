@@ -168,6 +168,9 @@ def test_without_admin_an_approver_grants_only_their_own_calls():
         agent.grant("restart_pod", requester="*", duration=60, identity=ALICE)
     agent.grant("restart_pod", requester="alice", duration=60, identity=ALICE)
     assert agent.run("restart", identity=ALICE).pending_tool_calls == ()
+    refused = [r for r in agent.repository.decision_records(None) if r.outcome is DecisionOutcome.REFUSED]
+    assert [(r.decided_by, r.tool_name) for r in refused] == [("alice", "restart_pod")] * 2
+    assert "admin" in refused[0].reason
 
 
 def test_grants_are_kept_by_sqlite_across_agents_sharing_the_file(tmp_path: Path):
