@@ -17,6 +17,7 @@ from dcaf_like.application.errors import ToolsetUnavailable
 from dcaf_like.application.escalations import SweepEscalations
 from dcaf_like.application.events import RunFailed, StreamEvent
 from dcaf_like.application.executors import ToolExecutor
+from dcaf_like.application.grants import Grants
 from dcaf_like.application.hooks import Hooks
 from dcaf_like.application.inbox import InboxPage, ListWaitingApprovals
 from dcaf_like.application.messages import ModelSettings
@@ -33,6 +34,7 @@ from dcaf_like.application.service import AgentService, InstructionProvider
 from dcaf_like.application.tool_jobs import ToolJobs
 from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain import ApprovalPolicy, Conversation, Identity, require_approval
+from dcaf_like.domain.grant import Grant
 from dcaf_like.helpdesk.protocol import Messages, read_messages
 from dcaf_like.runtimes import resolve_runtime
 from dcaf_like.stores import open_store
@@ -599,6 +601,40 @@ class Agent:
         if notifier is None or not escalates:
             return None
         return SweepEscalations(self.repository, notifier, self.name, self._settings.clock)
+
+    def grant(
+        self,
+        tool: str,
+        *,
+        requester: str,
+        duration: float,
+        arguments: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        reason: str = "",
+        identity: Identity | None = None,
+    ) -> Grant:
+        """Approve ahead of time, for `duration` seconds by the agent's clock, the calls of `tool`
+        whose arguments and platform context hold the values given (one, or a list of which any
+        matches) requested by `requester` (``"*"``: anyone): docs/approvals.md, "Grants". `identity`
+        needs ``approve``; None is the operator. ``agent.grant("restart_pod", requester="alice",
+        arguments={"namespace": "dev"}, duration=1800)``."""
+        return Grants(self.repository, self.clock).grant(
+            identity=identity,
+            tool=tool,
+            requester=requester,
+            duration=duration,
+            arguments=arguments,
+            context=context,
+            reason=reason,
+        )
+
+    def grants(self, *, identity: Identity | None = None, everything: bool = False) -> list[Grant]:
+        """The grants in force, newest first; with `everything`, the expired and revoked ones too."""
+        return Grants(self.repository, self.clock).list_grants(identity=identity, everything=everything)
+
+    def revoke_grant(self, grant_id: str, *, identity: Identity | None = None) -> Grant:
+        """Revoke a grant at once: no turn that begins after approves by it."""
+        return Grants(self.repository, self.clock).revoke(grant_id, identity=identity)
 
     def delete_conversation(self, conversation_id: str) -> bool:
         """Forget a conversation; False if there was none."""

@@ -4,6 +4,7 @@ the approver's answer). Plain functions over the conversation: no I/O, no driver
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dcaf_like.application.dto import ToolDecision
@@ -15,6 +16,7 @@ from dcaf_like.domain import (
     CallOutcome,
     Conversation,
     DeciderKind,
+    DomainError,
     EditNotAllowed,
     InvalidToolInput,
     ToolCall,
@@ -23,6 +25,8 @@ from dcaf_like.domain import (
     Trusted,
     Verdict,
 )
+from dcaf_like.domain.grant import Grant
+from dcaf_like.domain.risk import is_irreversible
 
 #: Who decided a call the policy allowed or denied, in its decision record.
 POLICY = "policy"
@@ -87,6 +91,54 @@ def propose(
             at=now,
         )
     return call
+
+
+def may_be_granted(call: ToolCall) -> bool:
+    """Whether a standing grant could approve `call` (docs/approvals.md, "Grants"): it waits for
+    today's one approver (the policy neither allowed nor denied it, no rule asks more), and it is not
+    irreversible. The turn reads the grants in force only for such a call."""
+    return (
+        call.status is ToolCallStatus.PENDING and call.approvers.is_default and not is_irreversible(call.risk)
+    )
+
+
+def approve_by_grant(
+    conversation: Conversation,
+    settings: TurnSettings,
+    call: ToolCall,
+    grants: Sequence[Grant],
+    trusted: Trusted[Any],
+) -> Grant | None:
+    """Approve `call`, just proposed, by the first of `grants` that covers it (:meth:`Grant.covers`),
+    as any approval is applied: the policy asked again, the context the proposal's. The grant, or
+    None (the call still waits for a person)."""
+    if not may_be_granted(call):
+        return None
+    now = settings.clock()
+    arguments = call.proposed_input.as_dict()
+    for grant in grants:
+        if grant.covers(
+            call.name,
+            arguments,
+            conversation.platform_context,
+            requested_by=call.requested_by,
+            risk=call.risk,
+            now=now,
+        ):
+            try:
+                conversation.approve_tool_call(
+                    call.id.value,
+                    by=grant.approval,
+                    kind=DeciderKind.GRANT,
+                    policy=settings.policy,
+                    trusted=trusted,
+                    at=now,
+                    note=f"approved by {grant.approval}: {grant.describe()}",
+                )
+            except DomainError:  # refused as any approval may be (the policy asked again): a person decides
+                return None
+            return grant
+    return None
 
 
 def apply_decision(

@@ -177,6 +177,9 @@ class ToolCallView:
     preview_kind: str | None = None
     preview_error: str | None = None
     preview_digest: str | None = None
+    #: The standing grant that approved it, ``"grant g_... from bob"`` (docs/approvals.md, "Grants");
+    #: None: no grant did.
+    approved_by_grant: str | None = None
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -191,6 +194,8 @@ class ToolCallView:
         elif status.value in _FINISHED:  # stored before outcomes were: told by its status and error
             derived = outcome_of(status.value, call.error)
             view.outcome = None if derived is None else derived.value
+        if call.decided_by_kind is DeciderKind.GRANT:
+            view.approved_by_grant = call.decided_by
         if not call.approvers.is_default:
             view.approvers = call.approvers
             view.approvals = call.counted_approvals

@@ -110,6 +110,12 @@ class ReadArrived:
     running run"): the driver sends back their (text, time) pairs, oldest first, taken once."""
 
 
+@dataclass(slots=True)
+class ReadGrants:
+    """The standing grants in force now (docs/approvals.md, "Grants"): asked once per turn, and only
+    when a call waits for today's one approver; the driver sends back a tuple of them."""
+
+
 Effect = (
     ResolveInstructions
     | CallModel
@@ -121,6 +127,7 @@ Effect = (
     | CheckCancel
     | CallHooks
     | ReadArrived
+    | ReadGrants
 )
 
 

@@ -53,6 +53,7 @@ from dcaf_like.domain import (
     PlatformContext,
     Session,
 )
+from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.identity import DepsT
 from dcaf_like.domain.question import MAX_TEXT_ANSWER
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
@@ -381,6 +382,33 @@ class CancelFlags(ConversationStore):
         return self.cancel_requested(conversation_id, since=since)
 
 
+class GrantStore(ConversationStore):
+    """A store that keeps standing grants (docs/approvals.md, "Grants"): the approvals given ahead of
+    time that every worker's turns read as they begin. The in-memory and SQLite stores keep them;
+    ``/api/grants`` on a store without them is refused by name (HTTP 501).
+    Implement :meth:`add_grant`, :meth:`revoke_grant` and :meth:`list_grants`."""
+
+    ability = "keep standing grants"
+    fix = "subclass GrantStore and implement add_grant, revoke_grant and list_grants (docs/approvals.md)"
+
+    @abstractmethod
+    def add_grant(self, grant: Grant) -> None:
+        """Keep a new grant."""
+
+    @abstractmethod
+    def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
+        """Revoke the grant `grant_id` (one revoked already stays as it was): the grant as it is now,
+        or None if there is none by that id."""
+
+    @abstractmethod
+    def list_grants(self) -> list[Grant]:
+        """Every grant kept, expired and revoked ones included, in no particular order."""
+
+    async def alist_grants(self) -> list[Grant]:
+        """:meth:`list_grants` without blocking the event loop."""
+        return await asyncio.to_thread(self.list_grants)
+
+
 CapabilityT = TypeVar("CapabilityT", bound=ConversationStore)
 
 
@@ -405,6 +433,20 @@ async def arecord_decisions(store: ConversationStore, records: Sequence[Decision
     """:func:`record_decisions` on the event loop."""
     if isinstance(store, AuditTrail):
         await store.arecord_decisions(records)
+
+
+def grants_in_force(store: ConversationStore, now: float) -> tuple[Grant, ...]:
+    """The grants a turn beginning at `now` may approve calls by; none for a store that keeps none."""
+    if not isinstance(store, GrantStore):
+        return ()
+    return tuple(g for g in store.list_grants() if g.is_active(now))
+
+
+async def agrants_in_force(store: ConversationStore, now: float) -> tuple[Grant, ...]:
+    """:func:`grants_in_force` on the event loop."""
+    if not isinstance(store, GrantStore):
+        return ()
+    return tuple(g for g in await store.alist_grants() if g.is_active(now))
 
 
 def cancel_requested(store: ConversationStore, conversation_id: str, *, since: float) -> bool:

@@ -25,6 +25,7 @@ from dcaf_like.application.effects import (
     Emit,
     Enqueue,
     ReadArrived,
+    ReadGrants,
     ResolveInstructions,
     RunContext,
     RunTool,
@@ -56,8 +57,10 @@ from dcaf_like.application.ports import (
     ConversationStore,
     ExecutableTool,
     acancel_requested,
+    agrants_in_force,
     arecord_decisions,
     cancel_requested,
+    grants_in_force,
     record_decisions,
 )
 from dcaf_like.application.requests import RequestRules
@@ -79,6 +82,7 @@ from dcaf_like.domain import (
 )
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import new_conversation_id
+from dcaf_like.domain.grant import Grant
 
 T = TypeVar("T")
 
@@ -431,8 +435,16 @@ class AgentService:
             return self._call_hooks(effect, run)
         if isinstance(effect, ReadArrived):
             return self._read_arrived(run)
+        if isinstance(effect, ReadGrants):
+            return self._read_grants(run)
         assert isinstance(effect, AskApprover), effect  # Emit is the driver's
         return self._ask_approver(effect, run)
+
+    async def _read_grants(self, run: TurnRun) -> tuple[Grant, ...]:
+        now = self.clock()
+        if run.blocking:
+            return grants_in_force(self.repository, now)
+        return await agrants_in_force(self.repository, now)
 
     async def _read_arrived(self, run: TurnRun) -> list[tuple[str, float]]:
         arrivals = self._running.get(run.conversation.id)

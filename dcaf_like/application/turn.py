@@ -15,7 +15,13 @@ from typing import Any
 from dcaf_like.application.context import (
     ContextView,
 )
-from dcaf_like.application.decisions import POLICY, apply_decision, propose
+from dcaf_like.application.decisions import (
+    POLICY,
+    apply_decision,
+    approve_by_grant,
+    may_be_granted,
+    propose,
+)
 from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
 from dcaf_like.application.effects import (
     AWAITING_APPROVAL,
@@ -34,6 +40,7 @@ from dcaf_like.application.effects import (
     Emit,
     Enqueue,
     ReadArrived,
+    ReadGrants,
     ResolveInstructions,
     RunContext,
     RunTool,
@@ -91,6 +98,7 @@ from dcaf_like.domain import (
     ToolCallStatus,
     Trusted,
 )
+from dcaf_like.domain.grant import Grant
 
 
 @dataclass
@@ -130,6 +138,8 @@ class Turn:
     _hook_failed: HookFailed | None = field(init=False, default=None)
     # Calls this turn handed to the agent's executor: they run in the background (docs/runs.md).
     _queued: list[str] = field(init=False, default_factory=list)
+    # The standing grants in force, once read (None: not yet; docs/approvals.md, "Grants").
+    _granted: tuple[Grant, ...] | None = field(init=False, default=None)
 
     def run(self) -> Generator[Effect, Any, AgentResponse]:
         started = time.perf_counter()
@@ -204,6 +214,9 @@ class Turn:
             runnable = []
             for proposed in response.tool_calls:
                 call = propose(self.conversation, self.settings, proposed, self.trusted)
+                if may_be_granted(call):
+                    grants = yield from self._grants()
+                    approve_by_grant(self.conversation, self.settings, call, grants, self.trusted)
                 yield from previewed(self.conversation, self.settings, call, self.trusted)
                 if self.emits:
                     yield Emit(ToolCallProposed(ToolCallView.of(call)))
@@ -231,6 +244,12 @@ class Turn:
                     yield Emit(ApprovalRequired(tuple(ToolCallView.of(c) for c in pending)))
                 return waiting
         return "max_iterations"
+
+    def _grants(self) -> Generator[Effect, Any, tuple[Grant, ...]]:
+        """The standing grants in force, read once per turn, at the first call one could approve."""
+        if self._granted is None:
+            self._granted = tuple((yield ReadGrants()))
+        return self._granted
 
     def _arrived(self) -> Generator[Effect, Any, bool]:
         """Queue the messages that arrived for this run since it last looked; whether any wait."""

@@ -28,6 +28,10 @@ class DecisionOutcome(StrEnum):
     ANSWERED = "answered"
     DECLINED = "declined"  # the user would not answer: the call failed, not run
     EXPIRED = "expired"  # its window closed before an answer: the system closed it
+    # A standing grant (docs/approvals.md, "Grants"), made or revoked: the record's reason names it
+    # (``grant g_...: <its rule> until <when>``); it names no conversation and no call.
+    GRANTED = "granted"
+    REVOKED = "revoked"
 
 
 @dataclass(frozen=True, slots=True)

@@ -393,9 +393,11 @@ class Conversation:
         policy: ApprovalPolicy | None = None,
         trusted: Trusted[Any] = NOBODY,
         at: float | None = None,
+        note: str = "",
     ) -> ToolCall:
         """Approve a pending call, to run in this conversation's current platform context (and the
-        policy's conditions see `trusted`: who approves, the agent's dependencies).
+        policy's conditions see `trusted`: who approves, the agent's dependencies). `note` is the
+        reason its record in the audit trail gives (a grant's approval names the grant's rule).
 
         `tool_name` and `tool_input`, when the approver sends them, must be exactly what was proposed:
         an approval binds to the proposal's fingerprint. Changing the arguments is a separate decision,
@@ -434,7 +436,7 @@ class Conversation:
             self._audit(call, DecisionOutcome.COUNTED, counted.by, kind, now, note)
         elif call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
             outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
-            self._audit(call, outcome, call.decided_by or by, kind, now)
+            self._audit(call, outcome, call.decided_by or by, kind, now, note)
         return call
 
     def reject_tool_call(

@@ -244,6 +244,7 @@ class DeciderKind(StrEnum):
     APPROVER = "approver"  # the agent's synchronous approver callback, during the run
     POLICY = "policy"  # the approval policy, when the call was proposed
     SYSTEM = "system"  # the server itself: an approval window that closed
+    GRANT = "grant"  # a standing grant an approver gave ahead of time (docs/approvals.md, "Grants")
 
 
 @dataclass(eq=False, slots=True)

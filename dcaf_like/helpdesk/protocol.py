@@ -51,6 +51,7 @@ from dcaf_like.application.events import (
 from dcaf_like.application.messages import ReasoningDelta, TextDelta
 from dcaf_like.application.notifications import approvals_of as shown_approvals
 from dcaf_like.domain.attachment import Attachment, InvalidPart, PartKind, attachment, check_total
+from dcaf_like.domain.grant import grant_of
 from dcaf_like.domain.session import json_problem
 
 Messages = str | Sequence[Mapping[str, Any] | str]
@@ -414,6 +415,23 @@ def _call_fields(call: ToolCallView) -> dict[str, Any]:
         # Only when its tool declares one: a call of a tool that declares none has the seed's form.
         **({"risk": call.risk} if call.risk is not None else {}),
         **preview_fields(call),
+        **grant_fields(call),
+    }
+
+
+def grant_fields(call: ToolCallView) -> dict[str, Any]:
+    """``grant: {id, granted_by, approval}`` for a call a standing grant approved (docs/approvals.md,
+    "Grants"): ``approval`` reads "approved by grant g_... from bob"; nothing for any other call."""
+    named = grant_of(call.approved_by_grant)
+    if named is None:
+        return {}
+    grant_id, granted_by = named
+    return {
+        "grant": {
+            "id": grant_id,
+            "granted_by": granted_by,
+            "approval": f"approved by {call.approved_by_grant}",
+        }
     }
 
 

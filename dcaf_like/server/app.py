@@ -30,6 +30,7 @@ from dcaf_like.server.conversations import conversation_routes
 from dcaf_like.server.errors import HttpError
 from dcaf_like.server.escalations import sweep_period, sweeping
 from dcaf_like.server.failures import error_response, failure
+from dcaf_like.server.grants import grant_routes
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES, RequestMiddleware
 from dcaf_like.server.perimeter import Perimeter
 from dcaf_like.server.readiness import probe_routes
@@ -148,6 +149,7 @@ def create_app(
         app.include_router(audit_routes(repository))
         groups = served.approval_policy.groups if isinstance(served, ToolProvider) else {}
         app.include_router(approval_routes(repository, groups, lambda: served.clock()))
+        app.include_router(grant_routes(repository, lambda: served.clock()))
     if ui:
         app.include_router(ui_routes())
     if a2a:

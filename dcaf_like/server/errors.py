@@ -50,6 +50,7 @@ from dcaf_like.domain import (
     UnknownQuestion,
     UnknownToolCall,
 )
+from dcaf_like.domain.grant import GrantNotFound, InvalidGrant
 from dcaf_like.helpdesk.protocol import ReportedRuns
 from dcaf_like.server.runs import ShuttingDown
 
@@ -90,6 +91,10 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(422, "invalid_request", exc.message, field=exc.field)
         case InvalidCursor():
             return HttpError(422, "invalid_cursor", exc.message, field=exc.field)
+        case InvalidGrant():
+            return HttpError(422, "invalid_grant", message, field=exc.field)
+        case GrantNotFound():
+            return HttpError(404, "grant_not_found", message)
         case MissingCapability():
             return HttpError(501, "missing_capability", message)
         case InvalidRequest():

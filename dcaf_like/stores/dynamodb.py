@@ -60,9 +60,11 @@ from functools import partial
 from typing import Any, TypeVar
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
+from dcaf_like.application.ports import GrantStore
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import (
     HEADER,
@@ -104,7 +106,7 @@ REMEMBERED_BYTES = 16 * 2**20
 T = TypeVar("T")
 
 
-class DynamoDBConversationRepository(BlockingRepository):
+class DynamoDBConversationRepository(BlockingRepository, GrantStore):
     """Conversations in DynamoDB table `table`. Pass `client` (a boto3 ``dynamodb`` client) or let it
     be made from `region` and `endpoint_url` with the usual AWS credential chain."""
 
@@ -696,6 +698,67 @@ class DynamoDBConversationRepository(BlockingRepository):
             ),
         ).get("Item")
         return item is not None and float(item["at"]["N"]) >= since
+
+    # Standing grants (docs/approvals.md, "Grants"): every grant of the namespace in one item (pk
+    # "#grants#<namespace>"), read with a consistent read, so that a revocation is seen at once by the
+    # next turn on any worker (the index is eventually consistent); written under a version condition.
+    def add_grant(self, grant: Grant) -> None:
+        self._change_grants(lambda grants: {**grants, grant.id: grant})
+
+    def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
+        changed = self._change_grants(
+            lambda grants: (
+                {**grants, grant_id: grants[grant_id].revoked(by=by, at=at)} if grant_id in grants else None
+            )
+        )
+        return None if changed is None else changed[grant_id]
+
+    def list_grants(self) -> list[Grant]:
+        return list(self._grants()[0].values())
+
+    def _grants(self) -> tuple[dict[str, Grant], int]:
+        item = self._call(
+            "GetItem",
+            lambda: self.client.get_item(TableName=self.table, Key=self._grants_key, ConsistentRead=True),
+        ).get("Item")
+        if item is None:
+            return {}, 0
+        grants = [Grant.from_dict(g) for g in json.loads(item["record"]["S"])]
+        return {g.id: g for g in grants}, int(item["version"]["N"])
+
+    def _change_grants(
+        self, change: Callable[[dict[str, Grant]], dict[str, Grant] | None]
+    ) -> dict[str, Grant] | None:
+        """Apply `change` to the namespace's grants (None: nothing to write), again if another writer
+        wrote them meanwhile; the grants as written."""
+        while True:
+            grants, version = self._grants()
+            changed = change(grants)
+            if changed is None:
+                return None
+            item = {
+                **self._grants_key,
+                "version": {"N": str(version + 1)},
+                "record": {"S": json.dumps([g.to_dict() for g in changed.values()])},
+            }
+            try:
+                self.client.put_item(
+                    TableName=self.table,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(pk) OR version = :version",
+                    ExpressionAttributeValues={":version": {"N": str(version)}},
+                )
+            except self._client_error as exc:
+                if _code(exc) == "ConditionalCheckFailedException":
+                    continue
+                raise self._unavailable("PutItem", exc) from exc
+            except self._errors as exc:
+                raise self._unavailable("PutItem", exc) from exc
+            return changed
+
+    @property
+    def _grants_key(self) -> dict[str, Any]:
+        return {"pk": {"S": f"#grants#{self.namespace}"}}
 
     def create_table(self, *, wait: bool = True) -> None:
         """Create the table with its index (on-demand billing) and turn on TTL on ``expires_at``.

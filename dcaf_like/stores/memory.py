@@ -9,16 +9,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationRepository, GrantStore
 from dcaf_like.application.waiting import WaitingEntry, waiting_entries
 from dcaf_like.domain import Conversation, DecisionRecord, Message, PlatformContext, ToolCall
+from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
 from dcaf_like.stores._schema import CALL, QUESTION, SUMMARY, TASK, dumps
 from dcaf_like.stores._shared import check_retention
 
 
-class InMemoryConversationRepository(ConversationRepository):
+class InMemoryConversationRepository(ConversationRepository, GrantStore):
     """Keeps each conversation as what a persistent store would write: the platform context without its
     credentials, the session as JSON text. A change is visible only once saved, and a loaded
     conversation shares nothing with the store that the domain changes.
@@ -42,6 +43,7 @@ class InMemoryConversationRepository(ConversationRepository):
         self._audit: list[DecisionRecord] = []
         self._head = ChainHead()
         self._digests: list[AuditDigest] = []
+        self._grants: dict[str, Grant] = {}
         self._lock = threading.Lock()
         self.audit_ttl = audit_ttl
         self.clock = clock
@@ -156,6 +158,26 @@ class InMemoryConversationRepository(ConversationRepository):
         with self._lock:
             self._waiting.pop(conversation_id, None)
             return self._items.pop(conversation_id, None) is not None
+
+    # Standing grants (docs/approvals.md, "Grants"): values, replaced when revoked.
+    def add_grant(self, grant: Grant) -> None:
+        with self._lock:
+            self._grants[grant.id] = grant
+
+    def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
+        with self._lock:
+            grant = self._grants.get(grant_id)
+            if grant is None:
+                return None
+            self._grants[grant_id] = revoked = grant.revoked(by=by, at=at)
+        return revoked
+
+    def list_grants(self) -> list[Grant]:
+        with self._lock:
+            return list(self._grants.values())
+
+    async def alist_grants(self) -> list[Grant]:
+        return self.list_grants()
 
     def list_waiting(self) -> list[WaitingEntry]:
         with self._lock:

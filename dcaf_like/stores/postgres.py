@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import threading
@@ -24,9 +25,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
+from dcaf_like.application.ports import GrantStore
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, ClientErrors, check_retention
@@ -101,6 +104,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " namespace text NOT NULL, id text NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id),"
         " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
     ),
+    # 7: standing grants (docs/approvals.md, "Grants"): each grant's JSON by namespace and id.
+    (
+        "CREATE TABLE {table}_grants ("
+        " namespace text NOT NULL, id text NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id))",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -114,7 +122,7 @@ def libpq_parameters() -> list[str]:
     return [option.keyword.decode() for option in pq.Conninfo.get_defaults()]
 
 
-class PostgresConversationRepository(BlockingRepository):
+class PostgresConversationRepository(BlockingRepository, GrantStore):
     """Conversations in the PostgreSQL database at `url`, in `table`, under `namespace`.
 
     With `ttl` (seconds) a conversation is forgotten that long after its last save; decision records
@@ -400,6 +408,40 @@ class PostgresConversationRepository(BlockingRepository):
         with self._connection() as db:
             rows = self._run(db, self._waiting_sql, (self.namespace, self.clock())).fetchall()
         return [entry for (body,) in rows for entry in decode_entries(body)]
+
+    # Standing grants (docs/approvals.md, "Grants").
+    def add_grant(self, grant: Grant) -> None:
+        with self._connection() as db:
+            self._run(
+                db,
+                f"INSERT INTO {self.table}_grants (namespace, id, body) VALUES (%s, %s, %s)",
+                (self.namespace, grant.id, json.dumps(grant.to_dict())),
+            )
+
+    def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
+        """Read under a row lock and marked in one transaction: of two racing revocations, the first stays."""
+        with self._connection() as db, db.transaction():
+            row = self._run(
+                db,
+                f"SELECT body FROM {self.table}_grants WHERE namespace = %s AND id = %s FOR UPDATE",
+                (self.namespace, grant_id),
+            ).fetchone()
+            if row is None:
+                return None
+            revoked = Grant.from_dict(json.loads(row[0])).revoked(by=by, at=at)
+            self._run(
+                db,
+                f"UPDATE {self.table}_grants SET body = %s WHERE namespace = %s AND id = %s",
+                (json.dumps(revoked.to_dict()), self.namespace, grant_id),
+            )
+        return revoked
+
+    def list_grants(self) -> list[Grant]:
+        with self._connection() as db:
+            rows = self._run(
+                db, f"SELECT body FROM {self.table}_grants WHERE namespace = %s", (self.namespace,)
+            ).fetchall()
+        return [Grant.from_dict(json.loads(body)) for (body,) in rows]
 
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._connection() as db:

@@ -29,17 +29,19 @@ before headers) is read as such, and written as a header and lists by its next s
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationRepository, GrantStore
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
+from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, ClientErrors, check_retention
@@ -220,7 +222,7 @@ return {redis.call('HMGET', KEYS[1], 'seq', 'hash'), redis.call('HGET', KEYS[2],
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 
-class RedisConversationRepository(ConversationRepository):
+class RedisConversationRepository(ConversationRepository, GrantStore):
     """Conversations in Redis at `url` (or through the clients given), under `prefix` and `namespace`.
 
     With `ttl` (seconds) Redis forgets a conversation that long after its last save; with `audit_ttl`
@@ -499,6 +501,37 @@ class RedisConversationRepository(ConversationRepository):
                 args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
                 gone += int(self._prune_script(keys=keys, args=args))
         return gone
+
+    # Standing grants (docs/approvals.md, "Grants"): a hash of the namespace, each grant's JSON by id.
+    @property
+    def _grants(self) -> str:
+        return f"{self.prefix}{{{self.namespace}}}:grants"
+
+    def add_grant(self, grant: Grant) -> None:
+        with self._failures:
+            self._sync.hset(self._grants, grant.id, json.dumps(grant.to_dict()))
+
+    def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
+        """Read and marked in one optimistic transaction (WATCH): a revocation racing another keeps
+        the first."""
+
+        def revoke(pipe: Any) -> Grant | None:
+            body = pipe.hget(self._grants, grant_id)
+            if body is None:
+                return None
+            revoked = Grant.from_dict(json.loads(body)).revoked(by=by, at=at)
+            pipe.multi()
+            pipe.hset(self._grants, grant_id, json.dumps(revoked.to_dict()))
+            return revoked
+
+        with self._failures:
+            result = self._sync.transaction(cast(Any, revoke), self._grants, value_from_callable=True)
+        return cast("Grant | None", result)
+
+    def list_grants(self) -> list[Grant]:
+        with self._failures:
+            found: dict[Any, Any] = self._sync.hgetall(self._grants)
+        return [Grant.from_dict(json.loads(body)) for body in found.values()]
 
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
         with self._failures:

@@ -8,6 +8,7 @@ saving the same conversation exactly one wins.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import threading
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.ports import ConversationRepository, GrantStore
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
+from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
 from dcaf_like.stores._shared import CANCEL_KEPT, check_retention
@@ -42,6 +44,8 @@ AUDIT_TABLE = "dcaf_decisions"
 HEADS = "dcaf_audit_heads"
 DIGESTS = "dcaf_audit_digests"
 CANCELS = "dcaf_cancels"
+# Standing grants (docs/approvals.md, "Grants"): each as its JSON, read by every turn as it begins.
+GRANTS = "dcaf_grants"
 # The inbox's index (docs/approvals.md, "One inbox"): per conversation with calls waiting for approval,
 # their entries as JSON, written in the transaction of the save that changed them and deleted with the
 # conversation's header.
@@ -125,6 +129,12 @@ CREATE TABLE IF NOT EXISTS {HEADS} (
     seq       INTEGER NOT NULL,
     hash      TEXT    NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {GRANTS} (
+    namespace TEXT NOT NULL,
+    id        TEXT NOT NULL,
+    body      TEXT NOT NULL,
+    PRIMARY KEY (namespace, id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS {DIGESTS} (
     namespace TEXT    NOT NULL,
     number    INTEGER NOT NULL,
@@ -140,7 +150,7 @@ CREATE TABLE IF NOT EXISTS {DIGESTS} (
 _ADDED_COLUMNS = {"waiting_until": "REAL", "window_message": "INTEGER", "window_call": "INTEGER"}
 
 
-class SqliteConversationRepository(ConversationRepository):
+class SqliteConversationRepository(ConversationRepository, GrantStore):
     """Conversations in the SQLite file at `path` (created with its directory if missing).
 
     `namespace` keeps agents sharing one file apart (``serve`` uses the agent's name). With `ttl`
@@ -396,6 +406,33 @@ class SqliteConversationRepository(ConversationRepository):
         with self._reading(self._connection()) as db:
             rows = db.execute(_READ_WAITING, (self.namespace, *self._kept())).fetchall()
         return [entry for (body,) in rows for entry in decode_entries(body)]
+
+    # Standing grants (docs/approvals.md, "Grants").
+    def add_grant(self, grant: Grant) -> None:
+        with self._writing(self._connection(), self._write_turn) as db:
+            db.execute(
+                f"INSERT INTO {GRANTS} (namespace, id, body) VALUES (?, ?, ?)",
+                (self.namespace, grant.id, json.dumps(grant.to_dict())),
+            )
+
+    def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
+        with self._writing(self._connection(), self._write_turn) as db:
+            row = db.execute(
+                f"SELECT body FROM {GRANTS} WHERE namespace = ? AND id = ?", (self.namespace, grant_id)
+            ).fetchone()
+            if row is None:
+                return None
+            revoked = Grant.from_dict(json.loads(row[0])).revoked(by=by, at=at)
+            db.execute(
+                f"UPDATE {GRANTS} SET body = ? WHERE namespace = ? AND id = ?",
+                (json.dumps(revoked.to_dict()), self.namespace, grant_id),
+            )
+        return revoked
+
+    def list_grants(self) -> list[Grant]:
+        with self._reading(self._connection()) as db:
+            rows = db.execute(f"SELECT body FROM {GRANTS} WHERE namespace = ?", (self.namespace,)).fetchall()
+        return [Grant.from_dict(json.loads(body)) for (body,) in rows]
 
     def ping(self) -> None:
         """``SELECT 1`` on this thread's connection: the file opens and answers."""

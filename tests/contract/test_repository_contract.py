@@ -1316,3 +1316,52 @@ def test_a_message_into_a_running_run_queued_messages_survive_saves_and_reads_of
     assert read_at_last is not None
     assert read_at_last.queued == []
     assert [m.text for m in read_at_last.messages[-2:]] == ["and api too", "ü, and quickly"]
+
+
+# -- standing grants (docs/approvals.md, "Grants") ---------------------------------------------------
+
+
+def test_every_store_keeps_grants_and_their_revocation(make: Factory) -> None:
+    """docs/approvals.md, "Grants": every store the project ships keeps them (a store of your own
+    without GrantStore refuses them by name: tests/unit/application/test_standing_grants.py)."""
+    from dcaf_like.application.ports import GrantStore, grants_in_force, require
+    from dcaf_like.domain.grant import Grant
+
+    store = make()
+    grants = require(store, GrantStore)
+    made = Grant.new(
+        tool="restart_pod",
+        requester="alice",
+        granted_by="bob",
+        at=100.0,
+        duration=60,
+        arguments={"namespace": ["dev", "staging"]},
+        context={"tenant_name": "dev"},
+    )
+    grants.add_grant(made)
+    assert grants.list_grants() == [made]
+    assert grants_in_force(store, 159.0) == (made,)
+    assert grants_in_force(store, 160.0) == ()
+
+    revoked = grants.revoke_grant(made.id, by="carol", at=120.0)
+    assert revoked is not None
+    assert (revoked.revoked_by, revoked.revoked_at) == ("carol", 120.0)
+    assert grants.list_grants() == [revoked]
+    assert grants_in_force(store, 121.0) == ()
+    assert grants.revoke_grant("g_unknown", by="carol", at=121.0) is None
+
+
+def test_sqlite_grants_of_one_namespace_are_not_another_ones(tmp_path: Path) -> None:
+    """The in-memory store has no namespaces: SQLite is the one store with grants that has them."""
+    from dcaf_like import SqliteConversationRepository
+    from dcaf_like.domain.grant import Grant
+
+    ops = SqliteConversationRepository(tmp_path / "c.db", namespace="ops-agent")
+    billing = SqliteConversationRepository(tmp_path / "c.db", namespace="billing-agent")
+    try:
+        ops.add_grant(Grant.new(tool="restart_pod", requester="*", granted_by="bob", at=0.0, duration=60))
+        assert billing.list_grants() == []
+        assert len(ops.list_grants()) == 1
+    finally:
+        ops.close()
+        billing.close()

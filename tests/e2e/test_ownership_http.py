@@ -414,6 +414,12 @@ NO_CONVERSATION = {
     ("GET", "/mcp"): "the agent's ungated tools; no conversation is read or written",
     ("POST", "/mcp"): "the agent's ungated tools; no conversation is read or written",
     ("DELETE", "/mcp"): "an MCP session",
+    ("GET", "/api/grants"): "standing grants (approve keys): no conversation is read or written",
+    ("POST", "/api/grants"): "standing grants (approve keys): no conversation is read or written",
+    (
+        "DELETE",
+        "/api/grants/{grant_id}",
+    ): "standing grants (approve keys): no conversation is read or written",
 }
 
 

@@ -1191,3 +1191,40 @@ def test_a_tools_image_and_file_show_on_its_card_by_name_kind_and_size_live_and_
     expect(page.locator(".card.executed .returned .attachment")).to_have_text(shown)
     assert page.locator("#log img").count() == 0  # a name is text, never markup; no bytes to show
     assert page.title() != "owned"
+
+
+def test_a_call_a_grant_approved_runs_and_its_card_says_by_which_grant(page, start_server):
+    """docs/approvals.md, "Grants": the card of a call a standing grant approved says "approved by
+    grant g_... from bob"; an irreversible call the same grant names still waits on its card."""
+    ran: list[str] = []
+
+    @tool(risk="reversible")
+    def restart_pod(name: str) -> str:
+        """Restart a pod."""
+        ran.append(f"restart {name}")
+        return "restarted"
+
+    @tool(risk="irreversible")
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        ran.append(f"delete {name}")
+        return "deleted"
+
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("restart_pod", name="web-1"), tool_call("delete_pod", name="web-2")),
+            reply("Restarted web-1."),
+        ]
+    )
+    agent = Agent(tools=[restart_pod, delete_pod], runtime=runtime)
+    grant = agent.grant("restart_pod", requester="*", duration=600)
+    agent.grant("delete_pod", requester="*", duration=600)
+    client = start_server(agent)
+    page.goto(str(client.base_url))
+    send(page, "restart web-1 and delete web-2")
+
+    restarted = page.locator(".card.executed", has_text="restart_pod")
+    expect(restarted.locator(".grant")).to_have_text(f"approved by grant {grant.id} from operator")
+    expect(page.locator('.card.pending[data-risk="irreversible"]')).to_have_count(1)
+    screenshot(page, "grant-approved")
+    assert ran == ["restart web-1"]

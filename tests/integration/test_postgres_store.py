@@ -56,7 +56,7 @@ def test_the_first_use_creates_the_schema_at_the_current_version(postgres_url, p
 
     saved(store, "c1")
 
-    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 6
+    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 7
     with psycopg.connect(postgres_url) as db:
         columns = {r[0] for r in db.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (postgres_table,)
@@ -86,7 +86,7 @@ def test_a_database_made_by_the_first_version_is_migrated_and_keeps_its_conversa
 
     assert loaded is not None
     assert loaded.messages[0].text == "stored before the migration"
-    assert schema_version(postgres_url, postgres_table) == 6
+    assert schema_version(postgres_url, postgres_table) == 7
     loaded.add_assistant_message("after")
     store.save(loaded, old.version)
     assert store.list_ids() == ["from-v1"]
@@ -123,8 +123,8 @@ def test_workers_starting_together_migrate_once(postgres_url, postgres_table):
         thread.join()
 
     assert errors == []
-    assert sorted(found) == [0, 6, 6, 6, 6, 6]  # one created it; the others found it made
-    assert schema_version(postgres_url, postgres_table) == 6
+    assert sorted(found) == [0, 7, 7, 7, 7, 7]  # one created it; the others found it made
+    assert schema_version(postgres_url, postgres_table) == 7
 
 
 # -- expiry ---------------------------------------------------------------------------------------
@@ -259,7 +259,9 @@ async def test_an_async_turn_reads_once_saves_its_message_then_its_outcome_and_a
     store.statements.clear()
     await agent.adecide(first.conversation_id, [ToolDecision.approved(proposed.pending_tool_calls[0].id)])
 
-    assert turn == ["SELECT", "WITH", "WITH"]  # the read, the message saved at the start, the save
+    # the read, the message saved at the start, the standing grants in force (read once, as the call
+    # waits for a person: docs/approvals.md, "Grants"), the save
+    assert turn == ["SELECT", "WITH", "SELECT", "WITH"]
     # read, claim the approval (its audit record in the same transaction, after the statement that
     # locks the audit chain's head and reads it: ADR 34), ask whether the run was cancelled before the
     # model's next call, save the outcome

@@ -193,7 +193,9 @@ function executedCard(call) {
     el("ul", { class: "diff" }, ...diffLines(call.proposed_input, call.input, false))) : null;
   const returned = call.attachments && call.attachments.length ? [
     el("p", { class: "output-label" }, "Returned"), returnedOf(call.attachments)] : [];
-  return callCard(call.id, titleOf(call), call.status, argsOf(call), edited,
+  // A call a standing grant approved says so: "approved by grant g_... from bob" (docs/approvals.md, "Grants").
+  const granted = call.grant ? el("p", { class: "why grant" }, call.grant.approval) : null;
+  return callCard(call.id, titleOf(call), call.status, argsOf(call), edited, granted,
     el("p", { class: "output-label" }, "Output"), el("pre", { class: "output" }, call.output), ...returned);
 }
 
