@@ -7,9 +7,9 @@ stream and every resumed one read from there, so a line is written once and read
 most once. A line is the JSON object the entrance sent (opaque here), carrying its ``seq``.
 
 The lines are kept in the server process (ADR 36): a bounded number of lines per run
-(:data:`MAX_LINES`), of the latest streamed run of at most :data:`MAX_RUNS` conversations, running
-ones never dropped. A resume that reaches another worker finds nothing kept (:class:`NoRunEvents`),
-and reads the conversation instead.
+(:data:`MAX_LINES`), of at most :data:`MAX_RUNS` runs, running ones never dropped (a resume without
+a run id reads the conversation's latest). A resume that reaches another worker finds nothing kept
+(:class:`NoRunEvents`), and reads the conversation instead.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dcaf_like.domain import Identity
 
 #: Lines kept of one run: a resume from before the oldest kept is refused (:class:`EventsExpired`).
 MAX_LINES = 10_000
-#: Conversations whose latest streamed run is kept; past it the least recently started finished run goes.
+#: Runs kept; past it the least recently started finished run goes.
 MAX_RUNS = 1_000
 
 
@@ -106,28 +106,36 @@ class RunLines:
 
 
 class RunLog:
-    """The latest streamed run of each conversation this server ran (bounded, see the module)."""
+    """The streamed runs this server ran, by conversation and run (bounded, see the module): every
+    run still in progress, and the latest finished ones. Two runs of one conversation at once (its
+    owner's, and a team approver's decision) each keep their own lines."""
 
     def __init__(self, *, max_runs: int = MAX_RUNS, max_lines: int = MAX_LINES) -> None:
         if max_runs < 1 or max_lines < 1:
             raise ValueError("a run log keeps at least one run and one line")
         self.max_runs, self.max_lines = max_runs, max_lines
-        self._runs: OrderedDict[str, RunLines] = OrderedDict()
+        self._runs: OrderedDict[tuple[str, str], RunLines] = OrderedDict()
+        self._latest: dict[str, RunLines] = {}
 
     def open(self, conversation_id: str, run: str) -> RunLines:
-        """The lines of a run starting on `conversation_id`; they replace its previous run's."""
+        """The lines of a run starting on `conversation_id`: from now on its latest run."""
         lines = RunLines(conversation_id, run, limit=self.max_lines)
-        self._runs.pop(conversation_id, None)
-        self._runs[conversation_id] = lines
-        if len(self._runs) > self.max_runs:
-            for kept in list(self._runs.values()):
+        self._runs[(conversation_id, run)] = lines
+        self._latest[conversation_id] = lines
+        if len(self._runs) > self.max_runs:  # the least recently started finished run goes
+            for key, kept in self._runs.items():
                 if kept.finished:
-                    del self._runs[kept.conversation_id]
+                    del self._runs[key]
+                    if self._latest.get(kept.conversation_id) is kept:
+                        del self._latest[kept.conversation_id]
                     break
         return lines
 
-    def get(self, conversation_id: str) -> RunLines | None:
-        return self._runs.get(conversation_id)
+    def get(self, conversation_id: str, run: str | None = None) -> RunLines | None:
+        """The lines of `run` (None: of the conversation's latest streamed run), if kept."""
+        if run is None:
+            return self._latest.get(conversation_id)
+        return self._runs.get((conversation_id, run))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +155,8 @@ class ReadRunEvents:
         Raises, before any line: InvalidRequest, MissingScope, ConversationNotFound (as reading it
         would), :class:`NoRunEvents` (none kept here, or not `run`), :class:`EventsExpired`."""
         await ReadConversation(self.repository)(conversation_id, identity=identity)
-        lines = self.log.get(conversation_id)
-        if lines is None or (run is not None and lines.run != run):
+        lines = self.log.get(conversation_id, run)
+        if lines is None:
             raise NoRunEvents(conversation_id, run)
         if after + 1 < lines.oldest:
             raise EventsExpired(conversation_id, after, lines.oldest)

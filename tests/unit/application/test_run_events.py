@@ -102,3 +102,22 @@ def test_resuming_a_stream_reads_only_the_callers_conversation_and_only_its_kept
             await use("conv_1", identity=alice, after=-5)
 
     asyncio.run(scenario())
+
+
+def test_resuming_a_stream_two_runs_of_one_conversation_each_keep_their_lines() -> None:
+    """docs/protocol.md, "Resuming a stream": a team approver's streamed decision in a conversation
+    whose owner's run still streams does not take the owner's lines: each resumes its own run by its
+    id, and a resume without one reads the latest."""
+    log = RunLog()
+    owners = log.open("conv_1", "run-owner")
+    owners.append(line(0))
+    owners.append(line(1))
+    approvers = log.open("conv_1", "run-approver")
+    approvers.append(line(0))
+    approvers.finish()
+    owners.finish()
+
+    assert log.get("conv_1", "run-owner") is owners
+    assert log.get("conv_1", "run-approver") is approvers
+    assert log.get("conv_1") is approvers
+    assert asyncio.run(read(owners.follow(0))) == [1]
