@@ -80,3 +80,12 @@ class ToolExecutor(Protocol):
 
     async def asubmit(self, job: ToolJob) -> None:
         """The async twin of :meth:`submit`."""
+
+
+@runtime_checkable
+class ReachableExecutor(Protocol):
+    """An executor that can tell whether its job engine takes jobs now (its broker answers): the
+    server's ``GET /ready`` asks it (docs/operations.md, "Health and readiness")."""
+
+    async def aping(self) -> None:
+        """Return once the job engine answered; raise if it cannot be reached."""

@@ -62,6 +62,14 @@ class CeleryExecutor:
     async def asubmit(self, job: ToolJob) -> None:
         await in_thread(self.submit, job)
 
+    async def aping(self) -> None:
+        """Connect to the broker once (raises when it cannot be reached): ``GET /ready``'s check."""
+        await in_thread(self._ping)
+
+    def _ping(self) -> None:
+        with self.app.connection_for_write() as connection:
+            connection.connect()
+
     def worker_app(self, jobs: ToolJobs) -> Celery:
         """A Celery app whose task runs jobs with `jobs` (the agent's: ``agent.jobs``), on this
         executor's broker and queue: what ``dcaf-like worker`` starts."""

@@ -2,7 +2,8 @@
 
 Each check is one cheap look, bounded by :data:`CHECK_TIMEOUT`: the store answers one round trip
 (``aping``), the agent has a runtime and, for one that loads a model (``LocalRuntime``), the model is
-loaded (the first probe starts loading it in the background). The body names every check with ``ok``
+loaded (the first probe starts loading it in the background), and the job engine of its background
+tools, if it has one that can tell (a broker), answers. The body names every check with ``ok``
 and ``latency_ms``; a failed check says only the exception's class, never its text (which may name
 a host or a path).
 """
@@ -17,6 +18,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from starlette.responses import JSONResponse
 
+from dcaf_like.application.executors import ReachableExecutor
 from dcaf_like.application.ports import AgentRuntime, ServedAgent
 from dcaf_like.server.runs import Runs
 from dcaf_like.version import __version__
@@ -35,7 +37,8 @@ def probe_routes(served: ServedAgent, runs: Runs | None = None) -> APIRouter:
 
     @router.get("/ready", response_model=None)
     async def ready() -> Response:
-        """Readiness: the store answers and the model runtime is ready (503 naming the failed check)."""
+        """Readiness: the store answers, the model runtime is ready and the job engine of background
+        tools answers (503 naming the failed check)."""
         return await readiness.response()
 
     return router
@@ -58,6 +61,9 @@ class Readiness:
         runtime = self.served.runtime
         if runtime is not None:
             checks["runtime"] = self._runtime(runtime)
+        executor = getattr(self.served, "executor", None)  # an Agent's; a function agent has none
+        if isinstance(executor, ReachableExecutor):
+            checks["job_engine"] = await self._timed(executor.aping())
         ready = all(check["ok"] for check in checks.values())
         body = {"status": "ready" if ready else "unavailable", "checks": checks}
         return JSONResponse(body, status_code=200 if ready else 503)

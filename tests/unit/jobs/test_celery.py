@@ -129,3 +129,34 @@ def test_a_message_that_is_no_job_runs_nothing(served: tuple[Agent, CeleryExecut
     _, executor = served
     assert sent(executor, message)["outcome"] == "refused"
     assert runs == []
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_ready_names_the_job_engine_and_fails_while_its_broker_is_unreachable(redis_broker: str) -> None:
+    """docs/operations.md, "Health and readiness": `job_engine` checks the broker of an agent whose
+    background tools go to Celery: 200 while it answers, 503 naming it when it cannot be reached."""
+    from fastapi.testclient import TestClient
+
+    from dcaf_like import create_app
+
+    def ready(broker: str) -> Any:
+        agent = Agent(tools=[drain], runtime=FakeRuntime([]), executor=CeleryExecutor(broker))
+        with TestClient(create_app(agent)) as client:
+            return client.get("/ready")
+
+    up = ready(redis_broker)
+    assert up.status_code == 200, up.text
+    assert up.json()["checks"]["job_engine"]["ok"] is True
+    down = ready(f"redis://127.0.0.1:{closed_port()}/0")
+    assert down.status_code == 503
+    check = down.json()["checks"]["job_engine"]
+    assert check["ok"] is False
+    assert "127.0.0.1" not in check["error"]  # the exception's class, never its text
