@@ -290,10 +290,11 @@ def test_siblings_renew_their_leases_one_save_at_a_time(caplog):
 
     assert [c.output for c in response.executed_tool_calls] == ["rolled out", "rolled out"]
     assert not [r for r in caplog.records if "could not renew" in r.getMessage()]
-    assert len(leases) == 2 and min(leases) > leased_until
+    assert len(leases) == 2
+    assert min(leases) > leased_until
 
 
-def test_the_stream_says_each_start_in_proposal_order_then_progress_as_it_comes_then_each_end_in_proposal_order():
+def test_the_stream_says_the_starts_then_progress_as_it_comes_then_the_ends_in_proposal_order():
     """docs/runs.md, "Tools side by side": the ordering the stream guarantees."""
     reported = asyncio.Event()
 
