@@ -318,7 +318,7 @@ class Turn:
         failing, not run; else None."""
         conversation, settings = self.conversation, self.settings
         stopped: str | None = None
-        batch: list[_Started] = []
+        ready: list[_Ready] = []  # side by side: the calls that passed their checks, in proposal order
         for call_id in call_ids:
             call = conversation.tool_call(call_id)
             tool = settings.toolbox.get(call.name)
@@ -326,7 +326,7 @@ class Turn:
             if stopped is None and the_turns and timeout is not None and timeout <= 0:
                 stopped = TURN_TIMEOUT
             # Side by side, one cancel check before the batch stands for all of it.
-            checks = self._steps and not batch
+            checks = self._steps and not ready
             if stopped is None and tool is not None and checks and (yield CheckCancel()):
                 stopped = CANCELLED
             if tool is None:
@@ -334,10 +334,7 @@ class Turn:
                     call_id, f"tool {call.name!r} is no longer available", outcome=CallOutcome.NOT_FOUND
                 )
             elif stopped is not None:
-                why = f"not run: {self._why_not_run(stopped)}"
-                conversation.record_tool_failure(
-                    call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR)
-                )
+                self._not_run(call_id, stopped)
             elif settings.hooks.before_tool and (refusal := (yield from self._before_tool(call))) is not None:
                 failed = self._hook_failed is not None  # a hook that raised is an error, not a refusal
                 refused = CallOutcome.ERROR if failed else CallOutcome.UNAUTHORIZED
@@ -348,28 +345,53 @@ class Turn:
             elif call.name in settings.background:
                 yield from self._enqueue(call)
                 continue  # it runs elsewhere: not finished
+            elif side_by_side:
+                ready.append(_Ready(call, tool, timeout, limit, the_turns))
+                continue
             else:
                 started = yield from self._start(call, tool, timeout, limit, the_turns, side_by_side)
-                if side_by_side:
-                    batch.append(started)
-                    continue
                 outcome: ToolOutcome = yield started.effect
                 stopped = (yield from self._settle(started, outcome)) or stopped
                 continue
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(ToolCallView.of(call)))
-        if len(batch) == 1:
-            stopped = (yield from self._settle(batch[0], (yield batch[0].effect))) or stopped
-        elif batch:
-            began = time.perf_counter()
-            outcomes: ToolOutcomes = yield RunTools([s.effect for s in batch], settings.parallel_tools)
-            self._timings["tools"] += time.perf_counter() - began
-            for started, outcome in zip(batch, outcomes.each, strict=True):  # in the order proposed
-                stopped = (yield from self._settle(started, outcome)) or stopped
+        if ready:
+            stopped = (yield from self._side_by_side(ready, stopped)) or stopped
         if self._hook_failed is not None:  # every call it stopped is settled: the turn fails closed
             raise self._hook_failed
         return stopped
+
+    def _side_by_side(self, ready: list[_Ready], stopped: str | None) -> Generator[Effect, Any, str | None]:
+        """Start the calls that passed their checks and run them together, then settle each in the
+        order proposed; none of them runs when the turn had to stop while they were checked (a hook
+        failed, its time ran out)."""
+        if stopped is not None:
+            for each in ready:
+                call_id = each.call.id.value
+                self._not_run(call_id, stopped)
+                self._finished.append(call_id)
+                if self.emits:
+                    yield Emit(ToolFinished(ToolCallView.of(each.call)))
+            return stopped
+        batch = []
+        for each in ready:
+            batch.append(
+                (yield from self._start(each.call, each.tool, each.timeout, each.limit, each.the_turns, True))
+            )
+        if len(batch) == 1:
+            outcomes = ToolOutcomes([(yield batch[0].effect)])
+        else:
+            began = time.perf_counter()
+            outcomes = yield RunTools([s.effect for s in batch], self.settings.parallel_tools)
+            self._timings["tools"] += time.perf_counter() - began
+        for started, outcome in zip(batch, outcomes.each, strict=True):  # in the order proposed
+            stopped = (yield from self._settle(started, outcome)) or stopped
+        return stopped
+
+    def _not_run(self, call_id: str, stopped: str) -> None:
+        why = f"not run: {self._why_not_run(stopped)}"
+        self.conversation.record_tool_failure(call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR))
 
     def _start(
         self,
@@ -609,6 +631,17 @@ class Turn:
         return [
             QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
         ]
+
+
+@dataclass(slots=True)
+class _Ready:
+    """A call that passed its checks, to run side by side: its tool and time limit (see _tool_limit)."""
+
+    call: ToolCall
+    tool: ExecutableTool
+    timeout: float | None
+    limit: str
+    the_turns: bool
 
 
 @dataclass(slots=True)

@@ -12,7 +12,19 @@ import threading
 
 import pytest
 
-from dcaf_like import Agent, InMemoryConversationRepository, Session, ToolContext, ToolResult, tool
+from dcaf_like import (
+    Agent,
+    Hook,
+    HookContext,
+    HookFailed,
+    InMemoryConversationRepository,
+    Session,
+    ToolCallInfo,
+    ToolContext,
+    ToolResult,
+    Veto,
+    tool,
+)
 from dcaf_like.application.runs import CANCEL_POLL, STOPPED_BY_CANCEL
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING
@@ -416,6 +428,76 @@ def test_each_tools_session_changes_are_kept_side_by_side():
     response = agent.run("remember", session={"kept": 1})
 
     assert response.session == {"kept": 1, "a": True, "b": True}
+
+
+class Freeze(Hook):
+    """Refuses the calls of `refused`; raises before those of `broken`."""
+
+    name = "freeze"
+
+    def __init__(self, refused: str = "", broken: str = "") -> None:
+        self.refused, self.broken = refused, broken
+
+    async def before_tool(self, context: HookContext, call: ToolCallInfo) -> Veto | None:
+        if call.arguments.get("name") == self.broken:
+            raise RuntimeError("the hook broke")
+        return Veto("change freeze") if call.arguments.get("name") == self.refused else None
+
+
+def scaling_agent(hook: Hook, ran: list[str]) -> Agent:
+    @tool(requires_approval=False)
+    def scale(name: str) -> str:
+        """Scale a deployment."""
+        ran.append(name)
+        return f"{name} scaled"
+
+    calls = [tool_call("scale", name=n) for n in ("web", "api", "db")]
+    runtime = FakeRuntime([tool_calls(*calls), reply("ok")])
+    return Agent(tools=[scale], runtime=runtime, hooks=[hook], parallel_tools=True)
+
+
+def test_a_call_a_hook_refuses_is_settled_before_the_batch_and_its_siblings_still_run():
+    """docs/runs.md, "Tools side by side": checked first, one by one; the stream says the refused
+    call's end, then each start of the batch, then each end."""
+    ran: list[str] = []
+    agent = scaling_agent(Freeze(refused="api"), ran)
+
+    events = list(agent.run_stream("scale"))
+
+    assert sorted(ran) == ["db", "web"]
+    response = events[-1].response
+    deployment = {c.id: c.input["name"] for c in response.executed_tool_calls}
+    said = [
+        (e.type, deployment[e.call_id if e.type == "tool_started" else e.call.id])
+        for e in events
+        if e.type in ("tool_started", "tool_finished")
+    ]
+    assert said == [
+        ("tool_finished", "api"),
+        ("tool_started", "web"),
+        ("tool_started", "db"),
+        ("tool_finished", "web"),
+        ("tool_finished", "db"),
+    ]
+    assert [(c.input["name"], c.status) for c in response.executed_tool_calls] == [
+        ("api", "failed"),
+        ("web", "executed"),
+        ("db", "executed"),
+    ]
+
+
+def test_a_hook_that_fails_while_the_batch_is_checked_runs_none_of_it():
+    """Fail closed: a hook that raised before a call stops the whole batch, not only what follows."""
+    ran: list[str] = []
+    agent = scaling_agent(Freeze(broken="api"), ran)
+
+    with pytest.raises(HookFailed):
+        agent.run("scale", conversation_id="conv_h")
+
+    assert ran == []
+    calls = agent.conversation("conv_h").tool_calls.values()
+    assert [c.status for c in calls] == [ToolCallStatus.FAILED] * 3
+    assert all(c.error.startswith("not run: ") for c in calls)
 
 
 def test_max_parallel_tools_must_be_at_least_one():
