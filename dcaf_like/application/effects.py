@@ -143,6 +143,8 @@ class ToolOutcome:
     timed_out: bool = False
     #: The tool asked the user before acting (it raised UserInputRequired): no output, no error.
     question: UserInputRequired | None = None
+    #: Side by side: the run was cancelled while the call waited for a slot, so its tool never started.
+    not_started: bool = False
     #: Seconds the run took, when its driver measured it (a run side by side with others); else the
     #: turn measures the step.
     ran_for: float | None = None

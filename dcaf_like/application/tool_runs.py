@@ -101,7 +101,9 @@ class ToolRuns:
                 continue
             return
 
-    async def run(self, effect: RunTool, run: TurnRun) -> ToolOutcome:
+    async def run(self, effect: RunTool, run: TurnRun, poll: CancelPoll | None = None) -> ToolOutcome:
+        """Run one tool. Served, a cancel asked meanwhile reaches it through `poll`, the batch's when
+        it runs side by side (one store read per half second for the batch), else one of its own."""
         attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
         span = self.tracer.start("dcaf.tool", attributes, run.span)
         call_id, every = effect.context.call_id, self.lease_ttl / 3
@@ -127,19 +129,9 @@ class ToolRuns:
         # A cancel asked while the tool runs reaches it (docs/runs.md, "Stopping a running tool"): an
         # async def tool is cancelled; a def tool, which no one can stop from outside, sees its
         # context's cancel signal and may stop at its next check.
-        conversation_id, since, repository = run.conversation.id, run.started, self.repository
-        signal = effect.context.cancel_signal
-
-        def on_cancel() -> None:
-            signal.set()
-            run.cancel_seen()
-
-        poll = CancelPoll(
-            lambda: acancel_requested(repository, conversation_id, since=since),
-            CANCEL_POLL,
-            on_cancel=on_cancel,
-            monotonic=self.monotonic,
-        )
+        own = poll is None
+        if poll is None:
+            poll = self._cancel_poll(run, [effect])
         running = arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
         try:
             return await (poll.step(running) if effect.tool.is_async else running)
@@ -152,7 +144,27 @@ class ToolRuns:
                 run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
             raise
         finally:
-            poll.close()
+            if own:
+                poll.close()
+
+    def _cancel_poll(self, run: TurnRun, effects: list[RunTool]) -> CancelPoll:
+        """Reads the store for a cancel of the run while its tools run: once seen, each `async def`
+        tool stepping through it is cancelled, and each tool's cancel signal is set (a plain ``def``
+        tool, which no one can stop from outside, sees it at its next check)."""
+        conversation_id, since, repository = run.conversation.id, run.started, self.repository
+        signals = [effect.context.cancel_signal for effect in effects]
+
+        def on_cancel() -> None:
+            for signal in signals:
+                signal.set()
+            run.cancel_seen()
+
+        return CancelPoll(
+            lambda: acancel_requested(repository, conversation_id, since=since),
+            CANCEL_POLL,
+            on_cancel=on_cancel,
+            monotonic=self.monotonic,
+        )
 
     async def run_all(self, effect: RunTools, run: TurnRun) -> ToolOutcomes:
         """Run tools side by side, at most ``effect.most`` at a time: each under its own lease, span,
@@ -164,11 +176,14 @@ class ToolRuns:
             return self._run_all_blocking(effect, run)
         run.renewing = asyncio.Lock()
         slots = asyncio.Semaphore(effect.most)
+        poll = self._cancel_poll(run, effect.runs)
 
         async def one(each: RunTool) -> ToolOutcome:
             async with slots:
+                if poll.fired():  # cancelled while it waited for a slot: it never starts
+                    return ToolOutcome(not_started=True)
                 started = time.perf_counter()
-                outcome = await self.run(each, run)
+                outcome = await self.run(each, run, poll)
             outcome.ran_for = time.perf_counter() - started
             return outcome
 
@@ -184,6 +199,7 @@ class ToolRuns:
             raise
         finally:
             run.renewing = None
+            poll.close()
         return ToolOutcomes([each.result() for each in runs])
 
     def _run_all_blocking(self, effect: RunTools, run: TurnRun) -> ToolOutcomes:

@@ -428,6 +428,12 @@ class Turn:
         out in the tool, a hook after it failed), or None."""
         conversation, settings, call = self.conversation, self.settings, started.call
         call_id = call.id.value
+        if outcome.not_started:  # side by side, the run was cancelled while it waited for a slot
+            self._not_run(call_id, CANCELLED)
+            self._finished.append(call_id)
+            if self.emits:
+                yield Emit(ToolFinished(ToolCallView.of(call)))
+            return CANCELLED
         ran_for = outcome.ran_for
         if ran_for is None:
             ran_for = time.perf_counter() - started.at

@@ -225,6 +225,43 @@ def test_a_cancel_stops_every_tool_running_side_by_side():
     ]
 
 
+def test_a_call_waiting_for_a_slot_when_the_run_is_cancelled_never_starts():
+    started = [asyncio.Event(), asyncio.Event()]
+    ran: list[int] = []
+
+    @tool(requires_approval=False)
+    async def watch(index: int) -> str:
+        """Watch a rollout for ever."""
+        ran.append(index)
+        started[index].set()
+        await asyncio.Event().wait()
+        return "never"
+
+    calls = [tool_call("watch", index=i) for i in range(3)]
+    runtime = FakeRuntime([tool_calls(*calls), reply("x")])
+    agent = Agent(
+        tools=[watch], runtime=runtime, clock=ManualClock(), parallel_tools=True, max_parallel_tools=2
+    )
+
+    async def main():
+        running = asyncio.ensure_future(agent.arun("watch", conversation_id="conv_w"))
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), BOUND)
+        await agent.acancel("conv_w")
+        agent.clock.advance(CANCEL_POLL)
+        return await asyncio.wait_for(running, BOUND)
+
+    response = asyncio.run(main())
+
+    assert response.stop_reason == "cancelled"
+    assert sorted(ran) == [0, 1]
+    calls = agent.conversation("conv_w").tool_calls.values()
+    assert [c.error for c in calls] == [
+        STOPPED_BY_CANCEL,
+        STOPPED_BY_CANCEL,
+        "not run: the run was cancelled before it",
+    ]
+
+
 def test_a_shutdown_settles_every_tool_running_side_by_side():
     """The turn's task stopped (a server past its grace period): each running call is settled as
     interrupted in the turn's last save, none left approved under its lease."""
