@@ -70,6 +70,8 @@ class AgentSettings:
     model_settings: ModelSettings | None
     executor: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None = None
     background: bool = False
+    parallel_tools: bool = False
+    max_parallel_tools: int = 4
 
     def arguments(self) -> dict[str, Any]:
         """As :class:`~dcaf_like.application.service.AgentService` takes them, by name."""
@@ -149,6 +151,10 @@ class Agent:
             (:class:`~dcaf_like.application.tool_jobs.InProcessExecutor`). The turn does not wait
             for them: ``stop_reason == "running_in_background"`` (docs/runs.md, "Tools on a job engine").
         background: Every tool of the agent runs on its `executor`, marked or not.
+        parallel_tools: The calls of one answer that need no approval run side by side, their results
+            read by the model in the order it proposed them; off, one after the other (docs/runs.md,
+            "Tools side by side").
+        max_parallel_tools: How many of them run at a time, side by side.
     """
 
     def __init__(
@@ -179,6 +185,8 @@ class Agent:
         groups: Mapping[str, Iterable[str]] | None = None,
         executor: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None = None,
         background: bool = False,
+        parallel_tools: bool = False,
+        max_parallel_tools: int = 4,
     ) -> None:
         self.name = name
         self.description = description
@@ -223,6 +231,8 @@ class Agent:
             model_settings=model_settings,
             executor=executor,
             background=background,
+            parallel_tools=parallel_tools,
+            max_parallel_tools=max_parallel_tools,
         )
         _check_arguments(self._settings, self.tools)
         #: Built when first needed (a run, :meth:`atools`): building an agent does not pay for it.
@@ -730,6 +740,8 @@ def _check_arguments(settings: AgentSettings, tools: Sequence[Tool]) -> None:
             raise ValueError(f"tools run in the background ({listed}) need an executor: Agent(executor=...)")
     if settings.max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
+    if settings.max_parallel_tools < 1:
+        raise ValueError("max_parallel_tools must be at least 1")
     for limit, what in (
         (settings.lease_ttl, "lease_ttl"),
         (settings.turn_timeout, "turn_timeout"),

@@ -61,6 +61,16 @@ class RunTool:
 
 
 @dataclass(slots=True)
+class RunTools:
+    """Run these tools side by side (``Agent(parallel_tools=True)``, docs/runs.md, "Tools side by
+    side"), at most `most` at a time. The driver sends back their :class:`ToolOutcomes`, in the order
+    of `runs` whatever order they end in; one that fails stops none of the others."""
+
+    runs: list[RunTool]
+    most: int
+
+
+@dataclass(slots=True)
 class Enqueue:
     """Hand the job of an approved call, queued in the conversation, to the agent's executor once the
     turn's conversation is saved (so the job finds the call queued, and the turn's own saves never
@@ -121,6 +131,7 @@ Effect = (
     | CallModel
     | Summarize
     | RunTool
+    | RunTools
     | Enqueue
     | AskApprover
     | Emit
@@ -139,6 +150,18 @@ class ToolOutcome:
     timed_out: bool = False
     #: The tool asked the user before acting (it raised UserInputRequired): no output, no error.
     question: UserInputRequired | None = None
+    #: Side by side: the run was cancelled while the call waited for a slot, so its tool never started.
+    not_started: bool = False
+    #: Seconds the run took, when its driver measured it (a run side by side with others); else the
+    #: turn measures the step.
+    ran_for: float | None = None
+
+
+@dataclass(slots=True)
+class ToolOutcomes:
+    """What a driver sends back for :class:`RunTools`: an outcome per run, in the order of its runs."""
+
+    each: list[ToolOutcome]
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@ parts that perform its effects (model calls, tool runs) share it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,8 @@ class TurnRun:
     cancel_acknowledged: bool = False
     #: Jobs of calls the turn queued, handed to the agent's executor after its last save.
     jobs: list[ToolJob] = field(default_factory=list)
+    #: Held by a lease renewal while tools run side by side (their renewals save one at a time).
+    renewing: asyncio.Lock | None = None
 
     def cancel_seen(self) -> None:
         if self.on_cancel_seen is not None:

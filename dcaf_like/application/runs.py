@@ -423,7 +423,8 @@ class CancelPoll:
         self._check, self._every, self._on_cancel, self._now = check, every, on_cancel, monotonic
         self._due = monotonic() + every
         self._asking: asyncio.Task[None] | None = None
-        self._stepping: asyncio.Task[Any] | None = None
+        # The tasks in a step now: one for a model call, one per async tool of a batch side by side.
+        self._stepping: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._fired = False
         self._ticker = Ticker.of(asyncio.get_running_loop())
@@ -438,7 +439,8 @@ class CancelPoll:
         if self.fired():
             raise RunCancelled
         task = asyncio.current_task()
-        self._stepping = task
+        if task is not None:
+            self._stepping.add(task)
         try:
             return await awaitable
         except asyncio.CancelledError:
@@ -446,7 +448,8 @@ class CancelPoll:
                 raise RunCancelled from None
             raise
         finally:
-            self._stepping = None
+            if task is not None:
+                self._stepping.discard(task)
 
     async def each(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
         """`events`' items, each read as a :meth:`step`."""
@@ -476,8 +479,8 @@ class CancelPoll:
             self._ticker.discard(self)
             if self._on_cancel is not None:
                 self._on_cancel()
-            if self._stepping is not None:
-                self._stepping.cancel()
+            for task in list(self._stepping):
+                task.cancel()
         else:
             self._due = self._now() + self._every
 

@@ -29,9 +29,11 @@ from dcaf_like.application.effects import (
     ResolveInstructions,
     RunContext,
     RunTool,
+    RunTools,
     Stopped,
     Summarize,
     ToolOutcome,
+    ToolOutcomes,
 )
 from dcaf_like.application.errors import (
     REFUSALS,
@@ -119,9 +121,13 @@ class AgentService:
         model_settings: ModelSettings | None = None,
         executor: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None = None,
         background: bool = False,
+        parallel_tools: bool = False,
+        max_parallel_tools: int = 4,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
+        if max_parallel_tools < 1:
+            raise ValueError("max_parallel_tools must be at least 1")
         for limit, what in (
             (lease_ttl, "lease_ttl"),
             (turn_timeout, "turn_timeout"),
@@ -173,6 +179,7 @@ class AgentService:
             accepts=runtime.accepts,
             hooks=Hooks.of(hooks),
             model_settings=model_settings or NO_SETTINGS,
+            parallel_tools=max_parallel_tools if parallel_tools else 1,
         )
         #: What runs the jobs of this agent's background tools, here or in a job engine's worker.
         self.jobs = ToolJobs(
@@ -265,7 +272,7 @@ class AgentService:
         Without `streams` the turn builds no events and the model is asked without streaming."""
         # The effects whose events reach the stream: the model's deltas; a tool's progress reports
         # when served (a blocking stream drops them, docs/runs.md); a cancel seen between steps.
-        streamed = (CallModel, CheckCancel) if blocking else (CallModel, RunTool, CheckCancel)
+        streamed = (CallModel, CheckCancel) if blocking else (CallModel, RunTool, RunTools, CheckCancel)
         if (queued := self._queue_for_running(request)) is not None:
             yield Done(queued)
             return
@@ -400,7 +407,7 @@ class AgentService:
 
     def _streamed(
         self, effect: Effect, run: TurnRun
-    ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome | bool, None]:
+    ) -> AsyncGenerator[StreamEvent | ModelResponse | Stopped | ToolOutcome | ToolOutcomes | bool, None]:
         """Perform a model call, a tool run or a cancel check that streams: its events as they come
         (the model's deltas, the tool's progress, the cancel's acknowledgement), then what the turn is
         sent back."""
@@ -408,7 +415,7 @@ class AgentService:
             return self._models.stream(effect, run)
         if isinstance(effect, CheckCancel):
             return self._check_cancel_streamed(run)
-        assert isinstance(effect, RunTool), effect
+        assert isinstance(effect, RunTool | RunTools), effect
         return self._tools.run_reporting(effect, run)
 
     async def _check_cancel_streamed(self, run: TurnRun) -> AsyncGenerator[CancelRequested | bool, None]:
@@ -423,6 +430,8 @@ class AgentService:
             return self._models.invoke(effect, run)
         if isinstance(effect, RunTool):
             return self._tools.run(effect, run)
+        if isinstance(effect, RunTools):
+            return self._tools.run_all(effect, run)
         if isinstance(effect, Enqueue):
             return self._tools.enqueue(effect, run)
         if isinstance(effect, CheckCancel):
@@ -597,7 +606,7 @@ async def _resolved(value: Any, blocking: bool) -> Any:
 
 
 #: What a streamed effect ends with: the answer the turn is sent back.
-_ANSWERS = (ModelResponse, Stopped, ToolOutcome, bool)
+_ANSWERS = (ModelResponse, Stopped, ToolOutcome, ToolOutcomes, bool)
 
 
 def _response(done: StreamEvent) -> AgentResponse:

@@ -5,11 +5,14 @@ or, for a background tool, its job handed to the agent's executor once the turn 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from dcaf_like.application.effects import Enqueue, RunTool, ToolOutcome
+from dcaf_like.application.effects import Enqueue, RunTool, RunTools, ToolOutcome, ToolOutcomes
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.events import CancelRequested, ToolProgress
 from dcaf_like.application.executors import LEASED_TO_QUEUE, ToolExecutor, ToolJob
@@ -98,14 +101,24 @@ class ToolRuns:
                 continue
             return
 
-    async def run(self, effect: RunTool, run: TurnRun) -> ToolOutcome:
+    async def run(self, effect: RunTool, run: TurnRun, poll: CancelPoll | None = None) -> ToolOutcome:
+        """Run one tool. Served, a cancel asked meanwhile reaches it through `poll`, the batch's when
+        it runs side by side (one store read per half second for the batch), else one of its own."""
         attributes = {"dcaf.tool": effect.tool.name, "dcaf.call_id": effect.context.call_id}
         span = self.tracer.start("dcaf.tool", attributes, run.span)
         call_id, every = effect.context.call_id, self.lease_ttl / 3
 
         async def renew() -> None:
             """Extend the lease of the call still running, and save it (so no other worker settles it).
-            A preview's call waits, unleased: nothing to extend."""
+            A preview's call waits, unleased: nothing to extend. Tools side by side renew one at a time
+            (each save expects the version of the last)."""
+            if run.renewing is None:
+                await extend()
+                return
+            async with run.renewing:
+                await extend()
+
+        async def extend() -> None:
             if run.conversation.tool_call(call_id).status is not ToolCallStatus.APPROVED:
                 return
             run.conversation.lease_tool_call(call_id, self.worker, until=self.clock() + self.lease_ttl)
@@ -116,19 +129,9 @@ class ToolRuns:
         # A cancel asked while the tool runs reaches it (docs/runs.md, "Stopping a running tool"): an
         # async def tool is cancelled; a def tool, which no one can stop from outside, sees its
         # context's cancel signal and may stop at its next check.
-        conversation_id, since, repository = run.conversation.id, run.started, self.repository
-        signal = effect.context.cancel_signal
-
-        def on_cancel() -> None:
-            signal.set()
-            run.cancel_seen()
-
-        poll = CancelPoll(
-            lambda: acancel_requested(repository, conversation_id, since=since),
-            CANCEL_POLL,
-            on_cancel=on_cancel,
-            monotonic=self.monotonic,
-        )
+        own = poll is None
+        if poll is None:
+            poll = self._cancel_poll(run, [effect])
         running = arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
         try:
             return await (poll.step(running) if effect.tool.is_async else running)
@@ -141,34 +144,121 @@ class ToolRuns:
                 run.conversation.interrupt_tool_call(call_id, STOPPED_WHILE_RUNNING, at=self.clock())
             raise
         finally:
-            poll.close()
+            if own:
+                poll.close()
 
-    async def run_reporting(
-        self, effect: RunTool, run: TurnRun
-    ) -> AsyncGenerator[ToolProgress | CancelRequested | ToolOutcome, None]:
-        """Run a tool, yielding its progress reports as ToolProgress events as they come (from any
-        thread) and a cancel's acknowledgement as soon as it is seen, then its ToolOutcome."""
+    def _cancel_poll(self, run: TurnRun, effects: list[RunTool]) -> CancelPoll:
+        """Reads the store for a cancel of the run while its tools run: once seen, each `async def`
+        tool stepping through it is cancelled, and each tool's cancel signal is set (a plain ``def``
+        tool, which no one can stop from outside, sees it at its next check)."""
+        conversation_id, since, repository = run.conversation.id, run.started, self.repository
+        signals = [effect.context.cancel_signal for effect in effects]
+
+        def on_cancel() -> None:
+            for signal in signals:
+                signal.set()
+            run.cancel_seen()
+
+        return CancelPoll(
+            lambda: acancel_requested(repository, conversation_id, since=since),
+            CANCEL_POLL,
+            on_cancel=on_cancel,
+            monotonic=self.monotonic,
+        )
+
+    async def run_all(self, effect: RunTools, run: TurnRun) -> ToolOutcomes:
+        """Run tools side by side, at most ``effect.most`` at a time: each under its own lease, span,
+        time limit and cancel poll, as :meth:`run` runs one; served, ``async def`` tools on the loop and
+        plain ``def`` ones on threads; blocking, each on a thread of its own (docs/runs.md, "Tools side
+        by side"). A tool that fails is its own outcome and stops none of the others; a cancel reaches
+        each of them. Their outcomes come back in the order of ``effect.runs``."""
+        if run.blocking:
+            return self._run_all_blocking(effect, run)
+        run.renewing = asyncio.Lock()
+        slots = asyncio.Semaphore(effect.most)
+        poll = self._cancel_poll(run, effect.runs)
+
+        async def one(each: RunTool) -> ToolOutcome:
+            async with slots:
+                if poll.fired():  # cancelled while it waited for a slot: it never starts
+                    return ToolOutcome(not_started=True)
+                started = time.perf_counter()
+                outcome = await self.run(each, run, poll)
+            outcome.ran_for = time.perf_counter() - started
+            return outcome
+
+        runs = [asyncio.ensure_future(one(each)) for each in effect.runs]
+        try:
+            await asyncio.wait(runs)
+        except asyncio.CancelledError:
+            # The turn's task is stopped (a shutdown): every sibling is stopped and settles its call
+            # before the driver's last save.
+            for each in runs:
+                each.cancel()
+            await asyncio.wait(runs)
+            raise
+        finally:
+            run.renewing = None
+            poll.close()
+        return ToolOutcomes([each.result() for each in runs])
+
+    def _run_all_blocking(self, effect: RunTools, run: TurnRun) -> ToolOutcomes:
+        """The blocking twin of :meth:`run_all`: the calling thread waits for threads that run the
+        tools (a lease renewal comes from the one thread that renews them all, one at a time)."""
+
+        def one(each: RunTool) -> ToolOutcome:
+            started = time.perf_counter()
+            outcome = at_once(self.run(each, run))
+            outcome.ran_for = time.perf_counter() - started
+            return outcome
+
+        workers = min(effect.most, len(effect.runs))
+        with ThreadPoolExecutor(workers, thread_name_prefix="dcaf-tools") as pool:
+            # Each tool sees the turn's context variables, as a tool run in the calling thread does.
+            runs = [pool.submit(contextvars.copy_context().run, one, each) for each in effect.runs]
+            return ToolOutcomes([each.result() for each in runs])
+
+    def run_reporting(
+        self, effect: RunTool | RunTools, run: TurnRun
+    ) -> AsyncGenerator[ToolProgress | CancelRequested | ToolOutcome | ToolOutcomes, None]:
+        """Run a tool, or tools side by side, yielding their progress reports as ToolProgress events
+        as they come (from any thread) and a cancel's acknowledgement as soon as it is seen, then the
+        ToolOutcome (ToolOutcomes side by side)."""
+        if isinstance(effect, RunTool):
+            return self._reporting([effect], run, lambda: self.run(effect, run))
+        return self._reporting(effect.runs, run, lambda: self.run_all(effect, run))
+
+    async def _reporting(
+        self,
+        effects: list[RunTool],
+        run: TurnRun,
+        running_of: Callable[[], Awaitable[ToolOutcome | ToolOutcomes]],
+    ) -> AsyncGenerator[ToolProgress | CancelRequested | ToolOutcome | ToolOutcomes, None]:
         loop = asyncio.get_running_loop()
         reports: asyncio.Queue[ToolProgress | CancelRequested] = asyncio.Queue()
-        call_id, name = effect.context.call_id, effect.tool.name
 
-        def report(message: str, fraction: float | None) -> None:
-            event = ToolProgress(call_id, name, message, fraction)
-            try:
-                if asyncio.get_running_loop() is loop:
-                    reports.put_nowait(event)
-                    return
-            except RuntimeError:  # no loop in this thread: a tool in a worker thread
-                pass
-            loop.call_soon_threadsafe(reports.put_nowait, event)
+        def reporter(call_id: str, name: str) -> Callable[[str, float | None], None]:
+            def report(message: str, fraction: float | None) -> None:
+                event = ToolProgress(call_id, name, message, fraction)
+                try:
+                    if asyncio.get_running_loop() is loop:
+                        reports.put_nowait(event)
+                        return
+                except RuntimeError:  # no loop in this thread: a tool in a worker thread
+                    pass
+                loop.call_soon_threadsafe(reports.put_nowait, event)
+
+            return report
 
         def acknowledge() -> None:  # the cancel poll saw a cancel while the tool runs: say so at once
             if (ack := run.acknowledge_cancel()) is not None:
                 reports.put_nowait(ack)
 
-        effect.context = replace(effect.context, on_progress=report)
+        for effect in effects:
+            report = reporter(effect.context.call_id, effect.tool.name)
+            effect.context = replace(effect.context, on_progress=report)
         run.on_cancel_seen = acknowledge
-        running = asyncio.ensure_future(self.run(effect, run))
+        running = asyncio.ensure_future(running_of())
         try:
             while not running.done():
                 waiting = asyncio.ensure_future(reports.get())

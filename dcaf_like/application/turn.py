@@ -8,7 +8,7 @@ sends the results back.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,9 +44,11 @@ from dcaf_like.application.effects import (
     ResolveInstructions,
     RunContext,
     RunTool,
+    RunTools,
     Stopped,
     Summarize,
     ToolOutcome,
+    ToolOutcomes,
 )
 from dcaf_like.application.errors import HookFailed
 from dcaf_like.application.events import (
@@ -230,7 +232,8 @@ class Turn:
                     self._finished.append(call.id.value)
                     if self.emits:
                         yield Emit(ToolFinished(ToolCallView.of(call)))
-            stopped = yield from self._execute(runnable)
+            side_by_side = self.settings.parallel_tools > 1 and len(runnable) > 1
+            stopped = yield from self._execute(runnable, side_by_side=side_by_side)
             if stopped is not None:
                 return stopped
             if self.settings.has_approver:
@@ -325,29 +328,32 @@ class Turn:
                 return stopped
         return None
 
-    def _execute(self, call_ids: list[str]) -> Generator[Effect, Any, str | None]:
-        """Run approved calls one after the other. Returns why the turn must stop (TURN_TIMEOUT, its
-        time ran out; CANCELLED, it was asked to stop), calls it did not reach failing, not run; else
-        None."""
+    def _execute(
+        self, call_ids: list[str], *, side_by_side: bool = False
+    ) -> Generator[Effect, Any, str | None]:
+        """Run approved calls one after the other, or, `side_by_side`, those that pass their checks
+        together once all were checked (docs/runs.md, "Tools side by side"). Returns why the turn must
+        stop (TURN_TIMEOUT, its time ran out; CANCELLED, it was asked to stop), calls it did not reach
+        failing, not run; else None."""
         conversation, settings = self.conversation, self.settings
         stopped: str | None = None
+        ready: list[_Ready] = []  # side by side: the calls that passed their checks, in proposal order
         for call_id in call_ids:
             call = conversation.tool_call(call_id)
             tool = settings.toolbox.get(call.name)
             timeout, limit, the_turns = self._tool_limit(tool)
             if stopped is None and the_turns and timeout is not None and timeout <= 0:
                 stopped = TURN_TIMEOUT
-            if stopped is None and tool is not None and self._steps and (yield CheckCancel()):
+            # Side by side, one cancel check before the batch stands for all of it.
+            checks = self._steps and not ready
+            if stopped is None and tool is not None and checks and (yield CheckCancel()):
                 stopped = CANCELLED
             if tool is None:
                 conversation.record_tool_failure(
                     call_id, f"tool {call.name!r} is no longer available", outcome=CallOutcome.NOT_FOUND
                 )
             elif stopped is not None:
-                why = f"not run: {self._why_not_run(stopped)}"
-                conversation.record_tool_failure(
-                    call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR)
-                )
+                self._not_run(call_id, stopped)
             elif settings.hooks.before_tool and (refusal := (yield from self._before_tool(call))) is not None:
                 failed = self._hook_failed is not None  # a hook that raised is an error, not a refusal
                 refused = CallOutcome.ERROR if failed else CallOutcome.UNAUTHORIZED
@@ -358,62 +364,127 @@ class Turn:
             elif call.name in settings.background:
                 yield from self._enqueue(call)
                 continue  # it runs elsewhere: not finished
+            elif side_by_side:
+                ready.append(_Ready(call, tool, timeout, limit, the_turns))
+                continue
             else:
-                self._steps += 1
-                if self.emits:
-                    yield Emit(ToolStarted(call_id, call.name))
-                session = Session(conversation.session)
-                started = time.perf_counter()
-                conversation.lease_tool_call(
-                    call_id, settings.worker, until=settings.clock() + settings.lease_ttl
-                )
-                context = ToolContext(
-                    conversation.id,
-                    call_id,
-                    conversation.platform_context,
-                    session,
-                    self.trusted.identity,
-                    self.trusted.deps,
-                )
-                if conversation.questions:
-                    context = replace(context, answers=answers_to(conversation, call_id))
-                outcome: ToolOutcome = yield RunTool(
-                    tool, call.effective_input.as_dict(), context, timeout, limit
-                )
-                ran_for = time.perf_counter() - started
-                self._timings["tools"] += ran_for
-                now = settings.clock()
-                asked = None
-                if outcome.question is not None:
-                    ttl = settings.question_ttl
-                    asked = open_question(conversation, call_id, outcome.question, ttl=ttl, at=now)
-                elif isinstance(outcome.output, ToolOutput):
-                    output = outcome.output
-                    conversation.record_tool_result(
-                        call_id, output.text, attachments=output.attachments, at=now, ran_for=ran_for
-                    )
-                elif outcome.error is None:
-                    conversation.record_tool_result(call_id, outcome.output or "", at=now, ran_for=ran_for)
-                else:
-                    kind = CallOutcome.TIMEOUT if outcome.timed_out else CallOutcome.ERROR
-                    conversation.record_tool_failure(
-                        call_id, outcome.error, at=now, outcome=kind, ran_for=ran_for
-                    )
-                if outcome.timed_out and the_turns:
-                    stopped = TURN_TIMEOUT
-                if session.changed:
-                    conversation.replace_session(session.to_dict())
-                if settings.hooks.after_tool and not (yield from self._after_tool(call)):
-                    stopped = HOOK_FAILED
-                if asked is not None:  # the call waits for the user's answer: not finished
-                    if self.emits:
-                        yield Emit(QuestionAsked(QuestionView.of(asked, call.name)))
-                    continue
+                started = yield from self._start(call, tool, timeout, limit, the_turns, side_by_side)
+                outcome: ToolOutcome = yield started.effect
+                stopped = (yield from self._settle(started, outcome)) or stopped
+                continue
             self._finished.append(call_id)
             if self.emits:
                 yield Emit(ToolFinished(ToolCallView.of(call)))
+        if ready:
+            stopped = (yield from self._side_by_side(ready, stopped)) or stopped
         if self._hook_failed is not None:  # every call it stopped is settled: the turn fails closed
             raise self._hook_failed
+        return stopped
+
+    def _side_by_side(self, ready: list[_Ready], stopped: str | None) -> Generator[Effect, Any, str | None]:
+        """Start the calls that passed their checks and run them together, then settle each in the
+        order proposed; none of them runs when the turn had to stop while they were checked (a hook
+        failed, its time ran out)."""
+        if stopped is not None:
+            for each in ready:
+                call_id = each.call.id.value
+                self._not_run(call_id, stopped)
+                self._finished.append(call_id)
+                if self.emits:
+                    yield Emit(ToolFinished(ToolCallView.of(each.call)))
+            return stopped
+        batch = []
+        for each in ready:
+            batch.append(
+                (yield from self._start(each.call, each.tool, each.timeout, each.limit, each.the_turns, True))
+            )
+        if len(batch) == 1:
+            outcomes = ToolOutcomes([(yield batch[0].effect)])
+        else:
+            began = time.perf_counter()
+            outcomes = yield RunTools([s.effect for s in batch], self.settings.parallel_tools)
+            self._timings["tools"] += time.perf_counter() - began
+        for started, outcome in zip(batch, outcomes.each, strict=True):  # in the order proposed
+            stopped = (yield from self._settle(started, outcome)) or stopped
+        return stopped
+
+    def _not_run(self, call_id: str, stopped: str) -> None:
+        why = f"not run: {self._why_not_run(stopped)}"
+        self.conversation.record_tool_failure(call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR))
+
+    def _start(
+        self,
+        call: ToolCall,
+        tool: ExecutableTool,
+        timeout: float | None,
+        limit: str,
+        the_turns: bool,
+        side_by_side: bool,
+    ) -> Generator[Effect, Any, _Started]:
+        """Lease the call to this worker and say it started: the run its driver is to perform."""
+        conversation, settings, call_id = self.conversation, self.settings, call.id.value
+        self._steps += 1
+        if self.emits:
+            yield Emit(ToolStarted(call_id, call.name))
+        session = Session(conversation.session)
+        conversation.lease_tool_call(call_id, settings.worker, until=settings.clock() + settings.lease_ttl)
+        context = ToolContext(
+            conversation.id,
+            call_id,
+            conversation.platform_context,
+            session,
+            self.trusted.identity,
+            self.trusted.deps,
+        )
+        if conversation.questions:
+            context = replace(context, answers=answers_to(conversation, call_id))
+        effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
+        base = dict(conversation.session) if side_by_side else None
+        return _Started(call, effect, session, the_turns, time.perf_counter(), base)
+
+    def _settle(self, started: _Started, outcome: ToolOutcome) -> Generator[Effect, Any, str | None]:
+        """Record how a call's run ended, and say so: why the turn must stop now (its time limit ran
+        out in the tool, a hook after it failed), or None."""
+        conversation, settings, call = self.conversation, self.settings, started.call
+        call_id = call.id.value
+        if outcome.not_started:  # side by side, the run was cancelled while it waited for a slot
+            self._not_run(call_id, CANCELLED)
+            self._finished.append(call_id)
+            if self.emits:
+                yield Emit(ToolFinished(ToolCallView.of(call)))
+            return CANCELLED
+        ran_for = outcome.ran_for
+        if ran_for is None:
+            ran_for = time.perf_counter() - started.at
+            self._timings["tools"] += ran_for
+        now = settings.clock()
+        stopped: str | None = None
+        asked = None
+        if outcome.question is not None:
+            asked = open_question(conversation, call_id, outcome.question, ttl=settings.question_ttl, at=now)
+        elif isinstance(outcome.output, ToolOutput):
+            output = outcome.output
+            conversation.record_tool_result(
+                call_id, output.text, attachments=output.attachments, at=now, ran_for=ran_for
+            )
+        elif outcome.error is None:
+            conversation.record_tool_result(call_id, outcome.output or "", at=now, ran_for=ran_for)
+        else:
+            kind = CallOutcome.TIMEOUT if outcome.timed_out else CallOutcome.ERROR
+            conversation.record_tool_failure(call_id, outcome.error, at=now, outcome=kind, ran_for=ran_for)
+        if outcome.timed_out and started.the_turns:
+            stopped = TURN_TIMEOUT
+        if started.session.changed:
+            conversation.replace_session(_merged(conversation.session, started))
+        if settings.hooks.after_tool and not (yield from self._after_tool(call)):
+            stopped = HOOK_FAILED
+        if asked is not None:  # the call waits for the user's answer: not finished
+            if self.emits:
+                yield Emit(QuestionAsked(QuestionView.of(asked, call.name)))
+            return stopped
+        self._finished.append(call_id)
+        if self.emits:
+            yield Emit(ToolFinished(ToolCallView.of(call)))
         return stopped
 
     def _enqueue(self, call: ToolCall) -> Generator[Effect, Any, None]:
@@ -585,6 +656,48 @@ class Turn:
         return [
             QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
         ]
+
+
+@dataclass(slots=True)
+class _Ready:
+    """A call that passed its checks, to run side by side: its tool and time limit (see _tool_limit)."""
+
+    call: ToolCall
+    tool: ExecutableTool
+    timeout: float | None
+    limit: str
+    the_turns: bool
+
+
+@dataclass(slots=True)
+class _Started:
+    """A call the turn started: the run its driver performs, the session its tool may change, whether
+    its time limit is what was left of the turn's, and when it started (``perf_counter``)."""
+
+    call: ToolCall
+    effect: RunTool
+    session: Session
+    the_turns: bool
+    at: float
+    #: Side by side: the session as the batch began, so each call's changes are merged into what its
+    #: siblings changed (None: one after the other, its session is the whole new session).
+    base: dict[str, Any] | None = None
+
+
+def _merged(session: Mapping[str, Any], started: _Started) -> dict[str, Any]:
+    """The session once a started call's changes are kept: its session whole, one after the other;
+    side by side, the keys it set or deleted, over the session its siblings left."""
+    changed = started.session.to_dict()
+    base = started.base
+    if base is None:
+        return changed
+    merged = dict(session)
+    for key, value in changed.items():
+        if key not in base or base[key] != value:
+            merged[key] = value
+    for key in base.keys() - changed.keys():
+        merged.pop(key, None)
+    return merged
 
 
 #: How a call the turn stopped before it ran ended, by why the turn stopped.

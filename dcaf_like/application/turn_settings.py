@@ -54,3 +54,6 @@ class TurnSettings:
     #: its queue for a worker (docs/runs.md, "Tools on a job engine").
     background: frozenset[str] = frozenset()
     queue_ttl: float = 3600.0
+    #: How many calls of one answer that need no approval may run at a time (docs/runs.md, "Tools
+    #: side by side"); 1: one after the other.
+    parallel_tools: int = 1
