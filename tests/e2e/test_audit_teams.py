@@ -1,0 +1,201 @@
+"""docs/audit.md, "Teams": the teams family against a server whose canary needs two approvers from
+``sre``. On a sound server every try holds and the canary never runs; on a server broken in one way
+(the requester counted, an identity counted twice, a group not checked, an edit that keeps the earlier
+approvals) the family fails that try, loudly. Without the identities or the rule it says why it was
+not applicable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcaf_like import Agent, ApprovalPolicy, InMemoryConversationRepository, ToolResult, approvers
+from dcaf_like import require_approval as rule
+from dcaf_like.application.messages import ModelRequest
+from dcaf_like.audit import canary_tool, run_audit
+from dcaf_like.audit.options import AuditOptions, Identity
+from dcaf_like.audit.runner import Audit
+from dcaf_like.audit.teams import teams
+from dcaf_like.domain.approvers import Approvers, Stage
+from dcaf_like.testing import RulesRuntime, tool_call
+
+CAROL = "carol-key-0123456789abcdef0"  # the requester, an SRE herself
+ALICE = "alice-key-0123456789abcdef0"
+BOB = "bob-key-0123456789abcdef0000"
+DAVE = "dave-key-0123456789abcdef000"  # a developer: in no group the rule names
+KEYS = {
+    CAROL: "carol:chat+approve+read",
+    ALICE: "alice:approve",
+    BOB: "bob:approve",
+    DAVE: "dave:approve",
+}
+IDENTITIES = (
+    Identity("carol", CAROL),
+    Identity("alice", ALICE),
+    Identity("bob", BOB),
+    Identity("dave", DAVE),
+)
+PROPOSE = "run the audit canary on web-2"
+TRIES = {
+    "the requester approving their own call": "fault_requester",
+    "an approver from the wrong group": "fault_group",
+    "one identity approving twice": "fault_twice",
+    "an edit between the first and second approval restarts the count": "fault_edit",
+}
+
+
+def answer(request: ModelRequest) -> object:
+    if isinstance(request.messages[-1], ToolResult):
+        return "Done."
+    return tool_call("audit_canary", target="web-2")
+
+
+def served(start_server: Any, ledger: Path, *, count: int = 2) -> str:
+    agent = Agent(
+        tools=[canary_tool(ledger, editable=True)],
+        runtime=RulesRuntime(answer),  # type: ignore[arg-type]
+        repository=InMemoryConversationRepository(),
+        approval_policy=ApprovalPolicy([rule("two SREs", approvers=approvers(count, "sre"))]),
+        groups={"sre": {"carol", "alice", "bob"}, "dev": {"dave"}},
+    )
+    return str(start_server(agent, api_keys=KEYS).base_url)
+
+
+def audited(url: str, ledger: Path, **options: Any) -> Any:
+    chosen = {"identities": IDENTITIES, "outsiders": frozenset({"dave"}), **options}
+    audit = Audit(url, AuditOptions(propose=PROPOSE, ledger=ledger, **chosen))
+    audit.tool = audit.client.tool = "audit_canary"
+    try:
+        return teams(audit)
+    finally:
+        audit.client.close()
+
+
+def runs(ledger: Path) -> int:
+    return len(ledger.read_text().splitlines()) if ledger.exists() else 0
+
+
+def test_on_a_sound_server_every_try_holds_and_nothing_runs(start_server, tmp_path):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger)
+
+    family = audited(url, ledger)
+
+    assert family.verdict == "held", family
+    assert family.skipped == ""
+    tried = {a.name: a for a in family.attempts}
+    assert set(TRIES) <= set(tried)
+    assert "403 not_an_approver" in tried["the requester approving their own call"].detail
+    assert "409 already_approved" in tried["one identity approving twice"].detail
+    assert "409 approval_mismatch" in tried["alice's approval of the call as it was before the edit"].detail
+    assert runs(ledger) == 0
+
+
+# Each fault breaks one rule of approvals by teams on the served agent, as a careless policy would.
+
+
+def fault_requester(monkeypatch: pytest.MonkeyPatch) -> None:
+    admit = Approvers.admit
+    monkeypatch.setattr(
+        Approvers, "admit", lambda self, *a, requester, **k: admit(self, *a, requester=None, **k)
+    )
+
+
+def fault_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    admit = Approvers.admit
+
+    def once_is_forgotten(self: Approvers, call_id: str, by: str, *a: Any, approvals: Any, **k: Any) -> int:
+        return admit(self, call_id, by, *a, approvals=[x for x in approvals if x.by != by], **k)
+
+    monkeypatch.setattr(Approvers, "admit", once_is_forgotten)
+
+
+def fault_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Stage, "admits", lambda self, member_of: True)
+
+
+def fault_edit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Approvers, "counted", lambda self, approvals, fingerprint: tuple(approvals))
+
+
+FAULTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "fault_requester": fault_requester,
+    "fault_twice": fault_twice,
+    "fault_group": fault_group,
+    "fault_edit": fault_edit,
+}
+
+
+@pytest.mark.parametrize("try_name", list(TRIES))
+def test_a_server_broken_in_one_way_fails_that_try(start_server, tmp_path, monkeypatch, try_name):
+    ledger = tmp_path / "canary.ledger"
+    FAULTS[TRIES[try_name]](monkeypatch)
+    url = served(start_server, ledger)
+
+    family = audited(url, ledger)
+
+    assert family.verdict == "failed"
+    (failure,) = family.failures  # that try, and only it
+    assert failure.name == try_name
+    if try_name in ("the requester approving their own call", "an approver from the wrong group"):
+        # counted as a partial approval: nothing ran yet, but the server did not refuse
+        assert failure.detail.startswith("carol: 200" if "requester" in try_name else "dave: 200")
+        assert runs(ledger) == 0
+    else:
+        assert "1 executions (ledger)" in failure.detail
+        assert runs(ledger) == 1
+
+
+def test_without_identities_or_without_the_rule_it_says_why_it_was_not_applicable(start_server, tmp_path):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger)
+    one_approver = served(start_server, tmp_path / "one.ledger", count=1)
+
+    none = audited(url, ledger, identities=(), outsiders=frozenset())
+    few = audited(url, ledger, identities=IDENTITIES[:2], outsiders=frozenset())
+    no_rule = audited(one_approver, tmp_path / "one.ledger")
+
+    assert (none.verdict, none.attempts) == ("skipped", [])
+    assert none.skipped.startswith("not applicable: no identities given")
+    assert few.verdict == "skipped"
+    assert few.skipped.startswith("not applicable: 1 approver identities")
+    assert no_rule.verdict == "skipped"
+    assert no_rule.skipped.startswith("not applicable: the server declares no rule needing two or more")
+    assert "1 approval needed" in no_rule.skipped
+    assert runs(ledger) == runs(tmp_path / "one.ledger") == 0
+
+
+def test_without_an_outsider_the_report_says_that_try_was_not_made(start_server, tmp_path):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger)
+
+    family = audited(url, ledger, identities=IDENTITIES[:3], outsiders=frozenset())
+
+    assert family.verdict == "held"
+    assert "an approver from the wrong group not tried" in family.skipped
+    assert "an approver from the wrong group" not in {a.name for a in family.attempts}
+
+
+def test_the_whole_audit_runs_the_family_and_never_shows_a_key(start_server, tmp_path):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger)
+
+    report = run_audit(
+        url,
+        api_key=CAROL,
+        propose=PROPOSE,
+        tool="audit_canary",
+        ledger=ledger,
+        identities={"carol": CAROL, "alice": ALICE, "bob": BOB, "dave": DAVE},
+        outsiders=["dave"],
+        budget=None,
+    )
+
+    assert report.family("teams").verdict == "held", report.to_markdown()
+    shown = report.to_markdown() + report.to_json()
+    for key in KEYS:
+        assert key not in shown
+    assert ALICE not in repr(AuditOptions(identities=IDENTITIES))
