@@ -546,7 +546,7 @@ def _audit(args: argparse.Namespace) -> int:
             requester=args.requester,
             outsiders=args.outsider,
         )
-    except (TargetRefused, ImportError, ValueError) as exc:
+    except (TargetRefused, ImportError, ValueError, OSError) as exc:
         print(f"dcaf-like audit: {exc}", file=sys.stderr)
         return 2
     print(report.to_markdown(), end="")
@@ -562,8 +562,9 @@ def _identities(given: Sequence[str]) -> dict[str, str]:
     identities: dict[str, str] = {}
     for text in given:
         name, sep, key = text.partition("=")
-        if not sep or not name or not key:
-            raise ValueError(f"--identity wants NAME=KEY or NAME=@FILE (for {name or 'an identity'!r})")
+        if not sep or not name or not key:  # named only when "=" says which part is the name
+            which = f" (for {name!r})" if sep and name else ""
+            raise ValueError(f"--identity wants NAME=KEY or NAME=@FILE{which}")
         if name in identities:
             raise ValueError(f"--identity {name!r} is given twice")
         if key.startswith("@"):
