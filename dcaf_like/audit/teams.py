@@ -222,19 +222,16 @@ class Team:
         body = outcome.body if isinstance(outcome.body, dict) else {}
         data = body.get("data")
         conversation = data.get("conversation_id") if isinstance(data, dict) else None
-        pending = pending_calls(body)
-        chosen = next((c for c in pending if audit.tool is None or c.get("name") == audit.tool), None)
-        if isinstance(conversation, str):
-            for call in pending:  # every call it proposed is withdrawn at the end
-                self.proposals.append(proposal := Proposal(conversation, call))
-                if call is chosen:
-                    result = proposal
-        if outcome.status != 200 or chosen is None or not isinstance(conversation, str):
+        pending = pending_calls(body) if isinstance(conversation, str) else []
+        proposed = [Proposal(str(conversation), call) for call in pending]
+        self.proposals += proposed  # every call it proposed is withdrawn at the end
+        chosen = next((p for p in proposed if audit.tool is None or p.name == audit.tool), None)
+        if outcome.status != 200 or chosen is None:
             raise NotJudged(
                 f"the requester {self.cast.requester.name}'s proposal got {outcome.describe()}, "
                 f"no call of {audit.tool or 'a gated tool'} waiting"
             )
-        return result
+        return chosen
 
     def fresh(self) -> Proposal:
         """A call no try has used: the first proposal if it is still unused, else a new one."""
