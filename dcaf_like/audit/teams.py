@@ -152,6 +152,10 @@ class Team:
                 name, False, detail + f"; the edit ran the call: {one.name}'s approval still counted"
             )
             return
+        if outcome.refused:  # a sound server may: the stage due may not admit `two`
+            self.note(family, f"{two.name}'s edit was refused ({outcome.describe()}): {name!r} not judged")
+            return
+        self.audit.report.approvals_sent += 1
         waiting = _waiting(outcome, call)
         if outcome.status != 200 or waiting is None:
             family.record(name, False, detail + "; the edit did not leave the edited call waiting")
@@ -204,6 +208,7 @@ class Team:
                 f"approvers the rule names? {name!r} and the try after it not judged",
             )
             return False
+        self.audit.report.approvals_sent += 1
         given = _given(waiting)
         family.record(name, given in (None, 1), detail + ("" if given is None else f"; {given} counted"))
         return given in (None, 1)

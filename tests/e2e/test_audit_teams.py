@@ -53,9 +53,9 @@ def answer(request: ModelRequest) -> object:
     return tool_call("audit_canary", target="web-2")
 
 
-def served(start_server: Any, ledger: Path, *, count: int = 2) -> str:
+def served(start_server: Any, ledger: Path, *, count: int = 2, editable: bool = True) -> str:
     agent = Agent(
-        tools=[canary_tool(ledger, editable=True)],
+        tools=[canary_tool(ledger, editable=editable)],
         runtime=RulesRuntime(answer),  # type: ignore[arg-type]
         repository=InMemoryConversationRepository(),
         approval_policy=ApprovalPolicy([rule("two SREs", approvers=approvers(count, "sre"))]),
@@ -199,3 +199,17 @@ def test_the_whole_audit_runs_the_family_and_never_shows_a_key(start_server, tmp
     for key in KEYS:
         assert key not in shown
     assert ALICE not in repr(AuditOptions(identities=IDENTITIES))
+
+
+def test_a_tool_that_is_not_editable_leaves_the_edit_untried_and_says_so(start_server, tmp_path):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger, editable=False)
+
+    family = audited(url, ledger)
+
+    assert family.verdict == "held"
+    assert "the tool is not editable: an edit between approvals not tried" in family.skipped
+    assert "an edit between the first and second approval restarts the count" not in {
+        a.name for a in family.attempts
+    }
+    assert runs(ledger) == 0
