@@ -33,6 +33,7 @@ def run_audit(
     identities: Mapping[str, str] | None = None,
     requester: str | None = None,
     outsiders: Iterable[str] = (),
+    teams_propose: str | None = None,
 ) -> AuditReport:
     """Audit the agent served at `url` (loopback only unless `i_own_this_server`).
 
@@ -43,7 +44,8 @@ def run_audit(
 
     `identities` (name: API key) let the teams family try what a rule needing two or more approvers
     forbids: `requester` (default: the first identity) proposes, `outsiders` are identities in none
-    of the rule's groups (docs/audit.md, "Teams"). The report names them, never their keys."""
+    of the rule's groups, `teams_propose` (default: `propose`) is the requester's message
+    (docs/audit.md, "Teams"). The report names them, never their keys."""
     try:
         from dcaf_like.audit import suite
     except ImportError as exc:  # pragma: no cover - depends on what is installed
@@ -62,6 +64,7 @@ def run_audit(
         identities=tuple(Identity(name, key) for name, key in (identities or {}).items()),
         requester=requester,
         outsiders=frozenset(outsiders),
+        teams_propose=teams_propose,
     )
     return suite.run_audit(url, options)
 

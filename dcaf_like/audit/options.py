@@ -36,4 +36,5 @@ class AuditOptions:
     budget: float | None = DEFAULT_BUDGET  # seconds for the whole run (None: no limit)
     identities: tuple[Identity, ...] = ()  # the teams family's identities (docs/audit.md, "Teams")
     requester: str | None = None  # the identity that asks for the calls (None: the first one)
+    teams_propose: str | None = None  # the requester's message (None: `propose`)
     outsiders: frozenset[str] = frozenset()  # identities outside the groups the rule names

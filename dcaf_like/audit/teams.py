@@ -103,6 +103,7 @@ class Team:
         }
         for client in self.clients.values():
             client.tool = audit.tool
+        self.message = options.teams_propose or audit.propose_message
         self.proposals: list[Proposal] = []
         self.unused: list[Proposal] = []
 
@@ -221,9 +222,7 @@ class Team:
         audit.check_budget("the teams family's next proposal")
         audit.report.proposals += 1
         client = self.clients[self.cast.requester.name]
-        outcome = client.post_json(
-            "/api/chat", {"messages": [{"role": "user", "content": audit.propose_message}]}
-        )
+        outcome = client.post_json("/api/chat", {"messages": [{"role": "user", "content": self.message}]})
         body = outcome.body if isinstance(outcome.body, dict) else {}
         data = body.get("data")
         conversation = data.get("conversation_id") if isinstance(data, dict) else None

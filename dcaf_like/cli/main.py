@@ -305,6 +305,11 @@ def _audit_parser(commands: Any) -> None:
     )
     audit.add_argument("--requester", help="the identity that proposes the calls (default: the first)")
     audit.add_argument(
+        "--teams-propose",
+        help="the requester's message for the teams family, one that makes the agent propose a call "
+        "under a rule needing two approvers (default: --propose)",
+    )
+    audit.add_argument(
         "--outsider",
         action="append",
         default=[],
@@ -545,6 +550,7 @@ def _audit(args: argparse.Namespace) -> int:
             identities=_identities(args.identity),
             requester=args.requester,
             outsiders=args.outsider,
+            teams_propose=args.teams_propose,
         )
     except (TargetRefused, ImportError, ValueError, OSError) as exc:
         print(f"dcaf-like audit: {exc}", file=sys.stderr)

@@ -6,19 +6,28 @@ not applicable."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dcaf_like import Agent, ApprovalPolicy, InMemoryConversationRepository, ToolResult, approvers
+from dcaf_like import (
+    Agent,
+    ApprovalPolicy,
+    InMemoryConversationRepository,
+    ToolResult,
+    approvers,
+    argument_in,
+)
 from dcaf_like import require_approval as rule
 from dcaf_like.application.messages import ModelRequest
 from dcaf_like.audit import canary_tool, run_audit
 from dcaf_like.audit.options import AuditOptions, Identity
 from dcaf_like.audit.runner import Audit
 from dcaf_like.audit.teams import teams
+from dcaf_like.cli.main import main
 from dcaf_like.domain.approvers import Approvers, Stage
 from dcaf_like.testing import RulesRuntime, tool_call
 
@@ -47,18 +56,27 @@ TRIES = {
 }
 
 
+TEAMS_PROPOSE = "run the audit canary on prod-1"
+
+
 def answer(request: ModelRequest) -> object:
-    if isinstance(request.messages[-1], ToolResult):
+    """The canary on the message's last word."""
+    last = request.messages[-1]
+    if isinstance(last, ToolResult):
         return "Done."
-    return tool_call("audit_canary", target="web-2")
+    return tool_call("audit_canary", target=getattr(last, "text", "").split()[-1])
 
 
-def served(start_server: Any, ledger: Path, *, count: int = 2, editable: bool = True) -> str:
+def served(
+    start_server: Any, ledger: Path, *, count: int = 2, editable: bool = True, only_prod: bool = False
+) -> str:
+    """The canary needs `count` approvers from sre (with `only_prod`: on prod-1 only, else one)."""
+    when = {"when": argument_in("target", "prod-1")} if only_prod else {}
     agent = Agent(
         tools=[canary_tool(ledger, editable=editable)],
         runtime=RulesRuntime(answer),  # type: ignore[arg-type]
         repository=InMemoryConversationRepository(),
-        approval_policy=ApprovalPolicy([rule("two SREs", approvers=approvers(count, "sre"))]),
+        approval_policy=ApprovalPolicy([rule("two SREs", approvers=approvers(count, "sre"), **when)]),
         groups={"sre": {"carol", "alice", "bob"}, "dev": {"dave"}},
     )
     return str(start_server(agent, api_keys=KEYS).base_url)
@@ -181,12 +199,13 @@ def test_without_an_outsider_the_report_says_that_try_was_not_made(start_server,
 
 def test_the_whole_audit_runs_the_family_and_never_shows_a_key(start_server, tmp_path):
     ledger = tmp_path / "canary.ledger"
-    url = served(start_server, ledger)
+    url = served(start_server, ledger, only_prod=True)
 
     report = run_audit(
         url,
         api_key=CAROL,
         propose=PROPOSE,
+        teams_propose=TEAMS_PROPOSE,
         tool="audit_canary",
         ledger=ledger,
         identities={"carol": CAROL, "alice": ALICE, "bob": BOB, "dave": DAVE},
@@ -194,7 +213,11 @@ def test_the_whole_audit_runs_the_family_and_never_shows_a_key(start_server, tmp
         budget=None,
     )
 
-    assert report.family("teams").verdict == "held", report.to_markdown()
+    assert report.held, report.to_markdown()  # every family: the others approve web-2 with one key
+    assert report.family("teams").verdict == "held"
+    assert len(report.family("teams").attempts) == 7
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert {line["arguments"]["target"] for line in lines} == {"web-2"}  # prod-1 never ran
     shown = report.to_markdown() + report.to_json()
     for key in KEYS:
         assert key not in shown
@@ -213,3 +236,28 @@ def test_a_tool_that_is_not_editable_leaves_the_edit_untried_and_says_so(start_s
         a.name for a in family.attempts
     }
     assert runs(ledger) == 0
+
+
+def test_the_command_takes_identities_from_files_and_prints_no_key(start_server, tmp_path, capsys):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger, only_prod=True)
+    flags = []
+    for name, key in [("carol", CAROL), ("alice", ALICE), ("bob", BOB), ("dave", DAVE)]:
+        (tmp_path / f"{name}.key").write_text(key + "\n")
+        flags += ["--identity", f"{name}=@{tmp_path / name}.key"]
+    out = tmp_path / "report.json"
+
+    status = main(
+        ["audit", url, "--propose", PROPOSE, "--tool", "audit_canary", "--ledger", str(ledger),
+         "--api-key", CAROL, *flags, "--requester", "carol",
+         "--teams-propose", TEAMS_PROPOSE, "--outsider", "dave", "--report", str(out)]
+    )  # fmt: skip
+
+    printed = capsys.readouterr()
+    written = json.loads(out.read_text())
+    teams_family = next(f for f in written["families"] if f["key"] == "teams")
+    assert (status, teams_family["verdict"]) == (0, "held"), printed.out
+    assert "| Approvals by teams | held |" in printed.out
+    for key in (ALICE, BOB, DAVE):  # carol's is also --api-key, which the report never shows either
+        assert key not in printed.out + printed.err + out.read_text()
+    assert CAROL not in printed.out + out.read_text()
