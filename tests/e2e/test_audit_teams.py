@@ -68,7 +68,13 @@ def answer(request: ModelRequest) -> object:
 
 
 def served(
-    start_server: Any, ledger: Path, *, count: int = 2, editable: bool = True, only_prod: bool = False
+    start_server: Any,
+    ledger: Path,
+    *,
+    count: int = 2,
+    editable: bool = True,
+    only_prod: bool = False,
+    requester_may_approve: bool = False,
 ) -> str:
     """The canary needs `count` approvers from sre (with `only_prod`: on prod-1 only, else one)."""
     when = {"when": argument_in("target", "prod-1")} if only_prod else {}
@@ -76,7 +82,15 @@ def served(
         tools=[canary_tool(ledger, editable=editable)],
         runtime=RulesRuntime(answer),  # type: ignore[arg-type]
         repository=InMemoryConversationRepository(),
-        approval_policy=ApprovalPolicy([rule("two SREs", approvers=approvers(count, "sre"), **when)]),
+        approval_policy=ApprovalPolicy(
+            [
+                rule(
+                    "two SREs",
+                    approvers=approvers(count, "sre", requester_may_approve=requester_may_approve),
+                    **when,
+                )
+            ]
+        ),
         groups={"sre": {"carol", "alice", "bob"}, "dev": {"dave"}},
     )
     return str(start_server(agent, api_keys=KEYS).base_url)
@@ -261,3 +275,15 @@ def test_the_command_takes_identities_from_files_and_prints_no_key(start_server,
     for key in (ALICE, BOB, DAVE):  # carol's is also --api-key, which the report never shows either
         assert key not in printed.out + printed.err + out.read_text()
     assert CAROL not in printed.out + out.read_text()
+
+
+def test_a_rule_that_lets_the_requester_approve_leaves_that_try_untried_and_says_so(start_server, tmp_path):
+    ledger = tmp_path / "canary.ledger"
+    url = served(start_server, ledger, requester_may_approve=True)
+
+    family = audited(url, ledger)
+
+    assert family.verdict == "held"
+    assert "the rule lets the requester approve ('2 approvers from sre'): not tried" in family.skipped
+    assert "the requester approving their own call" not in {a.name for a in family.attempts}
+    assert runs(ledger) == 0
