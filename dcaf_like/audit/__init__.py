@@ -8,11 +8,12 @@ dcaf_like; running an audit needs httpx: ``pip install "dcaf-like[audit]"``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from dcaf_like.audit.canary import CANARY_TOOL, canary_tool
-from dcaf_like.audit.options import DEFAULT_BUDGET, DEFAULT_PROPOSE, AuditOptions
+from dcaf_like.audit.options import DEFAULT_BUDGET, DEFAULT_PROPOSE, AuditOptions, Identity
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult, Verdict
 
 
@@ -29,13 +30,22 @@ def run_audit(
     timeout: float = 120,
     transport: Any = None,
     budget: float | None = DEFAULT_BUDGET,
+    identities: Mapping[str, str] | None = None,
+    requester: str | None = None,
+    outsiders: Iterable[str] = (),
+    teams_propose: str | None = None,
 ) -> AuditReport:
     """Audit the agent served at `url` (loopback only unless `i_own_this_server`).
 
     The audit approves, exactly once per proposal, calls of `tool` (default: the first call that
     waits) that `propose` made the agent propose. Point it at a staging agent or a harmless gated tool
     (:func:`canary_tool`), never at one whose execution you do not want. Families not started within
-    `budget` seconds (None: no limit) are reported not reached."""
+    `budget` seconds (None: no limit) are reported not reached.
+
+    `identities` (name: API key) let the teams family try what a rule needing two or more approvers
+    forbids: `requester` (default: the first identity) proposes, `outsiders` are identities in none
+    of the rule's groups, `teams_propose` (default: `propose`) is the requester's message
+    (docs/audit.md, "Teams"). The report names them, never their keys."""
     try:
         from dcaf_like.audit import suite
     except ImportError as exc:  # pragma: no cover - depends on what is installed
@@ -51,6 +61,10 @@ def run_audit(
         timeout=timeout,
         transport=transport,
         budget=budget,
+        identities=tuple(Identity(name, key) for name, key in (identities or {}).items()),
+        requester=requester,
+        outsiders=frozenset(outsiders),
+        teams_propose=teams_propose,
     )
     return suite.run_audit(url, options)
 

@@ -17,13 +17,14 @@ CANARY_TOOL = "audit_canary"
 _lock = threading.Lock()
 
 
-def canary_tool(ledger: str | os.PathLike[str], *, name: str = CANARY_TOOL) -> Tool:
+def canary_tool(ledger: str | os.PathLike[str], *, name: str = CANARY_TOOL, editable: bool = False) -> Tool:
     """A tool that requires approval and does nothing but append one line to `ledger` per run.
 
     Each line is a JSON object: ``{"tool", "call_id", "conversation_id", "arguments", "at"}``. Add it
     to the agent you audit, ask for it with ``--propose`` (``"run the audit canary on target web-2"``),
     and pass ``--ledger FILE``: the audit then counts executions from the file, not from what the
-    server says it ran."""
+    server says it ran. `editable`: an approver may edit its arguments (the teams family's edit
+    try needs it)."""
     path = Path(ledger)
 
     def audit_canary(
@@ -47,4 +48,4 @@ def canary_tool(ledger: str | os.PathLike[str], *, name: str = CANARY_TOOL) -> T
             out.write(json.dumps(line, sort_keys=True) + "\n")
         return f"audit canary ran for {target!r}"
 
-    return tool(name=name)(audit_canary)
+    return tool(name=name, editable=editable)(audit_canary)

@@ -17,6 +17,7 @@ from dcaf_like.audit import variants
 from dcaf_like.audit.client import Outcome
 from dcaf_like.audit.report import FamilyResult
 from dcaf_like.audit.runner import Audit, Proposal, decision, raw_decision
+from dcaf_like.audit.teams import teams
 
 NO_SUCH_TOOL = "dcaf_audit_no_such_tool"
 FOREIGN = "dcaf-audit.invalid"
@@ -457,5 +458,6 @@ FAMILIES: list[Callable[[Audit], FamilyResult]] = [
     replay,
     after_rejection,
     concurrency,
+    teams,
     accounting,
 ]

@@ -84,6 +84,7 @@ class Audit:
 
     def __init__(self, url: str, options: AuditOptions) -> None:
         self.url = check_target(url, i_own_this_server=options.i_own_this_server)
+        self.options = options
         self.budget = options.budget
         self.deadline = None if options.budget is None else time.monotonic() + options.budget
         self.client = AuditClient(

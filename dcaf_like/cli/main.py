@@ -295,6 +295,27 @@ def _audit_parser(commands: Any) -> None:
         help="seconds for the whole audit: the families not started by then are reported not reached "
         "(0: no limit)",
     )
+    audit.add_argument(
+        "--identity",
+        action="append",
+        default=[],
+        metavar="NAME=KEY",
+        help="an identity for the teams family, repeated: NAME=KEY, or NAME=@FILE to read the key from a "
+        "file (keys are never printed)",
+    )
+    audit.add_argument("--requester", help="the identity that proposes the calls (default: the first)")
+    audit.add_argument(
+        "--teams-propose",
+        help="the requester's message for the teams family, one that makes the agent propose a call "
+        "under a rule needing two approvers (default: --propose)",
+    )
+    audit.add_argument(
+        "--outsider",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an identity in none of the groups the rule names, repeated",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -526,8 +547,12 @@ def _audit(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             timeout=args.timeout,
             budget=args.budget or None,
+            identities=_identities(args.identity),
+            requester=args.requester,
+            outsiders=args.outsider,
+            teams_propose=args.teams_propose,
         )
-    except (TargetRefused, ImportError) as exc:
+    except (TargetRefused, ImportError, ValueError, OSError) as exc:
         print(f"dcaf-like audit: {exc}", file=sys.stderr)
         return 2
     print(report.to_markdown(), end="")
@@ -536,6 +561,22 @@ def _audit(args: argparse.Namespace) -> int:
     if report.error:
         return 2
     return 0 if report.held else 1
+
+
+def _identities(given: Sequence[str]) -> dict[str, str]:
+    """``NAME=KEY`` or ``NAME=@FILE`` options as names and keys (the errors name no key)."""
+    identities: dict[str, str] = {}
+    for text in given:
+        name, sep, key = text.partition("=")
+        if not sep or not name or not key:  # named only when "=" says which part is the name
+            which = f" (for {name!r})" if sep and name else ""
+            raise ValueError(f"--identity wants NAME=KEY or NAME=@FILE{which}")
+        if name in identities:
+            raise ValueError(f"--identity {name!r} is given twice")
+        if key.startswith("@"):
+            key = Path(key[1:]).read_text(encoding="utf-8").strip()
+        identities[name] = key
+    return identities
 
 
 # Several workers: uvicorn starts each process afresh, so each loads the target itself, told by these.
