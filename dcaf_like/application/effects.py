@@ -176,6 +176,8 @@ CANCELLED = "cancelled"
 # Not a stop reason a response carries: the turn raises the hook's HookFailed once its calls are settled.
 HOOK_FAILED = "hook_failed"
 AWAITING_APPROVAL = "awaiting_approval"
+#: The request decided calls someone else asked for: they ran; the model waits for their requester.
+AWAITING_REQUESTER = "awaiting_requester"
 AWAITING_INPUT = "awaiting_input"
 #: Calls of the turn went to the agent's job engine: their results come later (docs/runs.md).
 RUNNING_IN_BACKGROUND = "running_in_background"

@@ -58,6 +58,9 @@ class Prepared:
     counted: list[str] = field(default_factory=list)
     #: The request's message was queued: calls wait for a decision.
     queued: bool = False
+    #: The request sends no message and decides calls someone else asked for: the model is not
+    #: asked again until their requester's next request (docs/approvals.md, "Approvals by teams").
+    waits_for_requester: bool = False
 
 
 class RequestRules:
@@ -144,6 +147,11 @@ class RequestRules:
             prepared.declined.extend(received.failed)
         elif not request.decisions and not request.answers and not _awaits_model(conversation):
             raise InvalidRequest("messages", "nothing to do: send a message or decide a pending tool call")
+        if not (request.text or request.attachments):
+            asker = None if request.identity is None else request.identity.name
+            decided = [*(d.call_id for d in request.decisions), *prepared.approved]
+            askers = {conversation.tool_call(c).requested_by for c in decided}
+            prepared.waits_for_requester = any(r != asker for r in askers)
         for call_id in prepared.approved:  # this worker runs them: the claim's save carries its lease
             conversation.lease_tool_call(call_id, self.worker, until=now + self.lease_ttl)
         return prepared

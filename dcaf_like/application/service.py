@@ -564,6 +564,7 @@ class AgentService:
             declined_now=prepared.declined,
             emits=streams,
             queued_now=prepared.queued,
+            waits_for_requester=prepared.waits_for_requester,
         )
         claim = bool(prepared.approved)
         return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)

@@ -26,6 +26,7 @@ from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView,
 from dcaf_like.application.effects import (
     AWAITING_APPROVAL,
     AWAITING_INPUT,
+    AWAITING_REQUESTER,
     CANCELLED,
     FALLBACK,
     HOOK_FAILED,
@@ -123,6 +124,8 @@ class Turn:
     emits: bool = True
     #: The request's message was queued (calls wait): the turn reports ``stop_reason: "queued"``.
     queued_now: bool = False
+    #: The request decided calls another identity asked for: the model waits for that requester.
+    waits_for_requester: bool = False
     _finished: list[str] = field(init=False, default_factory=list)
     _texts: list[str] = field(init=False, default_factory=list)
     _usage: Usage = field(init=False, default=NO_USAGE)
@@ -159,7 +162,9 @@ class Turn:
         stop_reason = (yield from self._execute(self.approved_now)) if self.approved_now else None
         if stop_reason is None:
             stop_reason = self._waiting()
-            if stop_reason is None:
+            if stop_reason is None and self.waits_for_requester:
+                stop_reason = AWAITING_REQUESTER
+            elif stop_reason is None:
                 stop_reason = yield from self._loop()
             elif self.queued_now and stop_reason == AWAITING_APPROVAL:
                 stop_reason = QUEUED

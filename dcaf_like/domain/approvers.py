@@ -61,6 +61,8 @@ class Stage:
 
 #: Today's stage: one approval, by anyone who may approve.
 ANYONE = Stage()
+#: The stages of today's rule: that one stage and no other.
+ONLY_ANYONE = (ANYONE,)
 
 #: What a call does when its approval window closes: it is rejected (today's), or it keeps waiting.
 AT_WINDOW_END = ("reject", "wait")
@@ -195,7 +197,7 @@ class Approvers:
     The default is the rule every call had before teams: one approval, by anyone who may approve,
     the requester included."""
 
-    stages: tuple[Stage, ...] = (ANYONE,)
+    stages: tuple[Stage, ...] = ONLY_ANYONE
     requester_may_approve: bool = True
     #: Reminders, escalation and the window's end (None: none, and rejected when the window closes).
     escalation: Escalation | None = None
@@ -209,12 +211,26 @@ class Approvers:
         return self == ONE_APPROVER
 
     def tightened(self, other: Approvers) -> Approvers:
-        """Both rules at once: the stages of each (one stage of each kind; today's single approval by
-        anyone is met by any other stage), the requester kept out if either keeps them out, and their
-        escalations as :meth:`Escalation.tightened` combines them (today's rule has none to add)."""
-        stages = tuple(dict.fromkeys((*self.stages, *other.stages)))
-        if len(stages) > 1:
-            stages = tuple(s for s in stages if s != ANYONE)
+        """Both rules at once, the requester kept out if either keeps them out: this rule's stages, in
+        order and all of them, then each stage of `other` this rule does not already have as often
+        (``2 from sre`` twice is met once; ``1 from sre, then 1 from sre`` stays two people). A rule
+        that is only today's single approval by anyone is met by the other's stages, and adds none.
+        Their escalations combine as :meth:`Escalation.tightened` says (today's rule has none to add).
+
+        This rule's stages keep their places, so an approval already counted for one of them
+        counts for the same stage after (:meth:`carried`)."""
+        if other.stages == ONLY_ANYONE:
+            stages = self.stages
+        elif self.stages == ONLY_ANYONE:
+            stages = other.stages
+        else:
+            unmatched, added = list(self.stages), []
+            for stage in other.stages:
+                if stage in unmatched:
+                    unmatched.remove(stage)
+                else:
+                    added.append(stage)
+            stages = (*self.stages, *added)
         if self.is_default or other.is_default:  # today's rule has no say on escalation either
             escalation = other.escalation if self.is_default else self.escalation
         elif self.escalation is None:
@@ -226,6 +242,17 @@ class Approvers:
     def escalated(self, proposed_at: float, now: float) -> frozenset[str]:
         """The groups an escalation due at `now` adds to every stage (none before it, or without one)."""
         return frozenset() if self.escalation is None else self.escalation.escalated(proposed_at, now)
+
+    def carried(self, approvals: Sequence[Approval], before: Approvers) -> tuple[Approval, ...]:
+        """The `approvals` counted under the rule `before` that count under this one: those whose
+        stage this rule has at the same place. An approval is never moved to a stage it was not
+        given for (a stage by anyone that a tighter rule replaced takes its approvals with it)."""
+        return tuple(
+            a
+            for a in approvals
+            if a.stage < min(len(self.stages), len(before.stages))
+            and self.stages[a.stage] == before.stages[a.stage]
+        )
 
     def counted(self, approvals: Sequence[Approval], fingerprint: str) -> tuple[Approval, ...]:
         """The approvals that count: those of the call as it stands (its `fingerprint`)."""

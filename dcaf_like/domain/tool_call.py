@@ -529,17 +529,18 @@ class ToolCall:
         who = trusted.identity.name if trusted.identity is not None else by
         member_of = policy.groups_of(trusted.identity) if policy is not None else frozenset()
         approved = fingerprint(self.name, runs_with)
+        earlier = required.carried(self.approvals, self.approvers)  # a rule in force now may be tighter
         stage = required.admit(
             self.id.value,
             who,
             member_of,
             requester=self.requested_by,
-            approvals=self.approvals,
+            approvals=earlier,
             fingerprint=approved,
             escalated=required.escalated(self.proposed_at, at),
         )
         self.approvers = required
-        self.approvals = (*required.counted(self.approvals, approved), Approval(who, at, stage, approved))
+        self.approvals = (*required.counted(earlier, approved), Approval(who, at, stage, approved))
         if required.due(self.approvals, approved) is not None:
             self.approved_input = runs_with if runs_with != self.proposed_input else None
             return False

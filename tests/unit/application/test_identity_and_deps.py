@@ -264,7 +264,7 @@ def test_the_audit_trail_names_the_identity_that_decided_unless_a_user_is_named(
     agent = Agent(tools=[restart], runtime=runtime)
 
     def decided_by(**who: Any) -> str:
-        waiting = agent.run("restart the api")
+        waiting = agent.run("restart the api", identity=who.get("identity"))  # the requester decides
         agent.approve(waiting.conversation_id, waiting.pending_tool_calls[0].id, **who)
         (record,) = agent.repository.decision_records(waiting.conversation_id)
         return record.decided_by

@@ -28,6 +28,7 @@ from dcaf_like.domain import (
     deny,
     require_approval,
 )
+from dcaf_like.domain.approvers import Approval, Approvers, Stage
 
 GROUPS = {"sre": {"alice", "bob", "erin"}, "dev": {"dave"}, "leads": {"lena"}}
 PROD = {"tenant_name": "prod", "duplo_token": "t-1"}
@@ -285,3 +286,86 @@ def test_a_decided_call_takes_no_more_approvals():
 
     with pytest.raises(ToolCallAlreadyDecided):
         approve(conversation, call, "erin")
+
+
+# -- rules of several stages (docs/approvals.md, "Approvals by teams") --------------------------------
+
+ANYONE_THEN_SRE = ApprovalPolicy(
+    [require_approval("anyone, then an SRE", approvers=approvers(1, then=approvers(1, "sre")))], groups=GROUPS
+)
+
+
+def test_a_stage_by_anyone_before_another_stage_is_kept_and_needs_its_own_approver():
+    decided = ANYONE_THEN_SRE.decide("delete_pod", {}, tool_requires_approval=True, context=PlatformContext())
+    assert decided.approvers.describe() == "1 approver, then 1 approver from sre, not the requester"
+
+    conversation, call = proposed(ANYONE_THEN_SRE)
+    approve(conversation, call, "bob", policy=ANYONE_THEN_SRE)  # an SRE, counted for the first stage
+
+    assert call.status is ToolCallStatus.PENDING
+    assert [
+        (n.stage, n.groups) for n in call.approvers.still_needed(call.approvals, call.approved_fingerprint)
+    ] == [(1, frozenset({"sre"}))]
+    with pytest.raises(AlreadyApproved):
+        approve(conversation, call, "bob", policy=ANYONE_THEN_SRE, at=2.0)
+    approve(conversation, call, "erin", policy=ANYONE_THEN_SRE, at=3.0)
+
+    assert call.status is ToolCallStatus.APPROVED
+    assert [(a.by, a.stage) for a in call.approvals] == [("bob", 0), ("erin", 1)]
+
+
+def test_two_stages_of_one_kind_stay_two_stages_of_distinct_people():
+    twice = approvers(1, "sre", then=approvers(1, "sre"))
+    policy = ApprovalPolicy([require_approval("two SREs in turn", approvers=twice)], groups=GROUPS)
+    conversation, call = proposed(policy)
+
+    assert len(call.approvers.stages) == 2
+    approve(conversation, call, "alice", policy=policy)
+    assert call.status is ToolCallStatus.PENDING
+    approve(conversation, call, "bob", policy=policy, at=2.0)
+    assert call.status is ToolCallStatus.APPROVED
+
+
+def test_rules_combined_keep_every_stage_of_each_and_todays_rule_adds_none():
+    staged = approvers(1, then=approvers(1, "sre"))
+
+    assert ONE_APPROVER.tightened(staged).stages == staged.stages
+    assert staged.tightened(ONE_APPROVER).stages == staged.stages
+    assert staged.tightened(staged) == staged  # one rule twice is met once
+    assert [s.describe() for s in staged.tightened(approvers(2, "sre")).stages] == [
+        "1 approver",
+        "1 approver from sre",
+        "2 approvers from sre",
+    ]
+    assert [
+        s.describe()
+        for s in approvers(1, "sre").tightened(approvers(1, "sre", then=approvers(1, "sre"))).stages
+    ] == [
+        "1 approver from sre",
+        "1 approver from sre",
+    ]
+
+
+def test_an_approval_counted_before_a_rule_tightened_stays_with_the_stage_it_was_given_for():
+    conversation, call = proposed(ANYONE_THEN_SRE)
+    approve(conversation, call, "dave", policy=ANYONE_THEN_SRE)  # not an SRE: the stage by anyone
+
+    with_leads = ANYONE_THEN_SRE.with_rules(require_approval("and a lead", approvers=approvers(1, "leads")))
+    approve(conversation, call, "bob", policy=with_leads, at=2.0)
+
+    assert call.status is ToolCallStatus.PENDING  # dave's approval did not become an SRE's
+    assert [(a.by, a.stage) for a in call.approvals] == [("dave", 0), ("bob", 1)]
+    assert [n.groups for n in call.approvers.still_needed(call.approvals, call.approved_fingerprint)] == [
+        frozenset({"leads"})
+    ]
+    approve(conversation, call, "lena", policy=with_leads, at=3.0)
+    assert call.status is ToolCallStatus.APPROVED
+
+
+def test_an_approval_for_a_stage_a_tighter_rule_replaced_no_longer_counts():
+    by_anyone = Approvers((Stage(2),), requester_may_approve=False)
+    given = (Approval("dave", 1.0, 0, "f"),)
+
+    assert by_anyone.tightened(by_anyone).carried(given, by_anyone) == given
+    replaced = Approvers((Stage(2, frozenset({"sre"})),))
+    assert replaced.carried(given, by_anyone) == ()
