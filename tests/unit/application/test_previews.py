@@ -231,7 +231,7 @@ def test_an_edit_re_runs_the_preview_and_the_edited_call_waits_for_an_approval_o
 
 
 def test_recheck_with_background_is_refused_when_the_tool_is_declared():
-    """docs/approvals.md, "What the approver sees": recheck=True with background=True is refused with a ValueError."""
+    """docs/approvals.md, "What the approver sees": recheck=True with background=True is refused."""
 
     def plan(path: str) -> str:
         return f"would write {path}"
