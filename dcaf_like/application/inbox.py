@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -199,5 +200,11 @@ def _read_cursor(cursor: str) -> tuple[float, str, str]:
         raise InvalidCursor("it does not decode") from exc
     match value:
         case [int() | float() as at, str() as conversation_id, str() as call_id] if not isinstance(at, bool):
-            return (float(at), conversation_id, call_id)
+            try:
+                moment = float(at)
+            except OverflowError as exc:  # an integer too large for a float names no moment
+                raise InvalidCursor("its time is out of range") from exc
+            if not math.isfinite(moment):
+                raise InvalidCursor("its time is out of range")
+            return (moment, conversation_id, call_id)
     raise InvalidCursor("it does not name a place in the inbox")

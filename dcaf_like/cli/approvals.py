@@ -57,15 +57,26 @@ class RemoteInbox:
 
     def _send(self, request: urllib.request.Request) -> tuple[int, dict[str, Any]]:
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _NO_REDIRECTS.open(request, timeout=self.timeout) as response:
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            try:
-                return exc.code, json.loads(exc.read() or b"{}")
-            except ValueError:
-                return exc.code, {}
+            with exc:
+                try:
+                    return exc.code, json.loads(exc.read() or b"{}")
+                except ValueError:
+                    return exc.code, {}
         except (urllib.error.URLError, OSError) as exc:
             raise InboxError(f"cannot reach {self.base}: {exc}") from exc
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as the 3xx it is: following it would carry the API key to wherever it points."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects)
 
 
 def _said(status: int, body: dict[str, Any]) -> str:

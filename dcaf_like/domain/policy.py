@@ -27,8 +27,8 @@ class Verdict(StrEnum):
 _STRICTNESS = {Verdict.ALLOW: 0, Verdict.REQUIRE_APPROVAL: 1, Verdict.DENY: 2}
 
 
-def _strictness(verdict: Verdict) -> int:
-    return _STRICTNESS[verdict]
+def _by_strictness(verdict: Verdict) -> int:
+    return verdict.strictness
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +218,7 @@ class ApprovalPolicy:
             if not matched:
                 continue
             if rule.verdict.strictness > decision.verdict.strictness or (asks_approvers and not reasoned):
-                decision = PolicyDecision(max(rule.verdict, decision.verdict, key=_strictness), reason)
+                decision = PolicyDecision(max(rule.verdict, decision.verdict, key=_by_strictness), reason)
                 reasoned = True
             if asks_approvers and rule.approvers is not None:
                 required = required.tightened(rule.approvers)

@@ -163,8 +163,6 @@ def http_error(exc: BaseException, conversation_id: str | None = None) -> HttpEr
             return HttpError(503, "model_rate_limited", message, conversation_id=conv)
         case ModelError():
             return HttpError(502, "model_error", message, conversation_id=conv)
-        case MissingCapability():  # the store it was served with cannot do this (the message names what)
-            return HttpError(501, "missing_capability", message, conversation_id=conv)
         case StoreUnavailable():
             return HttpError(503, "store_unavailable", message, conversation_id=conv)
         case HookFailed():  # the operator's own code: its message names the hook, not its words

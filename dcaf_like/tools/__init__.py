@@ -69,7 +69,8 @@ class Tool:
     proposed, within ``preview_timeout`` seconds, never as an execution; its approver sees it, and a
     decision that echoes another preview than the call's is refused (ADR 38). With ``recheck=True``
     the preview runs again just before the call would run: if it says something else, the call is not
-    run and waits again for an approval of the new preview.
+    run and waits again for an approval of the new preview. ``recheck`` with ``background`` is
+    refused (ValueError): the check would run when the call is queued, not when it runs.
     ``timeout`` is how many seconds a run may take: past it the model gets an error naming the limit;
     an ``async def`` tool is cancelled, a plain ``def`` one (in a thread, which cannot be stopped) is
     left to finish and its late result is logged, never used.
@@ -147,6 +148,11 @@ class Tool:
         self.recheck = recheck
         if recheck and preview is None:
             raise ValueError(f"tool {self.name!r}: recheck=True runs the preview again; give preview=")
+        if recheck and background:
+            raise ValueError(
+                f"tool {self.name!r}: recheck=True cannot be combined with background=True: the preview would"
+                " run again when the call is queued, not just before a worker runs it"
+            )
         if preview is not None:
             if not requires_approval:
                 raise ValueError(f"tool {self.name!r}: a preview is shown to approvers; this tool needs none")

@@ -228,3 +228,16 @@ def test_an_edit_re_runs_the_preview_and_the_edited_call_waits_for_an_approval_o
     )
     assert [c.status for c in done.executed_tool_calls] == ["executed"]
     assert RAN == [("api", 3)]
+
+
+def test_recheck_with_background_is_refused_when_the_tool_is_declared():
+    """docs/approvals.md, "What the approver sees": recheck=True with background=True is refused."""
+
+    def plan(path: str) -> str:
+        return f"would write {path}"
+
+    with pytest.raises(ValueError, match="recheck=True cannot be combined with background=True"):
+
+        @tool(preview=plan, recheck=True, background=True)
+        def write(path: str) -> str:
+            return path
