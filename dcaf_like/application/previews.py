@@ -16,6 +16,7 @@ from dcaf_like.application.events import ApprovalRequired
 from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolOutput
 from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.domain import Conversation, Session, ToolCall, ToolCallStatus, Trusted
+from dcaf_like.domain.context import scrub
 
 #: Named in the error of a preview that ran out of time.
 PREVIEW_LIMIT = "the tool's preview_timeout"
@@ -46,9 +47,9 @@ def went_stale(
     if not (getattr(tool, "recheck", False) or call.edited):
         return False
     outcome = yield _run(preview, conversation, call, trusted)
-    text = _text(outcome)
+    text = _said(outcome, conversation, call)
     if text is None or text != call.preview:  # a recheck that fails proves nothing fresh: not run
-        error = None if text is not None else _error(outcome)
+        error = None if text is not None else _masked(_error(outcome), conversation, call)
         conversation.reopen_stale_call(call.id.value, text, error=error, at=settings.clock())
         if emits:  # a stream shows it waiting again, with its new preview
             yield Emit(ApprovalRequired((ToolCallView.of(call),)))
@@ -64,9 +65,9 @@ def previewed(
     if preview is None or call.status is not ToolCallStatus.PENDING:
         return
     outcome = yield _run(preview, conversation, call, trusted)
-    text = _text(outcome)
+    text = _said(outcome, conversation, call)
     if text is None:
-        call.preview_failed(_error(outcome))
+        call.preview_failed(_masked(_error(outcome), conversation, call))
     else:
         call.previewed(text)
 
@@ -86,6 +87,12 @@ def _run(
     return RunTool(preview, call.effective_input.as_dict(), context, timeout, PREVIEW_LIMIT)
 
 
+def _said(outcome: ToolOutcome, conversation: Conversation, call: ToolCall) -> str | None:
+    """What a preview said, masked, or None when it failed."""
+    text = _text(outcome)
+    return None if text is None else _masked(text, conversation, call)
+
+
 def _text(outcome: ToolOutcome) -> str | None:
     """What a preview said, or None when it failed."""
     if outcome.question is not None or outcome.error is not None:
@@ -96,3 +103,13 @@ def _text(outcome: ToolOutcome) -> str | None:
 
 def _error(outcome: ToolOutcome) -> str:
     return "a preview may not ask the user a question" if outcome.question is not None else str(outcome.error)
+
+
+def _masked(text: str, conversation: Conversation, call: ToolCall) -> str:
+    """`text` without the values of the call's secret arguments or the request's credentials: a
+    preview (or its error) is stored, shown and sent where its arguments are masked
+    (docs/approvals.md, "Secret arguments")."""
+    arguments = call.effective_input.as_dict()
+    secrets = [v for k, v in arguments.items() if k in call.secret_arguments and isinstance(v, str)]
+    secrets += conversation.platform_context.secret_values()
+    return scrub(text, secrets) if secrets else text

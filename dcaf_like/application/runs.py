@@ -186,8 +186,11 @@ class _Report:
 
 
 def _scrub_tool_failure(exc: Exception, effect: RunTool) -> None:
-    """A tool's error goes to the model, the response and the store: without the request's credentials."""
-    secrets = effect.context.platform_context.secret_values()
+    """A tool's error goes to the model, the response and the store: without the request's credentials
+    or the values of the tool's secret arguments (docs/approvals.md, "Secret arguments")."""
+    names: frozenset[str] = getattr(effect.tool, "secret_arguments", frozenset())
+    secrets = [v for k, v in effect.arguments.items() if k in names and isinstance(v, str)]
+    secrets += effect.context.platform_context.secret_values()
     if secrets:
         scrub_exception(exc, secrets)
 

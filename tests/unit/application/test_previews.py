@@ -241,3 +241,54 @@ def test_recheck_with_background_is_refused_when_the_tool_is_declared():
         @tool(preview=plan, recheck=True, background=True)
         def write(path: str) -> str:
             return path
+
+
+def test_a_secret_argument_is_masked_in_a_preview_and_its_error_and_in_a_tools_error() -> None:
+    """docs/approvals.md, "Secret arguments": the values of secret arguments never reach a preview's
+    text or error, nor the error of a failing run, as stored, shown or read by the model."""
+    from dcaf_like import ToolResult
+    from dcaf_like.testing import tool_calls
+
+    secret_value = "hunter2-SECRET-value"
+
+    def preview_rotate(user: str, new_password: str) -> str:
+        raise ValueError(f"cannot diff: password {new_password} rejected by the directory")
+
+    def preview_echo(user: str, new_password: str) -> str:
+        return f"{user}: password {new_password} -> (new)"
+
+    @tool(secret=["new_password"], preview=preview_rotate)
+    def rotate(user: str, new_password: str) -> str:
+        """Set a password."""
+        return "ok"
+
+    @tool(secret=["new_password"], preview=preview_echo)
+    def reset(user: str, new_password: str) -> str:
+        """Reset a password."""
+        raise RuntimeError(f"the directory refused {new_password}")
+
+    model = FakeRuntime(
+        [
+            tool_calls(
+                tool_call("rotate", user="bob", new_password=secret_value),
+                tool_call("reset", user="eve", new_password=secret_value),
+            ),
+            reply("done"),
+        ]
+    )
+    agent = Agent(tools=[rotate, reset], runtime=model)
+    asked = agent.run("rotate bob, reset eve")
+    failed, echoed = asked.pending_tool_calls
+    assert failed.preview_error is not None
+    assert "rejected by the directory" in failed.preview_error
+    assert echoed.preview is not None
+    assert "-> (new)" in echoed.preview
+    answered = agent.decide(
+        asked.conversation_id, [ToolDecision(echoed.id, True), ToolDecision(failed.id, False)]
+    )
+    stored = agent.repository.get(asked.conversation_id)
+    written = [(c.error, c.result, c.preview, c.preview_error) for c in stored.tool_calls.values()]
+    assert "the directory refused" in repr(written)
+    read_by_the_model = [m for m in model.requests[-1].messages if isinstance(m, ToolResult)]
+    assert len(read_by_the_model) == 2
+    assert secret_value not in repr([asked, answered, written, read_by_the_model])
