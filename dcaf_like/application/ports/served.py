@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.events import StreamEvent
@@ -35,11 +35,6 @@ class ServedAgent(Protocol):
         has no conversation routes, no A2A tasks, and takes no store."""
 
     @property
-    def repository_chosen(self) -> bool:
-        """Whether its store was chosen (in code, or by :meth:`use_repository`); False: it keeps the
-        in-memory store it got by default, and whoever serves it may choose one."""
-
-    @property
     def runtime(self) -> AgentRuntime | None:
         """Its model runtime (a readiness probe looks at it); None for an agent function."""
 
@@ -48,12 +43,18 @@ class ServedAgent(Protocol):
         """Its time, in seconds since the epoch: what its windows are measured by, so an adapter that
         changes a conversation itself (an A2A task canceled) reads the time the agent's turns read."""
 
-    def use_repository(self, repository: ConversationStore | str) -> None:
-        """Keep conversations in `repository` (or the store a URL names) from now on; TypeError for
-        an agent that keeps none."""
-
-    def add_tracer(self, wrap: Callable[[Tracer], Tracer]) -> None:
-        """Wrap the tracer of its turns (``wrap(current) -> new``): how a server's metrics observe them."""
+    def configured(
+        self,
+        *,
+        repository: ConversationStore | str | None = None,
+        default_repository: ConversationStore | str | None = None,
+        tracer: Callable[[Tracer], Tracer] | None = None,
+    ) -> Self:
+        """The agent as a server serves it, built anew; this one is left as it is (ADR 40). It keeps
+        conversations in `repository` (a store, or the store a URL names) when given; else in its own
+        store when one was chosen in code; else in `default_repository` when given. `tracer` wraps
+        the tracer of its turns (``wrap(current) -> new``): how a server's metrics observe them.
+        TypeError when an agent that keeps no conversations is given a `repository`."""
 
     async def ahandle(self, request: AgentRequest) -> AgentResponse: ...
 
