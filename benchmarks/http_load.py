@@ -66,9 +66,7 @@ def instant_agent(store: str | None, *, tool_turn: bool = True) -> Any:
             return self.invoke(request)
 
     agent = Agent(tools=[tool(requires_approval=False)(list_pods)], runtime=Instant())
-    if store is not None:
-        agent.use_repository(store)
-    return agent
+    return agent if store is None else agent.configured(repository=store)
 
 
 def answering_agent() -> Any:

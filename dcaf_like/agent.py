@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import threading
 import time
@@ -198,8 +199,8 @@ class Agent:
         self._loading = threading.Lock()
         self.runtime = resolve_runtime(runtime)
         #: False while the agent keeps the in-memory store it got by default; serve() then picks the
-        #: embedded SQLite store (or DCAF_STORE) instead.
-        self.repository_chosen = repository is not None
+        #: embedded SQLite store (or DCAF_STORE) instead (:meth:`configured`).
+        self._repository_chosen = repository is not None
         self.repository = (
             InMemoryConversationRepository() if repository is None else open_store(repository, namespace=name)
         )
@@ -248,16 +249,31 @@ class Agent:
         """The time it reads, ``Agent(clock=...)``: approval and question windows are measured by it."""
         return self._settings.clock
 
-    def add_tracer(self, tracer: Callable[[Tracer], Tracer]) -> None:
-        """Wrap the agent's tracer (``wrap(current) -> new``): how ``serve(metrics=True)`` observes turns."""
-        self._settings.tracer = tracer(self._settings.tracer)
-        self._service = self._build_service(self.repository)
-
-    def use_repository(self, repository: ConversationStore | str) -> None:
-        """Keep conversations in `repository` (or the store a URL names) from now on."""
-        self.repository = open_store(repository, namespace=self.name)
-        self.repository_chosen = True
-        self._service = self._build_service(self.repository)
+    def configured(
+        self,
+        *,
+        repository: ConversationStore | str | None = None,
+        default_repository: ConversationStore | str | None = None,
+        tracer: Callable[[Tracer], Tracer] | None = None,
+    ) -> Agent:
+        """A new agent like this one (its tools, runtime, policy and settings), as a server serves it;
+        this one is left as it is (ADR 44). The new one keeps conversations in `repository` (a store,
+        or the store a URL names, in this agent's namespace) when given; else in this agent's store
+        when one was chosen (``Agent(repository=...)``); else in `default_repository` when given.
+        `tracer` wraps its tracer (``wrap(current) -> new``): how ``serve(metrics=True)`` observes its
+        turns. ``agent.configured(repository="sqlite:///ops.db")`` is this agent on that store."""
+        chosen = repository
+        if chosen is None and not self._repository_chosen:
+            chosen = default_repository
+        agent = copy.copy(self)
+        if chosen is not None:
+            agent.repository = open_store(chosen, namespace=self.name)
+            agent._repository_chosen = True
+        if tracer is not None:
+            agent._settings = replace(self._settings, tracer=tracer(self._settings.tracer))
+        agent._loading = threading.Lock()
+        agent._service = None  # built when first needed, from its own store and settings
+        return agent
 
     def _build_service(self, repository: ConversationStore) -> AgentService:
         tools: list[ExecutableTool] = [*self.tools, *(self._loaded or ())]

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
-import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any
 
+from dcaf_like.application.arrivals import Arrivals, RunningTurns
+from dcaf_like.application.callbacks import approver_answer, checked_instructions, resolved
 from dcaf_like.application.clock import monotonic_of
 from dcaf_like.application.context import ContextPolicy, ContextWindow
 from dcaf_like.application.dto import AgentRequest, AgentResponse
 from dcaf_like.application.effects import (
-    QUEUED,
     AskApprover,
     CallHooks,
     CallModel,
@@ -68,13 +67,13 @@ from dcaf_like.application.ports import (
 from dcaf_like.application.requests import RequestRules
 from dcaf_like.application.run_state import TurnRun
 from dcaf_like.application.storable import refuse_non_finite
-from dcaf_like.application.tool_jobs import ToolJobs
+from dcaf_like.application.tool_jobs import ToolJobs, background_tools, executor_for
 from dcaf_like.application.tool_runs import ToolRuns
 from dcaf_like.application.tracing import NO_SPAN, NoTracer, Span, Tracer
 from dcaf_like.application.turn import Turn
-from dcaf_like.application.turn_settings import TurnSettings
+from dcaf_like.application.turn_settings import TurnSettings, question_window
 from dcaf_like.application.workers import new_worker_id
-from dcaf_like.concurrency.bridges import at_once, resolve, resolve_sync
+from dcaf_like.concurrency.bridges import at_once, at_once_each
 from dcaf_like.domain import (
     ApprovalPolicy,
     Conversation,
@@ -85,8 +84,6 @@ from dcaf_like.domain import (
 from dcaf_like.domain.context import secret_values
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.domain.grant import Grant
-
-T = TypeVar("T")
 
 logger = logging.getLogger("dcaf_like.service")
 
@@ -162,7 +159,7 @@ class AgentService:
             tool_specs=tuple(t.spec() for t in tools),
             max_iterations=max_iterations,
             approval_ttl=approval_ttl,
-            question_ttl=_question_window(question_ttl, approval_ttl),
+            question_ttl=question_window(question_ttl, approval_ttl),
             has_approver=approver is not None,
             runtime_name=runtime.name,
             agent_name=name,
@@ -193,8 +190,8 @@ class AgentService:
             deps=deps,
             continuation=lambda request, blocking: self._quietly(request, blocking=blocking),
         )
-        chosen = _executor(executor, self.jobs)
-        self._settings.background = _background(tools, chosen, everything=background)
+        chosen = executor_for(executor, self.jobs)
+        self._settings.background = background_tools(tools, chosen, everything=background)
         if chosen is not None:
             self._settings.queue_ttl = chosen.queue_ttl
         self._models = ModelCalls(
@@ -214,7 +211,7 @@ class AgentService:
             self._settings, runtime, worker=self.worker, lease_ttl=lease_ttl, deps=deps, tracer=self.tracer
         )
         #: The turns running in this process, by conversation: where a message sent meanwhile waits.
-        self._running: dict[str, _Arrivals] = {}
+        self._running = RunningTurns(clock)
         fitting = self._settings.context
         #: A turn reads the conversation's recent part only (ADR 22) when its policy never sends what
         #: the summary covers and a window is known (without one the whole transcript is sent).
@@ -239,7 +236,7 @@ class AgentService:
     def execute_stream(self, request: AgentRequest) -> Iterator[StreamEvent]:
         """Run one turn, yielding events as they happen; a failure ends the stream with RunFailed."""
         try:
-            yield from _at_once_each(self._drive(request, blocking=True, streams=True))
+            yield from at_once_each(self._drive(request, blocking=True, streams=True))
         except (ApplicationError, DomainError) as exc:
             yield _failed(exc, request)
 
@@ -268,20 +265,21 @@ class AgentService:
         (whatever happened), and yield its events, :class:`Done` last.
 
         `blocking` performs every effect in place with the blocking ports (``execute``, driven by
-        :func:`_at_once_each`: nothing here then waits on an event loop); else with the async ones.
-        Without `streams` the turn builds no events and the model is asked without streaming."""
+        :func:`~dcaf_like.concurrency.bridges.at_once_each`: nothing here then waits on an event
+        loop); else with the async ones. Without `streams` the turn builds no events and the model is
+        asked without streaming."""
         # The effects whose events reach the stream: the model's deltas; a tool's progress reports
         # when served (a blocking stream drops them, docs/runs.md); a cancel seen between steps.
         streamed = (CallModel, CheckCancel) if blocking else (CallModel, RunTool, RunTools, CheckCancel)
-        if (queued := self._queue_for_running(request)) is not None:
+        if (queued := self._running.queue(request, self.runtime.name)) is not None:
             yield Done(queued)
             return
         span = self._start_span(request)
         run: TurnRun | None = None
-        arrivals: _Arrivals | None = None
+        arrivals: Arrivals | None = None
         try:
             run = await self._begin(request, span, blocking=blocking, streams=streams)
-            arrivals = self._running.setdefault(run.conversation.id, _Arrivals(run.conversation.owner))
+            arrivals = self._running.start(run.conversation)
             # The calls waiting before the turn, which the notifier is not told about again.
             notifies = self.notifier is not None
             waiting_before = {c.id.value for c in run.conversation.pending_tool_calls} if notifies else set()
@@ -307,7 +305,7 @@ class AgentService:
                     else:
                         value = await self._perform(effect, run)
             finally:
-                self._stop_arrivals(run, arrivals)
+                self._running.stop(run.conversation, arrivals)
                 if run.conversation.version != run.expected:
                     await self._save(run)
                 if run.jobs:  # background calls, saved queued: their jobs go to the executor now
@@ -330,34 +328,6 @@ class AgentService:
         finally:
             span.end()
         yield Done(response)
-
-    def _queue_for_running(self, request: AgentRequest) -> AgentResponse | None:
-        """A plain message (text only) for a conversation whose turn runs in this process, from whoever
-        may use it: kept for that turn's next model step (docs/runs.md, "A message into a running
-        run"), and answered at once with ``stop_reason: "queued"``. None: the request is a turn."""
-        conversation_id = request.conversation_id
-        if conversation_id is None or not request.text:
-            return None
-        if request.decisions or request.answers or request.attachments:
-            return None
-        arrivals = self._running.get(conversation_id)
-        if arrivals is None:
-            return None
-        if request.owner is not None and not request.sees_all and arrivals.owner != request.owner:
-            return None  # another's: the turn's own checks refuse it
-        if not arrivals.add(request.text, self.clock()):
-            return None  # the turn just ended: the request is a turn of its own
-        return AgentResponse(conversation_id, stop_reason=QUEUED, runtime=self.runtime.name)
-
-    def _stop_arrivals(self, run: TurnRun, arrivals: _Arrivals | None) -> None:
-        """The turn ends: messages sent to it from now on are turns of their own; those that arrived
-        and were not read are queued on the conversation (saved with it, read by the next turn)."""
-        if arrivals is None:
-            return
-        if self._running.get(run.conversation.id) is arrivals:
-            del self._running[run.conversation.id]
-        for text, at in arrivals.close():
-            run.conversation.queue_user_message(text, at=at)
 
     async def _begin(self, request: AgentRequest, span: Span, *, blocking: bool, streams: bool) -> TurnRun:
         """Load the conversation, apply the request and claim its approvals (saved before any tool
@@ -456,8 +426,7 @@ class AgentService:
         return await agrants_in_force(self.repository, now)
 
     async def _read_arrived(self, run: TurnRun) -> list[tuple[str, float]]:
-        arrivals = self._running.get(run.conversation.id)
-        return [] if arrivals is None else arrivals.take()
+        return self._running.take(run.conversation.id)
 
     async def _call_hooks(self, effect: CallHooks, run: TurnRun) -> Refused | HookFailed | Rewritten | None:
         answer = await self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
@@ -486,7 +455,7 @@ class AgentService:
     async def _instructions(self, context: RunContext[Any], run: TurnRun) -> str:
         if isinstance(self.system, str):
             return self.system
-        return _checked_instructions(await _resolved(self.system(context), run.blocking))
+        return checked_instructions(await resolved(self.system(context), run.blocking))
 
     async def _summary(self, effect: Summarize, run: TurnRun) -> ModelResponse | None:
         """The model's answer with the summary, or None when its call was stopped (cancel, time limit).
@@ -496,7 +465,7 @@ class AgentService:
 
     async def _ask_approver(self, effect: AskApprover, run: TurnRun) -> ApprovalAnswer:
         assert self.approver is not None
-        return _answer(await _resolved(self.approver(effect.pending), run.blocking))
+        return approver_answer(await resolved(self.approver(effect.pending), run.blocking))
 
     def _notify(self, request: AgentRequest, response: AgentResponse, waiting_before: set[str]) -> None:
         """Tell the notifier (after the save) about the calls this turn left waiting; it delivers
@@ -570,42 +539,6 @@ class AgentService:
         return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)
 
 
-class _Arrivals:
-    """Messages sent to a running turn, until it reads them; a lock, as a blocking turn runs on a
-    thread of its own while the server queues on its event loop."""
-
-    __slots__ = ("_lock", "_messages", "_open", "owner")
-
-    def __init__(self, owner: str | None) -> None:
-        self.owner = owner
-        self._lock = threading.Lock()
-        self._messages: list[tuple[str, float]] = []
-        self._open = True
-
-    def add(self, text: str, at: float) -> bool:
-        """Keep a message for the turn; False once the turn ended."""
-        with self._lock:
-            if self._open:
-                self._messages.append((text, at))
-            return self._open
-
-    def take(self) -> list[tuple[str, float]]:
-        with self._lock:
-            taken, self._messages = self._messages, []
-            return taken
-
-    def close(self) -> list[tuple[str, float]]:
-        with self._lock:
-            self._open = False
-            taken, self._messages = self._messages, []
-            return taken
-
-
-async def _resolved(value: Any, blocking: bool) -> Any:
-    """A callback's answer, awaited first if it is awaitable (on an event loop of its own if blocking)."""
-    return resolve_sync(value) if blocking else await resolve(value)
-
-
 #: What a streamed effect ends with: the answer the turn is sent back.
 _ANSWERS = (ModelResponse, Stopped, ToolOutcome, ToolOutcomes, bool)
 
@@ -615,66 +548,12 @@ def _response(done: StreamEvent) -> AgentResponse:
     return done.response
 
 
-def _at_once_each(events: AsyncGenerator[T, None]) -> Iterator[T]:
-    """The items of an async generator that never waits, for blocking code (see
-    :func:`~dcaf_like.concurrency.bridges.at_once`). Left early, it is closed at once, so its
-    ``finally`` blocks (the turn's save) run then."""
-    try:
-        while True:
-            yield at_once(anext(events))
-    except StopAsyncIteration:
-        return
-    finally:
-        at_once(events.aclose())
-
-
-def _question_window(question_ttl: float | None, approval_ttl: float | None) -> float | None:
-    """Seconds a question takes an answer: the agent's own window for questions, else its approval
-    window; infinity (or neither given): no limit."""
-    ttl = approval_ttl if question_ttl is None else question_ttl
-    return None if ttl is None or math.isinf(ttl) else ttl
-
-
-def _executor(
-    given: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None, jobs: ToolJobs
-) -> ToolExecutor | None:
-    """The agent's executor: as given, or made from its jobs by a factory (``InProcessExecutor``)."""
-    if given is None or isinstance(given, ToolExecutor):
-        return given
-    return given(jobs)
-
-
-def _background(
-    tools: Sequence[ExecutableTool], executor: ToolExecutor | None, *, everything: bool
-) -> frozenset[str]:
-    """The names of the tools whose calls go to the executor; a background tool needs one."""
-    names = frozenset(t.name for t in tools if everything or getattr(t, "background", False))
-    if names and executor is None:
-        listed = ", ".join(sorted(names))
-        raise ValueError(f"tools run in the background ({listed}) need an executor: Agent(executor=...)")
-    return names
-
-
 def _finish_span(span: Span, response: AgentResponse) -> None:
     if span is NO_SPAN:
         return
     span.set("dcaf.conversation_id", response.conversation_id)
     span.set("dcaf.stop_reason", response.stop_reason)
     span.set("dcaf.pending_approvals", len(response.pending_tool_calls))
-
-
-def _answer(value: Any) -> ApprovalAnswer:
-    if isinstance(value, ApprovalAnswer):
-        return value
-    if isinstance(value, bool):
-        return ApprovalAnswer(approved=value, reason="" if value else "declined by the approver")
-    raise TypeError(f"an approver must return ApprovalAnswer or bool, not {type(value).__name__}")
-
-
-def _checked_instructions(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"dynamic instructions must return a string, not {type(value).__name__}")
-    return value
 
 
 def _failed(exc: Exception, request: AgentRequest) -> RunFailed:

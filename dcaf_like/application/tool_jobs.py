@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dcaf_like.application.dto import AgentRequest
 from dcaf_like.application.effects import RunTool, ToolOutcome
 from dcaf_like.application.errors import ConcurrencyConflict
-from dcaf_like.application.executors import LEASED_TO_QUEUE, QUEUE_TTL, ToolJob
+from dcaf_like.application.executors import LEASED_TO_QUEUE, QUEUE_TTL, ToolExecutor, ToolJob
 from dcaf_like.application.ports import (
     ConversationStore,
     ExecutableTool,
@@ -339,3 +339,23 @@ class InProcessExecutor:
 
     async def asubmit(self, job: ToolJob) -> None:
         await self.jobs.arun(job)
+
+
+def executor_for(
+    given: ToolExecutor | Callable[[ToolJobs], ToolExecutor] | None, jobs: ToolJobs
+) -> ToolExecutor | None:
+    """The agent's executor: as given, or made from its jobs by a factory (``InProcessExecutor``)."""
+    if given is None or isinstance(given, ToolExecutor):
+        return given
+    return given(jobs)
+
+
+def background_tools(
+    tools: Sequence[ExecutableTool], executor: ToolExecutor | None, *, everything: bool
+) -> frozenset[str]:
+    """The names of the tools whose calls go to the executor; a background tool needs one."""
+    names = frozenset(t.name for t in tools if everything or getattr(t, "background", False))
+    if names and executor is None:
+        listed = ", ".join(sorted(names))
+        raise ValueError(f"tools run in the background ({listed}) need an executor: Agent(executor=...)")
+    return names

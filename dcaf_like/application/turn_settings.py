@@ -4,6 +4,7 @@ by :class:`~dcaf_like.application.service.AgentService` and read by each
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,3 +58,10 @@ class TurnSettings:
     #: How many calls of one answer that need no approval may run at a time (docs/runs.md, "Tools
     #: side by side"); 1: one after the other.
     parallel_tools: int = 1
+
+
+def question_window(question_ttl: float | None, approval_ttl: float | None) -> float | None:
+    """Seconds a question takes an answer: the agent's own window for questions, else its approval
+    window; infinity (or neither given): no limit."""
+    ttl = approval_ttl if question_ttl is None else question_ttl
+    return None if ttl is None or math.isinf(ttl) else ttl

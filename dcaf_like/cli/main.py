@@ -24,7 +24,7 @@ from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
 from dcaf_like.server.runs import SHUTDOWN_GRACE
 from dcaf_like.server.serving import run_uvicorn, serve, settle_heap, with_bound_name
-from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, check_store
+from dcaf_like.server.store_choice import DEFAULT_STORE, check_store, configured
 from dcaf_like.signing import signing_key
 from dcaf_like.stores import StoreConfigError, open_store, redact, store_from_environment
 from dcaf_like.stores.memory import InMemoryConversationRepository
@@ -396,15 +396,16 @@ def _worker(args: argparse.Namespace) -> int:
         if not isinstance(target, Agent) or not isinstance(target.executor, CeleryExecutor):
             raise TargetError(f"{args.target} has no job engine: give it Agent(executor=CeleryExecutor(...))")
         executor = target.executor
-        attach_store(target, args.store, default=DEFAULT_STORE)
+        tracer = None
         if args.metrics_port is not None:
             from prometheus_client import start_http_server
 
             from dcaf_like.telemetry.prometheus import MetricsTracer
 
-            target.add_tracer(MetricsTracer)
+            tracer = MetricsTracer
             start_http_server(args.metrics_port)
-        app = executor.worker_app(target.jobs)
+        worker, _ = configured(target, args.store, default=DEFAULT_STORE, tracer=tracer)
+        app = executor.worker_app(worker.jobs)
     except (TargetError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"dcaf-like worker: {exc}", file=sys.stderr)
         return 2
@@ -491,8 +492,7 @@ def _chat(args: argparse.Namespace) -> int:
                 print(f"dcaf-like chat: {problem}", file=sys.stderr)
                 return 2
         else:
-            target = load_target(args.target, factory=args.factory)
-            attach_store(target, args.store, default=None)
+            target, _ = configured(load_target(args.target, factory=args.factory), args.store, default=None)
             transport = LocalAgent(target, user=getpass.getuser())
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
@@ -596,7 +596,9 @@ _AUDIT_KEY_FILE = "DCAF_SERVE_AUDIT_KEY_FILE"  # likewise (or each worker reads 
 
 def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
     """Check in this process what every worker will do, then let uvicorn start the workers."""
-    described = attach_store(target, args.store, default=DEFAULT_STORE, retention_days=args.retention_days)
+    target, described = configured(
+        target, args.store, default=DEFAULT_STORE, retention_days=args.retention_days
+    )
     check_store(target)
     if isinstance(target.repository, InMemoryConversationRepository):
         raise TargetError(
@@ -646,9 +648,13 @@ def _serve_workers(args: argparse.Namespace, target: ServedAgent) -> int:
 def worker_app() -> Any:
     """The app of one worker process (uvicorn's factory), from what :func:`_serve_workers` set."""
     sys.path.insert(0, str(Path.cwd()))
-    target = load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1")
     retention = float(os.environ.get(_RETENTION) or DEFAULT_RETENTION_DAYS)
-    attach_store(target, os.environ.get(_STORE) or None, default=DEFAULT_STORE, retention_days=retention)
+    target, _ = configured(
+        load_target(os.environ[_TARGET], factory=os.environ.get(_FACTORY) == "1"),
+        os.environ.get(_STORE) or None,
+        default=DEFAULT_STORE,
+        retention_days=retention,
+    )
     from dcaf_like.server.app import create_app
 
     keys_file = os.environ.get(_KEYS_FILE)

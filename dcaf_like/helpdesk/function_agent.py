@@ -146,7 +146,6 @@ class FunctionAgent:
     no conversations: no store, no runtime, nothing to cancel or close."""
 
     repository: None = None
-    repository_chosen = False
     runtime: None = None
     clock: Callable[[], float] = staticmethod(time.time)
 
@@ -199,13 +198,21 @@ class FunctionAgent:
         except Exception as exc:
             yield RunFailed(str(exc), type(exc).__name__, request.conversation_id or "", exception=exc)
 
-    def use_repository(self, repository: ConversationStore | str) -> None:
-        raise TypeError(
-            f"{type(self).__name__} keeps no conversations, so it takes no store; only an Agent does"
-        )
-
-    def add_tracer(self, wrap: Callable[[Tracer], Tracer]) -> None:
-        """Nothing to trace: a function's turn is one call of it."""
+    def configured(
+        self,
+        *,
+        repository: ConversationStore | str | None = None,
+        default_repository: ConversationStore | str | None = None,
+        tracer: Callable[[Tracer], Tracer] | None = None,
+    ) -> FunctionAgent:
+        """Itself: it keeps no conversations, so it takes no store (TypeError when given a
+        `repository`; a `default_repository` is not used), and has nothing to trace (a function's
+        turn is one call of it)."""
+        if repository is not None:
+            raise TypeError(
+                f"{type(self).__name__} keeps no conversations, so it takes no store; only an Agent does"
+            )
+        return self
 
     async def acancel(self, conversation_id: str) -> None:
         """Nothing to stop between steps: a function's turn is one call of it."""

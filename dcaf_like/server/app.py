@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from dcaf_like.application.ports import ConversationStore, ServedAgent, ToolProvider
+from dcaf_like.application.tracing import Tracer
 from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
@@ -36,7 +37,7 @@ from dcaf_like.server.perimeter import Perimeter
 from dcaf_like.server.readiness import probe_routes
 from dcaf_like.server.run_events import run_event_routes
 from dcaf_like.server.runs import SHUTDOWN_GRACE, Runs, drain_on_sigterm
-from dcaf_like.server.store_choice import Store, attach_store
+from dcaf_like.server.store_choice import Store, configured
 from dcaf_like.server.ui import PAGE_PATHS, ui_routes
 from dcaf_like.signing import checked_signing_key, signing_key
 from dcaf_like.version import __version__
@@ -86,8 +87,10 @@ def create_app(
     the threat model in docs/operations.md."""
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
-    served = as_served(agent)
-    attach_store(served, store, default=None)
+    # The agent served: built on the chosen store, its turns observed by the metrics (ADR 44).
+    served, _ = configured(
+        as_served(agent), store, default=None, tracer=_metrics_tracer() if metrics else None
+    )
     key = checked_signing_key(audit_key) if audit_key is not None else signing_key()
     sweep_every = sweep_period(escalation_sweep)
     # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
@@ -135,14 +138,11 @@ def create_app(
         app.router.routes.append(Route("/mcp", endpoint.asgi, methods=["GET", "POST", "DELETE"]))
     _add_error_handlers(app)
 
-    if served.repository is not None:
+    if (kept := served.repository) is not None:
 
         def repository() -> ConversationStore:
-            """The agent's store at request time: one swapped after the app was built is the one seen."""
-            current = served.repository
-            if current is None:
-                raise RuntimeError(f"{served.name} no longer keeps conversations")
-            return current
+            """The served agent's store (chosen when it was built: it does not change)."""
+            return kept
 
         app.include_router(conversation_routes(repository, lambda: served.clock()))
         app.include_router(run_event_routes(repository, runs.log))
@@ -164,11 +164,17 @@ def create_app(
     return app
 
 
+def _metrics_tracer() -> Callable[[Tracer], Tracer]:
+    """What wraps the served agent's tracer so that the metrics count its turns."""
+    from dcaf_like.telemetry import prometheus
+
+    return prometheus.MetricsTracer
+
+
 def _add_metrics(app: FastAPI, served: ServedAgent) -> None:
     from dcaf_like.telemetry import prometheus
 
     app.add_middleware(prometheus.HttpMetrics)
-    served.add_tracer(prometheus.MetricsTracer)
 
     @app.get("/metrics", tags=["operations"], response_model=None)
     async def metrics_text(http: Request) -> Response:

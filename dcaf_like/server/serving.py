@@ -15,7 +15,7 @@ from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
 from dcaf_like.server.runs import SHUTDOWN_GRACE
-from dcaf_like.server.store_choice import DEFAULT_STORE, Store, attach_store, check_store
+from dcaf_like.server.store_choice import DEFAULT_STORE, Store, check_store, configured
 
 
 def serve(
@@ -53,8 +53,7 @@ def serve(
     reminders and escalations due (docs/approvals.md, "Escalation")."""
     from dcaf_like.server.app import create_app
 
-    served = as_served(agent)
-    chosen = attach_store(served, store, default=DEFAULT_STORE, retention_days=retention_days)
+    served, chosen = configured(as_served(agent), store, default=DEFAULT_STORE, retention_days=retention_days)
     check_store(served)
     app = create_app(
         served,

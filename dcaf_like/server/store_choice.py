@@ -1,4 +1,5 @@
-"""Which store a served agent's conversations live in, first match wins:
+"""Which store a served agent's conversations live in, first match wins (the server serves the agent
+``agent.configured(...)`` builds on it, ADR 44; the agent it was given is left as it is):
 
 1. ``store=`` given to ``serve``/``create_app`` (a repository or a URL);
 2. ``Agent(repository=...)``, chosen in code;
@@ -9,16 +10,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from dcaf_like.application.errors import StoreUnavailable
 from dcaf_like.application.ports import ConversationStore, ServedAgent
 from dcaf_like.application.retention import DAY
+from dcaf_like.application.tracing import Tracer
 from dcaf_like.stores import DEFAULT_SQLITE_PATH, redact, store_from_environment
 
 DEFAULT_STORE = f"sqlite:///{DEFAULT_SQLITE_PATH}"
 
 Store = ConversationStore | str
+AgentT = TypeVar("AgentT", bound=ServedAgent)
 
 
 def with_retention(url: str, days: float | None) -> str:
@@ -48,23 +53,28 @@ def check_store(agent: ServedAgent) -> None:
             ) from exc
 
 
-def attach_store(
-    agent: ServedAgent, store: Store | None, *, default: str | None, retention_days: float | None = None
-) -> str | None:
-    """Give an Agent the store chosen by the rules of this module; return a description of it
-    (without credentials), or None when the agent keeps the one it has. A store named by URL keeps
-    conversations `retention_days` unless the URL says otherwise (see :func:`with_retention`)."""
-    if agent.repository is None:
-        if store is not None:
-            agent.use_repository(store)  # refused: it keeps no conversations
-        return None
-    if store is None:
-        if agent.repository_chosen:
-            return repr(agent.repository)
-        store = store_from_environment() or default
-        if store is None:
-            return None
+def configured(
+    agent: AgentT,
+    store: Store | None,
+    *,
+    default: str | None,
+    retention_days: float | None = None,
+    tracer: Callable[[Tracer], Tracer] | None = None,
+) -> tuple[AgentT, str | None]:
+    """The agent to serve, built by ``agent.configured`` on the store chosen by the rules of this
+    module (`agent` is left as it is), and a description of that store (without credentials), or None
+    when it keeps the one it had by default. A store named by URL keeps conversations
+    `retention_days` unless the URL says otherwise (see :func:`with_retention`). `tracer` wraps the
+    agent's tracer (a server's metrics)."""
+    if agent.repository is None:  # it keeps no conversations: a store given is refused
+        return agent.configured(repository=store, tracer=tracer), None
+    fallback = store_from_environment() or default
     if isinstance(store, str):
         store = with_retention(store, retention_days)
-    agent.use_repository(store)
-    return redact(store) if isinstance(store, str) else repr(store)
+    if isinstance(fallback, str):
+        fallback = with_retention(fallback, retention_days)
+    served = agent.configured(repository=store, default_repository=fallback, tracer=tracer)
+    if store is None and served.repository is agent.repository:  # chosen in code, or no choice at all
+        return served, None if fallback is None else repr(served.repository)
+    chosen = store if store is not None else fallback
+    return served, redact(chosen) if isinstance(chosen, str) else repr(chosen)

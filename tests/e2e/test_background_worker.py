@@ -96,9 +96,7 @@ def api_agent(setting: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Agent
         from background_agent import make_agent
     finally:
         sys.path.remove("tests/e2e")
-    agent = make_agent()
-    agent.use_repository(setting["STORE"])
-    return agent
+    return make_agent().configured(repository=setting["STORE"])
 
 
 def approved_in(agent: Agent, text: str, conversation_id: str | None = None) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""A store declares what it does besides keeping conversations (application/ports.py): a store of
+"""A store declares what it does besides keeping conversations (application/ports/store.py): a store of
 one's own that implements only the core (``get`` and ``save``) serves turns and approvals, and an
 action that needs a capability it lacks is refused with MissingCapability naming it (docs/stores.md,
 "Writing a store")."""

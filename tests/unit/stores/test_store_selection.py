@@ -20,7 +20,7 @@ from dcaf_like import (
     open_store,
 )
 from dcaf_like.domain import Conversation
-from dcaf_like.server.store_choice import DEFAULT_STORE, attach_store, with_retention
+from dcaf_like.server.store_choice import DEFAULT_STORE, configured, with_retention
 from dcaf_like.stores import redact
 from dcaf_like.testing import FakeRuntime
 
@@ -146,9 +146,9 @@ def test_repr_of_a_redis_store_shows_where_not_the_password():
 def test_serve_keeps_conversations_in_the_embedded_sqlite_file_by_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DCAF_STORE", raising=False)
-    served = agent()
+    given = agent()
 
-    attach_store(served, None, default=DEFAULT_STORE)
+    served, _ = configured(given, None, default=DEFAULT_STORE)
     served.get_or_create_conversation("kept")
 
     assert isinstance(served.repository, SqliteConversationRepository)
@@ -159,12 +159,10 @@ def test_serve_keeps_conversations_in_the_embedded_sqlite_file_by_default(tmp_pa
 
 def test_the_environment_variable_beats_the_default_and_code_beats_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("DCAF_STORE", f"sqlite:///{tmp_path}/from-env.db")
-    defaulted = agent()
     chosen = InMemoryConversationRepository()
-    explicit = agent(repository=chosen)
 
-    attach_store(defaulted, None, default=DEFAULT_STORE)
-    attach_store(explicit, None, default=DEFAULT_STORE)
+    defaulted, _ = configured(agent(), None, default=DEFAULT_STORE)
+    explicit, _ = configured(agent(repository=chosen), None, default=DEFAULT_STORE)
 
     assert isinstance(defaulted.repository, SqliteConversationRepository)
     assert defaulted.repository.path == tmp_path / "from-env.db"
@@ -173,22 +171,25 @@ def test_the_environment_variable_beats_the_default_and_code_beats_the_environme
 
 def test_a_store_given_to_serve_beats_everything(tmp_path, monkeypatch):
     monkeypatch.setenv("DCAF_STORE", f"sqlite:///{tmp_path}/from-env.db")
-    served = agent(repository=InMemoryConversationRepository())
-
-    attach_store(served, f"sqlite:///{tmp_path}/given.db", default=DEFAULT_STORE)
+    served, described = configured(
+        agent(repository=InMemoryConversationRepository()),
+        f"sqlite:///{tmp_path}/given.db",
+        default=DEFAULT_STORE,
+    )
 
     assert isinstance(served.repository, SqliteConversationRepository)
     assert served.repository.path == tmp_path / "given.db"
+    assert described == f"sqlite:///{tmp_path}/given.db"
 
 
 def test_create_app_leaves_the_in_memory_store_alone_without_a_store_or_environment(monkeypatch):
     monkeypatch.delenv("DCAF_STORE", raising=False)
-    served = agent()
-    before = served.repository
+    given = agent()
 
-    attach_store(served, None, default=None)
+    served, described = configured(given, None, default=None)
 
-    assert served.repository is before
+    assert served.repository is given.repository
+    assert described is None
 
 
 def test_a_function_agent_takes_no_store():
@@ -196,8 +197,10 @@ def test_a_function_agent_takes_no_store():
         return "hi"
 
     with pytest.raises(TypeError, match="keeps no conversations"):
-        attach_store(FunctionAgent(echo), "memory://", default=None)
-    assert attach_store(FunctionAgent(echo), None, default=DEFAULT_STORE) is None
+        configured(FunctionAgent(echo), "memory://", default=None)
+    served, described = configured(FunctionAgent(echo), None, default=DEFAULT_STORE)
+    assert served.repository is None
+    assert described is None
 
 
 def test_an_agent_store_url_is_namespaced_by_the_agents_name(tmp_path):
@@ -229,6 +232,30 @@ def test_the_cli_refuses_a_bad_store_with_a_message():
     assert result.returncode == 2
     assert "keeps no conversations" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_agent_given_to_the_server_is_left_as_it_is(tmp_path, monkeypatch):
+    """docs/stores.md, "Choosing a store" (ADR 40): the server serves the agent ``configured`` builds
+    on the chosen store and tracer; the one it was given keeps its own store and conversations."""
+    given = agent()
+    before = given.repository
+    given.get_or_create_conversation("before")
+    wrapped: list[object] = []
+
+    def tracer(inner):
+        wrapped.append(inner)
+        return inner
+
+    served, _ = configured(given, f"sqlite:///{tmp_path}/given.db", default=None, tracer=tracer)
+
+    assert given.repository is before
+    assert given.conversation("before") is not None
+    assert served is not given
+    assert isinstance(served.repository, SqliteConversationRepository)
+    assert served.conversation("before") is None
+    assert len(wrapped) == 1
+    served.get_or_create_conversation("served")
+    assert before.get("served") is None
 
 
 # -- retention -----------------------------------------------------------------------------------------
@@ -299,12 +326,10 @@ def test_redis_sets_the_ttl_on_each_save(redis_url, redis_prefix):
 def test_serve_keeps_conversations_30_days_unless_the_url_or_the_caller_says_otherwise(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DCAF_STORE", raising=False)
-    default, own_ttl, forever, memory = agent(), agent(), agent(), agent()
-
-    attach_store(default, None, default=DEFAULT_STORE, retention_days=30)
-    attach_store(own_ttl, "sqlite:///c.db?ttl=60", default=None, retention_days=30)
-    attach_store(forever, "sqlite:///c.db", default=None, retention_days=None)
-    attach_store(memory, "memory://", default=None, retention_days=30)
+    default, _ = configured(agent(), None, default=DEFAULT_STORE, retention_days=30)
+    own_ttl, _ = configured(agent(), "sqlite:///c.db?ttl=60", default=None, retention_days=30)
+    forever, _ = configured(agent(), "sqlite:///c.db", default=None, retention_days=None)
+    memory, _ = configured(agent(), "memory://", default=None, retention_days=30)
 
     assert default.repository.ttl == 30 * 86_400
     assert own_ttl.repository.ttl == 60
@@ -314,9 +339,7 @@ def test_serve_keeps_conversations_30_days_unless_the_url_or_the_caller_says_oth
 
 def test_a_repository_chosen_in_code_keeps_its_own_retention(tmp_path):
     mine = SqliteConversationRepository(tmp_path / "c.db")
-    chosen = agent(repository=mine)
-
-    attach_store(chosen, None, default=DEFAULT_STORE, retention_days=30)
+    chosen, _ = configured(agent(repository=mine), None, default=DEFAULT_STORE, retention_days=30)
 
     assert chosen.repository is mine
     assert mine.ttl is None

@@ -46,7 +46,7 @@ def test_jobs_are_counted_by_outcome() -> None:
     model = FakeRuntime([tool_calls(tool_call("rotate_certificates", cluster="prod")), reply("Rotated.")])
     kept = KeptJobs()
     agent = Agent(tools=[rotate_certificates], runtime=model, executor=kept)
-    agent.add_tracer(MetricsTracer)
+    agent = agent.configured(tracer=MetricsTracer)
     asked = agent.run("rotate prod")
     agent.decide(asked.conversation_id, [ToolDecision(asked.pending_tool_calls[0].id, True)])
     executed, refused, ok = jobs("executed"), jobs("refused"), executions("ok")

@@ -31,7 +31,7 @@ def run_once(tool_function, *, timeout: float | None = None) -> None:
     made = tool(requires_approval=False, timeout=timeout)(tool_function)
     runtime = FakeRuntime([tool_calls(tool_call(name, volume=SECRET_ARGUMENT)), reply("Done.")])
     agent = Agent(tools=[made], runtime=runtime)
-    agent.add_tracer(MetricsTracer)
+    agent = agent.configured(tracer=MetricsTracer)
     asyncio.run(agent.arun("go"))
 
 
@@ -99,7 +99,7 @@ def test_a_turn_a_shutdown_stops_counts_its_tool_and_itself_as_interrupted_not_c
 
     runtime = FakeRuntime([tool_calls(tool_call("snapshot_stopped", volume=SECRET_ARGUMENT)), reply("Done.")])
     agent = Agent(tools=[snapshot_stopped], runtime=runtime)
-    agent.add_tracer(MetricsTracer)
+    agent = agent.configured(tracer=MetricsTracer)
     before = turns("interrupted"), turns("completed"), executions("snapshot_stopped", "interrupted")
 
     async def main() -> None:

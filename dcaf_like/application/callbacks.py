@@ -1,0 +1,30 @@
+"""What the agent's own callbacks answer, checked: its approver's answer and its dynamic
+instructions. Each may be a plain function or a coroutine function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dcaf_like.application.ports import ApprovalAnswer
+from dcaf_like.concurrency.bridges import resolve, resolve_sync
+
+
+async def resolved(value: Any, blocking: bool) -> Any:
+    """A callback's answer, awaited first if it is awaitable (on an event loop of its own if blocking)."""
+    return resolve_sync(value) if blocking else await resolve(value)
+
+
+def approver_answer(value: Any) -> ApprovalAnswer:
+    """An approver's answer: an :class:`ApprovalAnswer`, or a bool (False: declined by the approver)."""
+    if isinstance(value, ApprovalAnswer):
+        return value
+    if isinstance(value, bool):
+        return ApprovalAnswer(approved=value, reason="" if value else "declined by the approver")
+    raise TypeError(f"an approver must return ApprovalAnswer or bool, not {type(value).__name__}")
+
+
+def checked_instructions(value: Any) -> str:
+    """Dynamic instructions' answer: a string."""
+    if not isinstance(value, str):
+        raise TypeError(f"dynamic instructions must return a string, not {type(value).__name__}")
+    return value

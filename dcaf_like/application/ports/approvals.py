@@ -1,0 +1,47 @@
+"""A synchronous approver (a CLI prompt), asked during a run instead of suspending it: what it is
+shown (:class:`PendingApproval`) and what it answers (:class:`ApprovalAnswer`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """What a synchronous approver is shown about one call: `arguments` as proposed (secret ones
+    masked) and `approval_reason`, why it waits (ADR 20)."""
+
+    call_id: str
+    tool_name: str
+    description: str
+    arguments: Mapping[str, Any]
+    approval_reason: str
+    editable: bool
+
+    @property
+    def reason(self) -> str:
+        """Deprecated: :attr:`approval_reason`."""
+        warnings.warn(
+            "PendingApproval.reason is deprecated and goes in the next release; use "
+            "PendingApproval.approval_reason",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.approval_reason
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    approved: bool
+    reason: str = ""
+    edited_arguments: Mapping[str, Any] | None = None
+
+
+class ApprovalCallback(Protocol):
+    """A synchronous approver (a CLI prompt): asked during the run instead of suspending it.
+    May be a plain function or a coroutine function."""
+
+    def __call__(self, pending: PendingApproval) -> Any: ...
