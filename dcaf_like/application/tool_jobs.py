@@ -32,6 +32,7 @@ from dcaf_like.application.runs import arun_tool, run_tool
 from dcaf_like.application.tracing import NoTracer, Span, Tracer
 from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import Conversation, Session, ToolCall, ToolCallStatus
+from dcaf_like.domain.session import patched
 
 logger = logging.getLogger("dcaf_like.jobs")
 
@@ -177,7 +178,8 @@ class ToolJobs:
             return await self._record(job, ToolOutcome(error=error), None, blocking)
         if await self._cancelled(job, since, blocking):
             return await self._record(job, ToolOutcome(error=NOT_RUN_CANCELLED), None, blocking)
-        session = Session(conversation.session)
+        claimed_session = dict(conversation.session)
+        session = Session(claimed_session)
         context = ToolContext(
             conversation.id, call.id.value, conversation.platform_context, session, None, self.deps
         )
@@ -196,7 +198,7 @@ class ToolJobs:
         else:
             renew = lambda: self._renew(job, False, signal, since)  # noqa: E731
             outcome = await arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
-        return await self._record(job, outcome, session, blocking)
+        return await self._record(job, outcome, (claimed_session, session), blocking)
 
     async def _claim(self, job: ToolJob, blocking: bool) -> tuple[Conversation, ToolCall] | JobOutcome:
         """The conversation with the call claimed by this worker (saved), or why the job runs nothing."""
@@ -234,7 +236,11 @@ class ToolJobs:
         return await acancel_requested(repository, job.conversation_id, since=since)
 
     async def _record(
-        self, job: ToolJob, outcome: ToolOutcome, session: Session | None, blocking: bool
+        self,
+        job: ToolJob,
+        outcome: ToolOutcome,
+        session: tuple[dict[str, Any], Session] | None,
+        blocking: bool,
     ) -> JobOutcome:
         kind: list[str] = []
         owed: list[bool] = []
@@ -258,8 +264,9 @@ class ToolJobs:
             else:
                 conversation.record_tool_failure(job.call_id, outcome.error, at=now)
                 kind.append("failed")
-            if session is not None and session.changed:
-                conversation.replace_session(session.to_dict())
+            if session is not None and session[1].changed:  # the tool's changes, over a turn's meanwhile
+                claimed, changed = session
+                conversation.replace_session(patched(conversation.session, claimed, changed.to_dict()))
             # Saved by one compare-and-set: of two jobs ending at once, only the later sees both settled.
             owed.append(not conversation.unfinished_tool_calls and not conversation.open_questions)
 

@@ -102,6 +102,7 @@ from dcaf_like.domain import (
     Trusted,
 )
 from dcaf_like.domain.grant import Grant
+from dcaf_like.domain.session import patched
 
 
 @dataclass
@@ -693,16 +694,9 @@ def _merged(session: Mapping[str, Any], started: _Started) -> dict[str, Any]:
     """The session once a started call's changes are kept: its session whole, one after the other;
     side by side, the keys it set or deleted, over the session its siblings left."""
     changed = started.session.to_dict()
-    base = started.base
-    if base is None:
+    if started.base is None:
         return changed
-    merged = dict(session)
-    for key, value in changed.items():
-        if key not in base or base[key] != value:
-            merged[key] = value
-    for key in base.keys() - changed.keys():
-        merged.pop(key, None)
-    return merged
+    return patched(session, started.base, changed)
 
 
 #: How a call the turn stopped before it ran ended, by why the turn stopped.

@@ -129,3 +129,17 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(keys={sorted(self._data)!r})"
+
+
+def patched(
+    current: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`current` with the changes a writer made from `before` to `after` (the keys it set or changed,
+    and those it deleted), so that what another writer changed meanwhile is kept."""
+    merged = dict(current)
+    for key, value in after.items():
+        if key not in before or before[key] != value:
+            merged[key] = value
+    for key in before.keys() - after.keys():
+        merged.pop(key, None)
+    return merged

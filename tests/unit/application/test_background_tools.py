@@ -481,3 +481,33 @@ def test_a_job_whose_conversation_moved_to_another_context_runs_nothing() -> Non
     assert outcome.outcome == "failed"
     assert "platform context changed" in outcome.reason
     assert runs == []
+
+
+def test_a_jobs_session_changes_keep_what_a_turn_changed_while_it_ran() -> None:
+    """docs/runs.md, "Tools on a job engine" (what the tool changes in the session is saved): only the
+    keys the tool set or deleted are written, over what a turn stored while the job ran."""
+    store = InMemoryConversationRepository()
+
+    def a_turn_saves(conversation_id: str) -> None:  # another turn, while the tool runs
+        meanwhile = store.get(conversation_id)
+        read_at = meanwhile.version
+        meanwhile.replace_session({**meanwhile.session, "ticket": "OPS-7"})
+        store.save(meanwhile, read_at)
+
+    @tool(background=True)
+    def drain_noting(node: str, context: ToolContext) -> str:
+        """Evict every pod of a node, and note it."""
+        a_turn_saves(context.conversation_id)
+        context.session.set("drained", node)
+        context.session.delete("cordoned")
+        return f"{node} drained"
+
+    kept = KeptJobs()
+    model = FakeRuntime([tool_calls(tool_call("drain_noting", node="n1")), reply("Noted.")])
+    agent = Agent(tools=[drain_noting], runtime=model, executor=kept, repository=store)
+    asked = agent.run("drain n1", session={"cordoned": "n1", "team": "sre"})
+    approve_all(agent, asked.conversation_id, asked)
+    [job] = kept.jobs
+
+    assert agent.jobs.run(job).outcome == "executed"
+    assert store.get(asked.conversation_id).session == {"team": "sre", "ticket": "OPS-7", "drained": "n1"}
