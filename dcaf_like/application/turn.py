@@ -8,13 +8,11 @@ sends the results back.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dcaf_like.application.context import (
-    ContextView,
-)
+from dcaf_like.application.context import ContextView
 from dcaf_like.application.decisions import (
     POLICY,
     apply_decision,
@@ -44,7 +42,6 @@ from dcaf_like.application.effects import (
     ReadGrants,
     ResolveInstructions,
     RunContext,
-    RunTool,
     RunTools,
     Stopped,
     Summarize,
@@ -72,21 +69,13 @@ from dcaf_like.application.hooks import (
     ToolCallInfo,
     hook_context,
 )
-from dcaf_like.application.messages import (
-    NO_USAGE,
-    ModelRequest,
-    ModelResponse,
-    Usage,
-)
+from dcaf_like.application.messages import NO_USAGE, ModelRequest, ModelResponse, Usage
 from dcaf_like.application.ports import (
     ApprovalAnswer,
-    ExecutableTool,
     PendingApproval,
-    ToolContext,
-    ToolOutput,
 )
 from dcaf_like.application.previews import previewed, went_stale
-from dcaf_like.application.questions import answers_to, open_question
+from dcaf_like.application.tool_steps import Ready, Started, not_run, record, start, tool_limit, turn_limit
 from dcaf_like.application.transcript import TranscriptCache
 from dcaf_like.application.turn_settings import TurnSettings
 from dcaf_like.domain import (
@@ -96,13 +85,11 @@ from dcaf_like.domain import (
     DeciderKind,
     NotAnApprover,
     PolicyDenied,
-    Session,
     ToolCall,
     ToolCallStatus,
     Trusted,
 )
 from dcaf_like.domain.grant import Grant
-from dcaf_like.domain.session import patched
 
 
 @dataclass
@@ -343,11 +330,11 @@ class Turn:
         failing, not run; else None."""
         conversation, settings = self.conversation, self.settings
         stopped: str | None = None
-        ready: list[_Ready] = []  # side by side: the calls that passed their checks, in proposal order
+        ready: list[Ready] = []  # side by side: the calls that passed their checks, in proposal order
         for call_id in call_ids:
             call = conversation.tool_call(call_id)
             tool = settings.toolbox.get(call.name)
-            timeout, limit, the_turns = self._tool_limit(tool)
+            timeout, limit, the_turns = tool_limit(tool, self._time_left(), settings.turn_timeout)
             if stopped is None and the_turns and timeout is not None and timeout <= 0:
                 stopped = TURN_TIMEOUT
             # Side by side, one cancel check before the batch stands for all of it.
@@ -371,10 +358,10 @@ class Turn:
                 yield from self._enqueue(call)
                 continue  # it runs elsewhere: not finished
             elif side_by_side:
-                ready.append(_Ready(call, tool, timeout, limit, the_turns))
+                ready.append(Ready(call, tool, timeout, limit, the_turns))
                 continue
             else:
-                started = yield from self._start(call, tool, timeout, limit, the_turns, side_by_side)
+                started = yield from self._start(Ready(call, tool, timeout, limit, the_turns))
                 outcome: ToolOutcome = yield started.effect
                 stopped = (yield from self._settle(started, outcome)) or stopped
                 continue
@@ -387,7 +374,7 @@ class Turn:
             raise self._hook_failed
         return stopped
 
-    def _side_by_side(self, ready: list[_Ready], stopped: str | None) -> Generator[Effect, Any, str | None]:
+    def _side_by_side(self, ready: list[Ready], stopped: str | None) -> Generator[Effect, Any, str | None]:
         """Start the calls that passed their checks and run them together, then settle each in the
         order proposed; none of them runs when the turn had to stop while they were checked (a hook
         failed, its time ran out)."""
@@ -401,9 +388,7 @@ class Turn:
             return stopped
         batch = []
         for each in ready:
-            batch.append(
-                (yield from self._start(each.call, each.tool, each.timeout, each.limit, each.the_turns, True))
-            )
+            batch.append((yield from self._start(each, side_by_side=True)))
         if len(batch) == 1:
             outcomes = ToolOutcomes([(yield batch[0].effect)])
         else:
@@ -415,43 +400,19 @@ class Turn:
         return stopped
 
     def _not_run(self, call_id: str, stopped: str) -> None:
-        why = f"not run: {self._why_not_run(stopped)}"
-        self.conversation.record_tool_failure(call_id, why, outcome=_NOT_RUN.get(stopped, CallOutcome.ERROR))
+        not_run(self.conversation, call_id, stopped, self._why_not_run(stopped))
 
-    def _start(
-        self,
-        call: ToolCall,
-        tool: ExecutableTool,
-        timeout: float | None,
-        limit: str,
-        the_turns: bool,
-        side_by_side: bool,
-    ) -> Generator[Effect, Any, _Started]:
-        """Lease the call to this worker and say it started: the run its driver is to perform."""
-        conversation, settings, call_id = self.conversation, self.settings, call.id.value
+    def _start(self, ready: Ready, *, side_by_side: bool = False) -> Generator[Effect, Any, Started]:
+        """Say the call started, and lease it to this worker: the run its driver is to perform."""
         self._steps += 1
         if self.emits:
-            yield Emit(ToolStarted(call_id, call.name))
-        session = Session(conversation.session)
-        conversation.lease_tool_call(call_id, settings.worker, until=settings.clock() + settings.lease_ttl)
-        context = ToolContext(
-            conversation.id,
-            call_id,
-            conversation.platform_context,
-            session,
-            self.trusted.identity,
-            self.trusted.deps,
-        )
-        if conversation.questions:
-            context = replace(context, answers=answers_to(conversation, call_id))
-        effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
-        base = dict(conversation.session) if side_by_side else None
-        return _Started(call, effect, session, the_turns, time.perf_counter(), base)
+            yield Emit(ToolStarted(ready.call.id.value, ready.call.name))
+        return start(self.conversation, self.settings, self.trusted, ready, side_by_side=side_by_side)
 
-    def _settle(self, started: _Started, outcome: ToolOutcome) -> Generator[Effect, Any, str | None]:
+    def _settle(self, started: Started, outcome: ToolOutcome) -> Generator[Effect, Any, str | None]:
         """Record how a call's run ended, and say so: why the turn must stop now (its time limit ran
         out in the tool, a hook after it failed), or None."""
-        conversation, settings, call = self.conversation, self.settings, started.call
+        call = started.call
         call_id = call.id.value
         if outcome.not_started:  # side by side, the run was cancelled while it waited for a slot
             self._not_run(call_id, CANCELLED)
@@ -463,26 +424,9 @@ class Turn:
         if ran_for is None:
             ran_for = time.perf_counter() - started.at
             self._timings["tools"] += ran_for
-        now = settings.clock()
-        stopped: str | None = None
-        asked = None
-        if outcome.question is not None:
-            asked = open_question(conversation, call_id, outcome.question, ttl=settings.question_ttl, at=now)
-        elif isinstance(outcome.output, ToolOutput):
-            output = outcome.output
-            conversation.record_tool_result(
-                call_id, output.text, attachments=output.attachments, at=now, ran_for=ran_for
-            )
-        elif outcome.error is None:
-            conversation.record_tool_result(call_id, outcome.output or "", at=now, ran_for=ran_for)
-        else:
-            kind = CallOutcome.TIMEOUT if outcome.timed_out else CallOutcome.ERROR
-            conversation.record_tool_failure(call_id, outcome.error, at=now, outcome=kind, ran_for=ran_for)
-        if outcome.timed_out and started.the_turns:
-            stopped = TURN_TIMEOUT
-        if started.session.changed:
-            conversation.replace_session(_merged(conversation.session, started))
-        if settings.hooks.after_tool and not (yield from self._after_tool(call)):
+        asked = record(self.conversation, self.settings, started, outcome, ran_for=ran_for)
+        stopped = TURN_TIMEOUT if outcome.timed_out and started.the_turns else None
+        if self.settings.hooks.after_tool and not (yield from self._after_tool(call)):
             stopped = HOOK_FAILED
         if asked is not None:  # the call waits for the user's answer: not finished
             if self.emits:
@@ -559,18 +503,7 @@ class Turn:
         return f"{self._turn_limit()} ran out before it"
 
     def _turn_limit(self) -> str:
-        return f"the turn's time limit of {self.settings.turn_timeout:g} s"
-
-    def _tool_limit(self, tool: ExecutableTool | None) -> tuple[float | None, str, bool]:
-        """How long a tool may run, whose limit that is (named in the error when it runs out), and
-        whether it is what is left of the turn's (its own otherwise)."""
-        own: float | None = getattr(tool, "timeout", None)  # optional: @tool(timeout=...)
-        left = self._time_left()
-        if left is not None and (own is None or left < own):
-            return left, self._turn_limit(), True
-        if own is not None:
-            return own, f"the tool's time limit of {own:g} s", False
-        return None, "", False
+        return turn_limit(self.settings.turn_timeout)
 
     def _model_request(self, system: str) -> ModelRequest:
         return ModelRequest(
@@ -662,42 +595,3 @@ class Turn:
         return [
             QuestionView.of(q, conversation.tool_call(q.call_id).name) for q in conversation.open_questions
         ]
-
-
-@dataclass(slots=True)
-class _Ready:
-    """A call that passed its checks, to run side by side: its tool and time limit (see _tool_limit)."""
-
-    call: ToolCall
-    tool: ExecutableTool
-    timeout: float | None
-    limit: str
-    the_turns: bool
-
-
-@dataclass(slots=True)
-class _Started:
-    """A call the turn started: the run its driver performs, the session its tool may change, whether
-    its time limit is what was left of the turn's, and when it started (``perf_counter``)."""
-
-    call: ToolCall
-    effect: RunTool
-    session: Session
-    the_turns: bool
-    at: float
-    #: Side by side: the session as the batch began, so each call's changes are merged into what its
-    #: siblings changed (None: one after the other, its session is the whole new session).
-    base: dict[str, Any] | None = None
-
-
-def _merged(session: Mapping[str, Any], started: _Started) -> dict[str, Any]:
-    """The session once a started call's changes are kept: its session whole, one after the other;
-    side by side, the keys it set or deleted, over the session its siblings left."""
-    changed = started.session.to_dict()
-    if started.base is None:
-        return changed
-    return patched(session, started.base, changed)
-
-
-#: How a call the turn stopped before it ran ended, by why the turn stopped.
-_NOT_RUN = {CANCELLED: CallOutcome.CANCELLED, TURN_TIMEOUT: CallOutcome.TIMEOUT}
