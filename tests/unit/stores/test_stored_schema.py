@@ -32,7 +32,15 @@ from dcaf_like.domain import (
     ToolInput,
 )
 from dcaf_like.domain.conversation import TaskOutcome
-from dcaf_like.stores._codec import NOT_STORED, conversation_to_dict, decode, encode
+from dcaf_like.stores._codec import (
+    NOT_STORED,
+    conversation_to_dict,
+    decode,
+    decode_parts,
+    encode,
+    encode_header,
+    header_to_dict,
+)
 from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, forms
 
 # Written by the JSON writer of main before the schema was declared (the conversation of
@@ -65,6 +73,40 @@ def test_a_conversation_stored_by_the_previous_writer_reads_and_is_written_back_
         ToolCallStatus.EXECUTED, ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.FAILED,
         ToolCallStatus.PENDING,
     }  # fmt: skip
+
+
+# Written by the writers of 2026-11-28 (a4e162e), before the header was generated from the schema: the
+# main sample with a question, a queued message and a cut, whole (format 1) and as a header (format 2).
+RICH_SAMPLE = Path(__file__).parent / "stored" / "conversation_v1_rich.json"
+RICH_HEADER = Path(__file__).parent / "stored" / "header_v2_rich.json"
+
+
+def test_a_rich_conversation_stored_whole_before_reads_and_is_written_back_byte_for_byte():
+    stored = RICH_SAMPLE.read_text(encoding="utf-8").rstrip("\n")
+
+    loaded = decode(stored, "conv")
+
+    assert encode(loaded) == stored
+    assert plain_json(conversation_to_dict(loaded)) == stored
+    assert loaded.cut == 1
+    assert [(q.kind.value, q.prompt, q.options) for q in loaded.questions.values()] == [
+        ("selection", "Which «cluster»?", ["prod-1", "staging 2"])
+    ]
+    assert [(q.text, q.at) for q in loaded.queued] == [('and the logs? "quoted" 😀', 1_700_000_300.75)]
+
+
+def test_a_header_stored_before_reads_with_its_records_and_is_written_back_byte_for_byte():
+    whole = decode(RICH_SAMPLE.read_text(encoding="utf-8"), "conv")
+    header = RICH_HEADER.read_text(encoding="utf-8").rstrip("\n")
+    messages = [MESSAGE.write(m) for m in whole.messages]
+    calls = [CALL.write(c) for c in whole.tool_calls.values()]
+
+    loaded = decode_parts(header, messages, calls, "conv")
+
+    assert encode_header(loaded) == header
+    assert plain_json(header_to_dict(loaded)) == header
+    assert encode(loaded) == RICH_SAMPLE.read_text(encoding="utf-8").rstrip("\n")
+    assert loaded.window_start() == (1, 0)
 
 
 def test_a_conversation_stored_before_the_fields_added_since_reads_with_what_they_meant_then():
