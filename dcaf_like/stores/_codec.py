@@ -1,8 +1,8 @@
 """Conversations as JSON-ready dicts: the one format every store writes.
 
-The records inside a conversation (tool calls, messages, tasks, its summary) are declared once, in
-:mod:`dcaf_like.stores._schema`, which derives their dict, JSON text and in-memory forms; this module
-puts them together into the stored conversation.
+A conversation and the records inside it (tool calls, messages, tasks, its summary) are declared once,
+in :mod:`dcaf_like.stores._schema`, which derives their dict, JSON text and in-memory forms; this module
+reads and writes them as stores do: whole, as a header and the records that changed, or in pages.
 
 Platform context is stored without its credentials: they arrive with each request and are never
 written to a store.
@@ -16,70 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from dcaf_like.application.errors import StoredConversationUnreadable
-from dcaf_like.domain import Conversation, PlatformContext, ToolCall
-from dcaf_like.domain.conversation import QueuedMessage
-from dcaf_like.stores._schema import CALL, MESSAGE, QUESTION, SUMMARY, TASK, dumps, integer, number, string
-
-FORMAT = 1
-# A header: the conversation without its messages and tool calls, which are stored apart, one record
-# each, so that a save writes only those that changed (ADR 16). It counts them.
-HEADER = 2
-
-# Fields of Conversation a store does not keep: the events of the turn being served, its entrance,
-# the decision records a store appends apart from the conversation, what changed since the last save,
-# and what a windowed read left out.
-NOT_STORED = frozenset(
-    {
-        "events",
-        "entrance",
-        "unsaved_decisions",
-        "saved_messages",
-        "changed_calls",
-        "message_offset",
-        "call_offset",
-    }
-)
+from dcaf_like.domain import Conversation, ToolCall
+from dcaf_like.stores._schema import CALL, CONVERSATION, FORMAT, HEADER, MESSAGE, dumps
 
 
 def conversation_to_dict(conversation: Conversation) -> dict[str, Any]:
-    return {
-        "format": FORMAT,
-        "id": conversation.id,
-        "version": conversation.version,
-        "created_at": conversation.created_at,
-        "platform_context": conversation.platform_context.public(),
-        "session": conversation.session,
-        "messages": [MESSAGE.to_dict(m) for m in conversation.messages],
-        "tool_calls": [CALL.to_dict(c) for c in conversation.tool_calls.values()],
-        "tasks": [TASK.to_dict(t) for t in conversation.tasks.values()],
-        # Only when set: a conversation with no owner is stored as before owners existed.
-        **({} if conversation.owner is None else {"owner": conversation.owner}),
-        # Likewise a conversation without a summary.
-        **({} if conversation.summary is None else {"summary": SUMMARY.to_dict(conversation.summary)}),
-        # Likewise a conversation no context window cut (ADR 25).
-        **({} if not conversation.cut else {"cut": conversation.cut}),
-        # Likewise a conversation whose tools never asked the user anything.
-        **(
-            {"questions": [QUESTION.to_dict(q) for q in conversation.questions.values()]}
-            if conversation.questions
-            else {}
-        ),
-        # Likewise a conversation with no message waiting to be read.
-        **({"queued": [_queued_dict(q) for q in conversation.queued]} if conversation.queued else {}),
-    }
-
-
-def _queued_dict(queued: QueuedMessage) -> dict[str, Any]:
-    return {"text": queued.text, "at": queued.at}
-
-
-def _queued_of(data: dict[str, Any]) -> list[QueuedMessage]:
-    """The queued messages of a stored record (absent from those stored before they existed)."""
-    return [QueuedMessage(q["text"], q["at"]) for q in data.get("queued", ())]
-
-
-def _queued_text(c: Conversation) -> str:
-    return "" if not c.queued else ',"queued":' + dumps([_queued_dict(q) for q in c.queued])
+    return CONVERSATION.to_dict(conversation)
 
 
 def conversation_from_dict(data: dict[str, Any]) -> Conversation:
@@ -89,25 +31,7 @@ def conversation_from_dict(data: dict[str, Any]) -> Conversation:
 
 
 def _from_dict(data: dict[str, Any]) -> Conversation:
-    context = PlatformContext(data["platform_context"])
-    calls = [CALL.from_dict(c, context) for c in data["tool_calls"]]
-    return Conversation(
-        id=data["id"],
-        messages=[MESSAGE.from_dict(m, context) for m in data["messages"]],
-        tool_calls={c.id.value: c for c in calls},
-        platform_context=context,
-        session=dict(data["session"]),
-        # Absent from conversations stored before tasks existed.
-        tasks={t["id"]: TASK.from_dict(t, context) for t in data.get("tasks", ())},
-        summary=None if (summary := data.get("summary")) is None else SUMMARY.from_dict(summary, context),
-        # Absent from conversations stored before cuts existed, and from those never cut: no cut.
-        cut=int(data.get("cut", 0)),
-        questions={q["id"]: QUESTION.from_dict(q, context) for q in data.get("questions", ())},
-        queued=_queued_of(data),
-        version=data["version"],
-        created_at=data["created_at"],
-        owner=data.get("owner"),
-    )
+    return CONVERSATION.from_dict(data)
 
 
 def encode(conversation: Conversation) -> str:
@@ -118,29 +42,9 @@ def encode(conversation: Conversation) -> str:
     every key again, was most of its cost. Anything unusual (a value of an unexpected type) takes the
     generic path, so the text, or the error, is always the one json.dumps gives."""
     try:
-        return _encode_conversation(conversation)
+        return CONVERSATION.write(conversation)
     except (TypeError, ValueError):
         return dumps(conversation_to_dict(conversation))
-
-
-def _encode_conversation(c: Conversation) -> str:
-    context = c.platform_context.public() if c.platform_context else None
-    session = dumps(c.session) if c.session else "{}"
-    messages = ",".join(map(MESSAGE.write, c.messages))
-    calls = ",".join(map(CALL.write, c.tool_calls.values()))
-    tasks = ",".join(map(TASK.write, c.tasks.values()))
-    owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
-    summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
-    cut = "" if not c.cut else f',"cut":{integer(c.cut)}'
-    questions = (
-        "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
-    )
-    return (
-        f'{{"format":{FORMAT},"id":{string(c.id)},"version":{integer(c.version)},'
-        f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
-        f'"session":{session},"messages":[{messages}],"tool_calls":[{calls}],"tasks":[{tasks}]{owner}'
-        f"{summary}{cut}{questions}{_queued_text(c)}}}"
-    )
 
 
 def decode(text: str | bytes, conversation_id: str) -> Conversation:
@@ -209,42 +113,15 @@ def changed_calls(conversation: Conversation, whole: bool) -> list[tuple[int, To
 
 
 def header_to_dict(conversation: Conversation) -> dict[str, Any]:
-    data = conversation_to_dict(conversation)
-    data["format"] = HEADER
-    data["messages"] = conversation.message_count
-    data["tool_calls"] = conversation.call_count
-    window = conversation.window_start()
-    if window != (0, 0):  # only when a windowed read leaves something out
-        data["window"] = list(window)
-    return data
+    return CONVERSATION.header_to_dict(conversation)
 
 
 def encode_header(conversation: Conversation) -> str:
     """The header's text: ``json.dumps(header_to_dict(conversation), ...)``, written as :func:`encode` is."""
     try:
-        return _encode_header(conversation)
+        return CONVERSATION.write_header(conversation)
     except (TypeError, ValueError):
         return dumps(header_to_dict(conversation))
-
-
-def _encode_header(c: Conversation) -> str:
-    context = c.platform_context.public() if c.platform_context else None
-    session = dumps(c.session) if c.session else "{}"
-    tasks = ",".join(map(TASK.write, c.tasks.values()))
-    owner = "" if c.owner is None else f',"owner":{string(c.owner)}'
-    summary = "" if c.summary is None else f',"summary":{SUMMARY.write(c.summary)}'
-    cut = "" if not c.cut else f',"cut":{integer(c.cut)}'
-    questions = (
-        "" if not c.questions else f',"questions":[{",".join(map(QUESTION.write, c.questions.values()))}]'
-    )
-    start, first_call = c.window_start()
-    window = "" if start == first_call == 0 else f',"window":[{start},{first_call}]'
-    return (
-        f'{{"format":{HEADER},"id":{string(c.id)},"version":{integer(c.version)},'
-        f'"created_at":{number(c.created_at)},"platform_context":{dumps(context) if context else "{}"},'
-        f'"session":{session},"messages":{c.message_count},"tool_calls":{c.call_count},'
-        f'"tasks":[{tasks}]{owner}{summary}{cut}{questions}{_queued_text(c)}{window}}}'
-    )
 
 
 def window_of(header: dict[str, Any]) -> tuple[int, int]:

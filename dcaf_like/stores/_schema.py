@@ -16,6 +16,10 @@ they are the code one would write by hand for each record, and cost what it cost
 ``RecordForms.source`` shows them. A new field of a record needs no edit here if its type is one of
 :data:`_KINDS`, and an entry in :data:`ADDED` saying what older records read as; a field that is not
 stored is ``init=False``.
+
+The conversation itself is declared the same way (:data:`CONVERSATION`, at the end): its header is the
+fields of ``Conversation`` a store keeps, so a new one is a field of the domain and an :data:`ADDED`
+entry here.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import linecache
 import types
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -36,6 +40,7 @@ from dcaf_like.domain import (
     Approvers,
     Attachment,
     ContextSummary,
+    Conversation,
     DeciderKind,
     Message,
     MessageContent,
@@ -49,6 +54,7 @@ from dcaf_like.domain import (
     ToolInput,
 )
 from dcaf_like.domain.approvers import escalation_from, escalation_to_dict
+from dcaf_like.domain.conversation import QueuedMessage
 
 R = TypeVar("R")
 
@@ -82,6 +88,7 @@ class Kind:
     write: str = "{v}"
     read: str = "{x}"
     to_tuple: str | None = None  # None: as to_dict (a tuple must hold no list: the GC tracks those)
+    thaw: str | None = None  # the value from its tuple form, ``{x}`` (None: as read)
     names: tuple[tuple[str, Any], ...] = ()  # what the expressions name, besides the helpers above
     omitted_when_empty: bool = False  # not written when empty (read back as empty: an ADDED entry)
     is_set: str = "{v}"  # what "not empty" means for a field omitted when empty (or SPARSE)
@@ -97,6 +104,7 @@ class Kind:
             write=either(self.write, '"null"', "{v}"),
             read=either(self.read, "None", "{x}"),
             to_tuple=None if self.to_tuple is None else either(self.to_tuple, "None", "{v}"),
+            thaw=None if self.thaw is None else either(self.thaw, "None", "{x}"),
             names=self.names,
         )
 
@@ -381,7 +389,7 @@ def _generate(record: type[Any]) -> dict[str, Any]:
             write.append(("{{" if i == 0 else ",") + f'"{key}":')
             write.append("{" + kind.write.format(v=v) + "}")
         to_tuple.append((kind.to_tuple or kind.to_dict).format(v=v))
-        from_tuple.append(kind.read.format(x=f"t[{i}]"))
+        from_tuple.append((kind.thaw or kind.read).format(x=f"t[{i}]"))
         if f.name not in added:
             reads.append(kind.read.format(x=f"data[{key!r}]"))
         elif callable(added[f.name]):
@@ -419,3 +427,258 @@ MESSAGE = forms(Message)
 TASK = forms(TaskRecord)
 SUMMARY = forms(ContextSummary)
 QUESTION = forms(Question)
+
+
+# -- the conversation --------------------------------------------------------------------------------
+# A conversation is stored as its header, the fields of Conversation a store keeps (all but NOT_STORED),
+# in the order of ORDER, then any other in the order of the dataclass; its messages and calls are either
+# inside it, a whole document (format 1), or stored apart, one record each, the header counting them
+# (format 2, ADR 16). A new field of Conversation needs no edit here if its type has a kind, and an
+# ADDED entry saying what conversations stored before it read as (SPARSE: written only when set).
+
+#: The format of a whole document, and of a header.
+FORMAT = 1
+HEADER = 2
+
+# Fields of Conversation a store does not keep: the events of the turn being served, its entrance,
+# the decision records a store appends apart from the conversation, what changed since the last save,
+# and what a windowed read left out.
+NOT_STORED = frozenset(
+    {
+        "events",
+        "entrance",
+        "unsaved_decisions",
+        "saved_messages",
+        "changed_calls",
+        "message_offset",
+        "call_offset",
+    }
+)
+
+# Stored apart from the header (ADR 16): in its place, the header holds how many there are.
+APART = {"messages": "message_count", "tool_calls": "call_count"}
+
+# The stored order of the fields format 1 was first written with.
+ORDER = (
+    "id",
+    "version",
+    "created_at",
+    "platform_context",
+    "session",
+    "messages",
+    "tool_calls",
+    "tasks",
+    "owner",
+)
+
+ADDED[Conversation] = {
+    "tasks": (),  # absent before tasks
+    "owner": None,  # absent before owners, and whenever no one in particular started it
+    "summary": None,  # absent before summaries, and whenever it has none
+    "cut": 0,  # absent before cuts, and whenever no context window cut it (ADR 25)
+    "questions": (),  # absent before questions, and whenever its tools asked nothing
+    "queued": (),  # absent before queued messages, and whenever none waits
+}
+SPARSE[Conversation] = frozenset({"owner", "summary", "cut"})
+# What "set" means for a SPARSE field, when not its truth (a conversation owned by "" keeps its owner).
+SET: dict[type, dict[str, str]] = {Conversation: {"owner": "{v} is not None"}}
+
+
+def _context_text(context: PlatformContext) -> str:
+    return dumps(context.public()) if context else "{}"
+
+
+def _json_text(value: Any) -> str:
+    return dumps(value) if value else "{}"
+
+
+def _queued_dicts(queued: Sequence[QueuedMessage]) -> list[dict[str, Any]]:
+    return [{"text": q.text, "at": q.at} for q in queued]
+
+
+def _queued_from(stored: Sequence[Any]) -> list[QueuedMessage]:
+    return [QueuedMessage(q["text"], q["at"]) for q in stored]
+
+
+def _window_text(c: Conversation) -> str:
+    start, first_call = c.window_start()
+    return "" if start == first_call == 0 else f',"window":[{start},{first_call}]'
+
+
+def _records(record: RecordForms[Any], name: str, key: str) -> Kind:
+    """A conversation's records of one type (`record`, the forms named `name`), by `key` (an expression
+    of ``r``, the record): stored as their list, in order."""
+    by_key = f"{{{{{key}: r for r in ({name}.from_dict(d, context) for d in {{x}})}}}}"
+    return Kind(
+        f"[{name}.to_dict(r) for r in {{v}}.values()]",
+        f'"[" + ",".join(map({name}.write, {{v}}.values())) + "]"',
+        by_key,
+        f"tuple(map({name}.to_tuple, {{v}}.values()))",
+        f"{{{{{key}: r for r in map({name}.from_tuple, {{x}})}}}}",
+        names=((name, record),),
+    )
+
+
+_KINDS.update(
+    {
+        PlatformContext: Kind(
+            "{v}.public()",
+            "_context_text({v})",
+            "context",  # read first, as the records read need it (see _generate_conversation)
+            "_context_text({v})",
+            "PlatformContext(json.loads({x}))",
+            names=(("_context_text", _context_text), ("PlatformContext", PlatformContext), ("json", json)),
+        ),
+        dict[str, Any]: Kind(
+            "{v}",
+            "_json_text({v})",
+            "dict({x})",
+            "_json_text({v})",  # a value that is not JSON fails here, as in a persistent store
+            "json.loads({x})",
+            names=(("_json_text", _json_text), ("json", json)),
+        ),
+        ContextSummary: Kind(
+            "SUMMARY.to_dict({v})",
+            "SUMMARY.write({v})",
+            "SUMMARY.from_dict({x}, context)",
+            "SUMMARY.to_tuple({v})",
+            "SUMMARY.from_tuple({x})",
+            names=(("SUMMARY", SUMMARY),),
+        ),
+        list[Message]: Kind(
+            "[MESSAGE.to_dict(r) for r in {v}]",
+            '"[" + ",".join(map(MESSAGE.write, {v})) + "]"',
+            "[MESSAGE.from_dict(d, context) for d in {x}]",
+            names=(("MESSAGE", MESSAGE),),
+        ),
+        dict[str, ToolCall]: _records(CALL, "CALL", "r.id.value"),
+        dict[str, TaskRecord]: _records(TASK, "TASK", "r.id"),
+        dict[str, Question]: replace(_records(QUESTION, "QUESTION", "r.id"), omitted_when_empty=True),
+        list[QueuedMessage]: Kind(
+            "_queued_dicts({v})",
+            "dumps(_queued_dicts({v}))",
+            "_queued_from({x})",
+            "tuple({v})",  # QueuedMessage: frozen, of str and float
+            "list({x})",
+            names=(("_queued_dicts", _queued_dicts), ("_queued_from", _queued_from), ("dumps", dumps)),
+            omitted_when_empty=True,
+        ),
+    }
+)
+
+
+class ConversationForms:
+    """The stored forms of a conversation, generated from Conversation's fields when one is first used:
+
+    - ``to_dict`` / ``write``: a whole document (format 1), its dict and its JSON text;
+    - ``header_to_dict`` / ``write_header``: its header (format 2), its messages and calls counted, and the
+      window a windowed read starts at when it leaves something out (ADR 22);
+    - ``from_dict``: a conversation from either, its messages and calls in place (a store reading a
+      header puts the records it read there);
+    - ``to_tuple`` / ``from_tuple(t, id, messages, calls)``: its header as a tuple of plain values, what the
+      in-memory store keeps (without its id, the store's key: the version is first).
+    """
+
+    to_dict: Callable[[Conversation], dict[str, Any]]
+    write: Callable[[Conversation], str]
+    header_to_dict: Callable[[Conversation], dict[str, Any]]
+    write_header: Callable[[Conversation], str]
+    from_dict: Callable[[dict[str, Any]], Conversation]
+    to_tuple: Callable[[Conversation], tuple[Any, ...]]
+    from_tuple: Callable[[tuple[Any, ...], str, list[Message], dict[str, ToolCall]], Conversation]
+    keys: tuple[str, ...]
+    source: str
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        vars(self).update(_generate_conversation())
+        try:
+            return vars(self)[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _generate_conversation() -> dict[str, Any]:
+    """The stored forms of Conversation, from its fields (see ConversationForms)."""
+    hints = typing.get_type_hints(Conversation)
+    stored = [f.name for f in dataclasses.fields(Conversation) if f.name not in NOT_STORED]
+    unknown = (set(ORDER) | set(ADDED[Conversation]) | set(APART)) - set(stored)
+    if unknown:
+        raise TypeError(f"Conversation has no stored field {', '.join(sorted(unknown))}")
+    names = [*ORDER, *(n for n in stored if n not in ORDER)]
+    added, sparse, is_set = ADDED[Conversation], SPARSE[Conversation], SET[Conversation]
+    namespace: dict[str, Any] = {
+        "string": string,
+        "number": number,
+        "integer": integer,
+        "boolean": boolean,
+        "Conversation": Conversation,
+        "_window_text": _window_text,
+    }
+    whole: list[str] = []
+    header: list[str] = []
+    to_dict: list[str] = []
+    to_header: list[str] = []
+    reads: list[str] = []
+    to_tuple: list[str] = []
+    thaws: list[str] = []
+    for name in names:
+        kind = _kind(hints[name])
+        namespace.update(kind.names)
+        v = f"r.{name}"
+        if name in APART:
+            count = f"r.{APART[name]}"
+            to_dict.append(f"{name!r}: {kind.to_dict.format(v=v)}")
+            to_header.append(f"{name!r}: {count}")
+            whole.append(f',"{name}":{{{kind.write.format(v=v)}}}')
+            header.append(f',"{name}":{{{count}}}')
+            reads.append(f"{name}={kind.read.format(x=f'data[{name!r}]')}")
+            thaws.append(f"{name}={name}")
+            continue
+        if kind.omitted_when_empty or name in sparse:
+            if name not in added:
+                raise TypeError(f"{name} may be omitted only with an ADDED entry")
+            when = is_set.get(name, kind.is_set).format(v=v)
+            item = f"**({{{name!r}: {kind.to_dict.format(v=v)}}} if {when} else {{}})"
+            namespace[f"_key_{name}"] = f',"{name}":'
+            text = "{" + f'(_key_{name} + {kind.write.format(v=v)}) if {when} else ""' + "}"
+        else:
+            item = f"{name!r}: {kind.to_dict.format(v=v)}"
+            text = f',"{name}":{{{kind.write.format(v=v)}}}'
+        to_dict.append(item)
+        to_header.append(item)
+        whole.append(text)
+        header.append(text)
+        if name not in added:
+            reads.append(f"{name}={kind.read.format(x=f'data[{name!r}]')}")
+        else:
+            namespace[f"_absent_{name}"] = added[name]
+            reads.append(f"{name}={kind.read.format(x=f'data.get({name!r}, _absent_{name})')}")
+        if name == "id":
+            thaws.append("id=id")
+        else:
+            thaws.append(f"{name}={(kind.thaw or kind.read).format(x=f't[{len(to_tuple)}]')}")
+            to_tuple.append((kind.to_tuple or kind.to_dict).format(v=v))
+    source = "\n".join(
+        [
+            f"def to_dict(r):\n    return {{'format': {FORMAT}, {', '.join(to_dict)}}}",
+            f"def header_to_dict(r):\n    return {{'format': {HEADER}, {', '.join(to_header)}, "
+            "**({} if (w := r.window_start()) == (0, 0) else {'window': list(w)})}",
+            f"def write(r):\n    return f'{{{{\"format\":{FORMAT}{''.join(whole)}}}}}'",
+            f'def write_header(r):\n    return f\'{{{{"format":{HEADER}{"".join(header)}'
+            "{_window_text(r)}}}'",
+            "def from_dict(data):\n    context = PlatformContext(data['platform_context'])\n"
+            f"    return Conversation({', '.join(reads)})",
+            f"def to_tuple(r):\n    return ({', '.join(to_tuple)},)",
+            f"def from_tuple(t, id, messages, tool_calls):\n    return Conversation({', '.join(thaws)})",
+        ]
+    )
+    filename = "<stored forms of Conversation>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    functions = ("to_dict", "header_to_dict", "write", "write_header", "from_dict", "to_tuple", "from_tuple")
+    return {**{f: namespace[f] for f in functions}, "keys": tuple(names), "source": source}
+
+
+CONVERSATION = ConversationForms()

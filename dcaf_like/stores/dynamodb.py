@@ -67,7 +67,6 @@ from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import (
-    HEADER,
     changed_calls,
     decode_pages,
     encode_header,
@@ -84,7 +83,7 @@ from dcaf_like.stores._dynamodb_pages import (
     Remembered,
     pages_for,
 )
-from dcaf_like.stores._schema import CALL, MESSAGE, dumps
+from dcaf_like.stores._schema import CALL, HEADER, MESSAGE, dumps
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention
 
 INDEX = "by_namespace"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -11,11 +10,11 @@ from typing import Any
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.ports import ConversationRepository, GrantStore
 from dcaf_like.application.waiting import WaitingEntry, waiting_entries
-from dcaf_like.domain import Conversation, DecisionRecord, Message, PlatformContext, ToolCall
+from dcaf_like.domain import Conversation, DecisionRecord, Message, ToolCall
 from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changed_calls, first_changed_message, written_whole
-from dcaf_like.stores._schema import CALL, QUESTION, SUMMARY, TASK, dumps
+from dcaf_like.stores._schema import CALL, CONVERSATION
 from dcaf_like.stores._shared import check_retention
 
 
@@ -74,7 +73,7 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
         or saved (ADR 16): a save costs what the turn added, not what the conversation holds."""
         c = conversation
         whole = written_whole(c, expected_version)
-        header = _header(c)
+        header = CONVERSATION.to_tuple(c)  # a session value that is not JSON fails here, as in any store
         window = c.window_start()
         first = first_changed_message(c, whole)
         messages = c.messages[first:]
@@ -200,25 +199,6 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
         return len(self._items)
 
 
-def _header(c: Conversation) -> tuple[Any, ...]:
-    """The conversation but its messages and calls, as a tuple of str, int, float, bool and None (each
-    record in the form :mod:`dcaf_like.stores._schema` derives). A session value that is not JSON fails
-    here (TypeError), as it would in a persistent store."""
-    context = c.platform_context.public() if c.platform_context else None
-    return (
-        c.version,
-        c.created_at,
-        dumps(context) if context else "",
-        dumps(c.session) if c.session else "",
-        tuple(map(TASK.to_tuple, c.tasks.values())) if c.tasks else (),
-        c.owner,
-        None if c.summary is None else SUMMARY.to_tuple(c.summary),
-        tuple(map(QUESTION.to_tuple, c.questions.values())) if c.questions else (),
-        c.cut,
-        tuple(c.queued),  # QueuedMessage: frozen, of str and float
-    )
-
-
 class _Record:
     """A stored conversation: its header; the window a windowed read starts at; its messages; its
     calls' ids and the calls (the object once settled, else a tuple), by position; the positions of
@@ -243,23 +223,7 @@ def _thaw(
     message_offset: int,
     call_offset: int,
 ) -> Conversation:
-    version, created_at, context, session, tasks, owner, summary, questions, cut, queued = header
-    conversation = Conversation(
-        id=conversation_id,
-        messages=messages,
-        tool_calls=calls,
-        platform_context=PlatformContext(json.loads(context) if context else None),
-        session=json.loads(session) if session else {},
-        tasks={task[0]: TASK.from_tuple(task) for task in tasks},
-        summary=None if summary is None else SUMMARY.from_tuple(summary),
-        questions={question[0]: QUESTION.from_tuple(question) for question in questions},
-        cut=cut,
-        queued=list(queued),
-        version=version,
-        created_at=created_at,
-        owner=owner,
-        message_offset=message_offset,
-        call_offset=call_offset,
-    )
+    conversation = CONVERSATION.from_tuple(header, conversation_id, messages, calls)
+    conversation.message_offset, conversation.call_offset = message_offset, call_offset
     conversation.mark_saved()
     return conversation

@@ -33,7 +33,6 @@ from dcaf_like.domain import (
 )
 from dcaf_like.domain.conversation import TaskOutcome
 from dcaf_like.stores._codec import (
-    NOT_STORED,
     conversation_to_dict,
     decode,
     decode_parts,
@@ -41,7 +40,7 @@ from dcaf_like.stores._codec import (
     encode_header,
     header_to_dict,
 )
-from dcaf_like.stores._schema import CALL, MESSAGE, SUMMARY, TASK, forms
+from dcaf_like.stores._schema import CALL, MESSAGE, NOT_STORED, SUMMARY, TASK, forms
 
 # Written by the JSON writer of main before the schema was declared (the conversation of
 # test_serialization.py, with an owner, a summary and a lease).
