@@ -40,7 +40,7 @@ from dcaf_like.stores._codec import (
     encode_header,
     header_to_dict,
 )
-from dcaf_like.stores._schema import CALL, MESSAGE, NOT_STORED, SUMMARY, TASK, forms
+from dcaf_like.stores._schema import CALL, CONVERSATION, MESSAGE, NOT_STORED, SUMMARY, TASK, forms
 
 # Written by the JSON writer of main before the schema was declared (the conversation of
 # test_serialization.py, with an owner, a summary and a lease).
@@ -257,11 +257,14 @@ def test_every_form_of_a_generated_record_holds_every_field_and_the_json_is_what
 
 
 def test_every_field_of_a_conversation_is_stored_or_named_as_not_stored():
-    sparse = {"owner", "summary", "questions", "cut", "queued"}  # written only when set
-    stored = set(conversation_to_dict(Conversation.start("c", at=0.0))) | sparse
+    """The header is generated from Conversation's fields: a new one is stored without an edit of the
+    writers (omitted while empty, if it is SPARSE, as the rich sample's fields are)."""
+    rich = decode(RICH_SAMPLE.read_text(encoding="utf-8"), "conv")
     fields = {f.name for f in dataclasses.fields(Conversation)}
+    empty = {name for name in fields - NOT_STORED if not getattr(rich, name)}
 
-    assert fields - NOT_STORED == stored - {"format"}
+    assert set(conversation_to_dict(rich)) - {"format"} == fields - NOT_STORED - empty
+    assert set(CONVERSATION.keys) == fields - NOT_STORED
 
 
 def test_the_in_memory_store_keeps_what_the_json_keeps():
