@@ -138,6 +138,10 @@ class Received:
     failed: tuple[str, ...]
 
 
+#: The longest title a conversation takes (:meth:`Conversation.retitle`).
+MAX_TITLE = 200
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedMessage:
     """A user's message that arrived while the conversation could not take it (a turn ran, or calls
@@ -173,6 +177,8 @@ class Conversation:
     created_at: float = field(default_factory=time.time)
     # The identity that started it, on a server with API keys (None: no one in particular).
     owner: str | None = None
+    #: What people call it, to find it again in a list (None: untitled); see :meth:`retitle`.
+    title: str | None = None
     # Not stored: the entrance of the request being served (http, stream, a2a, python), written in
     # the decision records it makes.
     entrance: str = field(default="python", repr=False)
@@ -751,6 +757,17 @@ class Conversation:
             raise DomainError(f"the cut is at message {self.cut} of {count}: it cannot move to {to}")
         self.cut = to
         self.version += 1
+
+    def retitle(self, title: str | None) -> None:
+        """Call the conversation `title` (None: untitled): one line of at most :data:`MAX_TITLE`
+        characters, its outer spaces dropped; an empty or longer one is a DomainError."""
+        if title is not None:
+            title = title.strip()
+            if not title or len(title) > MAX_TITLE or "\n" in title or "\r" in title:
+                raise DomainError(f"a title is one line of 1 to {MAX_TITLE} characters")
+        if title != self.title:
+            self.title = title
+            self.version += 1
 
     def replace_session(self, values: dict[str, Any]) -> None:
         if values != self.session:

@@ -478,8 +478,9 @@ ADDED[Conversation] = {
     "cut": 0,  # absent before cuts, and whenever no context window cut it (ADR 25)
     "questions": (),  # absent before questions, and whenever its tools asked nothing
     "queued": (),  # absent before queued messages, and whenever none waits
+    "title": None,  # absent before titles, and whenever it is untitled
 }
-SPARSE[Conversation] = frozenset({"owner", "summary", "cut"})
+SPARSE[Conversation] = frozenset({"owner", "summary", "cut", "title"})
 # What "set" means for a SPARSE field, when not its truth (a conversation owned by "" keeps its owner).
 SET: dict[type, dict[str, str]] = {Conversation: {"owner": "{v} is not None"}}
 

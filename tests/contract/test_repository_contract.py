@@ -951,6 +951,24 @@ def test_an_owner_survives_a_round_trip_and_no_owner_is_none(make: Factory) -> N
     assert (loaded.owner, unowned.owner) == ("alice", None)
 
 
+def test_a_title_survives_a_round_trip_and_an_untitled_conversation_stays_untitled(make: Factory) -> None:
+    store = make()
+    titled, untitled = Conversation.start(), Conversation.start()
+    titled.retitle("Pods restarting in prod — «eu-1»")
+    store.save(titled, 0)
+    store.save(untitled, 0)
+
+    loaded, plain = store.get(titled.id), store.get(untitled.id)
+    assert loaded is not None
+    assert plain is not None
+    assert (loaded.title, plain.title) == ("Pods restarting in prod — «eu-1»", None)
+    loaded.retitle("Pods fixed")
+    store.save(loaded, loaded.version - 1)
+    again = store.get(titled.id)
+    assert again is not None
+    assert again.title == "Pods fixed"
+
+
 # -- cancel requests -----------------------------------------------------------------------------------
 
 

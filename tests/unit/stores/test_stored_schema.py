@@ -108,6 +108,20 @@ def test_a_header_stored_before_reads_with_its_records_and_is_written_back_byte_
     assert loaded.window_start() == (1, 0)
 
 
+def test_a_title_is_written_last_in_every_form_only_when_there_is_one():
+    conversation = decode(RICH_SAMPLE.read_text(encoding="utf-8"), "conv")
+    assert conversation.title is None  # stored before titles
+    conversation.retitle("Pods «eu-1»")
+
+    whole, header = encode(conversation), encode_header(conversation)
+
+    assert whole == plain_json(conversation_to_dict(conversation))
+    assert whole.endswith(',"title":"Pods «eu-1»"}')
+    assert header == plain_json(header_to_dict(conversation))
+    assert ',"title":"Pods «eu-1»",' in header  # before the window, which is the header's own
+    assert decode(whole, "conv").title == "Pods «eu-1»"
+
+
 def test_a_conversation_stored_before_the_fields_added_since_reads_with_what_they_meant_then():
     data = json.loads(MAIN_SAMPLE.read_text(encoding="utf-8"))
     for added in ("tasks", "owner", "summary"):
