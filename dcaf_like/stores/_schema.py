@@ -526,17 +526,17 @@ _KINDS.update(
             "{v}.public()",
             "_context_text({v})",
             "context",  # read first, as the records read need it (see _generate_conversation)
-            "_context_text({v})",
-            "PlatformContext(json.loads({x}))",
+            '(_context_text({v}) if {v} else "")',  # the in-memory form: "" when empty, nothing to parse
+            "PlatformContext(json.loads({x}) if {x} else None)",
             names=(("_context_text", _context_text), ("PlatformContext", PlatformContext), ("json", json)),
         ),
         dict[str, Any]: Kind(
             "{v}",
             "_json_text({v})",
             "dict({x})",
-            "_json_text({v})",  # a value that is not JSON fails here, as in a persistent store
-            "json.loads({x})",
-            names=(("_json_text", _json_text), ("json", json)),
+            '(dumps({v}) if {v} else "")',  # a value that is not JSON fails here, as in a persistent store
+            "(json.loads({x}) if {x} else {{}})",
+            names=(("_json_text", _json_text), ("json", json), ("dumps", dumps)),
         ),
         ContextSummary: Kind(
             "SUMMARY.to_dict({v})",
