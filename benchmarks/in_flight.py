@@ -71,6 +71,26 @@ def dcaf_app(base_url: str) -> Any:
     )
 
 
+def waiting_app(base_url: str) -> Any:
+    """An agent whose instant model proposes a call that needs approval: every turn ends waiting."""
+    from dcaf_like import Agent, ModelResponse, create_app, tool
+    from dcaf_like.testing import FakeRuntime
+    from dcaf_like.testing import tool_call as call
+
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return f"deleted {name}"
+
+    class Proposing(FakeRuntime):
+        def invoke(self, request: Any) -> Any:
+            return ModelResponse(tool_calls=(call("delete_pod", name="web-1"),), stop_reason="tool_use")
+
+        async def ainvoke(self, request: Any) -> Any:
+            return self.invoke(request)
+
+    return create_app(Agent(tools=[tool(delete_pod)], runtime=Proposing()))
+
+
 def agno_app(base_url: str) -> Any:
     from agno.agent import Agent as AgnoAgent
     from agno.models.openai.like import OpenAILike
@@ -140,7 +160,13 @@ def serve(kind: str, port: int, base_url: str) -> None:
     warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
     os.environ["IN_FLIGHT_MODEL_URL"] = base_url
     with tempfile.TemporaryDirectory() as directory:
-        app = {"dcaf_like": dcaf_app, "agno": agno_app, "adk": lambda _: adk_app(directory)}[kind](base_url)
+        builders: dict[str, Callable[[str], Any]] = {
+            "dcaf_like": dcaf_app,
+            "waiting": waiting_app,
+            "agno": agno_app,
+            "adk": lambda _: adk_app(directory),
+        }
+        app = builders[kind](base_url)
         settle_heap()  # as serve() does; the peers get it too
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=8192)
 
@@ -257,6 +283,30 @@ def measure(kind: str, rate: float, seconds: float, delay: float) -> dict[str, f
     }
 
 
+async def _waiting_turns(port: int, count: int) -> None:
+    import http_load
+
+    request = http_load.request_bytes(port, "/api/chat", http_load.TURN)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for _ in range(count):
+            body = json.loads(await http_load.exchange(reader, writer, request))
+            if body["data"]["tool_calls"][0]["execute"] is not False:
+                raise RuntimeError(f"the call is not waiting: {body}")
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+def waiting(count: int) -> dict[str, float]:
+    """RSS per conversation left waiting for approval, kept in memory (the in-memory store)."""
+    with openai_stub.started(0) as base_url, running("waiting", base_url) as (port, pid):
+        asyncio.run(_waiting_turns(port, 20))
+        idle = rss_kib(pid)
+        asyncio.run(_waiting_turns(port, count))
+        return {"count": count, "kib_each": (rss_kib(pid) - idle) / count}
+
+
 def ladder(kind: str, rates: list[float], seconds: float, delay: float) -> list[dict[str, float]]:
     """Each rate in turn, until the first whose p99 misses the target (it is reported too)."""
     rows = []
@@ -267,11 +317,14 @@ def ladder(kind: str, rates: list[float], seconds: float, delay: float) -> list[
     return rows
 
 
-def report(servers: list[str], rates: list[float], seconds: float, delay: float) -> dict[str, Any]:
+def report(
+    servers: list[str], rates: list[float], seconds: float, delay: float, waiting_count: int
+) -> dict[str, Any]:
     return {
         "delay": delay,
         "seconds": seconds,
         "servers": {kind: ladder(kind, rates, seconds, delay) for kind in servers},
+        "waiting": waiting(waiting_count),
     }
 
 
@@ -304,6 +357,11 @@ def markdown(results: dict[str, Any]) -> str:
     peers = [rate for kind, rate in best.items() if kind != "dcaf_like"]
     if "dcaf_like" in best and peers and max(peers) > 0:
         lines[-1] += f" Ours against the faster peer: {best['dcaf_like'] / max(peers):.1f}x."
+    held = results["waiting"]
+    lines.append(
+        f"\nA conversation waiting for approval (in memory, {held['count']:,} of them, each one turn that "
+        f"proposed a call): {held['kib_each']:.1f} KiB of the server's RSS each."
+    )
     return "\n".join(lines)
 
 
@@ -313,8 +371,9 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=10.0, help="seconds the model takes to answer")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long turns are started at a rate")
     parser.add_argument(
-        "--rates", default="50,100,200,300,400,500", help="turns started per second, in order"
+        "--rates", default="50,100,150,200,300,400,500", help="turns started per second, in order"
     )
+    parser.add_argument("--waiting", type=int, default=10_000, help="conversations left waiting")
     parser.add_argument("--servers", default=",".join(SERVERS), help="which servers, comma-separated")
     parser.add_argument("--serve", nargs=3, metavar=("KIND", "PORT", "BASE_URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -323,10 +382,10 @@ def main() -> None:
         return
     servers = args.servers.split(",")
     if args.quick:
-        print(markdown(report(servers, [20], 2, 0.5)))
+        print(markdown(report(servers, [20], 2, 0.5, 50)))
         return
     rates = [float(r) for r in args.rates.split(",")]
-    print(markdown(report(servers, rates, args.seconds, args.delay)))
+    print(markdown(report(servers, rates, args.seconds, args.delay, args.waiting)))
 
 
 if __name__ == "__main__":
