@@ -152,8 +152,9 @@ def run_uvicorn(
 
 # Python's own thresholds; a process whose owner chose others keeps theirs.
 _PYTHON_GC_THRESHOLDS = (700, 10, 10)
-# A server's: a young collection after this many more allocations than frees, not 700.
-SERVER_GC_THRESHOLDS = (10_000, 10, 10)
+# A server's: a young collection after this many more allocations than frees, not 700, and a full
+# collection (which stops every turn while it walks them all) considered a tenth as often.
+SERVER_GC_THRESHOLDS = (5_000, 10, 100)
 
 
 def settle_heap() -> None:
@@ -164,8 +165,9 @@ def settle_heap() -> None:
     thousands, visited again and again though they live as long as the process. Frozen, they are
     skipped, and a turn on a long conversation with the SDKs loaded is quicker. A server holding
     many turns in flight (waiting on a model, a tool or a human) keeps their objects alive across
-    collections, so with Python's thresholds every turn paid to walk the others again: collections
-    are spaced out instead (:data:`SERVER_GC_THRESHOLDS`), unless the process set its own
+    collections, so with Python's thresholds every turn paid to walk the others again, and a full
+    collection paused them all for as long as it walked: collections are spaced out instead
+    (:data:`SERVER_GC_THRESHOLDS`), unless the process set its own
     (docs/benchmarks.md, "Figures behind the code's choices"). For processes this package starts,
     never for an app a user mounts."""
     import gc
