@@ -242,7 +242,10 @@ MIX = [(_ask, 20), (_approve, 25), (_reject, 15), (_stream, 15), (_abandon, 10),
 async def _client(url: str, until: float, tally: Tally, seed: int) -> None:
     chooser = random.Random(seed)
     actions, weights = zip(*MIX, strict=True)
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+    # A connection idle for the server's keep-alive timeout (uvicorn's 5 s, httpx's expiry too) may be
+    # closed by the server as the client sends on it: the client lets it go sooner.
+    limits = httpx.Limits(keepalive_expiry=2.0)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
         while time.perf_counter() < until:
             action = chooser.choices(actions, weights)[0]
             if action == "twice":
