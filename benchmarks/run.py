@@ -57,7 +57,7 @@ def servers(quick: bool) -> str:
 def in_a_child(script_name: str, quick: bool) -> str:
     """The table a benchmark script prints, run in a child process: provider_cpu.py (CPU per model
     call) imports LangChain and Agno, which would slow this one's collections; in_flight.py (runs in
-    flight) starts servers of its own."""
+    flight) and peer_stores.py (the peers on their own stores) start servers of their own."""
     script = str(Path(__file__).resolve().parent / script_name)
     done = subprocess.run(
         [sys.executable, script, *(["--quick"] if quick else [])], capture_output=True, text=True
@@ -86,6 +86,7 @@ def main() -> None:
         thread_handoff.markdown(thread_handoff.report(args.quick)),
         in_a_child("provider_cpu.py", args.quick),
         in_a_child("in_flight.py", args.quick),
+        in_a_child("peer_stores.py", args.quick),
     ]
     body = "\n\n".join(
         [

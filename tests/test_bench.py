@@ -19,18 +19,25 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
 
 
-def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgres_url):
-    for package in ("agno", "google.adk", "langchain_openai"):
-        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
-
-    result = subprocess.run(
-        [sys.executable, "benchmarks/run.py", "--quick"],
+def bench(*args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+    """A benchmark script of benchmarks/ run with `args` (and `env` added), as a user runs it."""
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=800,
-        check=True,
-        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url, "DCAF_BENCH_POSTGRES_URL": postgres_url},
+        check=check,
+        env={**os.environ, **env},
+    )
+
+
+def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgres_url):
+    for package in ("agno", "google.adk", "langchain_openai"):
+        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
+
+    result = bench(
+        "benchmarks/run.py", "--quick", DCAF_BENCH_REDIS_URL=redis_url, DCAF_BENCH_POSTGRES_URL=postgres_url
     )
 
     out = result.stdout
@@ -62,14 +69,7 @@ def test_the_provider_client_benchmark_measures_every_runtime_on_the_same_stub()
     for package in ("openai", "langchain_openai", "agno"):
         pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
 
-    result = subprocess.run(
-        [sys.executable, "benchmarks/provider_cpu.py", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=800,
-        check=True,
-    )
+    result = bench("benchmarks/provider_cpu.py", "--quick")
 
     rows = [line for line in result.stdout.splitlines() if line.startswith("| `")]
     assert [row.split("|")[1].strip() for row in rows] == [
@@ -82,37 +82,45 @@ def test_the_provider_client_benchmark_measures_every_runtime_on_the_same_stub()
         assert float(row.split("|")[2]) > 0, row
 
 
-def test_the_runs_in_flight_benchmark_answers_every_turn_and_reports_its_cost():
-    """benchmarks/in_flight.py --quick: every turn answered by the slow stub's text (it checks that),
-    latency and memory per turn reported; the figures themselves are not asserted."""
+def test_the_runs_in_flight_benchmark_answers_every_turn_of_each_server_and_reports_its_cost():
+    """benchmarks/in_flight.py --quick: ours and the peers' servers on the slow stub, every turn
+    answered by the stub's text (it checks that), latency, CPU and memory per turn reported; the
+    figures themselves are not asserted."""
     pytest.importorskip("httpcore", reason="OpenAIRuntime needs the openai extra: make install")
+    for package in ("agno.os", "google.adk.cli.fast_api"):
+        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
 
-    result = subprocess.run(
-        [sys.executable, "benchmarks/in_flight.py", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=800,
-        check=True,
-    )
+    result = bench("benchmarks/in_flight.py", "--quick")
 
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| 20 |")]
-    assert len(rows) == 1, result.stdout
-    assert float(rows[0].split("|")[2]) >= 0
+    rows = [
+        line.split("|") for line in result.stdout.splitlines() if line.startswith("| ") and "| 20 |" in line
+    ]
+    assert [row[1].split()[0] for row in rows] == ["dcaf_like", "Agno", "Google"], result.stdout
+    for row in rows:
+        assert int(row[3]) > 0, row  # turns were in flight
+        assert float(row[6]) > 0, row  # and cost the server CPU
+
+
+def test_the_peers_on_their_own_stores_answer_the_same_turn_and_are_measured_beside_ours(postgres_url):
+    for package in ("agno.db.sqlite", "google.adk.sessions.database_session_service"):
+        pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
+
+    result = bench("benchmarks/peer_stores.py", "--quick", DCAF_BENCH_POSTGRES_URL=postgres_url)
+
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ") and "`" in line]
+    assert [(row[1].split()[0], row[2].strip()) for row in rows] == [
+        (kind, store) for store in ("sqlite", "postgres") for kind in ("dcaf_like", "Agno", "Google")
+    ], result.stdout
+    for row in rows:  # each answered "web-1 is running." after running the tool, keeping its sessions there
+        assert "not measured" not in row[3], row
+        assert float(row[3]) > 0, row
 
 
 def test_the_peers_servers_answer_the_same_turn_and_are_measured_beside_ours():
     for package in ("agno.os", "google.adk.cli.fast_api"):
         pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
 
-    result = subprocess.run(
-        [sys.executable, "benchmarks/peer_servers.py", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=800,
-        check=True,
-    )
+    result = bench("benchmarks/peer_servers.py", "--quick")
 
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and "`" in line]
     assert len(rows) == 3, result.stdout
@@ -122,14 +130,13 @@ def test_the_peers_servers_answer_the_same_turn_and_are_measured_beside_ours():
 
 
 def test_a_short_soak_runs_every_server_and_every_approval_ran_exactly_once(redis_url, postgres_url):
-    result = subprocess.run(
-        [sys.executable, "benchmarks/soak.py", "--seconds", "3"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=800,
+    result = bench(
+        "benchmarks/soak.py",
+        "--seconds",
+        "3",
         check=False,
-        env={**os.environ, "DCAF_BENCH_REDIS_URL": redis_url, "DCAF_BENCH_POSTGRES_URL": postgres_url},
+        DCAF_BENCH_REDIS_URL=redis_url,
+        DCAF_BENCH_POSTGRES_URL=postgres_url,
     )
 
     assert result.returncode == 0, result.stdout + result.stderr  # it fails on a 5xx or a broken check
@@ -144,14 +151,7 @@ def test_a_short_soak_runs_every_server_and_every_approval_ran_exactly_once(redi
 def test_the_inbox_benchmark_runs_and_the_inbox_finds_every_waiting_call():
     """benchmarks/inbox.py --quick (docs/approvals.md, "One inbox"): the figures are not asserted, only
     that each size was measured and the inbox found every waiting call (the script fails otherwise)."""
-    result = subprocess.run(
-        [sys.executable, "benchmarks/inbox.py", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=800,
-        check=True,
-    )
+    result = bench("benchmarks/inbox.py", "--quick")
 
     cells = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
     rows = [row for row in cells if row[1].strip().replace(",", "").isdigit()]

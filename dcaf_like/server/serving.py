@@ -150,15 +150,29 @@ def run_uvicorn(
     )
 
 
+# Python's own thresholds; a process whose owner chose others keeps theirs.
+_PYTHON_GC_THRESHOLDS = (700, 10, 10)
+# A server's: a young collection after this many more allocations than frees, not 700, and a full
+# collection (which stops every turn while it walks them all) considered a tenth as often.
+SERVER_GC_THRESHOLDS = (5_000, 10, 100)
+
+
 def settle_heap() -> None:
-    """Move everything loaded so far (the SDKs' modules, the app) out of the garbage collector's way.
+    """Move everything loaded so far (the SDKs' modules, the app) out of the garbage collector's way,
+    and collect less often.
 
     A full collection walks every tracked object; with an SDK or three loaded that is hundreds of
     thousands, visited again and again though they live as long as the process. Frozen, they are
-    skipped, and a turn on a long conversation with the SDKs loaded is quicker (docs/benchmarks.md,
-    "Figures behind the code's choices"). For processes this package starts, never for an app a
-    user mounts."""
+    skipped, and a turn on a long conversation with the SDKs loaded is quicker. A server holding
+    many turns in flight (waiting on a model, a tool or a human) keeps their objects alive across
+    collections, so with Python's thresholds every turn paid to walk the others again, and a full
+    collection paused them all for as long as it walked: collections are spaced out instead
+    (:data:`SERVER_GC_THRESHOLDS`), unless the process set its own
+    (docs/benchmarks.md, "Figures behind the code's choices"). For processes this package starts,
+    never for an app a user mounts."""
     import gc
 
     gc.collect()
     gc.freeze()
+    if gc.get_threshold() == _PYTHON_GC_THRESHOLDS:
+        gc.set_threshold(*SERVER_GC_THRESHOLDS)
