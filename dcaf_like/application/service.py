@@ -212,6 +212,19 @@ class AgentService:
         )
         #: The turns running in this process, by conversation: where a message sent meanwhile waits.
         self._running = RunningTurns(clock)
+        # What performs each effect that streams nothing (the driver answers Emit and ReadArrived).
+        self._performers: dict[type[Effect], Callable[[Any, TurnRun], Awaitable[Any]]] = {
+            CallModel: lambda effect, run: self._models.invoke(effect, run),
+            RunTool: lambda effect, run: self._tools.run(effect, run),
+            RunTools: lambda effect, run: self._tools.run_all(effect, run),
+            Enqueue: lambda effect, run: self._tools.enqueue(effect, run),
+            CheckCancel: lambda effect, run: self._cancel_requested(run),
+            ResolveInstructions: lambda effect, run: self._instructions(effect.context, run),
+            Summarize: lambda effect, run: self._summary(effect, run),
+            CallHooks: lambda effect, run: self._call_hooks(effect, run),
+            ReadGrants: lambda effect, run: self._read_grants(run),
+            AskApprover: lambda effect, run: self._ask_approver(effect, run),
+        }
         fitting = self._settings.context
         #: A turn reads the conversation's recent part only (ADR 22) when its policy never sends what
         #: the summary covers and a window is known (without one the whole transcript is sent).
@@ -302,6 +315,8 @@ class AgentService:
                     elif type(effect) is Emit:
                         value = None
                         yield effect.event
+                    elif type(effect) is ReadArrived:  # in memory: nothing to wait for
+                        value = self._running.take(run.conversation.id)
                     else:
                         value = await self._perform(effect, run)
             finally:
@@ -396,37 +411,13 @@ class AgentService:
 
     def _perform(self, effect: Effect, run: TurnRun) -> Awaitable[Any]:
         """What performs an effect that streams nothing; awaited, it is what the turn is sent back."""
-        if isinstance(effect, CallModel):
-            return self._models.invoke(effect, run)
-        if isinstance(effect, RunTool):
-            return self._tools.run(effect, run)
-        if isinstance(effect, RunTools):
-            return self._tools.run_all(effect, run)
-        if isinstance(effect, Enqueue):
-            return self._tools.enqueue(effect, run)
-        if isinstance(effect, CheckCancel):
-            return self._cancel_requested(run)
-        if isinstance(effect, ResolveInstructions):
-            return self._instructions(effect.context, run)
-        if isinstance(effect, Summarize):
-            return self._summary(effect, run)
-        if isinstance(effect, CallHooks):
-            return self._call_hooks(effect, run)
-        if isinstance(effect, ReadArrived):
-            return self._read_arrived(run)
-        if isinstance(effect, ReadGrants):
-            return self._read_grants(run)
-        assert isinstance(effect, AskApprover), effect  # Emit is the driver's
-        return self._ask_approver(effect, run)
+        return self._performers[type(effect)](effect, run)
 
     async def _read_grants(self, run: TurnRun) -> tuple[Grant, ...]:
         now = self.clock()
         if run.blocking:
             return grants_in_force(self.repository, now)
         return await agrants_in_force(self.repository, now)
-
-    async def _read_arrived(self, run: TurnRun) -> list[tuple[str, float]]:
-        return self._running.take(run.conversation.id)
 
     async def _call_hooks(self, effect: CallHooks, run: TurnRun) -> Refused | HookFailed | Rewritten | None:
         answer = await self._settings.hooks.call(effect.point, effect.arguments, blocking=run.blocking)
