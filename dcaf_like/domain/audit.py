@@ -28,6 +28,9 @@ class DecisionOutcome(StrEnum):
     ANSWERED = "answered"
     DECLINED = "declined"  # the user would not answer: the call failed, not run
     EXPIRED = "expired"  # its window closed before an answer: the system closed it
+    # An approved call not run because its preview, run again just before it would run, said
+    # something else or failed (ADR 38): the approval no longer holds and the call waits again.
+    STALE = "stale"
     # A standing grant (docs/approvals.md, "Grants"), made or revoked: the record's reason names it
     # (``grant g_...: <its rule> until <when>``); it names no conversation and no call.
     GRANTED = "granted"

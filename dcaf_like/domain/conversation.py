@@ -567,7 +567,14 @@ class Conversation:
         """An approved call whose preview, run again before it ran, changed: it waits again with the
         new `preview` (or the `error` of the recheck), bound to the next approval (ADR 38)."""
         call = self.tool_call(call_id)
-        call.went_stale(preview, error=error, at=_now(at))
+        now = _now(at)
+        call.went_stale(preview, error=error, at=now)
+        why = (
+            "its preview failed when rechecked"
+            if preview is None
+            else "its preview changed since it was approved"
+        )
+        self._audit(call, DecisionOutcome.STALE, SYSTEM, DeciderKind.SYSTEM, now, f"not run: {why}")
         self._changed(call_id)
         self.version += 1
         return call

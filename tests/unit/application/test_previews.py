@@ -104,6 +104,38 @@ def test_an_approval_sent_against_another_preview_is_refused_and_carries_the_cur
     assert RAN == [("api", 5)]
 
 
+def test_a_call_that_went_stale_leaves_a_record_in_the_audit_trail_between_its_two_approvals():
+    """docs/operations.md, "The audit trail": a call the stale-plan check stopped is recorded (`stale`, by
+    the system), so the trail shows why an approved call did not run and why it was approved twice."""
+
+    @tool(preview=scale_preview, recheck=True)
+    def rescale(deployment: str, replicas: int) -> str:
+        """Scale a deployment, checking the preview still holds first."""
+        RAN.append((deployment, replicas))
+        return "scaled"
+
+    runtime = FakeRuntime([tool_call("rescale", deployment="api", replicas=5), reply("Scaled.")])
+    agent = Agent(tools=[rescale], runtime=runtime)
+    first = agent.run("scale api to 5")
+    [seen] = first.pending_tool_calls
+    REPLICAS["api"] = 3
+    again = agent.decide(
+        first.conversation_id, [ToolDecision(seen.id, True, preview_digest=seen.preview_digest)]
+    )
+    [waiting] = again.pending_tool_calls
+    agent.decide(first.conversation_id, [ToolDecision(seen.id, True, preview_digest=waiting.preview_digest)])
+
+    records = sorted(agent.repository.decision_records(first.conversation_id), key=lambda r: r.at)
+    assert [(r.outcome, r.decider, r.call_id) for r in records] == [
+        ("approved", "human", seen.id),
+        ("stale", "system", seen.id),
+        ("approved", "human", seen.id),
+    ]
+    assert records[1].decided_by == "system"
+    assert records[1].reason == "not run: its preview changed since it was approved"
+    assert "replicas" not in records[1].reason  # what the preview said stays with the call
+
+
 def test_a_failing_preview_is_recorded_as_such_and_the_call_still_waits_for_approval():
     """docs/approvals.md, "What the approver sees": a preview error, never a failed call."""
     agent = Agent(
