@@ -189,6 +189,7 @@ class AgentService:
             tracer=self.tracer,
             deps=deps,
             continuation=lambda request, blocking: self._quietly(request, blocking=blocking),
+            question_ttl=self._settings.question_ttl,
         )
         chosen = executor_for(executor, self.jobs)
         self._settings.background = background_tools(tools, chosen, everything=background)

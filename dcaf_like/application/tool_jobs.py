@@ -85,8 +85,11 @@ class ToolJobs:
         deps: Any = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
         continuation: Continuation | None = None,
+        question_ttl: float | None = None,
     ) -> None:
         self.repository, self.tools = repository, dict(tools)
+        #: How long a question a job's tool asks stays open, as one asked in a turn (docs/runs.md).
+        self.question_ttl = question_ttl
         self.worker, self.lease_ttl = worker, lease_ttl
         self.clock, self.monotonic = clock, monotonic
         self.tracer: Tracer = tracer or NoTracer()
@@ -250,7 +253,7 @@ class ToolJobs:
             kind.clear()
             owed.clear()
             if outcome.question is not None:
-                open_question(conversation, job.call_id, outcome.question, ttl=None, at=now)
+                open_question(conversation, job.call_id, outcome.question, ttl=self.question_ttl, at=now)
                 kind.append("asked")
             elif isinstance(outcome.output, ToolOutput):
                 output = outcome.output

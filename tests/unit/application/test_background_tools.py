@@ -15,6 +15,7 @@ from dcaf_like import (
     Agent,
     InProcessExecutor,
     ModelError,
+    QuestionExpired,
     ToolContext,
     ToolDecision,
     ToolJob,
@@ -511,3 +512,33 @@ def test_a_jobs_session_changes_keep_what_a_turn_changed_while_it_ran() -> None:
 
     assert agent.jobs.run(job).outcome == "executed"
     assert store.get(asked.conversation_id).session == {"team": "sre", "ticket": "OPS-7", "drained": "n1"}
+
+
+def test_a_question_a_jobs_tool_asks_has_the_agents_question_window() -> None:
+    """docs/runs.md, "A question's window": a question a background tool's job asks closes after
+    `question_ttl`, counted from when the job asked it, as one asked in a turn."""
+    clock = ManualClock(1_700_000_000.0)
+
+    @tool(background=True)
+    def cordon(node: str, context: ToolContext) -> str:
+        """Cordon a node."""
+        if not context.ask(f"Cordon {node} now?", kind="confirmation"):
+            return "left alone"
+        return f"{node} cordoned"
+
+    model = FakeRuntime([tool_calls(tool_call("cordon", node="n1")), reply("Asked.")])
+    kept = KeptJobs()
+    agent = Agent(
+        tools=[cordon], runtime=model, executor=kept, clock=clock, approval_ttl=3600, question_ttl=600
+    )
+    asked = agent.run("cordon n1")
+    approve_all(agent, asked.conversation_id, asked)
+    clock.advance(30)  # the job starts a little later
+
+    assert agent.jobs.run(kept.jobs[0]).outcome == "asked"
+
+    [question] = agent.repository.get(asked.conversation_id).questions.values()
+    assert question.expires_at == clock.now + 600
+    clock.advance(600)
+    with pytest.raises(QuestionExpired):
+        agent.answer(asked.conversation_id, question.id, True)
