@@ -10,36 +10,32 @@ would any other, and its refusal is shown as it says it.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any, TextIO
+
+from dcaf_like.cli._remote import Remote, RemoteError, said
 
 HELP = "a N: approve call N · r N REASON: reject it · n: next page · l: list again · q: quit"
 
 
-class InboxError(Exception):
+class InboxError(RemoteError):
     """The server could not be asked (unreachable, or it refused the listing)."""
 
 
-class RemoteInbox:
+class RemoteInbox(Remote):
     """The inbox of the agent served at `url`, read with `api_key` when its server wants one."""
-
-    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 300) -> None:
-        self.base = url.rstrip("/")
-        self.headers = {"Content-Type": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
-        self.timeout = timeout
 
     def page(self, cursor: str | None = None, limit: int = 20) -> dict[str, Any]:
         query = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
-        url = f"{self.base}/api/approvals?{urllib.parse.urlencode(query)}"
-        status, body = self._send(urllib.request.Request(url, headers=self.headers))
+        try:
+            status, body = self.call("GET", f"/api/approvals?{urllib.parse.urlencode(query)}")
+        except RemoteError as exc:
+            raise InboxError(str(exc)) from exc
         if status != 200:
-            raise InboxError(_said(status, body))
-        return body
+            raise InboxError(said(status, body))
+        page: dict[str, Any] = body
+        return page
 
     def decide(self, item: dict[str, Any], *, approve: bool, reason: str = "") -> tuple[int, dict[str, Any]]:
         """Approve or reject `item` (an entry of :meth:`page`): the server's status and answer."""
@@ -50,40 +46,10 @@ class RemoteInbox:
             "platform_context": item["platform_context"],
             "messages": [{"role": "user", "content": "", "data": {"tool_calls": [decided]}}],
         }
-        request = urllib.request.Request(
-            f"{self.base}/api/chat", data=json.dumps(body).encode(), headers=self.headers, method="POST"
-        )
-        return self._send(request)
-
-    def _send(self, request: urllib.request.Request) -> tuple[int, dict[str, Any]]:
         try:
-            with _NO_REDIRECTS.open(request, timeout=self.timeout) as response:
-                return response.status, json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            with exc:
-                try:
-                    return exc.code, json.loads(exc.read() or b"{}")
-                except ValueError:
-                    return exc.code, {}
-        except (urllib.error.URLError, OSError) as exc:
-            raise InboxError(f"cannot reach {self.base}: {exc}") from exc
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as the 3xx it is: following it would carry the API key to wherever it points."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects)
-
-
-def _said(status: int, body: dict[str, Any]) -> str:
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return f"{status} {error.get('code')}: {error.get('message')}"
-    return f"HTTP {status}"
+            return self.call("POST", "/api/chat", body)
+        except RemoteError as exc:
+            raise InboxError(str(exc)) from exc
 
 
 def describe(number: int, item: dict[str, Any]) -> str:
@@ -150,7 +116,7 @@ def run(inbox: RemoteInbox, out: TextIO, read_line: Callable[[], str], *, limit:
 def _outcome(item: dict[str, Any], status: int, body: dict[str, Any]) -> str:
     name = f"{item['name']} in {item['conversation_id']}"
     if status != 200:
-        return f"Refused: {name}: {_said(status, body)}"
+        return f"Refused: {name}: {said(status, body)}"
     data = body.get("data", {})
     for call in data.get("executed_tool_calls", []):
         if call.get("id") == item["id"]:

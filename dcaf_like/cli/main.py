@@ -253,7 +253,30 @@ def _parser() -> argparse.ArgumentParser:
     approvals.add_argument("--url", required=True, help="the served agent (http://HOST:PORT)")
     approvals.add_argument("--api-key", help="the server's API key (default: $DCAF_API_KEY)")
     approvals.add_argument("--limit", type=int, default=20, help="calls per page (1 to 200)")
+    _grants_parser(commands)
     return parser
+
+
+def _grants_parser(commands: Any) -> None:
+    grants = commands.add_parser("grants", help="standing grants of a served agent: list, make, revoke")
+    grants.add_argument("--url", required=True, help="the served agent (http://HOST:PORT)")
+    grants.add_argument("--api-key", help="a key with the approve scope (default: $DCAF_API_KEY)")
+    actions = grants.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="the grants in force, newest first")
+    listing.add_argument("--all", action="store_true", help="expired and revoked ones too")
+    make = actions.add_parser("make", help="approve matching calls of one requester for a while")
+    make.add_argument("tool", help="the tool whose calls it approves")
+    make.add_argument("--requester", required=True, help="whose calls (an identity's name, or *)")
+    make.add_argument(
+        "--arg", action="append", default=[], metavar="KEY=VALUE", help="an argument the call must have"
+    )
+    make.add_argument(
+        "--context", action="append", default=[], metavar="KEY=VALUE", help="a platform context value"
+    )
+    make.add_argument("--duration", type=float, required=True, help="seconds (at most a day)")
+    make.add_argument("--reason", default="", help="why: kept with the grant and in the audit trail")
+    revoke = actions.add_parser("revoke", help="approve nothing more by a grant")
+    revoke.add_argument("id", help="the grant's id (g_...)")
 
 
 def _audit_parser(commands: Any) -> None:
@@ -338,6 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args)
     if args.command == "approvals":
         return _approvals(args)
+    if args.command == "grants":
+        return _grants(args)
     if args.command == "worker":
         return _worker(args)
     try:
@@ -372,9 +397,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _approvals(args: argparse.Namespace) -> int:
+    from dcaf_like.cli._remote import plain_http_warning
     from dcaf_like.cli.approvals import InboxError, RemoteInbox, run
 
-    inbox = RemoteInbox(args.url, api_key=args.api_key or os.environ.get("DCAF_API_KEY"))
+    api_key = args.api_key or os.environ.get("DCAF_API_KEY")
+    if (warning := plain_http_warning(args.url, api_key)) is not None:
+        print(f"dcaf-like approvals: warning: {warning}", file=sys.stderr)
+    inbox = RemoteInbox(args.url, api_key=api_key)
     try:
         run(inbox, sys.stdout, sys.stdin.readline, limit=args.limit)
     except InboxError as exc:
@@ -383,6 +412,37 @@ def _approvals(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(file=sys.stdout)
     return 0
+
+
+def _grants(args: argparse.Namespace) -> int:
+    from dcaf_like.cli._remote import Remote, RemoteError, plain_http_warning
+    from dcaf_like.cli.grants import list_grants, make_grant, pairs, revoke_grant
+
+    api_key = args.api_key or os.environ.get("DCAF_API_KEY")
+    if (warning := plain_http_warning(args.url, api_key)) is not None:
+        print(f"dcaf-like grants: warning: {warning}", file=sys.stderr)
+    remote = Remote(args.url, api_key=api_key)
+    try:
+        if args.action == "list":
+            return list_grants(remote, sys.stdout, everything=args.all)
+        if args.action == "revoke":
+            return revoke_grant(remote, sys.stdout, args.id)
+        try:
+            grant = {
+                "tool": args.tool,
+                "requester": args.requester,
+                "arguments": pairs(args.arg, "--arg"),
+                "context": pairs(args.context, "--context"),
+                "duration": args.duration,
+                "reason": args.reason,
+            }
+        except ValueError as exc:
+            print(f"dcaf-like grants: {exc}", file=sys.stderr)
+            return 2
+        return make_grant(remote, sys.stdout, grant)
+    except RemoteError as exc:
+        print(f"dcaf-like grants: {exc}", file=sys.stderr)
+        return 2
 
 
 def _worker(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The approvals CLI never follows a redirect: the API key would go to the redirect's target."""
+"""The commands that talk to a server (`dcaf-like approvals`, `dcaf-like grants`) never follow a redirect:
+the API key would go to the redirect's target."""
 
 import http.server
 import threading
@@ -37,7 +38,7 @@ def test_a_redirect_to_another_server_does_not_carry_the_key() -> None:
     try:
         inbox = RemoteInbox(f"http://127.0.0.1:{redirector.server_port}", api_key=KEY, timeout=5)
         request = urllib.request.Request(f"{inbox.base}/api/approvals", headers=inbox.headers)
-        status, _ = inbox._send(request)
+        status, _ = inbox.send(request)
         assert status == 302
         assert all(KEY not in (header or "") for header in seen)
     finally:
