@@ -11,8 +11,14 @@ from typing import Any
 
 import pytest
 from _isolate import lift_parent_timeouts, run_in_child, should_isolate
+from hypothesis import settings
 
 from dcaf_like import Tool, tool
+
+# Property tests check what holds, never how fast: Hypothesis's default deadline (200 ms an example)
+# failed one on a loaded machine. How many examples each tries stays Hypothesis's default.
+settings.register_profile("dcaf_like", deadline=None, print_blob=True)
+settings.load_profile("dcaf_like")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -31,6 +31,10 @@ class DecisionOutcome(StrEnum):
     # An approved call not run because its preview, run again just before it would run, said
     # something else or failed (ADR 38): the approval no longer holds and the call waits again.
     STALE = "stale"
+    # A notice a waiting call's escalation owed, claimed to be sent (docs/approvals.md, "Escalation"):
+    # the reminder to its approvers, the escalation to the group named; the record's reason says which.
+    REMINDED = "reminded"
+    ESCALATED = "escalated"
     # A standing grant (docs/approvals.md, "Grants"), made or revoked: the record's reason names it
     # (``grant g_...: <its rule> until <when>``); it names no conversation and no call.
     GRANTED = "granted"

@@ -471,6 +471,16 @@ class Conversation:
         is sent now (docs/approvals.md, "Escalation"); the save that stores it is the claim."""
         call = self.tool_call(call_id)
         call.claim_notice(notice, at=at)
+        escalation = call.approvers.escalation
+        if notice == "escalation" and escalation is not None:
+            groups = ", ".join(sorted(escalation.escalate_to))
+            self._audit(
+                call, DecisionOutcome.ESCALATED, SYSTEM, DeciderKind.SYSTEM, at, f"escalated to {groups}"
+            )
+        else:
+            self._audit(
+                call, DecisionOutcome.REMINDED, SYSTEM, DeciderKind.SYSTEM, at, "its approvers reminded"
+            )
         self._changed(call_id)
         self.version += 1
         return call

@@ -27,7 +27,8 @@ SECRET = "whsec-escalation-7c1e"
 CAROL = "carol-key-0123456789abcdef0"  # asks
 LEE = "lee-key-0123456789abcdef0000"  # a team lead: the rule's approver
 OLGA = "olga-key-0123456789abcdef000"  # on call: the group the call escalates to
-KEYS = {CAROL: "carol:chat", LEE: "lee:approve", OLGA: "olga:approve"}
+OPS = "ops-key-0123456789abcdef00000"  # reads the audit trail
+KEYS = {CAROL: "carol:chat", LEE: "lee:approve", OLGA: "olga:approve", OPS: "ops:admin"}
 GROUPS = {"leads": {"lee"}, "oncall": {"olga"}}
 START = 1_700_000_000.0
 
@@ -184,6 +185,21 @@ def test_a_waiting_call_is_reminded_then_escalated_then_rejected_at_its_windows_
         assert deleted == []
         assert [b["event"] for b in receiver.bodies] == ["approval_required", "reminder", "escalation"]
         assert receiver.forged == 0
+
+        # docs/approvals.md, "Escalation": each notice sent is in the audit trail, by the system
+        trail = server.get(
+            "/api/audit", headers={"X-API-Key": OPS}, params={"conversation_id": call["conversation_id"]}
+        )
+        assert trail.status_code == 200, trail.text
+        notices = [
+            (r["outcome"], r["decided_by"], r["reason"], r["at"])
+            for r in reversed(trail.json()["records"])
+            if r["call_id"] == call["id"] and r["outcome"] in ("reminded", "escalated")
+        ]
+        assert notices == [
+            ("reminded", "system", "its approvers reminded", START + 600),
+            ("escalated", "system", "escalated to oncall", START + 1800),
+        ]
 
 
 def test_a_call_whose_rule_says_wait_outlives_its_window_and_the_escalated_group_approves_it(receiver):
