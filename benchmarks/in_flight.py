@@ -26,11 +26,8 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -130,69 +127,23 @@ def openai_adk_model() -> Any:
     return OpenAICompatible()
 
 
-def adk_app(directory: str) -> Any:
-    from google.adk.cli.fast_api import get_fast_api_app
-
-    package = Path(directory) / "bench_app"
-    package.mkdir(exist_ok=True)
-    (package / "__init__.py").write_text("from . import agent\n")
-    (package / "agent.py").write_text(ADK_AGENT)
-    return get_fast_api_app(
-        agents_dir=directory,
-        session_service_uri="memory://",
-        artifact_service_uri="memory://",
-        memory_service_uri="memory://",
-        use_local_storage=False,
-        web=False,
-        auto_create_session=True,
-    )
-
-
 def serve(kind: str, port: int, base_url: str) -> None:
-    import logging
-    import warnings
-
-    import uvicorn
-
-    from dcaf_like.server.serving import settle_heap
-
-    logging.getLogger("google_adk").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
     os.environ["IN_FLIGHT_MODEL_URL"] = base_url
-    with tempfile.TemporaryDirectory() as directory:
-        builders: dict[str, Callable[[str], Any]] = {
-            "dcaf_like": dcaf_app,
-            "waiting": waiting_app,
-            "agno": agno_app,
-            "adk": lambda _: adk_app(directory),
-        }
-        app = builders[kind](base_url)
-        settle_heap()  # as serve() does; the peers get it too
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=8192)
+    builders: dict[str, Callable[[str], Any]] = {
+        "dcaf_like": lambda _: dcaf_app(base_url),
+        "waiting": lambda _: waiting_app(base_url),
+        "agno": lambda _: agno_app(base_url),
+        "adk": lambda directory: peer_servers.adk_app(directory, agent=ADK_AGENT),
+    }
+    peer_servers.serve_app(builders[kind], port, backlog=8192)
 
 
 @contextlib.contextmanager
 def running(kind: str, base_url: str) -> Iterator[tuple[int, int]]:
     """The server's port and process id."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port), base_url], env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the {kind} server exited with {process.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {kind} server did not start in 60 s")
-            time.sleep(0.05)
-        yield port, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    command = [__file__, "--serve", kind, base_url, "--port"]
+    with peer_servers.server_process(kind, lambda port: [*command, str(port)]) as server:
+        yield server
 
 
 # -- the load -------------------------------------------------------------------------------------------
@@ -375,10 +326,11 @@ def main() -> None:
     )
     parser.add_argument("--waiting", type=int, default=10_000, help="conversations left waiting")
     parser.add_argument("--servers", default=",".join(SERVERS), help="which servers, comma-separated")
-    parser.add_argument("--serve", nargs=3, metavar=("KIND", "PORT", "BASE_URL"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=2, metavar=("KIND", "BASE_URL"), help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], int(args.serve[1]), args.serve[2])
+        serve(args.serve[0], args.port, args.serve[1])
         return
     servers = args.servers.split(",")
     if args.quick:

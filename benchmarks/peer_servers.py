@@ -69,16 +69,17 @@ def agno_app() -> Any:
     return AgentOS(agents=[agent], telemetry=False).get_app()
 
 
-def adk_app(directory: str) -> Any:
+def adk_app(directory: str, session_service_uri: str = "memory://", agent: str = ADK_AGENT) -> Any:
+    """ADK's `api_server` app of one agent (the source of its ``agent.py``), written into `directory`."""
     from google.adk.cli.fast_api import get_fast_api_app
 
     package = Path(directory) / "bench_app"
     package.mkdir(exist_ok=True)
     (package / "__init__.py").write_text("from . import agent\n")
-    (package / "agent.py").write_text(ADK_AGENT)
+    (package / "agent.py").write_text(agent)
     return get_fast_api_app(
         agents_dir=directory,
-        session_service_uri="memory://",
+        session_service_uri=session_service_uri,
         artifact_service_uri="memory://",
         memory_service_uri="memory://",
         use_local_storage=False,
@@ -87,7 +88,9 @@ def adk_app(directory: str) -> Any:
     )
 
 
-def serve(kind: str, port: int) -> None:
+def serve_app(build: Callable[[str], Any], port: int, **options: Any) -> None:
+    """Serve the app `build` makes (given a temporary folder) under uvicorn on `port`, until stopped:
+    every server of the benchmarks, ours and the peers', the same way."""
     import logging
     import warnings
 
@@ -98,18 +101,29 @@ def serve(kind: str, port: int) -> None:
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # "missing token usage" per instant turn
     warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")  # ADK's, once per app
     with tempfile.TemporaryDirectory() as directory:
-        app = {"dcaf_like": dcaf_app, "agno": agno_app, "adk": lambda: adk_app(directory)}[kind]()
+        app = build(directory)
         settle_heap()  # as serve() does; the peers get it too
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, **options)
+
+
+def serve(kind: str, port: int) -> None:
+    builders: dict[str, Callable[[str], Any]] = {
+        "dcaf_like": lambda _: dcaf_app(),
+        "agno": lambda _: agno_app(),
+        "adk": adk_app,
+    }
+    serve_app(builders[kind], port)
 
 
 @contextlib.contextmanager
-def running(kind: str) -> Iterator[int]:
+def server_process(kind: str, arguments: Callable[[int], list[str]]) -> Iterator[tuple[int, int]]:
+    """The port and process id of a server this folder's `arguments(port)` start (a script and its
+    options), once it accepts connections; stopped afterwards."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port)], env=env)
+    process = subprocess.Popen([sys.executable, *arguments(port)], env=env)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -120,10 +134,16 @@ def running(kind: str) -> Iterator[int]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the {kind} server did not start in 60 s")
             time.sleep(0.05)
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def running(kind: str) -> Iterator[int]:
+    with server_process(kind, lambda port: [__file__, "--serve", kind, "--port", str(port)]) as (port, _):
+        yield port
 
 
 # -- the requests ---------------------------------------------------------------------------------------

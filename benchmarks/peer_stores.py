@@ -24,13 +24,10 @@ import argparse
 import asyncio
 import contextlib
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,65 +87,20 @@ def agno_app(url: str) -> Any:
     return AgentOS(agents=[agent], telemetry=False).get_app()
 
 
-def adk_app(url: str, directory: str) -> Any:
-    from google.adk.cli.fast_api import get_fast_api_app
-
-    package = Path(directory) / "bench_app"
-    package.mkdir(exist_ok=True)
-    (package / "__init__.py").write_text("from . import agent\n")
-    (package / "agent.py").write_text(peer_servers.ADK_AGENT)
-    return get_fast_api_app(
-        agents_dir=directory,
-        session_service_uri=url,
-        artifact_service_uri="memory://",
-        memory_service_uri="memory://",
-        use_local_storage=False,
-        web=False,
-        auto_create_session=True,
-    )
-
-
 def serve(kind: str, url: str, port: int) -> None:
-    import logging
-    import warnings
-
-    import uvicorn
-
-    from dcaf_like.server.serving import settle_heap
-
-    logging.getLogger("google_adk").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
-    with tempfile.TemporaryDirectory() as directory:
-        if kind == "adk":
-            app = adk_app(url, directory)
-        else:
-            app = {"dcaf_like": dcaf_app, "agno": agno_app}[kind](url)
-        settle_heap()  # as serve() does; the peers get it too
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    builders: dict[str, Callable[[str], Any]] = {
+        "dcaf_like": lambda _: dcaf_app(url),
+        "agno": lambda _: agno_app(url),
+        "adk": lambda directory: peer_servers.adk_app(directory, session_service_uri=url),
+    }
+    peer_servers.serve_app(builders[kind], port)
 
 
 @contextlib.contextmanager
 def running(kind: str, url: str) -> Iterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, __file__, "--serve", kind, "--url", url, "--port", str(port)]
-    process = subprocess.Popen(command, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the {kind} server exited with {process.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {kind} server did not start in 60 s")
-            time.sleep(0.05)
+    command = [__file__, "--serve", kind, "--url", url, "--port"]
+    with peer_servers.server_process(kind, lambda port: [*command, str(port)]) as (port, _):
         yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @contextlib.contextmanager

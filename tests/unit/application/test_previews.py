@@ -4,6 +4,7 @@ shown with it, and is part of what an approval binds to (ADR 38)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -104,9 +105,9 @@ def test_an_approval_sent_against_another_preview_is_refused_and_carries_the_cur
     assert RAN == [("api", 5)]
 
 
-def test_a_call_that_went_stale_leaves_a_record_in_the_audit_trail_between_its_two_approvals():
-    """docs/operations.md, "The audit trail": a call the stale-plan check stopped is recorded (`stale`, by
-    the system), so the trail shows why an approved call did not run and why it was approved twice."""
+def approved_then_stale() -> tuple[Agent, Any, Any, Any]:
+    """A rescale of api to 5 (``recheck=True``), approved after someone scaled api to 3: the agent,
+    the response that proposed it, the call as first seen, and the response to the approval."""
 
     @tool(preview=scale_preview, recheck=True)
     def rescale(deployment: str, replicas: int) -> str:
@@ -118,10 +119,18 @@ def test_a_call_that_went_stale_leaves_a_record_in_the_audit_trail_between_its_t
     agent = Agent(tools=[rescale], runtime=runtime)
     first = agent.run("scale api to 5")
     [seen] = first.pending_tool_calls
-    REPLICAS["api"] = 3
+    REPLICAS["api"] = 3  # someone scaled it meanwhile
     again = agent.decide(
         first.conversation_id, [ToolDecision(seen.id, True, preview_digest=seen.preview_digest)]
     )
+    return agent, first, seen, again
+
+
+def test_a_call_that_went_stale_leaves_a_record_in_the_audit_trail_between_its_two_approvals():
+    """docs/operations.md, "The audit trail": a call the stale-plan check stopped is recorded (`stale`, by
+    the system), so the trail shows why an approved call did not run and why it was approved twice."""
+
+    agent, first, seen, again = approved_then_stale()
     [waiting] = again.pending_tool_calls
     agent.decide(first.conversation_id, [ToolDecision(seen.id, True, preview_digest=waiting.preview_digest)])
 
@@ -205,21 +214,7 @@ def test_a_tool_that_needs_no_approval_takes_no_preview():
 def test_a_call_whose_preview_changed_before_it_ran_is_not_run_and_waits_for_a_new_approval():
     """docs/approvals.md, "What the approver sees": the stale-plan check (``recheck=True``)."""
 
-    @tool(preview=scale_preview, recheck=True)
-    def rescale(deployment: str, replicas: int) -> str:
-        """Scale a deployment, checking the preview still holds first."""
-        RAN.append((deployment, replicas))
-        return "scaled"
-
-    runtime = FakeRuntime([tool_call("rescale", deployment="api", replicas=5), reply("Scaled.")])
-    agent = Agent(tools=[rescale], runtime=runtime)
-    first = agent.run("scale api to 5")
-    [seen] = first.pending_tool_calls
-    REPLICAS["api"] = 3  # someone scaled it meanwhile
-
-    again = agent.decide(
-        first.conversation_id, [ToolDecision(seen.id, True, preview_digest=seen.preview_digest)]
-    )
+    agent, first, seen, again = approved_then_stale()
 
     assert RAN == []
     [waiting] = again.pending_tool_calls
