@@ -57,7 +57,8 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "Domain hot path",
         "Blocking call from the loop, there and back",
         "Provider client: CPU per model call",
-        "Runs in flight: N `/api/chat` turns at once",
+        "Runs in flight: turns started at a steady rate",
+        "Servers on their own stores",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone
@@ -66,7 +67,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
 def test_the_provider_client_benchmark_measures_every_runtime_on_the_same_stub():
     """benchmarks/provider_cpu.py --quick: each runtime answered the stub's text (it checks that) and
     was measured; the figures themselves are not asserted."""
-    for package in ("openai", "langchain_openai", "agno"):
+    for package in ("openai", "langchain_openai", "agno", "boto3", "google.adk"):
         pytest.importorskip(package, reason=f"{package} is needed to compare against it: make install")
 
     result = bench("benchmarks/provider_cpu.py", "--quick")
@@ -77,6 +78,8 @@ def test_the_provider_client_benchmark_measures_every_runtime_on_the_same_stub()
         "`OpenAIRuntime(client=openai.OpenAI(...))` (the SDK)",
         "`LangChainRuntime(ChatOpenAI(...))`",
         "`AgnoRuntime(OpenAILike(...))`",
+        "`BedrockRuntime` (boto3, Converse)",
+        "`AdkRuntime(Gemini(...))` (google-genai)",
     ]
     for row in rows:
         assert float(row.split("|")[2]) > 0, row
