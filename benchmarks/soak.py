@@ -278,12 +278,13 @@ async def soak(served: Served, seconds: float, warmup: float) -> Tally:
 
 def integrity(tally: Tally, ledger: Path) -> dict[str, int]:
     ran = Counter(ledger.read_text().split()) if ledger.exists() else Counter()
+    approved = set(tally.approved)
     return {
         "approved (200)": len(tally.approved),
         "approved ran exactly once": sum(1 for pod in tally.approved if ran[pod] == 1),
         "ran twice or more": sum(1 for n in ran.values() if n > 1),
         "rejected, abandoned or refused that ran": sum(1 for pod in tally.not_to_run if ran[pod]),
-        "ran without an approval answered 200": sum(1 for pod in ran if pod not in set(tally.approved)),
+        "ran without an approval answered 200": sum(1 for pod in ran if pod not in approved),
     }
 
 
