@@ -396,14 +396,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _approvals(args: argparse.Namespace) -> int:
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key of ``--api-key`` (or ``$DCAF_API_KEY``) for ``--url``, warned about on stderr when plain
+    http would carry it to another host."""
     from dcaf_like.cli._remote import plain_http_warning
+
+    api_key: str | None = args.api_key or os.environ.get("DCAF_API_KEY")
+    if (warning := plain_http_warning(args.url, api_key)) is not None:
+        print(f"dcaf-like {args.command}: warning: {warning}", file=sys.stderr)
+    return api_key
+
+
+def _approvals(args: argparse.Namespace) -> int:
     from dcaf_like.cli.approvals import InboxError, RemoteInbox, run
 
-    api_key = args.api_key or os.environ.get("DCAF_API_KEY")
-    if (warning := plain_http_warning(args.url, api_key)) is not None:
-        print(f"dcaf-like approvals: warning: {warning}", file=sys.stderr)
-    inbox = RemoteInbox(args.url, api_key=api_key)
+    inbox = RemoteInbox(args.url, api_key=_api_key(args))
     try:
         run(inbox, sys.stdout, sys.stdin.readline, limit=args.limit)
     except InboxError as exc:
@@ -415,13 +422,10 @@ def _approvals(args: argparse.Namespace) -> int:
 
 
 def _grants(args: argparse.Namespace) -> int:
-    from dcaf_like.cli._remote import Remote, RemoteError, plain_http_warning
+    from dcaf_like.cli._remote import Remote, RemoteError
     from dcaf_like.cli.grants import list_grants, make_grant, pairs, revoke_grant
 
-    api_key = args.api_key or os.environ.get("DCAF_API_KEY")
-    if (warning := plain_http_warning(args.url, api_key)) is not None:
-        print(f"dcaf-like grants: warning: {warning}", file=sys.stderr)
-    remote = Remote(args.url, api_key=api_key)
+    remote = Remote(args.url, api_key=_api_key(args))
     try:
         if args.action == "list":
             return list_grants(remote, sys.stdout, everything=args.all)
