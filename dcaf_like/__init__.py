@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dcaf_like.agent import Agent
     from dcaf_like.application.commands import CommandResult, CommandRunner
     from dcaf_like.application.context import ContextPolicy, ContextWindow
+    from dcaf_like.application.cursors import InvalidCursor
     from dcaf_like.application.dto import (
         AgentRequest,
         AgentResponse,
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     )
     from dcaf_like.application.executors import ToolExecutor, ToolJob
     from dcaf_like.application.hooks import FallbackAnswer, Hook, HookContext, ToolCallInfo, Veto
-    from dcaf_like.application.inbox import InboxItem, InboxPage, InvalidCursor
+    from dcaf_like.application.inbox import InboxItem, InboxPage
     from dcaf_like.application.messages import (
         AssistantTurn,
         ModelCompleted,
@@ -249,7 +250,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ToolContext",
         "ToolOutput",
     ),
-    "dcaf_like.application.inbox": ("InboxItem", "InboxPage", "InvalidCursor"),
+    "dcaf_like.application.cursors": ("InvalidCursor",),
+    "dcaf_like.application.inbox": ("InboxItem", "InboxPage"),
     "dcaf_like.application.questions": ("UserInputRequired",),
     "dcaf_like.application.service": ("InstructionProvider",),
     "dcaf_like.commands": (

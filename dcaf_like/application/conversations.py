@@ -18,12 +18,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dcaf_like.application.cancel import check_conversation_id
+from dcaf_like.application.cancel import CONVERSATION_ID, check_conversation_id
+from dcaf_like.application.cursors import InvalidCursor, make_cursor, read_cursor
 from dcaf_like.application.errors import ConversationNotFound, MissingScope, StoredConversationUnreadable
 from dcaf_like.application.ports import (
     READ_CONCURRENCY,
     ConversationStore,
     Listing,
+    Position,
     arecord_decisions,
     require,
 )
@@ -31,8 +33,10 @@ from dcaf_like.domain import Conversation, DecisionRecord, Identity
 
 logger = logging.getLogger("dcaf_like")
 
-#: A caller who sees only its own conversations: how many of the most recent a list looks through.
+#: A caller who sees only its own conversations: how many a page looks through at most.
 SCAN_LIMIT = 5000
+
+_LIST = "this conversation list"
 
 
 def _require(identity: Identity | None, scope: str, doing: str) -> None:
@@ -59,41 +63,61 @@ class ReadConversation:
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """The conversations a list found, most recently updated first, and the stored records it could not
-    read (shown only to a caller who sees every conversation: no owner can be read from them)."""
+    """The conversations a list found, most recently updated first; the stored records it could not
+    read (shown only to a caller who sees every conversation: no owner can be read from them); the
+    cursor of the next page (None: this was the last)."""
 
     conversations: list[Conversation]
     unreadable: list[StoredConversationUnreadable]
+    next_cursor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ListConversations:
-    """The caller's most recent conversations."""
+    """A page of the caller's conversations, most recent first."""
 
     repository: ConversationStore
 
-    async def __call__(self, *, identity: Identity | None, limit: int) -> Listed:
-        """At most `limit` of them. The store lists every owner's: for a caller who sees only its own,
-        ever more of the most recent are read, up to SCAN_LIMIT. Raises MissingScope (``read``)."""
+    async def __call__(self, *, identity: Identity | None, limit: int, cursor: str | None = None) -> Listed:
+        """At most `limit` of them, from the place `cursor` names (None: the newest). Each page starts
+        where the last ended in the store's index (:meth:`Listing.list_after`), so a middle page costs
+        what the first does. The store lists every owner's: for a caller who sees only its own, a page
+        reads on until it has `limit` or has looked through SCAN_LIMIT conversations, and may then hold
+        fewer (even none) with a cursor for the rest. Raises MissingScope (``read``), InvalidCursor."""
         _require(identity, "read", "list conversations")
-        store, asked = require(self.repository, Listing), limit
-        read: set[str] = set()
+        store = require(self.repository, Listing)
+        position = None if cursor is None else _position(cursor)
         found: list[Conversation] = []
         unreadable: list[StoredConversationUnreadable] = []
+        asked, looked = limit, 0
         while True:
-            ids = await asyncio.to_thread(store.list_ids, asked)
-            unread = [i for i in ids if i not in read]
-            read.update(unread)
-            for item in await _load(store, unread):
+            places = await asyncio.to_thread(store.list_after, position, asked + 1)
+            page, more = places[:asked], len(places) > asked
+            items = await _load(store, [place.conversation_id for place in page])
+            for n, (place, item) in enumerate(zip(page, items, strict=True)):
+                position = place
                 if isinstance(item, StoredConversationUnreadable):
                     logger.warning("%s", item)
                     unreadable.append(item)
                 elif item is not None and item.is_visible_to(identity):
                     found.append(item)
-            if len(found) >= limit or len(ids) < asked or asked >= SCAN_LIMIT:
+                if len(found) == limit:
+                    more = more or n + 1 < len(page)
+                    break
+            looked += len(page)
+            if len(found) == limit or not more or looked >= SCAN_LIMIT:
                 sees_all = identity is None or identity.can("admin")
-                return Listed(found[:limit], unreadable if sees_all else [])
-            asked = min(asked * 4, SCAN_LIMIT)
+                next_cursor = make_cursor(position) if more and position is not None else None
+                return Listed(found, unreadable if sees_all else [], next_cursor)
+            asked = min(asked * 4, SCAN_LIMIT - looked)
+
+
+def _position(cursor: str) -> Position:
+    order, rest = read_cursor(cursor, of=_LIST)
+    match rest:
+        case [str() as conversation_id] if CONVERSATION_ID.fullmatch(conversation_id):
+            return Position(order, conversation_id)
+    raise InvalidCursor("it does not name a place in the list", of=_LIST)
 
 
 @dataclass(frozen=True, slots=True)

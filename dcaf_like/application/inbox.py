@@ -20,13 +20,10 @@ one is the decision every entrance takes (a request carrying decisions only; ``A
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from dcaf_like.application.cursors import InvalidCursor, make_cursor, read_cursor
 from dcaf_like.application.errors import InvalidRequest, MissingScope
 from dcaf_like.application.ports import ConversationStore, WaitingIndex, require
 from dcaf_like.application.waiting import WaitingEntry
@@ -38,11 +35,7 @@ from dcaf_like.domain.approvers import groups_of
 MAX_PAGE = 200
 
 
-class InvalidCursor(InvalidRequest):
-    """A cursor that is not one an inbox page gave (HTTP 422 ``invalid_cursor``)."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__("cursor", f"not a cursor this inbox gave: {detail}")
+_INBOX = "this inbox"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,25 +179,12 @@ def _decides(
 
 
 def _cursor(entry: WaitingEntry) -> str:
-    text = json.dumps([entry.proposed_at, entry.conversation_id, entry.call_id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    return make_cursor([entry.proposed_at, entry.conversation_id, entry.call_id])
 
 
 def _read_cursor(cursor: str) -> tuple[float, str, str]:
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 1024:
-        raise InvalidCursor("empty or too long")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(text)
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidCursor("it does not decode") from exc
-    match value:
-        case [int() | float() as at, str() as conversation_id, str() as call_id] if not isinstance(at, bool):
-            try:
-                moment = float(at)
-            except OverflowError as exc:  # an integer too large for a float names no moment
-                raise InvalidCursor("its time is out of range") from exc
-            if not math.isfinite(moment):
-                raise InvalidCursor("its time is out of range")
-            return (moment, conversation_id, call_id)
-    raise InvalidCursor("it does not name a place in the inbox")
+    at, rest = read_cursor(cursor, of=_INBOX)
+    match rest:
+        case [str() as conversation_id, str() as call_id]:
+            return at, conversation_id, call_id
+    raise InvalidCursor("it does not name a place in the inbox", of=_INBOX)

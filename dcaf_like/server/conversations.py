@@ -75,6 +75,9 @@ class ConversationList(BaseModel):
         description="Stored conversations that cannot be read back (damaged records): listed here, "
         "not in `conversations`; the log has the details.",
     )
+    next_cursor: str | None = Field(
+        None, description="Pass it as `cursor` for the next page; null: this was the last."
+    )
 
 
 class MessageOut(BaseModel):
@@ -180,18 +183,25 @@ def conversation_routes(
         503: {"model": ErrorBody, "description": "The conversation store is unavailable."},
     }
 
-    @router.get("", response_model=ConversationList, responses={503: errors[503]})
+    invalid = {"model": ErrorBody, "description": "A cursor this list did not give."}
+
+    @router.get("", response_model=ConversationList, responses={422: invalid, 503: errors[503]})
     async def list_conversations(
         http: Request,
         limit: int = Query(50, ge=1, le=500, description="At most this many, most recent first."),
+        cursor: str | None = Query(None, max_length=1024, description="From the previous page."),
     ) -> Any:
         """This agent's stored conversations (the caller's own, with API keys), most recently updated
-        first. One whose stored record cannot be read is named in ``errors`` (to callers who see every
-        conversation: its owner cannot be read either) and the others are listed; a store that is down
-        is a 503."""
+        first, a page at a time: ``next_cursor`` names where the next page starts, and each page costs
+        the same however many are stored. A caller who sees only its own conversations may get a page
+        of fewer than ``limit`` with a cursor for more. One whose stored record cannot be read is named
+        in ``errors`` (to callers who see every conversation: its owner cannot be read either) and the
+        others are listed; a store that is down is a 503."""
         caller = caller_of(http)
         try:
-            listed = await ListConversations(repository())(identity=caller.identity, limit=limit)
+            listed = await ListConversations(repository())(
+                identity=caller.identity, limit=limit, cursor=cursor
+            )
         except Exception as exc:
             return failure(exc, None)
         errors = [
@@ -202,7 +212,8 @@ def conversation_routes(
             }
             for damaged in listed.unreadable
         ]
-        return {"conversations": [_summary(c) for c in listed.conversations], "errors": errors}
+        summaries = [_summary(c) for c in listed.conversations]
+        return {"conversations": summaries, "errors": errors, "next_cursor": listed.next_cursor}
 
     @router.get(
         "/{conversation_id}", response_model=ConversationOut, responses={404: errors[404], 503: errors[503]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dcaf_like.application.cursors import InvalidCursor
 from dcaf_like.application.errors import (
     ConcurrencyConflict,
     ConversationNotFound,
@@ -26,7 +27,6 @@ from dcaf_like.application.errors import (
     UnknownTool,
     UnsupportedPart,
 )
-from dcaf_like.application.inbox import InvalidCursor
 from dcaf_like.application.run_events import EventsExpired, NoRunEvents
 from dcaf_like.domain import (
     AlreadyApproved,

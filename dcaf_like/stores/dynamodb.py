@@ -60,7 +60,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
-from dcaf_like.application.ports import GrantStore
+from dcaf_like.application.ports import GrantStore, Position
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.domain import Conversation, DecisionRecord
@@ -652,8 +652,28 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         found = self._newest(self.namespace, limit, min(limit, 1000))
         return [item["pk"]["S"][prefix:] for item in found[:limit]]
 
+    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+        """A page of the list: a query of the index (``ns``, ``updated_at``) from the position's key on,
+        so its cost follows `limit`, not the number stored. Conversations saved at the same moment
+        come in DynamoDB's order, which the next page's start key keeps."""
+        start = None
+        if position is not None:
+            start = {
+                "ns": {"S": self.namespace},
+                "updated_at": {"N": _number(position.order)},
+                "pk": {"S": self._pk(position.conversation_id)},
+            }
+        prefix = len(self.namespace) + 1
+        found = self._newest(self.namespace, limit, min(limit, 1000), start=start)
+        return [Position(float(item["updated_at"]["N"]), item["pk"]["S"][prefix:]) for item in found[:limit]]
+
     def _newest(
-        self, ns: str, limit: int, page_size: int, key_prefix: str | None = None
+        self,
+        ns: str,
+        limit: int,
+        page_size: int,
+        key_prefix: str | None = None,
+        start: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """The unexpired items of `ns` on the index (those whose key starts with `key_prefix`), newest
         first, read a page of `page_size` at a time until there are at least `limit` (or no more)."""
@@ -666,6 +686,8 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
             "ScanIndexForward": False,
             "Limit": page_size,
         }
+        if start is not None:
+            query["ExclusiveStartKey"] = start
         if key_prefix is not None:
             query["FilterExpression"] = "begins_with(pk, :prefix)"
             query["ExpressionAttributeValues"][":prefix"] = {"S": key_prefix}

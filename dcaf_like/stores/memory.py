@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict
-from dcaf_like.application.ports import ConversationRepository, GrantStore
+from dcaf_like.application.ports import ConversationRepository, GrantStore, Position
 from dcaf_like.application.waiting import WaitingEntry, waiting_entries
 from dcaf_like.domain import Conversation, DecisionRecord, Message, ToolCall
 from dcaf_like.domain.grant import Grant
@@ -37,6 +38,7 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
     def __init__(self, *, audit_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
         check_retention(None, audit_ttl)
         self._items: dict[str, _Record] = {}
+        self._saves = 0  # the order of the last save, a conversation's place in the list
         # The inbox's index: each conversation's calls waiting for approval (none: no key).
         self._waiting: dict[str, tuple[WaitingEntry, ...]] = {}
         self._audit: list[DecisionRecord] = []
@@ -103,6 +105,8 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
                 else:
                     record.unsettled.add(i)
             # Re-inserting moves the id to the end: the dict's order is recency.
+            self._saves += 1
+            record.order = float(self._saves)
             self._items.pop(c.id, None)
             self._items[c.id] = record
             if waiting:
@@ -195,6 +199,14 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
         with self._lock:
             return list(reversed(self._items))[:limit]
 
+    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+        """A page of the list, by the order of the last saves (this process's memory: a walk from the
+        newest, as fast as Python iterates)."""
+        with self._lock:
+            places = (Position(record.order, i) for i, record in reversed(self._items.items()))
+            after = places if position is None else (p for p in places if p < position)
+            return list(itertools.islice(after, limit))
+
     def __len__(self) -> int:
         return len(self._items)
 
@@ -204,7 +216,7 @@ class _Record:
     calls' ids and the calls (the object once settled, else a tuple), by position; the positions of
     those not settled."""
 
-    __slots__ = ("calls", "header", "ids", "messages", "unsettled", "window")
+    __slots__ = ("calls", "header", "ids", "messages", "order", "unsettled", "window")
 
     def __init__(self, header: tuple[Any, ...], window: tuple[int, int]) -> None:
         self.header = header
@@ -213,6 +225,7 @@ class _Record:
         self.ids: list[str] = []
         self.calls: list[ToolCall | tuple[Any, ...]] = []
         self.unsettled: set[int] = set()
+        self.order = 0.0
 
 
 def _thaw(

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
-from dcaf_like.application.ports import GrantStore
+from dcaf_like.application.ports import GrantStore, Position
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain import Conversation, DecisionRecord
@@ -108,6 +108,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "CREATE TABLE {table}_grants ("
         " namespace text NOT NULL, id text NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id))",
+    ),
+    # 8: the list's index carries the id, so a page starts after the last one's (updated_at, id)
+    # without reading the rows before it (docs/stores.md, "Stores of any size").
+    (
+        "CREATE INDEX {table}_list ON {table} (namespace, updated_at, id)",
+        "DROP INDEX {table}_recent",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -232,9 +238,12 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             f"SELECT w.body FROM {t}_waiting w JOIN {t} c ON c.namespace = w.namespace AND c.id = w.id "
             f"WHERE w.namespace = %s AND (c.expires_at IS NULL OR c.expires_at > %s)"
         )
-        self._list_sql = (
-            f"SELECT id FROM {t} WHERE namespace = %s AND {_LIVE} ORDER BY updated_at DESC LIMIT %s"
-        )
+        self._page_sql = {
+            first: f"SELECT updated_at, id FROM {t} WHERE namespace = %s AND {_LIVE} "
+            + ("" if first else "AND (updated_at, id) < (%s, %s) ")
+            + "ORDER BY updated_at DESC, id DESC LIMIT %s"
+            for first in (True, False)
+        }
         self._purge_sql = f"DELETE FROM {t} WHERE namespace = %s AND expires_at <= %s"
         self._append_sql = (
             f"INSERT INTO {t}_decisions (namespace, conversation_id, at, record) VALUES (%s, %s, %s, %s)"
@@ -443,10 +452,17 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             ).fetchall()
         return [Grant.from_dict(json.loads(body)) for (body,) in rows]
 
-    def list_ids(self, limit: int = 100) -> list[str]:
+    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+        """A page of the list read from the index on (namespace, updated_at, id): its cost follows
+        `limit`, not the number stored."""
+        start = () if position is None else (position.order, position.conversation_id)
         with self._connection() as db:
-            rows = self._run(db, self._list_sql, (self.namespace, self.clock(), limit)).fetchall()
-        return [row[0] for row in rows]
+            sql = self._page_sql[position is None]
+            rows = self._run(db, sql, (self.namespace, self.clock(), *start, limit)).fetchall()
+        return [Position(order, conversation_id) for order, conversation_id in rows]
+
+    def list_ids(self, limit: int = 100) -> list[str]:
+        return [place.conversation_id for place in self.list_after(None, limit)]
 
     def _one(self, sql: str, params: Sequence[Any]) -> Any:
         with self._connection() as db:

@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository, GrantStore
+from dcaf_like.application.ports import ConversationRepository, GrantStore, Position
 from dcaf_like.application.retention import kept_until, waiting_until
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.concurrency.bridges import PerLoop
@@ -457,7 +457,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         or a prune forgot are dropped from the index here (two round trips, whatever the store holds)."""
         with self._failures:
             found: dict[Any, Any] = self._sync.hgetall(self._waiting)
-            ids = [i.decode() if isinstance(i, bytes) else str(i) for i in found]
+            ids = [_text(i) for i in found]
             pipe = self._sync.pipeline(transaction=False)
             for conversation_id in ids:
                 pipe.exists(self._parts(conversation_id)[0])
@@ -484,7 +484,31 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
     def list_ids(self, limit: int = 100) -> list[str]:
         with self._failures:
             ids = self._sync.zrevrangebyscore(self._index, "+inf", self._oldest_kept(), start=0, num=limit)
-        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+        return [_text(i) for i in ids]
+
+    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+        """A page of the list from the index (a sorted set scored by the time of the last save): the
+        ids of the position's score that sort before its id, then those of lower scores, in one
+        pipelined round trip whose cost follows `limit`, not the number stored."""
+        oldest = self._oldest_kept()
+        found: list[Any]
+        with self._failures:
+            if position is None:
+                newest = self._sync.zrevrangebyscore(
+                    self._index, "+inf", oldest, start=0, num=limit, withscores=True
+                )
+                found = list(cast(list[Any], newest))
+            else:
+                score = repr(position.order)
+                pipe = self._sync.pipeline(transaction=False)
+                pipe.zrevrangebyscore(self._index, score, score, withscores=True)
+                pipe.zrevrangebyscore(self._index, f"({score}", oldest, start=0, num=limit, withscores=True)
+                answers: list[Any] = pipe.execute()
+                tied, older = answers
+                kept = float(oldest)
+                after = [(i, at) for i, at in tied if _text(i) < position.conversation_id and at >= kept]
+                found = (after + older)[:limit]
+        return [Position(float(at), _text(i)) for i, at in found]
 
     def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
         """Forget the conversations last saved more than `retention` seconds ago whose approval window
@@ -494,9 +518,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
             old = self._sync.zrangebyscore(self._index, "-inf", f"({now - retention!r}")
             gone = 0
             for start in range(0, len(old), _PRUNE_BATCH):
-                ids = [
-                    i.decode() if isinstance(i, bytes) else str(i) for i in old[start : start + _PRUNE_BATCH]
-                ]
+                ids = [_text(i) for i in old[start : start + _PRUNE_BATCH]]
                 keys = [self._index, *(key for i in ids for key in self._parts(i))]
                 args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
                 gone += int(self._prune_script(keys=keys, args=args))
@@ -726,6 +748,11 @@ def _where(client: Any) -> str:
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _text(value: object) -> str:
+    """A member or field as Redis gave it (bytes unless the client decodes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _decoded(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoredConversationUnreadable, StoreUnavailable
-from dcaf_like.application.ports import ConversationRepository, GrantStore
+from dcaf_like.application.ports import ConversationRepository, GrantStore, Position
 from dcaf_like.application.retention import waiting_until
 from dcaf_like.application.waiting import WaitingEntry, decode_entries, index_changes
 from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
@@ -440,12 +440,20 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
             db.execute("SELECT 1").fetchone()
 
     def list_ids(self, limit: int = 100) -> list[str]:
+        return [place.conversation_id for place in self.list_after(None, limit)]
+
+    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+        """A page of the list read from the index on (namespace, updated_at), whose entries carry the
+        id (the table's key): its cost follows `limit`, not the number stored."""
+        after = "" if position is None else "AND (updated_at < ? OR (updated_at = ? AND id < ?)) "
+        start = () if position is None else (position.order, position.order, position.conversation_id)
         with self._reading(self._connection()) as db:
             rows = db.execute(
-                f"SELECT id FROM {TABLE} WHERE namespace = ? AND {_KEPT} ORDER BY updated_at DESC LIMIT ?",
-                (self.namespace, *self._kept(), min(limit, _MAX_LIMIT)),
+                f"SELECT updated_at, id FROM {TABLE} WHERE namespace = ? AND {_KEPT} {after}"
+                "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (self.namespace, *self._kept(), *start, min(limit, _MAX_LIMIT)),
             ).fetchall()
-        return [row[0] for row in rows]
+        return [Position(order, conversation_id) for order, conversation_id in rows]
 
     def prune(self, retention: float, *, now: float | None = None, dry_run: bool = False) -> int:
         """Delete, in one statement, the conversations last saved more than `retention` seconds ago

@@ -601,6 +601,46 @@ def test_list_ids_gives_the_most_recently_updated_first(make: Factory) -> None:
     assert store.list_ids(limit=2) == ["conv-1", "conv-3"]
 
 
+def pages_of(store: ConversationRepository, size: int) -> list[list[str]]:
+    """The whole list, a page of `size` at a time, each page starting after the last one's end."""
+    pages: list[list[str]] = []
+    position = None
+    while page := store.list_after(position, size):
+        pages.append([p.conversation_id for p in page])
+        position = page[-1]
+    return pages
+
+
+def test_the_list_is_read_a_page_at_a_time_each_starting_where_the_last_ended(make: Factory) -> None:
+    """docs/stores.md, "Stores of any size": a page starts after the last one's position, and a
+    conversation saved between pages moves to the front without repeating or hiding another."""
+    now = [1_700_000_000.0]
+    store = make(clock=lambda: now[0])
+    for n in range(7):
+        c = Conversation.start(f"conv-{n}")
+        c.add_user_message("hi")
+        now[0] += 0 if n in (3, 4, 5) else 1  # conv-2 to conv-5 are saved at the same moment
+        store.save(c, 0)
+
+    pages = pages_of(store, 3)
+    listed = [i for page in pages for i in page]
+    assert [len(page) for page in pages] == [3, 3, 1]
+    assert listed[0] == "conv-6"
+    assert listed[-2:] == ["conv-1", "conv-0"]
+    assert sorted(listed[1:5]) == ["conv-2", "conv-3", "conv-4", "conv-5"]  # ties: each once
+    assert listed == store.list_ids(100)
+
+    first = store.list_after(None, 3)
+    touched = store.get(listed[5])
+    assert touched is not None
+    touched.add_assistant_message("again")
+    now[0] += 1
+    store.save(touched, 1)
+    rest = [p.conversation_id for p in store.list_after(first[-1], 100)]
+    assert [p.conversation_id for p in first] + rest == [i for i in listed if i != listed[5]]
+    assert store.list_after(None, 1)[0].conversation_id == listed[5]
+
+
 async def test_a_page_is_read_in_the_order_asked_with_none_for_a_missing_one(make: Factory) -> None:
     store = make()
     conversations = [Conversation.start(f"page-{n}") for n in range(3)]

@@ -91,7 +91,7 @@ def test_a_deleted_conversation_is_gone_and_its_calls_cannot_be_approved(start_s
     assert read.json()["error"]["conversation_id"] == conversation_id
     assert approval.status_code == 404
     assert cluster.deleted == []
-    assert client.get("/api/conversations").json() == {"conversations": [], "errors": []}
+    assert client.get("/api/conversations").json() == {"conversations": [], "errors": [], "next_cursor": None}
 
 
 def test_a_conversation_is_titled_by_its_first_user_message_cut_short(start_server, cluster):
@@ -131,6 +131,36 @@ def test_the_list_limit_is_validated_and_applied(start_server, cluster):
     assert [c["id"] for c in limited.json()["conversations"]] == ids[::-1][:2]
     assert invalid.status_code == 422
     assert invalid.json()["error"]["field"] == "query.limit"
+
+
+def pages(client, **params):
+    """Every page of the list, following `next_cursor` until it is null."""
+    found, cursor = [], None
+    while True:
+        body = client.get("/api/conversations", params={**params, **({"cursor": cursor} if cursor else {})})
+        assert body.status_code == 200, body.text
+        found.append([c["id"] for c in body.json()["conversations"]])
+        cursor = body.json()["next_cursor"]
+        if cursor is None:
+            return found
+
+
+def test_the_list_is_paged_with_a_cursor_and_a_bad_cursor_is_a_422(start_server, cluster):
+    """docs/api.md, "Conversations": each page starts where the last ended; the last page's
+    `next_cursor` is null; a cursor the list did not give is refused, not read as "from the start"."""
+    client = start_server(ops_agent(cluster, script=["answer"] * 7))
+    ids = [
+        client.post("/api/chat", json={"messages": [user("hi")]}).json()["data"]["conversation_id"]
+        for _ in range(7)
+    ]
+
+    listed = pages(client, limit=3)
+
+    assert listed == [ids[::-1][:3], ids[::-1][3:6], ids[::-1][6:]]
+    for bad in ("not-a-cursor", "WzEsMl0", "W10", "x" * 2000):
+        refused = client.get("/api/conversations", params={"cursor": bad})
+        assert refused.status_code == 422, bad
+        assert refused.json()["error"]["code"] in {"invalid_cursor", "invalid_request"}
 
 
 def test_a_function_agent_has_no_conversation_routes(start_server):

@@ -92,6 +92,26 @@ def test_alice_cannot_list_read_or_delete_bobs_conversation(server, cluster):
     assert server.get(f"/api/conversations/{conversation_id}", headers=key(BOB)).status_code == 200
 
 
+def test_alice_pages_through_her_own_conversations_among_bobs(server, cluster):
+    """docs/api.md, "Conversations": a caller who sees only its own conversations pages through
+    them with the cursor; none of bob's appears on any page, and each of alice's appears once."""
+    started: dict[str, list[str]] = {ALICE: [], BOB: []}
+    for n in range(9):
+        who = ALICE if n % 3 == 0 else BOB
+        turn = server.post("/api/chat", headers=key(who), json={"messages": [user("hi")]}).json()
+        started[who].append(turn["data"]["conversation_id"])
+
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = server.get("/api/conversations", headers=key(ALICE), params=params).json()
+        seen += [c["id"] for c in page["conversations"]]
+        if (cursor := page["next_cursor"]) is None:
+            break
+
+    assert seen == started[ALICE][::-1]
+
+
 @pytest.mark.parametrize("route", ["/api/chat", "/api/chat-stream"])
 @pytest.mark.parametrize("attempt", ["approve", "edit", "reject", "write"])
 def test_alice_cannot_decide_or_write_in_bobs_conversation(server, cluster, route, attempt):

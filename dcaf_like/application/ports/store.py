@@ -13,7 +13,7 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from typing import ClassVar, NamedTuple, TypeVar
 
 from dcaf_like.application.errors import MissingCapability
 from dcaf_like.application.retention import expired
@@ -24,6 +24,15 @@ from dcaf_like.domain import (
 )
 from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
+
+
+class Position(NamedTuple):
+    """A conversation's place in the list (:meth:`Listing.list_after`): its order value, then its id
+    for conversations of equal order. A later place in the list compares smaller."""
+
+    order: float
+    conversation_id: str
+
 
 #: Reads :meth:`Listing.aget_many` runs at once by default.
 READ_CONCURRENCY = 8
@@ -113,6 +122,21 @@ class Listing(ConversationStore):
     @abstractmethod
     def list_ids(self, limit: int = 100) -> list[str]:
         """Ids of stored conversations, most recently updated first."""
+
+    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+        """A page of the list: the positions of at most `limit` conversations, most recently updated
+        first, from the one after `position` (None: from the newest). A position is the conversation's
+        place in the list (its order value, the time of its last save on the built-in stores, and its
+        id), so the next page starts where this one ended, however many conversations there are, and
+        one saved or deleted meanwhile neither repeats nor hides the others. The built-in stores read
+        an index. This default, for a store that implements only :meth:`list_ids`, reads every id and
+        finds the position's id among them (a page after a conversation deleted meanwhile is empty)."""
+        ids = self.list_ids(sys.maxsize)
+        start = 0
+        if position is not None:
+            found = position.conversation_id in ids
+            start = ids.index(position.conversation_id) + 1 if found else len(ids)
+        return [Position(0.0, i) for i in ids[start : start + limit]]
 
     def get_many(self, conversation_ids: Sequence[str]) -> list[Conversation | None]:
         """Several conversations at once, in the order asked (None for one that is gone): a page of

@@ -19,9 +19,10 @@ from dcaf_like import (
     require_approval,
     tool,
 )
+from dcaf_like.application.cursors import InvalidCursor
 from dcaf_like.application.dto import AgentRequest
 from dcaf_like.application.errors import MissingScope
-from dcaf_like.application.inbox import InvalidCursor, ListWaitingApprovals
+from dcaf_like.application.inbox import ListWaitingApprovals
 from dcaf_like.application.messages import ModelRequest, ModelResponse, UserTurn
 from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls
 
