@@ -101,7 +101,8 @@ def postgres_store(url: str = POSTGRES_URL) -> Iterator[CountingPostgres]:
         with suppress(psycopg.Error), psycopg.connect(url, autocommit=True) as db:
             db.execute(
                 f"DROP TABLE IF EXISTS {table}, {table}_schema_version, {table}_messages, {table}_calls, "
-                f"{table}_decisions, {table}_cancels CASCADE"
+                f"{table}_decisions, {table}_cancels, {table}_waiting, {table}_grants, {table}_audit_heads, "
+                f"{table}_audit_digests CASCADE"
             )
 
 

@@ -161,3 +161,23 @@ def test_the_inbox_benchmark_runs_and_the_inbox_finds_every_waiting_call():
     assert [(row[1].strip(), row[4].strip()) for row in rows] == [("200", "100"), ("2,000", "100")], (
         result.stdout
     )
+
+
+def test_the_store_scale_benchmark_measures_every_operation_on_every_shared_store(redis_url, postgres_url):
+    """benchmarks/store_scale.py --quick (docs/stores.md, "Stores of any size"): every operation is
+    measured at each size on each store (the script checks what each one returns: a full page, the
+    10 conversations the prune finds); the figures are not asserted."""
+    result = bench(
+        "benchmarks/store_scale.py",
+        "--quick",
+        DCAF_BENCH_REDIS_URL=redis_url,
+        DCAF_BENCH_POSTGRES_URL=postgres_url,
+    )
+
+    cells = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
+    rows = [row for row in cells if row[1].strip() != "Store"]
+    measured = {(row[1].strip(), row[2].strip()) for row in rows}
+    operations = {row[2].strip() for row in rows}
+    assert len(operations) == 6, result.stdout
+    for store in ("SQLite", "Redis", "PostgreSQL", "DynamoDB (moto)"):
+        assert {(store, operation) for operation in operations} <= measured, result.stdout

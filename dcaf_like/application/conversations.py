@@ -81,17 +81,19 @@ class ListConversations:
     async def __call__(self, *, identity: Identity | None, limit: int, cursor: str | None = None) -> Listed:
         """At most `limit` of them, from the place `cursor` names (None: the newest). Each page starts
         where the last ended in the store's index (:meth:`Listing.list_after`), so a middle page costs
-        what the first does. The store lists every owner's: for a caller who sees only its own, a page
-        reads on until it has `limit` or has looked through SCAN_LIMIT conversations, and may then hold
-        fewer (even none) with a cursor for the rest. Raises MissingScope (``read``), InvalidCursor."""
+        what the first does. For a caller who sees only its own, a store that indexes owners lists
+        those; on one that lists every owner's, a page reads on until it has `limit` or has looked
+        through SCAN_LIMIT conversations, and may then hold fewer (even none) with a cursor for the
+        rest. Every conversation read is checked. Raises MissingScope (``read``), InvalidCursor."""
         _require(identity, "read", "list conversations")
         store = require(self.repository, Listing)
         position = None if cursor is None else _position(cursor)
+        owner = None if identity is None or identity.can("admin") else identity.name
         found: list[Conversation] = []
         unreadable: list[StoredConversationUnreadable] = []
         asked, looked = limit, 0
         while True:
-            places = await asyncio.to_thread(store.list_after, position, asked + 1)
+            places = await asyncio.to_thread(store.list_after, position, asked + 1, owner=owner)
             page, more = places[:asked], len(places) > asked
             items = await _load(store, [place.conversation_id for place in page])
             for n, (place, item) in enumerate(zip(page, items, strict=True)):

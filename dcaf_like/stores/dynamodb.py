@@ -652,7 +652,9 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         found = self._newest(self.namespace, limit, min(limit, 1000))
         return [item["pk"]["S"][prefix:] for item in found[:limit]]
 
-    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+    def list_after(
+        self, position: Position | None, limit: int, *, owner: str | None = None
+    ) -> list[Position]:
         """A page of the list: a query of the index (``ns``, ``updated_at``) from the position's key on,
         so its cost follows `limit`, not the number stored. Conversations saved at the same moment
         come in DynamoDB's order, which the next page's start key keeps."""
@@ -666,6 +668,24 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         prefix = len(self.namespace) + 1
         found = self._newest(self.namespace, limit, min(limit, 1000), start=start)
         return [Position(float(item["updated_at"]["N"]), item["pk"]["S"][prefix:]) for item in found[:limit]]
+
+    def saved_before(self, moment: float) -> list[str]:
+        """A query of the index (``ns``, ``updated_at``) for the times before `moment`: the oldest,
+        whatever the table holds."""
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "ns = :ns AND updated_at < :moment",
+            "ExpressionAttributeValues": {":ns": {"S": self.namespace}, ":moment": {"N": _number(moment)}},
+        }
+        prefix = len(self.namespace) + 1
+        found: list[str] = []
+        while True:
+            page = self._call("Query", partial(self.client.query, **query))
+            found += [item["pk"]["S"][prefix:] for item in page.get("Items", []) if not self._expired(item)]
+            if "LastEvaluatedKey" not in page:
+                return found
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _newest(
         self,

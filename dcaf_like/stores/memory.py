@@ -199,7 +199,9 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
         with self._lock:
             return list(reversed(self._items))[:limit]
 
-    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+    def list_after(
+        self, position: Position | None, limit: int, *, owner: str | None = None
+    ) -> list[Position]:
         """A page of the list, by the order of the last saves (this process's memory: a walk from the
         newest, as fast as Python iterates)."""
         with self._lock:

@@ -46,8 +46,9 @@ PURGE_EVERY = 64
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 
 # The schema's versions: each step brings a database from the version before it to its own. Never
-# change a step once released; add one.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+# change a step once released; add one. A step is statements (the table's name in `{table}`) or a
+# function of the connection and the table, for what SQL cannot do.
+MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
     # 1: the conversations and the index that lists a namespace's most recent ones.
     (
         "CREATE TABLE {table} ("
@@ -114,6 +115,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "CREATE INDEX {table}_list ON {table} (namespace, updated_at, id)",
         "DROP INDEX {table}_recent",
+    ),
+    # 9: the owner of each conversation (never changes), indexed for an owner's list; the rows written
+    # before get it from their header's JSON.
+    (
+        "ALTER TABLE {table} ADD COLUMN owner text",
+        "CREATE INDEX {table}_owner ON {table} (namespace, owner, updated_at, id)",
+        lambda db, table: _fill_owners(db, table),  # defined below
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -212,11 +220,11 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             "ORDER BY 1, 2"
         )
         insert = (
-            f"INSERT INTO {t} AS c (namespace, id, version, updated_at, expires_at, body) "
-            "VALUES (%(ns)s, %(id)s, %(version)s, %(now)s, %(expires)s, %(body)s) "
+            f"INSERT INTO {t} AS c (namespace, id, version, updated_at, expires_at, body, owner) "
+            "VALUES (%(ns)s, %(id)s, %(version)s, %(now)s, %(expires)s, %(body)s, %(owner)s) "
             "ON CONFLICT (namespace, id) DO UPDATE SET "
             "version = EXCLUDED.version, updated_at = EXCLUDED.updated_at, "
-            "expires_at = EXCLUDED.expires_at, body = EXCLUDED.body "
+            "expires_at = EXCLUDED.expires_at, body = EXCLUDED.body, owner = EXCLUDED.owner "
             "WHERE c.expires_at IS NOT NULL AND c.expires_at <= %(now)s RETURNING 1"
         )
         update = (
@@ -239,11 +247,14 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             f"WHERE w.namespace = %s AND (c.expires_at IS NULL OR c.expires_at > %s)"
         )
         self._page_sql = {
-            first: f"SELECT updated_at, id FROM {t} WHERE namespace = %s AND {_LIVE} "
+            (first, whose): f"SELECT updated_at, id FROM {t} WHERE namespace = %s AND {_LIVE} "
+            + ("" if whose else "AND owner = %s ")
             + ("" if first else "AND (updated_at, id) < (%s, %s) ")
             + "ORDER BY updated_at DESC, id DESC LIMIT %s"
             for first in (True, False)
+            for whose in (True, False)
         }
+        self._old_sql = f"SELECT id FROM {t} WHERE namespace = %s AND {_LIVE} AND updated_at < %s"
         self._purge_sql = f"DELETE FROM {t} WHERE namespace = %s AND expires_at <= %s"
         self._append_sql = (
             f"INSERT INTO {t}_decisions (namespace, conversation_id, at, record) VALUES (%s, %s, %s, %s)"
@@ -296,6 +307,7 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             "now": now,
             "expires": None if self.ttl is None else now + self.ttl,
             "body": changed.header,
+            "owner": conversation.owner,
             "expected": expected_version,
             "messages_seq": list(range(changed.first_message, changed.first_message + len(changed.messages))),
             "messages": changed.messages,
@@ -414,8 +426,12 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             return bool(self._run(db, self._delete_sql, (self.namespace, conversation_id)).rowcount)
 
     def list_waiting(self) -> list[WaitingEntry]:
+        """The index joined to the conversations still live, planned afresh at each call (never a
+        prepared statement): a plan psycopg cached while the table was small, a hash join that reads
+        every conversation, would otherwise outlive the table's growth until the next ANALYZE
+        (docs/stores.md, "Stores of any size")."""
         with self._connection() as db:
-            rows = self._run(db, self._waiting_sql, (self.namespace, self.clock())).fetchall()
+            rows = db.execute(self._waiting_sql, (self.namespace, self.clock()), prepare=False).fetchall()
         return [entry for (body,) in rows for entry in decode_entries(body)]
 
     # Standing grants (docs/approvals.md, "Grants").
@@ -452,14 +468,23 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             ).fetchall()
         return [Grant.from_dict(json.loads(body)) for (body,) in rows]
 
-    def list_after(self, position: Position | None, limit: int) -> list[Position]:
-        """A page of the list read from the index on (namespace, updated_at, id): its cost follows
-        `limit`, not the number stored."""
+    def list_after(
+        self, position: Position | None, limit: int, *, owner: str | None = None
+    ) -> list[Position]:
+        """A page of the list read from the index on (namespace, updated_at, id), or with `owner` on
+        (namespace, owner, updated_at, id): its cost follows `limit`, not the number stored."""
         start = () if position is None else (position.order, position.conversation_id)
+        whose = () if owner is None else (owner,)
         with self._connection() as db:
-            sql = self._page_sql[position is None]
-            rows = self._run(db, sql, (self.namespace, self.clock(), *start, limit)).fetchall()
+            sql = self._page_sql[position is None, owner is None]
+            rows = self._run(db, sql, (self.namespace, self.clock(), *whose, *start, limit)).fetchall()
         return [Position(order, conversation_id) for order, conversation_id in rows]
+
+    def saved_before(self, moment: float) -> list[str]:
+        """From the index on (namespace, updated_at, id): the oldest, whatever the table holds."""
+        with self._connection() as db:
+            rows = self._run(db, self._old_sql, (self.namespace, self.clock(), moment)).fetchall()
+        return [conversation_id for (conversation_id,) in rows]
 
     def list_ids(self, limit: int = 100) -> list[str]:
         return [place.conversation_id for place in self.list_after(None, limit)]
@@ -620,7 +645,10 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
                 )
             for step in MIGRATIONS[found:]:
                 for statement in step:
-                    db.execute(statement.format(table=self.table))
+                    if isinstance(statement, str):
+                        db.execute(statement.format(table=self.table))
+                    else:
+                        statement(db, self.table)
             db.execute(f"UPDATE {versions} SET version = %s", (max(found, SCHEMA_VERSION),))
         self._schema_ready = True
         return found
@@ -632,6 +660,21 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             f"PostgresConversationRepository({self.where!r}, table={self.table!r}, "
             f"namespace={self.namespace!r})"
         )
+
+
+def _fill_owners(db: Any, table: str) -> None:
+    """Migration 9's rows: each conversation's owner read from its header's JSON, in Python
+    (PostgreSQL's JSON types refuse a ``\u0000`` escape that a stored session may hold), a
+    thousand rows at a time through a server-side cursor."""
+    with db.cursor(name=f"{table}_owners") as rows:
+        rows.execute(f"SELECT namespace, id, body FROM {table}")
+        while batch := rows.fetchmany(1000):
+            owners = [(json.loads(body).get("owner"), ns, id_) for ns, id_, body in batch]
+            with db.cursor() as update:
+                update.executemany(
+                    f"UPDATE {table} SET owner = %s WHERE namespace = %s AND id = %s",
+                    [row for row in owners if row[0] is not None],
+                )
 
 
 def _save_statement(table: str, header: str, whole: bool) -> str:

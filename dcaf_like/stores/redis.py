@@ -486,7 +486,9 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
             ids = self._sync.zrevrangebyscore(self._index, "+inf", self._oldest_kept(), start=0, num=limit)
         return [_text(i) for i in ids]
 
-    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+    def list_after(
+        self, position: Position | None, limit: int, *, owner: str | None = None
+    ) -> list[Position]:
         """A page of the list from the index (a sorted set scored by the time of the last save): the
         ids of the position's score that sort before its id, then those of lower scores, in one
         pipelined round trip whose cost follows `limit`, not the number stored."""

@@ -146,8 +146,17 @@ CREATE TABLE IF NOT EXISTS {DIGESTS} (
 # Columns added since the table was first released: added to a file that lacks them when it is opened
 # (a row an earlier version wrote has NULL there). waiting_until: when the approval window of the
 # conversation's last pending call closes (see dcaf_like.application.retention). window_message,
-# window_call: where a windowed read starts (ADR 22), NULL as 0.
-_ADDED_COLUMNS = {"waiting_until": "REAL", "window_message": "INTEGER", "window_call": "INTEGER"}
+# window_call: where a windowed read starts (ADR 22), NULL as 0. owner: the identity whose the
+# conversation is (never changes), indexed for an owner's list; a file of an earlier version gets it
+# from each header's JSON when the column is added.
+_ADDED_COLUMNS = {
+    "waiting_until": "REAL",
+    "window_message": "INTEGER",
+    "window_call": "INTEGER",
+    "owner": "TEXT",
+}
+_OWNERS_FILLED = f"UPDATE {TABLE} SET owner = json_extract(body, '$.owner') WHERE json_valid(body)"
+_OWNERS_INDEX = f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (namespace, owner, updated_at)"
 
 
 class SqliteConversationRepository(ConversationRepository, GrantStore):
@@ -247,7 +256,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
             if expected_version == 0:
                 written = db.execute(
                     f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body, waiting_until, "
-                    "window_message, window_call) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "window_message, window_call, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (namespace, id) DO NOTHING",
                     (
                         self.namespace,
@@ -258,6 +267,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
                         waiting,
                         window_message,
                         window_call,
+                        conversation.owner,
                     ),
                 ).rowcount
             else:
@@ -442,16 +452,27 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
     def list_ids(self, limit: int = 100) -> list[str]:
         return [place.conversation_id for place in self.list_after(None, limit)]
 
-    def list_after(self, position: Position | None, limit: int) -> list[Position]:
-        """A page of the list read from the index on (namespace, updated_at), whose entries carry the
-        id (the table's key): its cost follows `limit`, not the number stored."""
-        after = "" if position is None else "AND (updated_at < ? OR (updated_at = ? AND id < ?)) "
+    def list_after(
+        self, position: Position | None, limit: int, *, owner: str | None = None
+    ) -> list[Position]:
+        """A page of the list read from the index on (namespace, updated_at), or with `owner` on
+        (namespace, owner, updated_at), whose entries carry the id (the table's key): its cost
+        follows `limit`, not the number stored."""
+        whose = "" if owner is None else "AND owner = ? "
+        # `updated_at <= ?` alone bounds the index's range (an OR around it would walk from the newest).
+        after = "" if position is None else "AND updated_at <= ? AND (updated_at < ? OR id < ?) "
         start = () if position is None else (position.order, position.order, position.conversation_id)
         with self._reading(self._connection()) as db:
             rows = db.execute(
-                f"SELECT updated_at, id FROM {TABLE} WHERE namespace = ? AND {_KEPT} {after}"
+                f"SELECT updated_at, id FROM {TABLE} WHERE namespace = ? {whose}AND {_KEPT} {after}"
                 "ORDER BY updated_at DESC, id DESC LIMIT ?",
-                (self.namespace, *self._kept(), *start, min(limit, _MAX_LIMIT)),
+                (
+                    self.namespace,
+                    *(() if owner is None else (owner,)),
+                    *self._kept(),
+                    *start,
+                    min(limit, _MAX_LIMIT),
+                ),
             ).fetchall()
         return [Position(order, conversation_id) for order, conversation_id in rows]
 
@@ -723,6 +744,10 @@ def _add_columns(db: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as exc:  # another process added it first
                 if "duplicate column" not in str(exc):
                     raise
+            else:
+                if name == "owner":
+                    db.execute(_OWNERS_FILLED)
+    db.execute(_OWNERS_INDEX)
 
 
 class _WouldWait(StoreUnavailable):

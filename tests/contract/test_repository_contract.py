@@ -641,6 +641,27 @@ def test_the_list_is_read_a_page_at_a_time_each_starting_where_the_last_ended(ma
     assert store.list_after(None, 1)[0].conversation_id == listed[5]
 
 
+def test_an_owners_page_lists_every_one_of_their_conversations_in_order(make: Factory) -> None:
+    """docs/stores.md, "Stores of any size": with `owner`, every conversation of that owner is listed,
+    newest first; a store that indexes owners (SQLite, PostgreSQL) lists no one else's, the others
+    may (the list checks each conversation it reads)."""
+    store = make()
+    owners = ["alice", "bob", None, "alice", "bob", "alice"]
+    for n, owner in enumerate(owners):
+        c = Conversation.start(f"conv-{n}", owner=owner)
+        c.add_user_message("hi")
+        store.save(c, 0)
+
+    listed = [p.conversation_id for p in store.list_after(None, 100, owner="alice")]
+
+    alices = [i for i in listed if i in {"conv-0", "conv-3", "conv-5"}]
+    assert alices == ["conv-5", "conv-3", "conv-0"]
+    if type(store).__name__.startswith(("Sqlite", "Postgres")):
+        assert listed == alices
+        first = store.list_after(None, 1, owner="alice")
+        assert [p.conversation_id for p in store.list_after(first[-1], 100, owner="alice")] == alices[1:]
+
+
 async def test_a_page_is_read_in_the_order_asked_with_none_for_a_missing_one(make: Factory) -> None:
     store = make()
     conversations = [Conversation.start(f"page-{n}") for n in range(3)]
@@ -715,6 +736,20 @@ def test_prune_forgets_what_retention_let_go_and_keeps_a_call_whose_window_is_op
     assert store.get(recent) is not None
     assert set(store.list_ids()) == {window_open, recent}
     assert store.prune(30 * DAY, now=T0 + 41 * DAY) == 2  # the window closed, the retention passed
+
+
+def test_the_conversations_a_prune_looks_at_include_every_one_saved_before_its_moment(make: Factory) -> None:
+    """docs/stores.md, "Stores of any size": a store that reads them from an index by the time of the
+    save still names every conversation saved before the moment (a prune never misses one)."""
+    clock = [T0]
+    store = make(clock=lambda: clock[0])
+    before = [saved_at(store, clock, T0 + n) for n in range(3)]
+    after = saved_at(store, clock, T0 + 10)
+
+    looked_at = set(store.saved_before(T0 + 5))
+
+    assert looked_at >= set(before)
+    assert looked_at <= {*before, after}
 
 
 # -- content -----------------------------------------------------------------------------------------

@@ -56,20 +56,21 @@ def test_the_first_use_creates_the_schema_at_the_current_version(postgres_url, p
 
     saved(store, "c1")
 
-    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 7
+    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 9
     with psycopg.connect(postgres_url) as db:
         columns = {r[0] for r in db.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (postgres_table,)
         )}  # fmt: skip
-    assert columns == {"namespace", "id", "version", "updated_at", "expires_at", "body"}
+    assert columns == {"namespace", "id", "version", "updated_at", "expires_at", "body", "owner"}
     store.close()
 
 
 def test_a_database_made_by_the_first_version_is_migrated_and_keeps_its_conversations(
     postgres_url, postgres_table
 ):
-    old = Conversation.start("from-v1")
+    old = Conversation.start("from-v1", owner="alice")
     old.add_user_message("stored before the migration")
+    old.replace_session({"log": "a NUL \u0000 that PostgreSQL's jsonb would refuse"})
     with psycopg.connect(postgres_url) as db:
         for statement in postgres_store.MIGRATIONS[0]:
             db.execute(statement.format(table=postgres_table))
@@ -86,10 +87,12 @@ def test_a_database_made_by_the_first_version_is_migrated_and_keeps_its_conversa
 
     assert loaded is not None
     assert loaded.messages[0].text == "stored before the migration"
-    assert schema_version(postgres_url, postgres_table) == 7
+    assert schema_version(postgres_url, postgres_table) == 9
     loaded.add_assistant_message("after")
     store.save(loaded, old.version)
     assert store.list_ids() == ["from-v1"]
+    assert [p.conversation_id for p in store.list_after(None, 10, owner="alice")] == ["from-v1"]
+    assert store.list_after(None, 10, owner="bob") == []
     store.close()
 
 
@@ -123,8 +126,9 @@ def test_workers_starting_together_migrate_once(postgres_url, postgres_table):
         thread.join()
 
     assert errors == []
-    assert sorted(found) == [0, 7, 7, 7, 7, 7]  # one created it; the others found it made
-    assert schema_version(postgres_url, postgres_table) == 7
+    current = postgres_store.SCHEMA_VERSION
+    assert sorted(found) == [0, *[current] * 5]  # one created it; the others found it made
+    assert schema_version(postgres_url, postgres_table) == current
 
 
 # -- expiry ---------------------------------------------------------------------------------------

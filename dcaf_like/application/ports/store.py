@@ -123,14 +123,18 @@ class Listing(ConversationStore):
     def list_ids(self, limit: int = 100) -> list[str]:
         """Ids of stored conversations, most recently updated first."""
 
-    def list_after(self, position: Position | None, limit: int) -> list[Position]:
+    def list_after(
+        self, position: Position | None, limit: int, *, owner: str | None = None
+    ) -> list[Position]:
         """A page of the list: the positions of at most `limit` conversations, most recently updated
         first, from the one after `position` (None: from the newest). A position is the conversation's
         place in the list (its order value, the time of its last save on the built-in stores, and its
         id), so the next page starts where this one ended, however many conversations there are, and
-        one saved or deleted meanwhile neither repeats nor hides the others. The built-in stores read
-        an index. This default, for a store that implements only :meth:`list_ids`, reads every id and
-        finds the position's id among them (a page after a conversation deleted meanwhile is empty)."""
+        one saved or deleted meanwhile neither repeats nor hides the others. With `owner`, a store
+        that indexes owners (SQLite, PostgreSQL) lists only that owner's; the others list everyone's,
+        and the list checks each conversation it reads. The built-in stores read an index. This
+        default, for a store that implements only :meth:`list_ids`, reads every id and finds the
+        position's id among them (a page after a conversation deleted meanwhile is empty)."""
         ids = self.list_ids(sys.maxsize)
         start = 0
         if position is not None:
@@ -165,15 +169,22 @@ class Retention(Listing):
         """Forget the conversations whose retention has passed (see
         :mod:`dcaf_like.application.retention`: `retention` seconds after the last save, a waiting one
         not before its approval window closes); return how many (with `dry_run`, would be, and
-        nothing is deleted). This default reads every conversation (the in-memory store and DynamoDB,
-        whose own TTL forgets as it goes, use it); SQLite and Redis check and delete atomically."""
+        nothing is deleted). This default reads each conversation :meth:`saved_before` names and judges
+        it by its own times (PostgreSQL, DynamoDB and the in-memory store use it); SQLite and Redis
+        check and delete atomically."""
         now = time.time() if now is None else now
         gone = 0
-        for conversation_id in self.list_ids(sys.maxsize):
+        for conversation_id in self.saved_before(now - retention):
             conversation = self.get(conversation_id)
             if conversation is not None and expired(conversation, retention, now):
                 gone += 1 if dry_run else int(self.delete(conversation_id))
         return gone
+
+    def saved_before(self, moment: float) -> list[str]:
+        """The ids of the conversations last saved before `moment`: those a prune looks at (a store
+        with an index by the time of the save reads it, so a prune's cost follows the conversations
+        it forgets, not those it keeps). This default lists every id."""
+        return self.list_ids(sys.maxsize)
 
 
 class AuditTrail(ConversationStore):
