@@ -96,6 +96,20 @@ class Scale:
         self.held = 0
         self.turns = 0
         self.loop = asyncio.new_event_loop()
+        # DynamoDB: the items its queries read (their ScannedCount), what AWS's time and bill follow.
+        self.scanned: list[int] | None = None
+        self.items_read: dict[int, dict[str, int]] = {}
+        if hasattr(store, "client"):
+            self.scanned = [0]
+            query = store.client.query
+
+            def counted(**request: Any) -> Any:
+                answer = query(**request)
+                assert self.scanned is not None
+                self.scanned[0] += int(answer.get("ScannedCount", 0))
+                return answer
+
+            store.client.query = counted
 
     def close(self) -> None:
         """The store's asyncio client of this loop closed, then the loop."""
@@ -114,7 +128,8 @@ class Scale:
         self.held = size
 
     def measure(self, repeats: int) -> dict[str, float]:
-        """Milliseconds of each operation, the median of `repeats` runs."""
+        """Milliseconds of each operation, the median of `repeats` runs (and on DynamoDB, the items
+        its queries read, in :attr:`items_read`)."""
         self.now = 10.0**9 + self.turns  # later than every save: a turn's conversation moves to the front
         store = self.store
         agent = Agent(runtime=Answering(), repository=store)
@@ -157,7 +172,16 @@ class Scale:
             "retention's prune (dry run)": prune,
             "a page of the approvals inbox": inbox_page,
         }
-        return {name: timed(run, repeats) for name, run in operations.items()}
+        figures = {name: timed(run, repeats) for name, run in operations.items()}
+        if self.scanned is not None:
+            self.items_read[self.held] = {name: self.items_of(run) for name, run in operations.items()}
+        return figures
+
+    def items_of(self, run: Callable[[], None]) -> int:
+        assert self.scanned is not None
+        self.scanned[0] = 0
+        run()
+        return self.scanned[0]
 
 
 def timed(run: Callable[[], None], repeats: int) -> float:
@@ -187,10 +211,15 @@ def copy_dynamodb_items(store: Any, start: int, end: int) -> None:
 
 
 def report(
-    sizes: Sequence[int], waiting: range, repeats: int, only: set[str] | None = None
+    sizes: Sequence[int],
+    waiting: range,
+    repeats: int,
+    only: set[str] | None = None,
+    read: list[tuple[str, dict[int, dict[str, int]]]] | None = None,
 ) -> list[tuple[str, dict[int, dict[str, float]]]]:
-    """Each store's figures by size."""
+    """Each store's figures by size; the items DynamoDB's queries read are appended to `read`."""
     results = []
+    read = [] if read is None else read
     with store_benchmarks.every_store() as found:
         for name, store in found:
             key = name.split(" ")[0].lower()
@@ -207,6 +236,8 @@ def report(
                 scale.close()
             results.append((name, figures))
             print(markdown([(name, figures)]), file=sys.stderr, flush=True)  # a long run's figures so far
+            if scale.items_read:
+                read.append((name, scale.items_read))
     return results
 
 
@@ -230,6 +261,22 @@ def markdown(results: list[tuple[str, dict[int, dict[str, float]]]]) -> str:
     return "\n".join(lines)
 
 
+def items_markdown(read: list[tuple[str, dict[int, dict[str, int]]]]) -> str:
+    """The items each operation's queries read on DynamoDB, by size."""
+    lines = []
+    for name, by_size in read:
+        sizes = list(by_size)
+        lines += [
+            f"| {name}: items its queries read | " + " | ".join(f"{size:,}" for size in sizes) + " |",
+            "|---|" + "---|" * len(sizes),
+        ]
+        for operation in by_size[sizes[0]]:
+            lines.append(
+                f"| {operation} | " + " | ".join(str(by_size[size][operation]) for size in sizes) + " |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -239,11 +286,14 @@ def main() -> None:
     parser.add_argument("--stores", help="a comma-separated subset of sqlite,redis,postgresql,dynamodb")
     args = parser.parse_args()
     only = None if args.stores is None else set(args.stores.replace("postgres,", "postgresql,").split(","))
+    read: list[tuple[str, dict[int, dict[str, int]]]] = []
     if args.quick:
-        results = report((100, 300, 1000), range(100, 300), 3, only)
+        results = report((100, 300, 1000), range(100, 300), 3, only, read)
     else:
-        results = report((100, 1100, 100_000), range(100, 1100), args.repeats, only)
+        results = report((100, 1100, 100_000), range(100, 1100), args.repeats, only, read)
     print(markdown(results))
+    if read:
+        print("\n" + items_markdown(read))
 
 
 if __name__ == "__main__":

@@ -228,8 +228,12 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
             pages = self._changed_pages(c, expected_version)
             request = self._update(c, expected_version, header, pages, expires, now)
         records = conversation.unsaved_decisions
-        # The inbox's entry is written in the save's own transaction: never a save without it.
+        # The inbox's entry is written in the save's own transaction: never a save without it. A new
+        # conversation with no call waiting has none to write (an empty item would make the inbox read
+        # one per conversation of the last hour).
         entries = index_changes(conversation, whole, bool(changed_calls(conversation, whole)))
+        if entries == "" and expected_version == 0:
+            entries = None
         index = [] if entries is None else [{"Put": self._waiting_put(conversation, entries, now, expires)}]
         if records:
             self._save_with_records(conversation, expected_version, request, records, index)

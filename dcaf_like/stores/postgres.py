@@ -428,7 +428,8 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
     def list_waiting(self) -> list[WaitingEntry]:
         """The index joined to the conversations still live, planned afresh at each call (never a
         prepared statement): a plan psycopg cached while the table was small, a hash join that reads
-        every conversation, would otherwise outlive the table's growth until the next ANALYZE
+        every conversation, would otherwise outlive the table's growth until the next ANALYZE (which
+        never comes where autovacuum is off), as would the list's sort of every row
         (docs/stores.md, "Stores of any size")."""
         with self._connection() as db:
             rows = db.execute(self._waiting_sql, (self.namespace, self.clock()), prepare=False).fetchall()
@@ -477,13 +478,15 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
         whose = () if owner is None else (owner,)
         with self._connection() as db:
             sql = self._page_sql[position is None, owner is None]
-            rows = self._run(db, sql, (self.namespace, self.clock(), *whose, *start, limit)).fetchall()
+            params = (self.namespace, self.clock(), *whose, *start, limit)
+            rows = db.execute(sql, params, prepare=False).fetchall()  # planned afresh: list_waiting
         return [Position(order, conversation_id) for order, conversation_id in rows]
 
     def saved_before(self, moment: float) -> list[str]:
         """From the index on (namespace, updated_at, id): the oldest, whatever the table holds."""
         with self._connection() as db:
-            rows = self._run(db, self._old_sql, (self.namespace, self.clock(), moment)).fetchall()
+            params = (self.namespace, self.clock(), moment)
+            rows = db.execute(self._old_sql, params, prepare=False).fetchall()  # planned afresh: list_waiting
         return [conversation_id for (conversation_id,) in rows]
 
     def list_ids(self, limit: int = 100) -> list[str]:
