@@ -12,6 +12,8 @@ operation, through the use cases the HTTP routes call, without HTTP):
   the compare-and-set save), a different conversation each run;
 - the conversation list's first page and a page from the middle (50 each: the cursor of
   ``GET /api/conversations``, built for the conversation saved halfway);
+- the first page of a caller who sees only its own conversations (an API key's): the first 100
+  are theirs, then one in a hundred;
 - the read of one conversation (``GET /api/conversations/{id}``'s);
 - retention's prune, a dry run that finds the 10 oldest conversations (``dcaf-like prune --dry-run``);
 - a page of the approvals inbox (50 of the waiting calls, an approver in ``sre``).
@@ -49,6 +51,8 @@ from dcaf_like.application.ports import AgentRuntime, ConversationRepository
 from dcaf_like.domain import Conversation, Identity, ToolInput, approvers
 
 APPROVER = Identity("alice", frozenset({"approve"}))
+#: An API key's caller who sees only its own conversations: the first 100, then one in a hundred.
+OWNER = Identity("dana", frozenset({"read"}))
 GROUPS = {"sre": frozenset({"alice", "bob"})}
 #: The goal: each operation at 100,000 conversations within this much of the same at the baseline.
 GOAL = 1.5
@@ -68,7 +72,7 @@ class Answering(AgentRuntime):
 
 def conversation(n: int, *, waiting: bool) -> Conversation:
     """Conversation n, saved at time n: a question and its answer, or a delete_pod waiting for two SREs."""
-    c = Conversation.start(f"conv-{n:07d}", at=float(n))
+    c = Conversation.start(f"conv-{n:07d}", at=float(n), owner=OWNER.name if owned(n) else None)
     c.add_user_message(f"check pod web-{n}", at=float(n))
     if waiting:
         c.add_assistant_message(f"deleting web-{n}", at=float(n))
@@ -84,6 +88,10 @@ def conversation(n: int, *, waiting: bool) -> Conversation:
     else:
         c.add_assistant_message(f"web-{n} is running.", at=float(n))
     return c
+
+
+def owned(n: int) -> bool:
+    return n < 100 or n % 100 == 0
 
 
 class Scale:
@@ -154,6 +162,10 @@ class Scale:
             listed = self.loop.run_until_complete(listing(identity=None, limit=PAGE, cursor=cursor))
             assert len(listed.conversations) == PAGE
 
+        def owners_page() -> None:
+            listed = self.loop.run_until_complete(listing(identity=OWNER, limit=PAGE))
+            assert len(listed.conversations) == PAGE
+
         def read() -> None:
             self.loop.run_until_complete(reading(f"conv-{middle:07d}", identity=None))
 
@@ -168,6 +180,7 @@ class Scale:
             "a turn": turn,
             "the list's first page": first_page,
             "a middle page of the list": middle_page,
+            "an owner's first page (theirs: 1 in 100)": owners_page,
             "one conversation read": read,
             "retention's prune (dry run)": prune,
             "a page of the approvals inbox": inbox_page,

@@ -178,6 +178,6 @@ def test_the_store_scale_benchmark_measures_every_operation_on_every_shared_stor
     rows = [row for row in cells if row[1].strip() != "Store"]
     measured = {(row[1].strip(), row[2].strip()) for row in rows}
     operations = {row[2].strip() for row in rows}
-    assert len(operations) == 6, result.stdout
+    assert len(operations) == 7, result.stdout
     for store in ("SQLite", "Redis", "PostgreSQL", "DynamoDB (moto)"):
         assert {(store, operation) for operation in operations} <= measured, result.stdout

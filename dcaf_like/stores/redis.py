@@ -8,6 +8,9 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
   its tool calls (JSON), in order; a save replaces the tail of messages from the first that changed
   and the calls that changed, so it writes what the turn changed, not the whole conversation;
 - ``<prefix>{<namespace>}:index``: a sorted set of ids scored by the time of their last save;
+- ``<prefix>{<namespace>}:owner:<owner>``: the same for one owner's conversations (the hash keeps
+  ``owner``), kept when ``<prefix>{<namespace>}:owners`` exists: set by the save that made the index,
+  so a namespace an earlier version started lists everyone's for an owner (and the list checks each);
 - ``<prefix>{<namespace>}:audit`` and ``<prefix>{<namespace>}:audit:c:<id>``: the audit trail, of the
   namespace and of one conversation: sorted sets of decision records (JSON) scored by their time,
   appended by the save that carries them (in its script) and never deleted with the conversation;
@@ -50,15 +53,18 @@ if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-# KEYS: conversation hash, index, its messages list, its calls list. ARGV: expected version, new version,
+# KEYS: conversation hash, index, its messages list, its calls list, the waiting hash, its owner's sorted
+# set, the namespace's `owners` mark (set when the index is first made). ARGV: expected version, new version,
 # header, now (s), id, ttl (ms, 0 = none), the conversation's own expiry (ms from now: the ttl, or longer
 # while an approval window is open), waiting_until (s, '' = nothing waits), '1' to write it whole (drop
 # the lists first), the index of the first message written, their count n, the n messages, the count k
 # of calls written, then k pairs (position, call), then the inbox's entries: 's' and the JSON to set
-# them (KEYS[5], the waiting hash, field id), 'd' and '' to drop them, '-' and '' to leave them.
-# Returns -1 when written, else the stored version
+# them (KEYS[5], the waiting hash, field id), 'd' and '' to drop them, '-' and '' to leave them; then
+# its owner ('' = nobody's). Returns -1 when written, else the stored version
 # (0: none). Messages from the first written replace the list's tail; a call replaces the one at its
 # position, or is appended (ADR 16).
+#: The save script's own keys; the audited save's come after them.
+_SAVE_KEYS = 7
 _SAVE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then
@@ -114,7 +120,18 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[4], ARGV[7])
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tonumber(ARGV[4]) - ttl / 1000))
 end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('SET', KEYS[7], '1')
+end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
+if ARGV[w + 2] ~= '' then
+  redis.call('HSET', KEYS[1], 'owner', ARGV[w + 2])
+  redis.call('ZADD', KEYS[6], ARGV[4], ARGV[5])
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (tonumber(ARGV[4]) - ttl / 1000))
+    redis.call('PEXPIRE', KEYS[6], ttl)
+  end
+end
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
@@ -141,15 +158,16 @@ end
 return {header, redis.call('LRANGE', KEYS[2], first, -1), redis.call('LRANGE', KEYS[3], first_call, -1)}
 """
 
-# KEYS: index, then the hash, messages and calls of each id of ARGV[4..]. ARGV: oldest save kept (s),
-# now (s), '1' for a dry run, then ids. Forgets each conversation last saved before ARGV[1] whose
-# approval window has closed (a save since moved its score, so it is kept); drops index entries whose
-# hash Redis already expired. Returns how many conversations were (with a dry run, would be) forgotten.
+# KEYS: index, then the hash, messages, calls and owner's sorted set of each id of ARGV[4..]. ARGV:
+# oldest save kept (s), now (s), '1' for a dry run, then ids. Forgets each conversation last saved
+# before ARGV[1] whose approval window has closed (a save since moved its score, so it is kept); drops
+# index entries whose hash Redis already expired. Returns how many conversations were (with a dry
+# run, would be) forgotten.
 _PRUNE = """
 local gone = 0
 for i = 4, #ARGV do
   local id = ARGV[i]
-  local key = KEYS[3 * i - 10]
+  local key = KEYS[4 * i - 14]
   local score = tonumber(redis.call('ZSCORE', KEYS[1], id))
   if score and score < tonumber(ARGV[1]) then
     if redis.call('EXISTS', key) == 0 then
@@ -157,8 +175,9 @@ for i = 4, #ARGV do
     elseif tonumber(redis.call('HGET', key, 'waiting_until') or '0') < tonumber(ARGV[2]) then
       gone = gone + 1
       if ARGV[3] ~= '1' then
-        redis.call('DEL', key, KEYS[3 * i - 9], KEYS[3 * i - 8])
+        redis.call('DEL', key, KEYS[4 * i - 13], KEYS[4 * i - 12])
         redis.call('ZREM', KEYS[1], id)
+        redis.call('ZREM', KEYS[4 * i - 11], id)
       end
     end
   end
@@ -291,6 +310,24 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         return f"{self.prefix}{{{self.namespace}}}:waiting"
 
     @property
+    def _owners(self) -> str:
+        """Set by the first save of a namespace's first conversation when the version saving it keeps
+        each owner's sorted set: then every conversation is in its owner's (a namespace an earlier
+        version started lists everyone's for an owner, and the list checks each)."""
+        return f"{self.prefix}{{{self.namespace}}}:owners"
+
+    def _owned(self, owner: str | None) -> str:
+        """The sorted set of an owner's conversations, scored as the index (one nobody owns: unused)."""
+        return f"{self.prefix}{{{self.namespace}}}:owner:{owner or ''}"
+
+    def _owners_of(self, conversation_ids: Sequence[str]) -> list[str]:
+        """The owner's sorted set of each conversation, in one pipelined round trip."""
+        pipe = self._sync.pipeline(transaction=False)
+        for conversation_id in conversation_ids:
+            pipe.hget(self._parts(conversation_id)[0], "owner")
+        return [self._owned(None if o is None else _text(o)) for o in pipe.execute()]
+
+    @property
     def _index(self) -> str:
         return f"{self.prefix}{{{self.namespace}}}:index"
 
@@ -326,7 +363,8 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         """Keys and arguments of the save script, or of the audited one when decisions ride along
         (linked after `head`), and the chain's head once it is written."""
         hash_key, messages, calls = self._parts(conversation.id)
-        keys = [hash_key, self._index, messages, calls, self._waiting]
+        owned = self._owned(conversation.owner)
+        keys = [hash_key, self._index, messages, calls, self._waiting, owned, self._owners]
         args = self._save_args(conversation, expected_version)
         records = conversation.unsaved_decisions
         if records and head is not None:
@@ -370,6 +408,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
             len(changed.calls),
             *(part for call in changed.calls for part in call),
             *_waiting_args(index_changes(conversation, changed.whole, bool(changed.calls))),
+            conversation.owner or "",
         ]
 
     # -- sync -------------------------------------------------------------------------------------
@@ -390,7 +429,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         while True:
             head = (self._head or self._read_head()) if conversation.unsaved_decisions else None
             keys, args, moved = self._save_call(conversation, expected_version, head)
-            script = self._audited_script if len(keys) > 5 else self._save_script
+            script = self._audited_script if len(keys) > _SAVE_KEYS else self._save_script
             with self._failures:
                 outcome = script(keys=keys, args=args)
             if int(outcome) != STALE_HEAD:
@@ -443,13 +482,15 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
 
     def delete(self, conversation_id: str) -> bool:
         with self._failures:
+            (owned,) = self._owners_of([conversation_id])
             pipe = self._sync.pipeline(transaction=True)
             hash_key, messages, calls = self._parts(conversation_id)
+            pipe.zrem(owned, conversation_id)
             pipe.delete(hash_key)
             pipe.delete(messages, calls)
             pipe.zrem(self._index, conversation_id)
             pipe.hdel(self._waiting, conversation_id)
-            deleted, *_ = pipe.execute()
+            _, deleted, *_ = pipe.execute()
         return bool(deleted)
 
     def list_waiting(self) -> list[WaitingEntry]:
@@ -489,22 +530,27 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
     def list_after(
         self, position: Position | None, limit: int, *, owner: str | None = None
     ) -> list[Position]:
-        """A page of the list from the index (a sorted set scored by the time of the last save): the
-        ids of the position's score that sort before its id, then those of lower scores, in one
-        pipelined round trip whose cost follows `limit`, not the number stored."""
+        """A page of the list from the index (a sorted set scored by the time of the last save), or
+        with `owner` from that owner's (when every conversation of the namespace was saved by a
+        version that keeps them; else everyone's): the ids of the position's score that sort before
+        its id, then those of lower scores, in one pipelined round trip whose cost follows `limit`,
+        not the number stored."""
         oldest = self._oldest_kept()
         found: list[Any]
         with self._failures:
+            index = self._index
+            if owner is not None and self._sync.exists(self._owners):
+                index = self._owned(owner)
             if position is None:
                 newest = self._sync.zrevrangebyscore(
-                    self._index, "+inf", oldest, start=0, num=limit, withscores=True
+                    index, "+inf", oldest, start=0, num=limit, withscores=True
                 )
                 found = list(cast(list[Any], newest))
             else:
                 score = repr(position.order)
                 pipe = self._sync.pipeline(transaction=False)
-                pipe.zrevrangebyscore(self._index, score, score, withscores=True)
-                pipe.zrevrangebyscore(self._index, f"({score}", oldest, start=0, num=limit, withscores=True)
+                pipe.zrevrangebyscore(index, score, score, withscores=True)
+                pipe.zrevrangebyscore(index, f"({score}", oldest, start=0, num=limit, withscores=True)
                 answers: list[Any] = pipe.execute()
                 tied, older = answers
                 kept = float(oldest)
@@ -521,7 +567,11 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
             gone = 0
             for start in range(0, len(old), _PRUNE_BATCH):
                 ids = [_text(i) for i in old[start : start + _PRUNE_BATCH]]
-                keys = [self._index, *(key for i in ids for key in self._parts(i))]
+                owned = self._owners_of(ids)
+                keys = [
+                    self._index,
+                    *(k for i, o in zip(ids, owned, strict=True) for k in (*self._parts(i), o)),
+                ]
                 args = [repr(now - retention), repr(now), "1" if dry_run else "0", *ids]
                 gone += int(self._prune_script(keys=keys, args=args))
         return gone
@@ -622,7 +672,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
             head = (self._head or await self._aread_head()) if conversation.unsaved_decisions else None
             keys, args, moved = self._save_call(conversation, expected_version, head)
             async with self._bounded():
-                outcome = await (audited if len(keys) > 5 else plain)(keys=keys, args=args)
+                outcome = await (audited if len(keys) > _SAVE_KEYS else plain)(keys=keys, args=args)
             if int(outcome) != STALE_HEAD:
                 break
             await self._aread_head()

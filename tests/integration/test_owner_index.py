@@ -1,6 +1,8 @@
 """An owner's page of the conversation list read from an index (docs/stores.md, "Stores of any size"):
-SQLite and PostgreSQL list only that owner's conversations; a SQLite file written before the owner
-column gets each row's owner from its stored header when it is opened."""
+SQLite, PostgreSQL and Redis list only that owner's conversations; a SQLite file written before the
+owner column gets each row's owner from its stored header when it is opened; a Redis namespace an
+earlier version started lists everyone's, and a prune or a delete takes a conversation out of its
+owner's sorted set."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from dcaf_like import SqliteConversationRepository
+from dcaf_like import RedisConversationRepository, SqliteConversationRepository
 from dcaf_like.domain import Conversation
 from dcaf_like.stores import _codec
 from dcaf_like.stores.sqlite import _SCHEMA, TABLE
@@ -43,3 +45,42 @@ def test_a_sqlite_file_written_before_the_owner_column_lists_each_owners_convers
     fresh.add_user_message("hi")
     store.save(fresh, 0)
     assert [p.conversation_id for p in store.list_after(None, 10, owner="bob")] == ["conv-4", "conv-1"]
+
+
+def saved(store, conversation_id: str, owner: str | None) -> None:
+    c = Conversation.start(conversation_id, owner=owner)
+    c.add_user_message("hi")
+    store.save(c, 0)
+
+
+def ids(places) -> list[str]:
+    return [p.conversation_id for p in places]
+
+
+def test_a_redis_namespace_keeps_each_owners_set_and_prune_and_delete_keep_it_true(redis_url, redis_prefix):
+    now = [1_700_000_000.0]
+    store = RedisConversationRepository(redis_url, prefix=redis_prefix, clock=lambda: now[0])
+    for n, owner in enumerate(["alice", "bob", "alice", "alice"]):
+        now[0] += 1
+        saved(store, f"conv-{n}", owner)
+
+    assert ids(store.list_after(None, 10, owner="alice")) == ["conv-3", "conv-2", "conv-0"]
+    assert store.delete("conv-2")
+    now[0] += 100
+    assert store.prune(50, now=now[0]) == 3
+    saved(store, "conv-4", "alice")
+
+    assert ids(store.list_after(None, 10, owner="alice")) == ["conv-4"]
+    assert store._sync.zcard(store._owned("alice")) == 1  # no entry left behind for a forgotten one
+    store.close()
+
+
+def test_a_redis_namespace_an_earlier_version_started_lists_everyones_for_an_owner(redis_url, redis_prefix):
+    store = RedisConversationRepository(redis_url, prefix=redis_prefix)
+    store._sync.zadd(store._index, {"from-before": 1.0})  # an index made before owners were kept
+    saved(store, "conv-0", "alice")
+    saved(store, "conv-1", "bob")
+
+    assert not store._sync.exists(store._owners)
+    assert ids(store.list_after(None, 10, owner="alice")) == ["conv-1", "conv-0", "from-before"]
+    store.close()
