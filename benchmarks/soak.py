@@ -401,7 +401,8 @@ def soak_postgres(seconds: float, warmup: float, ledger: Path) -> dict[str, Any]
             )
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
-            suffixes = ("", "_schema_version", "_decisions", "_cancels", "_messages", "_calls")
+            suffixes = ("", "_schema_version", "_decisions", "_cancels", "_messages", "_calls", "_waiting")
+            suffixes += ("_grants", "_audit_heads", "_audit_digests")
             tables = [f"{table}{suffix}" for suffix in suffixes]
             db.execute(f"DROP TABLE IF EXISTS {', '.join(tables)} CASCADE")
             db.execute(f"DROP FUNCTION IF EXISTS {table}_decisions_refuse()")

@@ -59,6 +59,8 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "Provider client: CPU per model call",
         "Runs in flight: turns started at a steady rate",
         "Servers on their own stores",
+        "an owner's first page (theirs: 1 in 100)",
+        "DynamoDB (moto): items its queries read",
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone

@@ -46,4 +46,14 @@ def test_approving_after_the_preview_changed_is_refused_with_409_and_the_current
         taken = chat(served.url, user(conversation_id=conversation_id, tool_calls=[approve(again)]))
         assert taken.status_code == 200, taken.text
         assert taken.json()["content"] == "Done: api scaled to 5"
+
+        # docs/approvals.md, "What the approver sees": the call that went stale is in the audit trail,
+        # `stale` by `system`, between the approval it voided and the next; so is the refused replay.
+        trail = httpx.get(f"{served.url}/api/audit", params={"conversation_id": conversation_id}, timeout=10)
+        assert trail.status_code == 200, trail.text
+        records = [r for r in reversed(trail.json()["records"]) if r["call_id"] == shown["id"]]
+        assert [r["outcome"] for r in records] == ["approved", "stale", "refused", "approved"], records
+        assert records[1]["decided_by"] == "system"
+        assert records[1]["reason"].startswith("not run: ")
+        assert {r["entrance"] for r in records} == {"http"}
     assert cluster.read_text() == "api 3\napi 5\n"  # ran once, after the approval of what it did
