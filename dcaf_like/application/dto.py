@@ -180,6 +180,10 @@ class ToolCallView:
     #: The standing grant that approved it, ``"grant g_... from bob"`` (docs/approvals.md, "Grants");
     #: None: no grant did.
     approved_by_grant: str | None = None
+    #: When its rule's escalation reminded its approvers, and when it escalated the call to more groups
+    #: (docs/approvals.md, "Escalation"); None: not (yet).
+    reminded_at: float | None = None
+    escalated_at: float | None = None
 
     def __post_init__(self) -> None:
         if not self.edited and not self.proposed_input:
@@ -199,6 +203,7 @@ class ToolCallView:
         if not call.approvers.is_default:
             view.approvers = call.approvers
             view.approvals = call.counted_approvals
+            view.reminded_at, view.escalated_at = call.reminded_at, call.escalated_at
             if status is ToolCallStatus.PENDING:
                 view.still_needed = call.approvers.still_needed(call.approvals, call.approved_fingerprint)
         return view

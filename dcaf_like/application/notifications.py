@@ -39,16 +39,25 @@ class WaitingCall:
 
 def approvals_of(call: ToolCallView) -> dict[str, Any] | None:
     """``{rule, given: [{by, at, stage}], needed: [{stage, count, groups}]}`` of a call under a team
-    rule, as every surface shows it (stages from 1); None for a call under today's rule."""
+    rule, as every surface shows it (stages from 1), with ``reminded_at`` once its approvers were
+    reminded and ``escalated_at`` and ``escalated_to`` once it was escalated (docs/approvals.md,
+    "Escalation"); None for a call under today's rule."""
     if call.approvers is None:
         return None
-    return {
+    shown: dict[str, Any] = {
         "rule": call.approvers.describe(),
         "given": [{"by": a.by, "at": a.at, "stage": a.stage + 1} for a in call.approvals],
         "needed": [
             {"stage": n.stage + 1, "count": n.count, "groups": sorted(n.groups)} for n in call.still_needed
         ],
     }
+    if call.reminded_at is not None:
+        shown["reminded_at"] = call.reminded_at
+    escalation = call.approvers.escalation
+    if call.escalated_at is not None and escalation is not None:
+        shown["escalated_at"] = call.escalated_at
+        shown["escalated_to"] = sorted(escalation.escalate_to)
+    return shown
 
 
 @dataclass(frozen=True, slots=True)

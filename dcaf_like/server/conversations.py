@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from dcaf_like.application.cancel import CancelRun
 from dcaf_like.application.conversations import DeleteConversation, ListConversations, ReadConversation
 from dcaf_like.application.dto import ToolCallView
+from dcaf_like.application.notifications import approvals_of
 from dcaf_like.application.ports import ConversationStore
 from dcaf_like.domain import Conversation, Role, ToolCallStatus
 from dcaf_like.helpdesk.protocol import described
@@ -130,6 +131,15 @@ class ToolCallRecord(BaseModel):
     outcome: str | None = None
     #: Seconds its tool ran (None: it did not run, or ran before durations were kept).
     execution_time: float | None = None
+    approvals: dict[str, Any] | None = Field(
+        default=None,
+        description="Under a rule asking more than one approver (docs/approvals.md, 'Approvals by teams'): "
+        "the rule, the approvals given, what it still needs, and when its approvers were reminded and it "
+        "was escalated; null under today's rule of one approver.",
+    )
+    approved_by_grant: str | None = Field(
+        default=None, description="The standing grant that approved it, 'grant g_... from bob'; null: none."
+    )
 
 
 class QuestionRecord(BaseModel):
@@ -330,6 +340,8 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
                 "lease_expires_at": call.lease_expires_at if call.status is ToolCallStatus.APPROVED else None,
                 "outcome": view.outcome,
                 "execution_time": view.execution_time,
+                "approvals": approvals_of(view),
+                "approved_by_grant": view.approved_by_grant,
             }
         )
     return {

@@ -175,6 +175,16 @@ def test_a_waiting_call_is_reminded_then_escalated_then_rejected_at_its_windows_
         [listed] = inbox(server, OLGA)
         assert listed["id"] == call["id"]
         assert listed["eligible"][0]["members"] == ["lee", "olga"]
+        # docs/approvals.md, "Escalation": the conversation shows when the call's notices were sent
+        read = server.get(f"/api/conversations/{call['conversation_id']}", headers={"X-API-Key": OPS})
+        assert read.status_code == 200, read.text
+        [shown] = [c for c in read.json()["tool_calls"] if c["id"] == call["id"]]
+        assert shown["approvals"]["reminded_at"] == START + 600
+        assert (shown["approvals"]["escalated_at"], shown["approvals"]["escalated_to"]) == (
+            START + 1800,
+            ["oncall"],
+        )
+        assert shown["approvals"]["needed"] == [{"stage": 1, "count": 1, "groups": ["leads"]}]
 
         clock.advance(1800)  # the window's end: rejected, as a call of today's rule is
         swept_after_now(app)
