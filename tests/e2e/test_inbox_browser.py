@@ -70,3 +70,49 @@ def test_one_inbox_an_approver_approves_calls_of_two_conversations_without_openi
     expect(page.locator("#chat")).to_be_hidden()  # neither conversation was opened
     page.get_by_role("button", name="Refresh", exact=True).click()
     expect(page.locator("#inbox-list")).to_have_text("Nothing waits for your decision.")
+
+
+def test_the_chat_page_shows_a_team_calls_approvals_so_far_and_what_it_still_needs(page, start_server):
+    """docs/approvals.md, "Approvals by teams": a partial approval is shown on the page's card of the
+    call, beside its rule, with what the call still needs."""
+    bob = "bob-key-0123456789abcdef0123"
+
+    @tool(approvers=approvers(2, "sre"))
+    def delete_pod(name: str) -> str:
+        """Delete a pod."""
+        return f"deleted {name}"
+
+    agent = Agent(
+        tools=[delete_pod],
+        runtime=FakeRuntime([tool_calls(tool_call("delete_pod", name="web-1"))]),
+        repository=InMemoryConversationRepository(),
+    )
+    client = start_server(agent, api_keys={**KEYS, bob: "bob:approve+approve:sre"})
+    asked: Any = client.post(
+        "/api/chat",
+        headers={"X-API-Key": CAROL},
+        json={"messages": [{"role": "user", "content": "delete web-1"}]},
+    ).json()
+    [pending] = asked["data"]["tool_calls"]
+    counted = client.post(
+        "/api/chat",
+        headers={"X-API-Key": ALICE},
+        json={
+            "conversation_id": asked["data"]["conversation_id"],
+            "messages": [
+                {"role": "user", "content": "", "data": {"tool_calls": [{**pending, "execute": True}]}}
+            ],
+        },
+    )
+    assert counted.status_code == 200, counted.text
+
+    page.goto(str(client.base_url))
+    page.get_by_label("API key").fill(CAROL)
+    page.get_by_role("button", name="Use key", exact=True).click()
+    page.locator("#conversations button").first.click()
+
+    card = page.locator(".card.pending", has_text="delete_pod")
+    expect(card.locator(".approvals .rule")).to_contain_text("2 approvers from sre")
+    expect(card.locator(".approvals .rule")).to_contain_text("approved by alice")
+    expect(card.locator(".approvals .needs")).to_have_text("Needs 1 more from sre")
+    screenshot(page, "team-call-partly-approved")

@@ -259,12 +259,28 @@ function rejectedCard(call) {
 
 // A call waiting for a decision: what it is and why it waits, its exact arguments, and the buttons.
 // The card stays until the server accepts a decision; a refusal is shown and the card can be used again.
+// A call under a team rule (docs/approvals.md, "Approvals by teams"): its rule and who approved so
+// far, what it still needs, and the escalation's notices once sent ("Escalation").
+function approvalsOf(call) {
+  const shown = call.approvals;
+  if (!shown || !shown.rule) return null;
+  const given = shown.given.map((g) => g.by).join(", ");
+  const needs = shown.needed.map((n) => `${n.count} more from ${n.groups.join(" or ") || "anyone who may approve"}`);
+  const notices = [shown.reminded_at ? "approvers reminded" : "",
+    shown.escalated_at ? `escalated to ${shown.escalated_to.join(", ")}` : ""].filter(Boolean);
+  return el("div", { class: "approvals" },
+    el("p", { class: "rule" }, shown.rule + (given ? ` · approved by ${given}` : "")),
+    needs.length ? el("p", { class: "needs" }, `Needs ${needs.join("; ")}`) : null,
+    notices.length ? el("p", { class: "notices" }, notices.join(" · ")) : null);
+}
+
 function pendingCard(call) {
   state.calls.set(call.id, call.input);
   const card = callCard(call.id, call.name, "pending",
     riskBadge(call.risk),
     el("p", { class: "description" }, call.tool_description || ""),
     el("p", { class: "why" }, call.approval_reason || ""),
+    approvalsOf(call),
     el("pre", { class: "args" }, pretty(call.input)),
     previewOf(call));
   if (call.risk) card.dataset.risk = call.risk;
