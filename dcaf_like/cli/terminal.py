@@ -714,15 +714,19 @@ def _indent(text: str) -> str:
 
 
 def _approvals_text(approvals: dict[str, Any]) -> str:
-    """``2 approvers from sre, not the requester; approved by alice; needs 1 more from sre``."""
+    """``2 approvers from sre, not the requester; approved by alice; needs 1 more from sre``, then the
+    escalation's notices once sent: ``approvers reminded; escalated to oncall``."""
     given = ", ".join(str(g.get("by")) for g in approvals.get("given", []))
     needed = "; ".join(
         f"{n.get('count')} more" + (f" from {' or '.join(n['groups'])}" if n.get("groups") else "")
         for n in approvals.get("needed", [])
     )
+    escalated_to = ", ".join(str(g) for g in approvals.get("escalated_to", []))
     parts = [
         str(approvals.get("rule", "")),
         f"approved by {given}" if given else "",
         f"needs {needed}" if needed else "",
+        "approvers reminded" if approvals.get("reminded_at") is not None else "",
+        f"escalated to {escalated_to}" if approvals.get("escalated_at") is not None else "",
     ]
     return "; ".join(p for p in parts if p)

@@ -369,6 +369,26 @@ def test_a_call_under_a_team_rule_shows_who_approved_so_far_and_what_it_still_ne
     )
 
 
+def test_a_call_whose_escalation_sent_its_notices_says_so_on_the_terminal():
+    """docs/approvals.md, "Escalation": every surface shows the notices sent."""
+    escalated = {
+        **PENDING,
+        "approvals": {
+            "rule": "1 approver from leads, escalated to oncall after 1800s",
+            "given": [],
+            "needed": [{"stage": 1, "count": 1, "groups": ["leads"]}],
+            "reminded_at": 600.0,
+            "escalated_at": 1800.0,
+            "escalated_to": ["oncall"],
+        },
+    }
+    transport = ScriptedTransport([done(escalated)])
+
+    shown = chat(transport, "delete web-2")
+
+    assert "needs 1 more from leads; approvers reminded; escalated to oncall" in shown
+
+
 def test_the_terminal_shows_a_calls_risk_and_that_an_irreversible_one_cannot_be_undone():
     """docs/approvals.md, "What the approver sees": the terminal names the risk before asking."""
     irreversible = {**PENDING, "risk": "irreversible"}
