@@ -138,6 +138,10 @@ def test_it_runs_once_after_two_sres_and_every_refusal_on_the_way_is_audited(ser
 
     assert done.status_code == 200, done.text
     assert [c["output"] for c in done.json()["data"]["executed_tool_calls"]] == ["deleted web-2"]
+    # docs/approvals.md, "The model goes on for the requester only": bob's approval ran the call and
+    # stopped; the model was not asked under bob's identity, and carol's next message goes on.
+    assert done.json()["meta"]["stop_reason"] == "awaiting_requester"
+    assert "Done." not in done.json()["content"]
     assert error(decide(server, ERIN, conversation_id, approve(pending))) == (
         409,
         "tool_call_already_decided",
@@ -151,6 +155,14 @@ def test_it_runs_once_after_two_sres_and_every_refusal_on_the_way_is_audited(ser
         ("approved", "bob"),
         ("refused", "erin"),
     ]
+    going_on = server.post(
+        "/api/chat",
+        headers=key(CAROL),
+        json={"conversation_id": conversation_id, "messages": [user("thanks, is it gone?")]},
+    )
+    assert going_on.status_code == 200, going_on.text
+    assert going_on.json()["meta"]["stop_reason"] != "awaiting_requester"
+    assert "deleting web-2" in going_on.json()["content"]  # the model, asked again for carol
 
 
 def test_an_edit_after_the_first_approval_needs_both_again(server, cluster):
