@@ -87,6 +87,11 @@ from dcaf_like.stores._schema import CALL, HEADER, MESSAGE, dumps
 from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention
 
 INDEX = "by_namespace"
+#: The index of each owner's conversations (``owner_ns``: ``<namespace>#<owner>``, ``updated_at``), made
+#: by :meth:`DynamoDBConversationRepository.create_table` with the item :data:`OWNERS_MARK`, which says
+#: that every conversation of the table carries its ``owner_ns`` (a table made before has neither).
+OWNER_INDEX = "by_owner"
+OWNERS_MARK = "#owners-indexed"
 # Seconds the inbox's emptied item of a conversation is kept (so that a late write of an older save
 # cannot bring back calls decided since) before DynamoDB's TTL removes it.
 WAITING_KEPT = 3600
@@ -139,6 +144,7 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         self._client_error = botocore.exceptions.ClientError
         self._errors: tuple[type[BaseException], ...] = (botocore.exceptions.BotoCoreError,)
         self._memory = PageMemory(REMEMBERED_BYTES)
+        self._owner_index: bool | None = None  # whether the table indexes owners: read at first need
         #: The chain's head as this repository last saw it: a hint (each append checks it).
         self._head: ChainHead | None = None
 
@@ -395,6 +401,8 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
             "updated_at": {"N": _number(now)},
             "body": {"B": header},
         }
+        if c.owner is not None:
+            item["owner_ns"] = {"S": self._owner_ns(c.owner)}
         item.update((attribute, {"B": data}) for attribute, data in pages.items())
         if expires is not None:
             item["expires_at"] = expires
@@ -662,16 +670,32 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         """A page of the list: a query of the index (``ns``, ``updated_at``) from the position's key on,
         so its cost follows `limit`, not the number stored. Conversations saved at the same moment
         come in DynamoDB's order, which the next page's start key keeps."""
+        index, key, value = INDEX, "ns", self.namespace
+        if owner is not None and self._owners_indexed():
+            index, key, value = OWNER_INDEX, "owner_ns", self._owner_ns(owner)
         start = None
         if position is not None:
             start = {
-                "ns": {"S": self.namespace},
+                key: {"S": value},
                 "updated_at": {"N": _number(position.order)},
                 "pk": {"S": self._pk(position.conversation_id)},
             }
         prefix = len(self.namespace) + 1
-        found = self._newest(self.namespace, limit, min(limit, 1000), start=start)
+        found = self._newest(value, limit, min(limit, 1000), start=start, index=index, key=key)
         return [Position(float(item["updated_at"]["N"]), item["pk"]["S"][prefix:]) for item in found[:limit]]
+
+    def _owners_indexed(self) -> bool:
+        """Whether the table has the owners' index and every conversation in it (its mark, read once)."""
+        if self._owner_index is None:
+            mark = self._call(
+                "GetItem",
+                lambda: self.client.get_item(TableName=self.table, Key={"pk": {"S": OWNERS_MARK}}),
+            )
+            self._owner_index = "Item" in mark
+        return self._owner_index
+
+    def _owner_ns(self, owner: str) -> str:
+        return f"{self.namespace}#{owner}"
 
     def saved_before(self, moment: float) -> list[str]:
         """A query of the index (``ns``, ``updated_at``) for the times before `moment`: the oldest,
@@ -698,14 +722,17 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         page_size: int,
         key_prefix: str | None = None,
         start: dict[str, Any] | None = None,
+        index: str = INDEX,
+        key: str = "ns",
     ) -> list[dict[str, Any]]:
         """The unexpired items of `ns` on the index (those whose key starts with `key_prefix`), newest
-        first, read a page of `page_size` at a time until there are at least `limit` (or no more)."""
+        first, read a page of `page_size` at a time until there are at least `limit` (or no more); or
+        those whose `key` is `ns` on another `index`."""
         found: list[dict[str, Any]] = []
         query: dict[str, Any] = {
             "TableName": self.table,
-            "IndexName": INDEX,
-            "KeyConditionExpression": "ns = :ns",
+            "IndexName": index,
+            "KeyConditionExpression": f"{key} = :ns",
             "ExpressionAttributeValues": {":ns": {"S": ns}},
             "ScanIndexForward": False,
             "Limit": page_size,
@@ -816,17 +843,19 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
                     {"AttributeName": "pk", "AttributeType": "S"},
                     {"AttributeName": "ns", "AttributeType": "S"},
                     {"AttributeName": "updated_at", "AttributeType": "N"},
+                    {"AttributeName": "owner_ns", "AttributeType": "S"},
                 ],
                 KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                 GlobalSecondaryIndexes=[
                     {
-                        "IndexName": INDEX,
+                        "IndexName": name,
                         "KeySchema": [
-                            {"AttributeName": "ns", "KeyType": "HASH"},
+                            {"AttributeName": key, "KeyType": "HASH"},
                             {"AttributeName": "updated_at", "KeyType": "RANGE"},
                         ],
                         "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["expires_at"]},
                     }
+                    for name, key in ((INDEX, "ns"), (OWNER_INDEX, "owner_ns"))
                 ],
             )
         except self._client_error as exc:
@@ -846,6 +875,10 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
             ),
         )
+        # Made with the owners' index, before any conversation: every one will carry its owner_ns.
+        mark = {"TableName": self.table, "Item": {"pk": {"S": OWNERS_MARK}}}
+        self._call("PutItem", lambda: self.client.put_item(**mark))
+        self._owner_index = True
 
     # -- shared -----------------------------------------------------------------------------------
 

@@ -1,18 +1,24 @@
 """An owner's page of the conversation list read from an index (docs/stores.md, "Stores of any size"):
-SQLite, PostgreSQL and Redis list only that owner's conversations; a SQLite file written before the
-owner column gets each row's owner from its stored header when it is opened; a Redis namespace an
-earlier version started lists everyone's, and a prune or a delete takes a conversation out of its
-owner's sorted set."""
+SQLite, PostgreSQL, Redis and DynamoDB list only that owner's conversations; a SQLite file written
+before the owner column gets each row's owner from its stored header when it is opened; a Redis
+namespace an earlier version started, or a DynamoDB table made before the owners' index, lists
+everyone's; a prune or a delete takes a conversation out of its owner's sorted set on Redis."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from pathlib import Path
 
-from dcaf_like import RedisConversationRepository, SqliteConversationRepository
+from dcaf_like import (
+    DynamoDBConversationRepository,
+    RedisConversationRepository,
+    SqliteConversationRepository,
+)
 from dcaf_like.domain import Conversation
 from dcaf_like.stores import _codec
+from dcaf_like.stores.dynamodb import OWNERS_MARK
 from dcaf_like.stores.sqlite import _SCHEMA, TABLE
 
 
@@ -84,3 +90,17 @@ def test_a_redis_namespace_an_earlier_version_started_lists_everyones_for_an_own
     assert not store._sync.exists(store._owners)
     assert ids(store.list_after(None, 10, owner="alice")) == ["conv-1", "conv-0", "from-before"]
     store.close()
+
+
+def test_a_dynamodb_table_made_before_the_owners_index_lists_everyones_for_an_owner(dynamodb_endpoint):
+    table = f"owners-{uuid.uuid4().hex[:8]}"
+    made = DynamoDBConversationRepository(table, region="eu-west-1", endpoint_url=dynamodb_endpoint)
+    made.create_table()
+    saved(made, "conv-0", "alice")
+    saved(made, "conv-1", "bob")
+    assert ids(made.list_after(None, 10, owner="alice")) == ["conv-0"]
+
+    made.client.delete_item(TableName=table, Key={"pk": {"S": OWNERS_MARK}})  # as a table made before
+    earlier = DynamoDBConversationRepository(table, region="eu-west-1", endpoint_url=dynamodb_endpoint)
+
+    assert ids(earlier.list_after(None, 10, owner="alice")) == ["conv-1", "conv-0"]
