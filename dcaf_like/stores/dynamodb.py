@@ -21,8 +21,9 @@ attribute           type  meaning
 Global secondary index ``by_namespace`` (``ns``, ``updated_at``), keys only plus ``expires_at``, lists an
 agent's conversations, newest first; ``by_owner`` (``owner_ns``: ``<namespace>#<owner>`` of an owned
 conversation, ``updated_at``) an owner's, in a table whose item ``#owners-indexed`` says every
-conversation carries ``owner_ns`` (:meth:`DynamoDBConversationRepository.create_table` puts it). ``expires_at`` is the save plus ``ttl``, or the close of an approval
-window still open then (:mod:`dcaf_like.application.retention`).
+conversation carries ``owner_ns`` (:meth:`DynamoDBConversationRepository.create_table` puts it).
+``expires_at`` is the save plus ``ttl``, or the close of an approval window still open then
+(:mod:`dcaf_like.application.retention`).
 
 The audit trail lives in the same table, one item per decision record: ``pk`` is
 ``audit#<namespace>#<conversation id>#<record id>``, ``ns`` is ``audit#<namespace>`` (so the index lists
