@@ -9,7 +9,9 @@ attribute           type  meaning
 ``ns``              S     the namespace (an agent's name); hash key of the index
 ``conversation_id`` S     the conversation id
 ``version``         N     compared on every write (optimistic concurrency)
-``updated_at``      N     epoch seconds of the last save; range key of the index
+``updated_at``      N     epoch seconds of the last save; range key of the indexes
+``owner_ns``        S     ``<namespace>#<owner>`` of a conversation someone owns; hash key of
+                          ``by_owner``
 ``body``            B     the conversation's header (its JSON but its messages and calls, which it
                           counts), zlib-compressed; a body of format 1 (written before headers) is
                           the whole conversation, read as such and rewritten as pages by its next save
