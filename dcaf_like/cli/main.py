@@ -12,13 +12,14 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from dcaf_like.application.errors import ApplicationError
-from dcaf_like.application.ports import ServedAgent
+from dcaf_like.application.errors import ApplicationError, MissingCapability
+from dcaf_like.application.ports import GrantStore, ServedAgent
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
 from dcaf_like.helpdesk.function_agent import as_served
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
@@ -522,6 +523,13 @@ def _prune(args: argparse.Namespace) -> int:
     days = args.retention_days or (ttl / DAY if ttl else DEFAULT_RETENTION_DAYS)
     try:
         count = store.prune(days * DAY, dry_run=args.dry_run)
+        ended = None
+        if isinstance(store, GrantStore):  # grants that ended as long ago approve nothing: forgotten too
+            now = getattr(store, "clock", time.time)()
+            try:
+                ended = store.forget_grants(now - days * DAY, dry_run=args.dry_run)
+            except MissingCapability as exc:
+                print(f"dcaf-like prune: grants kept: {exc}", file=sys.stderr)
     except ApplicationError as exc:
         print(f"dcaf-like prune: {exc}", file=sys.stderr)
         return 1
@@ -533,6 +541,8 @@ def _prune(args: argparse.Namespace) -> int:
     conversations = "conversation" if count == 1 else "conversations"
     over = f"{days:g} day" if days == 1 else f"{days:g} days"
     print(f"{verb} {count} {conversations} of {redact(url)} last saved over {over} ago")
+    if ended is not None:
+        print(f"{verb} {ended} standing {'grant' if ended == 1 else 'grants'} that ended over {over} ago")
     return 0
 
 

@@ -107,6 +107,11 @@ class Grant:
         """Not revoked, and its time not over by `now` (the agent's clock)."""
         return self.revoked_at is None and now < self.expires_at
 
+    @property
+    def ended_at(self) -> float:
+        """When it stopped approving: its revocation, or its end, whichever came first."""
+        return self.expires_at if self.revoked_at is None else min(self.revoked_at, self.expires_at)
+
     def covers(
         self,
         tool_name: str,

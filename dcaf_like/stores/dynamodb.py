@@ -790,6 +790,16 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         )
         return None if changed is None else changed[grant_id]
 
+    def delete_grants(self, grant_ids: Sequence[str]) -> None:
+        """Out of the namespace's one item of grants (which DynamoDB caps at 400 KB: ended grants
+        forgotten keep it from filling)."""
+        gone = set(grant_ids)
+        self._change_grants(
+            lambda grants: (
+                {i: g for i, g in grants.items() if i not in gone} if gone & grants.keys() else None
+            )
+        )
+
     def list_grants(self) -> list[Grant]:
         return list(self._grants()[0].values())
 

@@ -179,6 +179,11 @@ class InMemoryConversationRepository(ConversationRepository, GrantStore):
         with self._lock:
             return list(self._grants.values())
 
+    def delete_grants(self, grant_ids: Sequence[str]) -> None:
+        with self._lock:
+            for grant_id in grant_ids:
+                self._grants.pop(grant_id, None)
+
     async def alist_grants(self) -> list[Grant]:
         return self.list_grants()
 

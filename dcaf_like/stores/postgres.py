@@ -462,6 +462,11 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             )
         return revoked
 
+    def delete_grants(self, grant_ids: Sequence[str]) -> None:
+        with self._connection() as db:
+            sql = f"DELETE FROM {self.table}_grants WHERE namespace = %s AND id = ANY(%s)"
+            self._run(db, sql, (self.namespace, list(grant_ids)))
+
     def list_grants(self) -> list[Grant]:
         with self._connection() as db:
             rows = self._run(

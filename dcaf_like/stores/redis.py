@@ -602,6 +602,11 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
             result = self._sync.transaction(cast(Any, revoke), self._grants, value_from_callable=True)
         return cast("Grant | None", result)
 
+    def delete_grants(self, grant_ids: Sequence[str]) -> None:
+        if grant_ids:
+            with self._failures:
+                self._sync.hdel(self._grants, *grant_ids)
+
     def list_grants(self) -> list[Grant]:
         with self._failures:
             found: dict[Any, Any] = self._sync.hgetall(self._grants)

@@ -439,6 +439,13 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
             )
         return revoked
 
+    def delete_grants(self, grant_ids: Sequence[str]) -> None:
+        with self._writing(self._connection(), self._write_turn) as db:
+            db.executemany(
+                f"DELETE FROM {GRANTS} WHERE namespace = ? AND id = ?",
+                [(self.namespace, i) for i in grant_ids],
+            )
+
     def list_grants(self) -> list[Grant]:
         with self._reading(self._connection()) as db:
             rows = db.execute(f"SELECT body FROM {GRANTS} WHERE namespace = ?", (self.namespace,)).fetchall()

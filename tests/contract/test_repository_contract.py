@@ -1444,6 +1444,30 @@ def test_every_store_keeps_grants_and_their_revocation(make: Factory) -> None:
     assert grants.revoke_grant("g_unknown", by="carol", at=121.0) is None
 
 
+def test_grants_that_ended_before_a_moment_are_forgotten_and_the_others_kept(make: Factory) -> None:
+    """docs/approvals.md, "Grants": ``dcaf-like prune`` forgets the grants that ended (expired or were
+    revoked) before its cut; those in force, or ended since, are kept."""
+    from dcaf_like.application.ports import GrantStore, require
+    from dcaf_like.domain.grant import Grant
+
+    grants = require(make(), GrantStore)
+    expired = Grant.new(tool="restart_pod", requester="alice", granted_by="bob", at=100.0, duration=10)
+    revoked = Grant.new(tool="restart_pod", requester="alice", granted_by="bob", at=100.0, duration=900)
+    in_force = Grant.new(tool="restart_pod", requester="alice", granted_by="bob", at=100.0, duration=900)
+    ended_since = Grant.new(tool="restart_pod", requester="alice", granted_by="bob", at=100.0, duration=150)
+    for grant in (expired, revoked, in_force, ended_since):
+        grants.add_grant(grant)
+    grants.revoke_grant(revoked.id, by="carol", at=120.0)
+
+    would = grants.forget_grants(200.0, dry_run=True)
+    kept_by_dry_run = len(grants.list_grants())
+    forgot = grants.forget_grants(200.0)
+
+    assert (would, kept_by_dry_run, forgot) == (2, 4, 2)
+    assert sorted(g.id for g in grants.list_grants()) == sorted([in_force.id, ended_since.id])
+    assert grants.forget_grants(200.0) == 0
+
+
 def test_sqlite_grants_of_one_namespace_are_not_another_ones(tmp_path: Path) -> None:
     """The in-memory store has no namespaces: SQLite is the one store with grants that has them."""
     from dcaf_like import SqliteConversationRepository

@@ -81,6 +81,31 @@ def test_prune_counts_with_dry_run_then_forgets_past_the_default_30_days(store_u
     store.close()  # type: ignore[attr-defined]
 
 
+def test_prune_forgets_the_standing_grants_that_ended_past_the_retention(store_url: str) -> None:
+    """docs/approvals.md, "Grants": an ended grant approves nothing; prune forgets it with the
+    conversations (the audit trail keeps its making and its revocation)."""
+    from dcaf_like.domain.grant import Grant
+
+    store = opened(store_url)
+    now = time.time()
+    ended = Grant.new(
+        tool="restart_pod", requester="alice", granted_by="bob", at=now - 40 * DAY, duration=3600
+    )
+    in_force = Grant.new(tool="restart_pod", requester="alice", granted_by="bob", at=now, duration=3600)
+    for grant in (ended, in_force):
+        store.add_grant(grant)  # type: ignore[attr-defined]
+
+    counted = prune("--store", store_url, "--namespace", "ops", "--dry-run")
+    pruned = prune("--store", store_url, "--namespace", "ops")
+
+    assert counted.returncode == 0, counted.stderr
+    assert "would forget 1 standing grant that ended over 30 days ago" in counted.stdout
+    assert pruned.returncode == 0, pruned.stderr
+    assert "forgot 1 standing grant that ended over 30 days ago" in pruned.stdout
+    assert [g.id for g in store.list_grants()] == [in_force.id]  # type: ignore[attr-defined]
+    store.close()  # type: ignore[attr-defined]
+
+
 def test_a_shorter_retention_or_the_urls_ttl_forgets_more(store_url: str) -> None:
     store = opened(store_url)
     ids = three_conversations(store)

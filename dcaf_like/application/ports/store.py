@@ -39,6 +39,7 @@ READ_CONCURRENCY = 8
 
 
 _DIGESTS_FIX = "implement append_digest and audit_tip (docs/operations.md, 'Proving the trail')"
+_GRANTS_FIX = "implement delete_grants (docs/stores.md, 'Writing a store')"
 _INBOX_FIX = "implement list_waiting, indexing waiting calls as it saves (docs/approvals.md, 'One inbox')"
 
 
@@ -309,6 +310,19 @@ class GrantStore(ConversationStore):
     @abstractmethod
     def list_grants(self) -> list[Grant]:
         """Every grant kept, expired and revoked ones included, in no particular order."""
+
+    def forget_grants(self, ended_before: float, *, dry_run: bool = False) -> int:
+        """Forget the grants that ended (expired, or were revoked) before `ended_before`: they approve
+        nothing any more, and the audit trail keeps their making and their revocation. Returns how many
+        (with `dry_run`, would be; nothing is deleted). ``dcaf-like prune`` calls it."""
+        ended = [grant.id for grant in self.list_grants() if grant.ended_at < ended_before]
+        if ended and not dry_run:
+            self.delete_grants(ended)
+        return len(ended)
+
+    def delete_grants(self, grant_ids: Sequence[str]) -> None:
+        """Delete these grants (those gone already are no error). The built-in stores implement it."""
+        raise MissingCapability(type(self).__name__, "forget ended grants", _GRANTS_FIX)
 
     async def alist_grants(self) -> list[Grant]:
         """:meth:`list_grants` without blocking the event loop."""
