@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,8 +67,8 @@ def setting(tmp_path: Path, redis_url: str, model: OpenAICompatibleServer) -> di
 
 
 @contextlib.contextmanager
-def worker(setting: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """`dcaf-like worker` in a child process, stopped (killed) on the way out."""
+def worker(setting: dict[str, str], *options: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`dcaf-like worker` in a child process (with `options`), stopped (killed) on the way out."""
     env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
     command = [
         sys.executable,
@@ -77,6 +79,7 @@ def worker(setting: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
         "--factory",
         "--store",
         setting["STORE"],
+        *options,
     ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -210,3 +213,50 @@ def test_a_job_runs_on_while_the_api_server_is_restarted(
         "started n1",
         "finished n1",
     ]
+
+
+def jobs_refused(port: int) -> float:
+    """The worker's `dcaf_jobs_total{outcome="refused"}` (0 until its metrics answer)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return 0.0
+    found = re.search(r'^dcaf_jobs_total\{outcome="refused"\} (\S+)$', text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_broker_message_replayed_or_forged_by_hand_runs_nothing(
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch, model: OpenAICompatibleServer
+) -> None:
+    """docs/runs.md, "Tools on a job engine": the claim in the store decides, not the broker. The
+    message of a job that ran, sent again by hand, and a message naming a call nobody approved (with
+    its true fingerprint) are both refused by the worker: the tool runs once, the waiting call waits."""
+    from dcaf_like.jobs.celery import TASK, CeleryExecutor
+
+    model.call([("drain_node", {"node": "n1"})])
+    model.reply("n1 is drained.")
+    model.call([("drain_node", {"node": "n2"})])
+    agent = api_agent(setting, monkeypatch)
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    Path(setting["DCAF_TEST_RELEASE"]).touch()
+    with socket.socket() as probe:  # the metrics server of the worker needs a port of its own
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with worker(setting, "--metrics-port", str(port)):
+        conversation_id, ran = approved_in(agent, "drain n1")
+        wait_for(lambda: last_answer(agent, conversation_id) == "n1 is drained.", "the model's answer")
+        waiting = agent.run("drain n2", conversation_id=conversation_id).pending_tool_calls[0].id
+        stored = agent.repository.get(conversation_id)
+        sender = CeleryExecutor(setting["DCAF_TEST_BROKER_URL"], queue=setting["DCAF_TEST_QUEUE"])
+        for call_id in (ran, waiting):
+            job = {"conversation_id": conversation_id, "call_id": call_id}
+            job["fingerprint"] = stored.tool_call(call_id).fingerprint
+            sender.app.send_task(TASK, args=[job], queue=setting["DCAF_TEST_QUEUE"])
+
+        wait_for(lambda: jobs_refused(port) >= 2, "the worker refusing both messages")
+    assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == [
+        "started n1",
+        "finished n1",
+    ]
+    assert status(agent, conversation_id, ran) is ToolCallStatus.EXECUTED
+    assert status(agent, conversation_id, waiting) is ToolCallStatus.PENDING
