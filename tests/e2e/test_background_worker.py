@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -260,3 +261,55 @@ def test_a_broker_message_replayed_or_forged_by_hand_runs_nothing(
     ]
     assert status(agent, conversation_id, ran) is ToolCallStatus.EXECUTED
     assert status(agent, conversation_id, waiting) is ToolCallStatus.PENDING
+
+
+def test_twenty_approvals_of_one_background_call_at_once_enqueue_one_job(
+    setting: dict[str, str], model: OpenAICompatibleServer
+) -> None:
+    """docs/runs.md, "Tools on a job engine": twenty approvals of one call sent at once to an API
+    server put one job on the broker (its queue is read before any worker takes it); one approval is
+    answered `running_in_background`, the others that the call was decided; the job runs once."""
+    import redis
+
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+    serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
+    model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+    model.reply("n1 is drained.")
+    broker = redis.Redis.from_url(setting["DCAF_TEST_BROKER_URL"])
+    with dcaf_like_serve(*serve, env=env) as served:
+        proposed = httpx.post(f"{served.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
+        data = proposed.json()["data"]
+        conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
+        approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+        start = threading.Barrier(20)
+        answers: list[httpx.Response] = []
+
+        def send() -> None:
+            start.wait()
+            answers.append(httpx.post(f"{served.url}/api/chat", json=approval, timeout=60))
+
+        senders = [threading.Thread(target=send) for _ in range(20)]
+        for thread in senders:
+            thread.start()
+        for thread in senders:
+            thread.join()
+
+        queued = broker.llen(setting["DCAF_TEST_QUEUE"])
+        taken = [
+            a
+            for a in answers
+            if a.status_code == 200 and a.json()["meta"]["stop_reason"] == "running_in_background"
+        ]
+        refused = [a.json()["error"]["code"] for a in answers if a.status_code == 409]
+        assert queued == 1, [a.text for a in answers]
+        assert len(taken) == 1, [a.text for a in answers]
+        assert len(refused) == 19, refused
+        assert set(refused) <= {"tool_call_already_decided", "concurrent_update"}, refused
+        Path(setting["DCAF_TEST_RELEASE"]).touch()
+        with worker(setting):
+            wait_for(lambda: "finished n1" in ledger.read_text(), "the one job")
+    assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == [
+        "started n1",
+        "finished n1",
+    ]
