@@ -31,11 +31,13 @@ from dcaf_like.application.questions import answers_to, open_question
 from dcaf_like.application.runs import arun_tool, run_tool
 from dcaf_like.application.tracing import NoTracer, Span, Tracer
 from dcaf_like.concurrency.bridges import at_once
-from dcaf_like.domain import Conversation, Session, ToolCall, ToolCallStatus
+from dcaf_like.domain import CallOutcome, Conversation, Session, ToolCall, ToolCallStatus
 from dcaf_like.domain.session import patched
 
 logger = logging.getLogger("dcaf_like.jobs")
 
+#: How a job's failed call ended, by (timed out, not started): as the turn's calls (tool_steps.py).
+_FAILED_AS = {(True, False): CallOutcome.TIMEOUT, (False, True): CallOutcome.CANCELLED}
 #: The error of a call whose job found the conversation cancelled before its tool started.
 NOT_RUN_CANCELLED = "not run: the run was cancelled before it"
 #: The error of a call whose conversation moved to another platform context after its approval.
@@ -180,7 +182,9 @@ class ToolJobs:
             error = f"tool {call.name!r} is not available on the worker that took its job"
             return await self._record(job, ToolOutcome(error=error), None, blocking)
         if await self._cancelled(job, since, blocking):
-            return await self._record(job, ToolOutcome(error=NOT_RUN_CANCELLED), None, blocking)
+            return await self._record(
+                job, ToolOutcome(error=NOT_RUN_CANCELLED, not_started=True), None, blocking
+            )
         claimed_session = dict(conversation.session)
         session = Session(claimed_session)
         context = ToolContext(
@@ -264,8 +268,9 @@ class ToolJobs:
             elif outcome.error is None:
                 conversation.record_tool_result(job.call_id, outcome.output or "", at=now)
                 kind.append("executed")
-            else:
-                conversation.record_tool_failure(job.call_id, outcome.error, at=now)
+            else:  # named as a turn names it: a time limit, a cancel before the tool started, an error
+                how = _FAILED_AS.get((outcome.timed_out, outcome.not_started), CallOutcome.ERROR)
+                conversation.record_tool_failure(job.call_id, outcome.error, at=now, outcome=how)
                 kind.append("failed")
             if session is not None and session[1].changed:  # the tool's changes, over a turn's meanwhile
                 claimed, changed = session

@@ -313,3 +313,40 @@ def test_twenty_approvals_of_one_background_call_at_once_enqueue_one_job(
         "started n1",
         "finished n1",
     ]
+
+
+def test_stop_from_the_page_stops_a_job_running_on_the_worker(
+    setting: dict[str, str], model: OpenAICompatibleServer
+) -> None:
+    """docs/runs.md, "Tools on a job engine": the page's Stop (`POST /api/conversations/{id}/cancel`)
+    reaches the job through the store at the worker's next lease renewal; the tool sees it and stops,
+    and its call fails as stopped (a short lease here: a third of it between renewals)."""
+    setting = {**setting, "DCAF_TEST_LEASE": "3"}
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+    serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
+    model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+    model.reply("n1 was stopped.")
+    with worker(setting), dcaf_like_serve(*serve, env=env) as served:
+        proposed = httpx.post(f"{served.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
+        data = proposed.json()["data"]
+        conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
+        approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+        assert httpx.post(f"{served.url}/api/chat", json=approval, timeout=30).status_code == 200
+        wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+
+        stop = httpx.post(f"{served.url}/api/conversations/{conversation_id}/cancel", timeout=30)
+        assert stop.status_code in (200, 202), stop.text
+        wait_for(lambda: "stopped n1" in ledger.read_text(), "the tool seeing the cancel")
+
+        def settled() -> dict[str, Any] | None:
+            read = httpx.get(f"{served.url}/api/conversations/{conversation_id}", timeout=10).json()
+            [call] = read["tool_calls"]
+            return call if call["status"] != "approved" else None
+
+        wait_for(settled, "the call settled")
+        call = settled()
+    assert call is not None
+    assert (call["status"], call["outcome"]) == ("failed", "error"), call  # it ran: not "cancelled"
+    assert call["error"].startswith("stopped: the run was cancelled while the tool ran"), call
+    assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == ["started n1", "stopped n1"]

@@ -25,7 +25,7 @@ from dcaf_like import (
 from dcaf_like.application.executors import LEASED_TO_QUEUE, InvalidJob
 from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.tool_jobs import JobOutcome
-from dcaf_like.domain import ToolCallStatus
+from dcaf_like.domain import CallOutcome, ToolCallStatus
 from dcaf_like.stores.memory import InMemoryConversationRepository
 from dcaf_like.testing import FakeRuntime, ManualClock, fail, reply, tool_call, tool_calls
 
@@ -336,6 +336,34 @@ def test_a_cancel_asked_before_the_job_starts_stops_it_before_the_tool_runs() ->
     assert runs == []
     [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
     assert call.status is ToolCallStatus.FAILED
+    assert call.outcome is CallOutcome.CANCELLED  # named as a turn names a call a cancel kept from running
+
+
+def test_a_job_whose_tool_runs_past_its_time_limit_fails_as_timed_out() -> None:
+    """docs/protocol.md, "A call's outcome": a job's call that ran past its tool's `timeout=` ends
+    `timeout`, as a turn's does, not `error`."""
+    release = threading.Event()
+
+    @tool(background=True, timeout=0.05)
+    def slow(node: str) -> str:
+        """Takes its time."""
+        release.wait(5)  # bounded: the time limit is what ends the wait for the run
+        return "done"
+
+    kept = KeptJobs()
+    agent = Agent(
+        tools=[slow], runtime=FakeRuntime([tool_calls(tool_call("slow", node="n1"))]), executor=kept
+    )
+    asked = agent.run("go")
+    approve_all(agent, asked.conversation_id, asked)
+    try:
+        outcome = agent.jobs.run(kept.jobs[0])
+    finally:
+        release.set()
+
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert outcome.outcome == "failed"
+    assert (call.status, call.outcome) == (ToolCallStatus.FAILED, CallOutcome.TIMEOUT)
 
 
 def test_a_cancel_asked_while_the_job_runs_reaches_the_tool_at_its_next_lease_renewal() -> None:
