@@ -15,6 +15,7 @@ from typing import Any
 from dcaf_like.audit.canary import CANARY_TOOL, canary_tool
 from dcaf_like.audit.options import DEFAULT_BUDGET, DEFAULT_PROPOSE, AuditOptions, Identity
 from dcaf_like.audit.report import Attempt, AuditReport, FamilyResult, Verdict
+from dcaf_like.extras import missing
 
 
 def run_audit(
@@ -49,7 +50,7 @@ def run_audit(
     try:
         from dcaf_like.audit import suite
     except ImportError as exc:  # pragma: no cover - depends on what is installed
-        raise ImportError(f'the audit needs httpx: pip install "dcaf-like[audit]" ({exc})') from exc
+        raise missing(f"the audit needs httpx ({exc})", "audit", exc) from exc
     options = AuditOptions(
         api_key=api_key,
         propose=propose or DEFAULT_PROPOSE,

@@ -19,13 +19,12 @@ from typing import Any
 from dcaf_like.application.executors import QUEUE_TTL, InvalidJob, ToolJob
 from dcaf_like.application.tool_jobs import ToolJobs
 from dcaf_like.concurrency.threads import in_thread
+from dcaf_like.extras import missing
 
 try:
     from celery import Celery
 except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError(
-        'Please install celery to run tools on a job engine: pip install "dcaf_like[celery]"'
-    ) from exc
+    raise missing("running tools on a job engine needs celery", "celery", exc) from exc
 
 logger = logging.getLogger("dcaf_like.jobs")
 

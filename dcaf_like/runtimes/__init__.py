@@ -15,6 +15,7 @@ from typing import Any
 from dcaf_like.application.errors import RuntimeNotConfigured
 from dcaf_like.application.messages import NO_SETTINGS, ModelSettings
 from dcaf_like.application.ports import AgentRuntime
+from dcaf_like.extras import install
 
 RuntimeFactory = Callable[[str], AgentRuntime]
 
@@ -152,7 +153,7 @@ def _resolved(runtime: str, provider: str, model: str) -> AgentRuntime:
             factory = load()
         except ImportError as exc:
             raise RuntimeNotConfigured(
-                f"runtime {provider!r} needs its SDK ({exc.name}): pip install 'dcaf_like[{extra}]'"
+                f"runtime {provider!r} needs its SDK ({exc.name}): {install(extra)}"
             ) from exc
         return factory(model)
     from importlib.metadata import entry_points

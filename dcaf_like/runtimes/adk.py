@@ -3,7 +3,7 @@
 The ADK *model* is driven directly (``generate_content_async``, one model call each), converting to
 and from ``google.genai`` ``Content`` / ``Part`` / ``FunctionCall`` / ``FunctionResponse``. ADK's
 ``LlmAgent``, ``Runner`` and tool confirmation are not used: our loop, store and approval gate stay in
-charge (ADR 6). Install with ``pip install 'dcaf_like[adk]'``.
+charge (ADR 6). Install with ``pip install "dcaf-like[adk]"``.
 
 Images and files in a user's message go as ``inline_data`` parts (their bytes and MIME type), an
 image by URL as a ``file_data`` part (the URL, which Gemini fetches; this server fetches none). What
@@ -37,6 +37,7 @@ from dcaf_like.application.messages import (
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.concurrency.portal import Portal
 from dcaf_like.domain.attachment import Attachment, PartKind
+from dcaf_like.extras import missing
 from dcaf_like.runtimes._errors import typed_error
 
 #: The images the Gemini API reads.
@@ -77,9 +78,7 @@ class AdkRuntime(AgentRuntime):
             from google.adk.models.llm_request import LlmRequest
             from google.genai import types
         except ImportError as exc:
-            raise ImportError(
-                "AdkRuntime needs google-adk: pip install 'dcaf_like[adk]'", name=exc.name
-            ) from exc
+            raise missing("AdkRuntime needs google-adk", "adk", exc) from exc
         if isinstance(model, str):
             from google.adk.models import Gemini
 

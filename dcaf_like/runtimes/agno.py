@@ -3,7 +3,7 @@
 The Agno *model* is driven directly (``invoke`` / ``invoke_stream``, one model call each); Agno's Agent,
 its tool execution and its confirmation features are not used, so our loop, store and approval gate
 stay in charge (ADR 6). Agno's telemetry stays off unless ``AGNO_TELEMETRY`` says otherwise. Install
-with ``pip install 'dcaf_like[agno]'`` plus the provider's SDK (``openai``, ``anthropic``, ...).
+with ``pip install "dcaf-like[agno]"`` plus the provider's SDK (``openai``, ``anthropic``, ...).
 
 Images and files in a user's message go on Agno's message as ``agno.media.Image`` (its bytes and media
 type, or its URL) and ``agno.media.File`` (bytes, file name, media type); the model class turns them
@@ -40,6 +40,7 @@ from dcaf_like.application.messages import (
 )
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain.attachment import Attachment, PartKind
+from dcaf_like.extras import missing
 from dcaf_like.runtimes._errors import typed_error
 
 # "agno:<provider>:<model id>": the Agno model class for each provider.
@@ -79,7 +80,7 @@ class AgnoRuntime(AgentRuntime):
             from agno.models.base import Model
             from agno.models.message import Message
         except ImportError as exc:
-            raise ImportError("AgnoRuntime needs agno: pip install 'dcaf_like[agno]'", name=exc.name) from exc
+            raise missing("AgnoRuntime needs agno", "agno", exc) from exc
         if not isinstance(model, Model):
             raise TypeError(
                 f"AgnoRuntime takes an Agno model (agno.models.base.Model), not {type(model).__name__}"

@@ -2,7 +2,7 @@
 
 ``BedrockRuntime("anthropic.claude-3-5-haiku-20241022-v1:0", region="us-east-1")``, or
 ``runtime="bedrock:<model id>"``. Credentials come from boto3's usual chain (environment, profile,
-role). Install with ``pip install 'dcaf_like[bedrock]'``.
+role). Install with ``pip install "dcaf-like[bedrock]"``.
 
 Images and files in a user's message go as Converse's ``image`` and ``document`` blocks (their
 bytes); what Converse cannot take as given is refused before the turn starts, see
@@ -42,6 +42,7 @@ from dcaf_like.application.messages import (
 )
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain.attachment import Attachment, PartKind
+from dcaf_like.extras import missing
 
 _STOP_REASONS = {
     "end_turn": "end_turn",
@@ -112,9 +113,7 @@ class BedrockRuntime(AgentRuntime):
         try:
             import botocore.exceptions
         except ImportError as exc:
-            raise ImportError(
-                "BedrockRuntime needs boto3: pip install 'dcaf_like[bedrock]'", name=exc.name
-            ) from exc
+            raise missing("BedrockRuntime needs boto3", "bedrock", exc) from exc
         if client is None:
             import boto3
 

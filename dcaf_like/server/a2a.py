@@ -28,6 +28,7 @@ from dcaf_like.application.storable import check_storable
 from dcaf_like.application.tasks import TaskNotFound, TaskRefused, TaskState, TaskView
 from dcaf_like.domain import Attachment, InvalidPart, attachment
 from dcaf_like.domain.attachment import check_total
+from dcaf_like.extras import missing
 from dcaf_like.helpdesk.protocol import read_content
 from dcaf_like.helpdesk.wire import (
     MAX_CONVERSATION_ID,
@@ -67,9 +68,7 @@ def add_a2a_routes(app: FastAPI, served: ServedAgent, runs: Runs | None = None) 
         from a2a.server.routes.common import DefaultServerCallContextBuilder
         from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
     except ImportError as exc:
-        raise ImportError(
-            f'a2a=True needs the A2A SDK ({exc.name} is missing): pip install "dcaf-like[a2a]"'
-        ) from exc
+        raise missing(f"a2a=True needs the A2A SDK ({exc.name} is missing)", "a2a", exc) from exc
 
     tasks = A2ATasks(served, runs)
 

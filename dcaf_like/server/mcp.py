@@ -21,6 +21,7 @@ from urllib.parse import quote
 from dcaf_like.application.errors import InvalidToolArguments
 from dcaf_like.application.ports import ExecutableTool, ToolContext, ToolOutput, ToolProvider
 from dcaf_like.domain import PartKind, PlatformContext, Session, Trusted, Verdict
+from dcaf_like.extras import missing
 from dcaf_like.server.auth import caller_of
 
 logger = logging.getLogger("dcaf_like.toolsets.mcp")
@@ -39,9 +40,7 @@ class MCPEndpoint:
             from mcp.server import Server
             from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
         except ImportError as exc:
-            raise ImportError(
-                'serving MCP needs the MCP SDK: pip install "dcaf-like[mcp]"', name=exc.name
-            ) from exc
+            raise missing("serving MCP needs the MCP SDK", "mcp", exc) from exc
         if not isinstance(agent, ToolProvider):
             raise TypeError(f"only an Agent's tools can be served over MCP, not a {type(agent).__name__}'s")
         self.agent: ToolProvider = agent

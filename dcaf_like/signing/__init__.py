@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dcaf_like.domain.trail import AuditKey, DigestKey
+from dcaf_like.extras import install
 
 KEY_ENV = "DCAF_AUDIT_KEY"
 _PEM = b"-----BEGIN "
@@ -183,6 +184,6 @@ def _crypto() -> tuple[Any, Any]:
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
         raise AuditKeyError(
-            'an Ed25519 audit key needs the cryptography package: pip install "dcaf-like[audit]"'
+            f"an Ed25519 audit key needs the cryptography package: {install('audit')}"
         ) from None
     return serialization, ed25519

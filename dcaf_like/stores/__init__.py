@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dcaf_like.application.ports import ConversationRepository, ConversationStore
+from dcaf_like.extras import install
 from dcaf_like.stores.memory import InMemoryConversationRepository
 
 if TYPE_CHECKING:
@@ -301,7 +302,7 @@ def _did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 
 def _missing(extra: str, exc: ImportError) -> str:
-    return f"this store needs {exc.name or 'its client library'}: pip install 'dcaf_like[{extra}]'"
+    return f"this store needs {exc.name or 'its client library'}: {install(extra)}"
 
 
 # The classes of the stores with a client library, imported when first named.

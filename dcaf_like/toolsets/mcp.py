@@ -12,6 +12,7 @@ from dcaf_like.application.messages import ToolSpec
 from dcaf_like.application.ports import ToolContext, ToolOutput
 from dcaf_like.domain import MAX_PARTS_BYTES, Attachment, InvalidPart, attachment
 from dcaf_like.domain.attachment import check_total
+from dcaf_like.extras import missing
 from dcaf_like.toolsets import SEPARATOR, Toolset, safe_name
 from dcaf_like.toolsets._mcp_connection import Connection, MCPServerUnavailable
 
@@ -70,9 +71,7 @@ class MCPToolset(Toolset):
         try:
             import mcp  # noqa: F401
         except ImportError as exc:
-            raise ImportError(
-                'MCPToolset needs the MCP SDK: pip install "dcaf-like[mcp]"', name=exc.name
-            ) from exc
+            raise missing("MCPToolset needs the MCP SDK", "mcp", exc) from exc
         if not name or safe_name(name) != name or SEPARATOR in name:
             raise ValueError(
                 f"MCP server name {name!r} may hold only letters, digits, '-' and single '_' "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.concurrency.bridges import iterate_sync, run_sync
+from dcaf_like.extras import missing
 from dcaf_like.tools import Tool
 
 if TYPE_CHECKING:
@@ -29,9 +30,7 @@ def _sdk() -> None:
     try:
         import a2a.client  # noqa: F401
     except ImportError as exc:
-        raise ImportError(
-            f'RemoteAgent needs the A2A SDK ({exc.name} is missing): pip install "dcaf-like[a2a]"'
-        ) from exc
+        raise missing(f"RemoteAgent needs the A2A SDK ({exc.name} is missing)", "a2a", exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
