@@ -33,9 +33,15 @@ POLICY = "policy"
 
 
 def propose(
-    conversation: Conversation, settings: TurnSettings, proposed: ModelToolCall, trusted: Trusted[Any]
+    conversation: Conversation,
+    settings: TurnSettings,
+    proposed: ModelToolCall,
+    trusted: Trusted[Any],
+    *,
+    entrance: str,
 ) -> ToolCall:
-    """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it."""
+    """Record the model's call and settle what can be settled now: refuse it, fail it, or allow it
+    (the policy's decision recorded as made through `entrance`, the request's)."""
     now = settings.clock()
     tool = settings.toolbox.get(proposed.name)
     problem = proposed.invalid_arguments
@@ -81,7 +87,9 @@ def propose(
         if decision.approvers.escalation is not None and decision.approvers.escalation.keeps_waiting:
             call.expires_at = None  # its rule keeps it waiting past the approval window
     if decision.verdict is Verdict.ALLOW:
-        conversation.approve_tool_call(call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now)
+        conversation.approve_tool_call(
+            call.id.value, by=POLICY, kind=DeciderKind.POLICY, at=now, entrance=entrance
+        )
     elif decision.verdict is Verdict.DENY:
         conversation.reject_tool_call(
             call.id.value,
@@ -89,6 +97,7 @@ def propose(
             by=POLICY,
             kind=DeciderKind.POLICY,
             at=now,
+            entrance=entrance,
         )
     return call
 
@@ -108,6 +117,8 @@ def approve_by_grant(
     call: ToolCall,
     grants: Sequence[Grant],
     trusted: Trusted[Any],
+    *,
+    entrance: str,
 ) -> Grant | None:
     """Approve `call`, just proposed, by the first of `grants` that covers it (:meth:`Grant.covers`),
     as any approval is applied: the policy asked again, the context the proposal's. The grant, or
@@ -134,6 +145,7 @@ def approve_by_grant(
                     trusted=trusted,
                     at=now,
                     note=f"approved by {grant.approval}: {grant.describe()}",
+                    entrance=entrance,
                 )
             except DomainError:  # refused as any approval may be (the policy asked again): a person decides
                 return None
@@ -150,6 +162,7 @@ def apply_decision(
     kind: DeciderKind = DeciderKind.HUMAN,
     at: float,
     trusted: Trusted[Any] = NOBODY,
+    entrance: str,
 ) -> ToolCallStatus:
     """Apply a decision about a pending call, whoever made it (a request's, the approver's): the call's
     status after it, APPROVED, REJECTED, or PENDING (an approval counted, the call needing more). It
@@ -160,7 +173,14 @@ def apply_decision(
     call_id = call.id.value
     if not decision.approve:
         conversation.reject_tool_call(
-            call_id, decision.reason, by=by, kind=kind, policy=settings.policy, trusted=trusted, at=at
+            call_id,
+            decision.reason,
+            by=by,
+            kind=kind,
+            policy=settings.policy,
+            trusted=trusted,
+            at=at,
+            entrance=entrance,
         )
         return call.status
     call.check_preview(decision.preview_digest)
@@ -183,5 +203,6 @@ def apply_decision(
         policy=settings.policy,
         trusted=trusted,
         at=at,
+        entrance=entrance,
     )
     return call.status

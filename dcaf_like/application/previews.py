@@ -33,8 +33,8 @@ def went_stale(
     settings: TurnSettings,
     call: ToolCall,
     trusted: Trusted[Any],
-    *,
-    emits: bool = False,
+    emits: bool,
+    entrance: str,
 ) -> Generator[Effect, Any, bool]:
     """Just before an approved call runs, run its preview again if its tool asks
     (``@tool(preview=..., recheck=True)``) or an approver edited its arguments (the preview shown was
@@ -50,7 +50,8 @@ def went_stale(
     text = _said(outcome, conversation, call)
     if text is None or text != call.preview:  # a recheck that fails proves nothing fresh: not run
         error = None if text is not None else _masked(_error(outcome), conversation, call)
-        conversation.reopen_stale_call(call.id.value, text, error=error, at=settings.clock())
+        now = settings.clock()
+        conversation.reopen_stale_call(call.id.value, text, error=error, at=now, entrance=entrance)
         if emits:  # a stream shows it waiting again, with its new preview
             yield Emit(ApprovalRequired((ToolCallView.of(call),)))
         return True

@@ -111,7 +111,6 @@ class RequestRules:
         prepared = Prepared(
             conversation, conversation.version if stored is not None else 0, self._trusted(request)
         )
-        conversation.entrance = request.entrance
         # Calls whose run ended without a result (their lease ran out, or their worker is known to
         # have exited) are settled, never run again.
         if stored is not None:
@@ -122,7 +121,7 @@ class RequestRules:
         if request.session is not None:
             conversation.replace_session(dict(request.session))
         for decision in request.decisions:
-            status = self._decide(conversation, decision, request.user, prepared.trusted, now, span, refused)
+            status = self._decide(conversation, decision, request, prepared.trusted, now, span, refused)
             if status is ToolCallStatus.APPROVED:
                 prepared.approved.append(decision.call_id)
             elif status is ToolCallStatus.REJECTED:
@@ -130,7 +129,7 @@ class RequestRules:
             else:  # an approval counted: the call waits for the others its rule needs
                 prepared.counted.append(decision.call_id)
         for answer in request.answers:  # an answered question claims its call to run again
-            asked_by = self._answer(conversation, answer, request.user, now, refused)
+            asked_by = self._answer(conversation, answer, request, now, refused)
             (prepared.declined if answer.declined else prepared.approved).append(asked_by)
         if request.text and not request.attachments and _waits_for_decisions(conversation, now):
             # Calls still wait after this request's decisions: the message is kept for the model step
@@ -141,7 +140,7 @@ class RequestRules:
             if conversation.queued and not conversation.pending_tool_calls:
                 conversation.read_queued()  # what was queued came first
             received = conversation.receive_user_message(
-                request.text, attachments=request.attachments, at=now
+                request.text, attachments=request.attachments, at=now, entrance=request.entrance
             )
             prepared.rejected.extend(received.rejected)
             prepared.declined.extend(received.failed)
@@ -184,7 +183,7 @@ class RequestRules:
         self,
         conversation: Conversation,
         answer: QuestionAnswer,
-        user: str,
+        request: AgentRequest,
         now: float,
         refused: list[DecisionRecord],
     ) -> str:
@@ -192,9 +191,13 @@ class RequestRules:
         It raises, changing nothing stored, for a question this conversation never asked, one already
         answered, one whose window closed, or a value the question does not take (its record, never
         the value, in `refused`)."""
+        user, entrance = request.user, request.entrance
         try:
             if answer.declined:
-                return conversation.decline_question(answer.question_id, by=user, at=now).id.value
+                declined = conversation.decline_question(
+                    answer.question_id, by=user, at=now, entrance=entrance
+                )
+                return declined.id.value
             call = conversation.answer_question(
                 answer.question_id,
                 answer.value,
@@ -202,11 +205,15 @@ class RequestRules:
                 worker=self.worker,
                 until=now + self.lease_ttl,
                 at=now,
+                entrance=entrance,
             )
         except DomainError as exc:
             # An InvalidAnswer's detail may quote the value: the trail keeps only that it was refused.
             reason = REFUSED_ANSWER if isinstance(exc, InvalidAnswer) else str(exc)
-            refused.append(conversation.answer_refusal(answer.question_id, reason, by=user, at=now))
+            refusal = conversation.answer_refusal(
+                answer.question_id, reason, by=user, at=now, entrance=entrance
+            )
+            refused.append(refusal)
             raise
         return call.id.value
 
@@ -214,12 +221,13 @@ class RequestRules:
         self,
         conversation: Conversation,
         decision: ToolDecision,
-        user: str,
+        request: AgentRequest,
         trusted: Trusted[Any],
         now: float,
         parent: Span,
         refused: list[DecisionRecord],
     ) -> ToolCallStatus:
+        user, entrance = request.user, request.entrance
         attributes = {
             "dcaf.call_id": decision.call_id,
             "dcaf.decision": "approve" if decision.approve else "reject",
@@ -228,14 +236,18 @@ class RequestRules:
         }
         span = self.tracer.start("dcaf.decision", attributes, parent)
         try:
-            status = apply_decision(conversation, self.settings, decision, by=user, at=now, trusted=trusted)
+            status = apply_decision(
+                conversation, self.settings, decision, by=user, at=now, trusted=trusted, entrance=entrance
+            )
             call = conversation.tool_call(decision.call_id)
             span.set("dcaf.tool", call.name)
             span.set("dcaf.waited_seconds", max(0.0, now - call.proposed_at))
             return status
         except Exception as exc:
             span.fail(exc)  # refused: nothing ran; the request fails with this error
-            refused.append(conversation.refusal(decision.call_id, str(exc), by=user, at=now))
+            refused.append(
+                conversation.refusal(decision.call_id, str(exc), by=user, at=now, entrance=entrance)
+            )
             raise
         finally:
             span.end()

@@ -526,6 +526,7 @@ class AgentService:
             emits=streams,
             queued_now=prepared.queued,
             waits_for_requester=prepared.waits_for_requester,
+            entrance=request.entrance,
         )
         claim = bool(prepared.approved)
         return TurnRun(turn, prepared.conversation, prepared.expected, now, span, blocking, claim=claim)

@@ -36,6 +36,8 @@ from dcaf_like.domain import (
 
 #: The note (and rejection reason) of a canceled task.
 CANCELED = "the task was canceled"
+#: The entrance named in the records of the decisions a task's cancel makes.
+A2A = "a2a"
 #: How many times a change is tried when another writer saved the conversation first.
 ATTEMPTS = 3
 
@@ -319,14 +321,13 @@ class TaskLifecycle:
                     f"task {task_id} is {view.state.value}; "
                     "only a task waiting for input, or working, can be canceled"
                 )
-            conversation.entrance = "a2a"
             now = self.clock()
             for call in view.pending:
-                conversation.reject_tool_call(call.id, CANCELED, by=by, at=now)
-            conversation.expire_questions(at=now)  # past their window: the system closes them
+                conversation.reject_tool_call(call.id, CANCELED, by=by, at=now, entrance=A2A)
+            conversation.expire_questions(at=now, entrance=A2A)  # past their window: the system closes them
             for question in view.questions:  # its call fails, not run
                 if conversation.question(question.id).is_open:
-                    conversation.decline_question(question.id, by=by, at=now)
+                    conversation.decline_question(question.id, by=by, at=now, entrance=A2A)
             conversation.end_task(task_id, TaskOutcome.CANCELED, CANCELED)
             return conversation
 

@@ -89,6 +89,7 @@ from dcaf_like.domain import (
     ToolCallStatus,
     Trusted,
 )
+from dcaf_like.domain.audit import PYTHON
 from dcaf_like.domain.grant import Grant
 
 
@@ -114,6 +115,8 @@ class Turn:
     queued_now: bool = False
     #: The request decided calls another identity asked for: the model waits for that requester.
     waits_for_requester: bool = False
+    #: Where the request came in (http, stream, a2a, ...): named in the turn's decision records.
+    entrance: str = PYTHON
     _finished: list[str] = field(init=False, default_factory=list)
     _texts: list[str] = field(init=False, default_factory=list)
     _usage: Usage = field(init=False, default=NO_USAGE)
@@ -208,10 +211,12 @@ class Turn:
                 return response.stop_reason
             runnable = []
             for proposed in response.tool_calls:
-                call = propose(self.conversation, self.settings, proposed, self.trusted)
+                call = propose(conversation, self.settings, proposed, self.trusted, entrance=self.entrance)
                 if may_be_granted(call):
                     grants = yield from self._grants()
-                    approve_by_grant(self.conversation, self.settings, call, grants, self.trusted)
+                    approve_by_grant(
+                        conversation, self.settings, call, grants, self.trusted, entrance=self.entrance
+                    )
                 yield from previewed(self.conversation, self.settings, call, self.trusted)
                 if self.emits:
                     yield Emit(ToolCallProposed(ToolCallView.of(call)))
@@ -280,16 +285,7 @@ class Turn:
             if not call.approvers.is_default:  # it needs people its rule names: it waits for them
                 continue
             call_id = call.id.value
-            answer: ApprovalAnswer = yield AskApprover(
-                PendingApproval(
-                    call_id,
-                    call.name,
-                    call.description,
-                    call.shown(call.proposed_input),
-                    call.approval_reason or "",
-                    call.editable,
-                )
-            )
+            answer: ApprovalAnswer = yield AskApprover(PendingApproval.of(call))
             decision = ToolDecision(
                 call_id, answer.approved, edited_arguments=answer.edited_arguments, reason=answer.reason
             )
@@ -303,11 +299,14 @@ class Turn:
                     kind=DeciderKind.APPROVER,
                     at=now,
                     trusted=self.trusted,
+                    entrance=self.entrance,
                 )
                 approved = status is ToolCallStatus.APPROVED
             except PolicyDenied as denied:  # an edit the policy denies: the call is refused
                 why = f"denied by policy: {denied.reason}"
-                self.conversation.reject_tool_call(call_id, why, by=POLICY, kind=DeciderKind.POLICY, at=now)
+                self.conversation.reject_tool_call(
+                    call_id, why, by=POLICY, kind=DeciderKind.POLICY, at=now, entrance=self.entrance
+                )
                 approved = False
             except NotAnApprover:  # an edit a team rule covers: the call waits for the people it names
                 continue
@@ -352,7 +351,9 @@ class Turn:
                 refused = CallOutcome.ERROR if failed else CallOutcome.UNAUTHORIZED
                 conversation.record_tool_failure(call_id, f"not run: {refusal}", outcome=refused)
                 stopped = HOOK_FAILED if failed else None
-            elif (yield from went_stale(conversation, settings, call, self.trusted, emits=self.emits)):
+            elif (
+                yield from went_stale(conversation, settings, call, self.trusted, self.emits, self.entrance)
+            ):
                 continue  # not run: it waits again, with its new preview (ADR 38)
             elif call.name in settings.background:
                 yield from self._enqueue(call)

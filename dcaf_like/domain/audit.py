@@ -41,6 +41,11 @@ class DecisionOutcome(StrEnum):
     REVOKED = "revoked"
 
 
+#: The entrance of a decision made through the Python API (``Agent.run``, ``Agent.decide``), and of
+#: one nobody's request carried: every other entrance (http, stream, a2a, job) names itself.
+PYTHON = "python"
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
     """Who decided what about which call, when, and through which entrance. A reply to a question

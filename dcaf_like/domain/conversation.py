@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from dcaf_like.domain.attachment import Attachment, check_total
-from dcaf_like.domain.audit import DecisionOutcome, DecisionRecord
+from dcaf_like.domain.audit import PYTHON, DecisionOutcome, DecisionRecord
 from dcaf_like.domain.context import NO_CONTEXT, PlatformContext
 from dcaf_like.domain.errors import (
     ApprovalMismatch,
@@ -179,9 +179,6 @@ class Conversation:
     owner: str | None = None
     #: What people call it, to find it again in a list (None: untitled); see :meth:`retitle`.
     title: str | None = None
-    # Not stored: the entrance of the request being served (http, stream, a2a, python), written in
-    # the decision records it makes.
-    entrance: str = field(default="python", repr=False)
     # Decision records not yet written: the store appends them with the save that carries the
     # decisions (and then empties this list).
     unsaved_decisions: list[DecisionRecord] = field(default_factory=list, repr=False)
@@ -284,7 +281,7 @@ class Conversation:
         return self._add_message(Role.USER, text, at, attachments=tuple(attachments))
 
     def receive_user_message(
-        self, text: str, *, attachments: tuple[Attachment, ...] = (), at: float
+        self, text: str, *, attachments: tuple[Attachment, ...] = (), at: float, entrance: str = PYTHON
     ) -> Received:
         """A user's new message, as every entrance takes it (HelpDesk and A2A alike), in this order:
         calls left waiting past their approval window are rejected by the system (`EXPIRED`), open
@@ -293,9 +290,13 @@ class Conversation:
         rejected: list[str] = []
         for call in self.pending_tool_calls if self.tool_calls else ():
             if call.is_expired(at):
-                self.reject_tool_call(call.id.value, EXPIRED, by=SYSTEM, kind=DeciderKind.SYSTEM, at=at)
+                system = DeciderKind.SYSTEM
+                self.reject_tool_call(
+                    call.id.value, EXPIRED, by=SYSTEM, kind=system, at=at, entrance=entrance
+                )
                 rejected.append(call.id.value)
-        failed = [c.id.value for c in self.expire_questions(at=at)] if self.questions else []
+        expired = self.expire_questions(at=at, entrance=entrance) if self.questions else []
+        failed = [c.id.value for c in expired]
         message = self.add_user_message(text, attachments=attachments, at=at)
         return Received(message, tuple(rejected), tuple(failed))
 
@@ -400,6 +401,7 @@ class Conversation:
         trusted: Trusted[Any] = NOBODY,
         at: float | None = None,
         note: str = "",
+        entrance: str = PYTHON,
     ) -> ToolCall:
         """Approve a pending call, to run in this conversation's current platform context (and the
         policy's conditions see `trusted`: who approves, the agent's dependencies). `note` is the
@@ -439,10 +441,10 @@ class Conversation:
             needs = call.approvers.describe()
             edit = ", with an edit" if call.edited else ""
             note = f"approval counted for stage {counted.stage + 1} of {needs}{edit}"
-            self._audit(call, DecisionOutcome.COUNTED, counted.by, kind, now, note)
+            self._audit(call, DecisionOutcome.COUNTED, counted.by, kind, now, note, entrance=entrance)
         elif call.requires_approval or kind is not DeciderKind.POLICY:  # an ungated call needs no decision
             outcome = DecisionOutcome.EDITED if call.edited else DecisionOutcome.APPROVED
-            self._audit(call, outcome, call.decided_by or by, kind, now, note)
+            self._audit(call, outcome, call.decided_by or by, kind, now, note, entrance=entrance)
         return call
 
     def reject_tool_call(
@@ -455,6 +457,7 @@ class Conversation:
         policy: ApprovalPolicy | None = None,
         trusted: Trusted[Any] = NOBODY,
         at: float | None = None,
+        entrance: str = PYTHON,
     ) -> ToolCall:
         """Reject a call, under any context: a rejection runs nothing. Of a call whose rule names its
         approvers, only they or the requester may (:class:`NotAnApprover`); `policy` knows the groups."""
@@ -463,10 +466,10 @@ class Conversation:
         call.reject(reason, by=by, at=now, kind=kind, policy=policy, trusted=trusted)
         self._changed(call_id)
         self.version += 1
-        self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason)
+        self._audit(call, DecisionOutcome.REJECTED, by, kind, now, reason, entrance=entrance)
         return call
 
-    def claim_notice(self, call_id: str, notice: str, *, at: float) -> ToolCall:
+    def claim_notice(self, call_id: str, notice: str, *, at: float, entrance: str = PYTHON) -> ToolCall:
         """Record that the `notice` a waiting call's escalation owes (``"reminder"``, ``"escalation"``)
         is sent now (docs/approvals.md, "Escalation"); the save that stores it is the claim."""
         call = self.tool_call(call_id)
@@ -474,13 +477,10 @@ class Conversation:
         escalation = call.approvers.escalation
         if notice == "escalation" and escalation is not None:
             groups = ", ".join(sorted(escalation.escalate_to))
-            self._audit(
-                call, DecisionOutcome.ESCALATED, SYSTEM, DeciderKind.SYSTEM, at, f"escalated to {groups}"
-            )
+            outcome, reason = DecisionOutcome.ESCALATED, f"escalated to {groups}"
         else:
-            self._audit(
-                call, DecisionOutcome.REMINDED, SYSTEM, DeciderKind.SYSTEM, at, "its approvers reminded"
-            )
+            outcome, reason = DecisionOutcome.REMINDED, "its approvers reminded"
+        self._audit(call, outcome, SYSTEM, DeciderKind.SYSTEM, at, reason, entrance=entrance)
         self._changed(call_id)
         self.version += 1
         return call
@@ -493,6 +493,7 @@ class Conversation:
         by: str,
         at: float | None = None,
         kind: DeciderKind = DeciderKind.HUMAN,
+        entrance: str = PYTHON,
     ) -> DecisionRecord:
         """The record of a decision about `call_id` that was refused (it changed nothing): the caller
         writes it to the audit trail, as no save carries it."""
@@ -505,7 +506,7 @@ class Conversation:
             outcome=DecisionOutcome.REFUSED,
             decided_by=by,
             decider=kind,
-            entrance=self.entrance,
+            entrance=entrance,
             at=_now(at),
             reason=reason,
         )
@@ -519,6 +520,8 @@ class Conversation:
         at: float,
         reason: str = "",
         question_id: str = "",
+        *,
+        entrance: str,
     ) -> None:
         self.unsaved_decisions.append(
             DecisionRecord(
@@ -529,7 +532,7 @@ class Conversation:
                 outcome=outcome,
                 decided_by=by,
                 decider=kind,
-                entrance=self.entrance,
+                entrance=entrance,
                 at=at,
                 reason=reason,
                 question_id=question_id,
@@ -572,7 +575,13 @@ class Conversation:
         return call
 
     def reopen_stale_call(
-        self, call_id: str, preview: str | None, *, error: str | None = None, at: float | None = None
+        self,
+        call_id: str,
+        preview: str | None,
+        *,
+        error: str | None = None,
+        at: float | None = None,
+        entrance: str = PYTHON,
     ) -> ToolCall:
         """An approved call whose preview, run again before it ran, changed: it waits again with the
         new `preview` (or the `error` of the recheck), bound to the next approval (ADR 38)."""
@@ -584,7 +593,8 @@ class Conversation:
             if preview is None
             else "its preview changed since it was approved"
         )
-        self._audit(call, DecisionOutcome.STALE, SYSTEM, DeciderKind.SYSTEM, now, f"not run: {why}")
+        why = f"not run: {why}"
+        self._audit(call, DecisionOutcome.STALE, SYSTEM, DeciderKind.SYSTEM, now, why, entrance=entrance)
         self._changed(call_id)
         self.version += 1
         return call
@@ -647,7 +657,15 @@ class Conversation:
         return question
 
     def answer_question(
-        self, question_id: str, value: object, *, by: str, worker: str, until: float, at: float | None = None
+        self,
+        question_id: str,
+        value: object,
+        *,
+        by: str,
+        worker: str,
+        until: float,
+        at: float | None = None,
+        entrance: str = PYTHON,
     ) -> ToolCall:
         """Answer an open question: its call is claimed by `worker` (leased until `until`) to run again
         with the answer. Refused, changing nothing, for a question not open or a value it does not take."""
@@ -660,10 +678,13 @@ class Conversation:
         call.resume(worker, until=until)
         self._changed(call.id.value)
         self.version += 1
-        self._audit(call, DecisionOutcome.ANSWERED, by, DeciderKind.HUMAN, now, question_id=question.id)
+        answered = DecisionOutcome.ANSWERED
+        self._audit(call, answered, by, DeciderKind.HUMAN, now, question_id=question.id, entrance=entrance)
         return call
 
-    def decline_question(self, question_id: str, *, by: str, at: float | None = None) -> ToolCall:
+    def decline_question(
+        self, question_id: str, *, by: str, at: float | None = None, entrance: str = PYTHON
+    ) -> ToolCall:
         """The user will not answer: the question is closed and the call that asked fails, not run."""
         question = self.question(question_id)
         call = self.tool_call(question.call_id)
@@ -672,10 +693,11 @@ class Conversation:
         call.record_failure(f"not run: the user declined to answer {question.prompt!r}", at=now)
         self._changed(call.id.value)
         self.version += 1
-        self._audit(call, DecisionOutcome.DECLINED, by, DeciderKind.HUMAN, now, question_id=question.id)
+        declined = DecisionOutcome.DECLINED
+        self._audit(call, declined, by, DeciderKind.HUMAN, now, question_id=question.id, entrance=entrance)
         return call
 
-    def expire_questions(self, *, at: float | None = None) -> list[ToolCall]:
+    def expire_questions(self, *, at: float | None = None, entrance: str = PYTHON) -> list[ToolCall]:
         """Close every open question whose window closed before an answer: the system declines it as
         expired, and the call that asked fails, not run (the model reads why). The calls that failed."""
         now = _now(at)
@@ -691,13 +713,20 @@ class Conversation:
             self._changed(call.id.value)
             self.version += 1
             self._audit(
-                call, DecisionOutcome.EXPIRED, SYSTEM, DeciderKind.SYSTEM, now, "expired", question.id
+                call,
+                DecisionOutcome.EXPIRED,
+                SYSTEM,
+                DeciderKind.SYSTEM,
+                now,
+                "expired",
+                question.id,
+                entrance=entrance,
             )
             failed.append(call)
         return failed
 
     def answer_refusal(
-        self, question_id: str, reason: str, *, by: str, at: float | None = None
+        self, question_id: str, reason: str, *, by: str, at: float | None = None, entrance: str = PYTHON
     ) -> DecisionRecord:
         """The record of an answer to `question_id` that was refused (it changed nothing): the caller
         writes it to the audit trail, as no save carries it. `reason` never holds the answer."""
@@ -711,7 +740,7 @@ class Conversation:
             outcome=DecisionOutcome.REFUSED,
             decided_by=by,
             decider=DeciderKind.HUMAN,
-            entrance=self.entrance,
+            entrance=entrance,
             at=_now(at),
             reason=reason,
             question_id=question_id,

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dcaf_like.domain import ToolCall
+
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
@@ -20,6 +22,14 @@ class PendingApproval:
     arguments: Mapping[str, Any]
     approval_reason: str
     editable: bool
+
+    @classmethod
+    def of(cls, call: ToolCall) -> PendingApproval:
+        """What the approver is shown of `call`, waiting for its decision."""
+        arguments = call.shown(call.proposed_input)
+        return cls(
+            call.id.value, call.name, call.description, arguments, call.approval_reason or "", call.editable
+        )
 
     @property
     def reason(self) -> str:

@@ -282,8 +282,9 @@ def test_a_reply_after_the_window_closed_is_refused_as_expired_changing_nothing(
 
 def test_answering_declining_and_expiring_leave_audit_records_without_the_answer():
     answered, answered_call, first = asking(ttl=10.0)
-    answered.entrance = "http"
-    answered.answer_question(first.id, "s3cr3t-value", by="alice", worker="w", until=99.0, at=2.0)
+    answered.answer_question(
+        first.id, "s3cr3t-value", by="alice", worker="w", until=99.0, at=2.0, entrance="http"
+    )
     declined, declined_call, second = asking(ttl=10.0)
     declined.decline_question(second.id, by="bob", at=3.0)
     expired, expired_call, third = asking(ttl=10.0)
