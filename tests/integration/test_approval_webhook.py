@@ -343,3 +343,37 @@ def test_a_call_under_a_team_rule_tells_the_webhook_its_rule_and_what_it_needs(r
         "given": [],
         "needed": [{"stage": 1, "count": 2, "groups": ["sre"]}],
     }
+
+
+def test_a_call_whose_preview_went_stale_is_sent_to_the_approvers_again_with_its_new_preview(receiver):
+    """docs/approvals.md, "What the approver sees": an approved call whose recheck finds the world
+    changed waits again; the approvers are told again, with the new preview, as of any call that
+    starts waiting."""
+    from dcaf_like import Agent, tool
+    from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+    replicas = {"api": 2}
+
+    def show(name: str, count: int) -> str:
+        return f"-replicas: {replicas[name]}\n+replicas: {count}\n"
+
+    @tool(preview=show, recheck=True)
+    def scale(name: str, count: int) -> str:
+        """Scale a deployment."""
+        replicas[name] = count
+        return f"{name} scaled to {count}"
+
+    webhook = ApprovalWebhook(receiver.url, secret=SECRET)
+    runtime = FakeRuntime([tool_call("scale", name="api", count=5), reply("Scaled.")])
+    agent = Agent(tools=[scale], runtime=runtime, name="ops", approval_notifier=webhook)
+    proposal = agent.run("scale api to 5", user="bob")
+    [call] = proposal.pending_tool_calls
+    replicas["api"] = 3  # someone scaled it between the look and the approval
+
+    again = agent.approve(proposal.conversation_id, call.id, user="carol")
+    agent.close()
+
+    assert [c.id for c in again.pending_tool_calls] == [call.id]  # not run: it waits again
+    assert replicas == {"api": 3}
+    shown = [json.loads(d["body"])["calls"][0]["preview"] for d in receiver.received]
+    assert shown == ["-replicas: 2\n+replicas: 5\n", "-replicas: 3\n+replicas: 5\n"]
