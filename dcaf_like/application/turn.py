@@ -12,6 +12,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dcaf_like.application.callbacks import approver_decision
 from dcaf_like.application.context import ContextView
 from dcaf_like.application.decisions import (
     POLICY,
@@ -20,7 +21,7 @@ from dcaf_like.application.decisions import (
     may_be_granted,
     propose,
 )
-from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView, ToolDecision
+from dcaf_like.application.dto import AgentResponse, QuestionView, ToolCallView
 from dcaf_like.application.effects import (
     AWAITING_APPROVAL,
     AWAITING_INPUT,
@@ -285,10 +286,9 @@ class Turn:
             if not call.approvers.is_default:  # it needs people its rule names: it waits for them
                 continue
             call_id = call.id.value
-            answer: ApprovalAnswer = yield AskApprover(PendingApproval.of(call))
-            decision = ToolDecision(
-                call_id, answer.approved, edited_arguments=answer.edited_arguments, reason=answer.reason
-            )
+            shown = PendingApproval.of(call)
+            answer: ApprovalAnswer = yield AskApprover(shown)
+            decision = approver_decision(shown, answer)
             now = settings.clock()
             try:
                 status = apply_decision(

@@ -319,3 +319,27 @@ def test_a_secret_argument_is_masked_in_a_preview_and_its_error_and_in_a_tools_e
     read_by_the_model = [m for m in model.requests[-1].messages if isinstance(m, ToolResult)]
     assert len(read_by_the_model) == 2
     assert secret_value not in repr([asked, answered, written, read_by_the_model])
+
+
+def test_a_synchronous_approver_is_shown_the_preview_and_the_risk_and_its_approval_binds_to_them():
+    """docs/approvals.md, "How decisions arrive": the approver callback is shown what the page shows,
+    and approves that preview."""
+    shown: list[Any] = []
+
+    def approver(pending: Any) -> bool:
+        shown.append(pending)
+        return True
+
+    runtime = FakeRuntime([tool_call("scale", deployment="api", replicas=5), reply("Scaled.")])
+    agent = Agent(tools=[scale], runtime=runtime, approver=approver)
+
+    ran = agent.run("scale api to 5")
+
+    [pending] = shown
+    assert (pending.risk, pending.preview_kind) == ("reversible", "diff")
+    assert "-replicas: 2\n+replicas: 5" in (pending.preview or "")
+    stored = agent.repository.get(ran.conversation_id)
+    [call] = stored.tool_calls.values()
+    assert pending.preview_digest == call.preview_digest
+    assert ran.text == "Scaled."
+    assert RAN == [("api", 5)]
