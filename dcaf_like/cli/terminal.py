@@ -316,7 +316,7 @@ class TerminalChat:
         shown = _shown(call["name"], call["input"])
         if call["status"] in ("executed", "failed", "interrupted"):
             edited = " (arguments edited)" if call.get("edited") else ""
-            self.say(f"  {call['status']}: {shown}{edited}")
+            self.say(f"  {call['status']}: {shown}{edited}{_granted(call)}")
             self.say(_indent(call["output"] if call.get("output") is not None else f"Error: {call['error']}"))
         elif call["status"] == "rejected":
             self.say(f"  rejected: {shown}: {call.get('rejection_reason')}")
@@ -470,7 +470,7 @@ class TerminalChat:
             elif kind == "tool_finished":
                 call = event["tool_call"]
                 edited = " (arguments edited)" if call.get("edited") else ""
-                self.say(f"  {call['status']}: {_shown(call['name'], call['input'])}{edited}")
+                self.say(f"  {call['status']}: {_shown(call['name'], call['input'])}{edited}{_granted(call)}")
                 self.say(_indent(call["output"]))
             elif kind == "tool_rejected":
                 call = event["tool_call"]
@@ -711,6 +711,16 @@ def _args(arguments: Any) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in str(text).splitlines() or [""])
+
+
+def _granted(call: Event) -> str:
+    """`` (approved by grant g_... from bob)`` for a call a standing grant approved (docs/approvals.md,
+    "Grants"): a response's and the stream's ``grant``, a stored call's ``approved_by_grant``."""
+    grant = call.get("grant")
+    if isinstance(grant, dict) and grant.get("approval"):
+        return f" ({_printable(str(grant['approval']))})"
+    by = call.get("approved_by_grant")
+    return f" (approved by {_printable(str(by))})" if by else ""
 
 
 def _approvals_text(approvals: dict[str, Any]) -> str:

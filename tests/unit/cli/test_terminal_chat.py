@@ -76,6 +76,24 @@ def test_control_characters_from_the_model_or_a_tool_are_shown_not_obeyed():
     assert "\ufffd]0;owned\ufffdok" in shown
 
 
+def test_a_call_a_standing_grant_approved_says_so_on_the_terminal():
+    """docs/approvals.md, "Grants": the call says who approved it, on every surface."""
+    executed = {
+        "id": "tc_0",
+        "name": "restart_pod",
+        "input": {"name": "web-1"},
+        "output": "restarted web-1",
+        "status": "executed",
+        "grant": {"id": "g_1", "granted_by": "bob", "approval": "approved by grant g_1 from bob"},
+    }
+    transport = ScriptedTransport([{"type": "tool_finished", "tool_call": executed}, done()])
+
+    shown = chat(transport, "restart web-1")
+
+    assert "executed: restart_pod" in shown
+    assert "(approved by grant g_1 from bob)" in shown
+
+
 def test_a_rejection_without_a_reason_still_says_who_rejected_and_edit_is_refused_for_a_fixed_tool():
     transport = ScriptedTransport(
         [{"type": "approval_required", "call_ids": ["tc_1"]}, done(PENDING)], [done()]
