@@ -66,8 +66,10 @@ class Grants:
             context=context,
             reason=reason,
         )
-        store.add_grant(grant)
+        # Its record first: a grant is never in force without one (a failure between the two writes
+        # leaves a record of a grant that was never kept, which approves nothing).
         self._audit(grant, DecisionOutcome.GRANTED, by, entrance, now)
+        store.add_grant(grant)
         return grant
 
     def list_grants(self, *, identity: Identity | None, everything: bool = False) -> list[Grant]:

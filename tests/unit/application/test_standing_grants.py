@@ -200,3 +200,39 @@ def test_a_store_that_keeps_no_grants_refuses_them_by_name():
     agent = agent_for(Cluster(), ManualClock(), repository=Plain())
     with pytest.raises(MissingCapability, match="keep standing grants"):
         agent.grant("restart_pod", requester="alice", duration=60)
+
+
+def test_a_grant_is_never_in_force_without_its_record_in_the_trail():
+    """docs/approvals.md, "Grants": the record is written first; a trail that cannot be written
+    leaves no grant in force, and a grant that cannot be kept leaves a record of one that approves
+    nothing."""
+    from dcaf_like import InMemoryConversationRepository
+    from dcaf_like.application.errors import StoreUnavailable
+
+    class Failing(InMemoryConversationRepository):
+        fails: str = ""
+
+        def record_decisions(self, records):
+            if self.fails == "trail":
+                raise StoreUnavailable("the trail is down")
+            super().record_decisions(records)
+
+        def add_grant(self, grant):
+            if self.fails == "grants":
+                raise StoreUnavailable("the grants are down")
+            super().add_grant(grant)
+
+    store = Failing()
+    agent = agent_for(Cluster(), ManualClock(), repository=store)
+
+    store.fails = "trail"
+    with pytest.raises(StoreUnavailable):
+        agent.grant("restart_pod", requester="alice", duration=60)
+    assert agent.grants(everything=True) == []
+
+    store.fails = "grants"
+    with pytest.raises(StoreUnavailable):
+        agent.grant("restart_pod", requester="alice", duration=60)
+    assert agent.grants(everything=True) == []
+    [granted] = [r for r in store.decision_records() if r.outcome is DecisionOutcome.GRANTED]
+    assert granted.tool_name == "restart_pod"
