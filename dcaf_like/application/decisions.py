@@ -80,6 +80,7 @@ def propose(
         tool_requires_approval=tool.requires_approval,
         context=conversation.platform_context,
         trusted=trusted,
+        risk=call.risk,
     )
     if decision.verdict is Verdict.REQUIRE_APPROVAL:
         call.approval_reason = decision.reason

@@ -79,14 +79,16 @@ def _positional_count(condition: Condition) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """If `when` holds for a call to one of `tools` (any tool if None), the verdict is at least `verdict`,
-    and a call that waits needs the `approvers` too (None: the rule asks nothing of who approves)."""
+    """If `when` holds for a call to one of `tools` (any tool if None) whose tool declares one of
+    `risks` (any risk, or none declared, if None), the verdict is at least `verdict`, and a call that
+    waits needs the `approvers` too (None: the rule asks nothing of who approves)."""
 
     verdict: Verdict
     reason: str
     when: Condition = _always
     tools: frozenset[str] | None = None
     approvers: Approvers | None = None
+    risks: frozenset[str] | None = None
 
     def evaluate(
         self,
@@ -94,8 +96,11 @@ class Rule:
         arguments: Mapping[str, Any],
         context: PlatformContext,
         trusted: Trusted[Any] = NOBODY,
+        risk: str | None = None,
     ) -> bool:
         if self.tools is not None and tool_name not in self.tools:
+            return False
+        if self.risks is not None and risk not in self.risks:
             return False
         if _takes_trusted(self.when):
             return bool(cast(TrustedPredicate, self.when)(tool_name, arguments, context, trusted))
@@ -108,15 +113,28 @@ def require_approval(
     when: Condition = _always,
     tools: Iterable[str] | None = None,
     approvers: Approvers | None = None,
+    risks: Iterable[str] | None = None,
 ) -> Rule:
-    """The call waits for a human; with `approvers`, for those (``approvers(2, "sre")``)."""
-    return Rule(
-        Verdict.REQUIRE_APPROVAL, reason, when, None if tools is None else frozenset(tools), approvers
-    )
+    """The call waits for a human; with `approvers`, for those (``approvers(2, "sre")``); with
+    `risks`, only a call whose tool declares one of them (``risks=["irreversible"]``)."""
+    return Rule(Verdict.REQUIRE_APPROVAL, reason, when, _set(tools), approvers, _set(risks))
 
 
-def deny(reason: str, *, when: Condition = _always, tools: Iterable[str] | None = None) -> Rule:
-    return Rule(Verdict.DENY, reason, when, None if tools is None else frozenset(tools))
+def deny(
+    reason: str,
+    *,
+    when: Condition = _always,
+    tools: Iterable[str] | None = None,
+    risks: Iterable[str] | None = None,
+) -> Rule:
+    """The call is refused; with `risks`, only a call whose tool declares one of them."""
+    return Rule(Verdict.DENY, reason, when, _set(tools), None, _set(risks))
+
+
+def _set(names: Iterable[str] | None) -> frozenset[str] | None:
+    if isinstance(names, str):  # risks="irreversible" means that one risk, not its letters
+        return frozenset({names})
+    return None if names is None else frozenset(names)
 
 
 def argument_in(name: str, *values: Any) -> Predicate:
@@ -199,6 +217,7 @@ class ApprovalPolicy:
         tool_requires_approval: bool,
         context: PlatformContext,
         trusted: Trusted[Any] = NOBODY,
+        risk: str | None = None,
     ) -> PolicyDecision:
         if tool_requires_approval:
             decision = PolicyDecision(Verdict.REQUIRE_APPROVAL, f"{tool_name} requires approval")
@@ -210,7 +229,7 @@ class ApprovalPolicy:
             if rule.verdict.strictness <= decision.verdict.strictness and not asks_approvers:
                 continue
             try:
-                matched = rule.evaluate(tool_name, arguments, context, trusted)
+                matched = rule.evaluate(tool_name, arguments, context, trusted, risk)
                 reason = rule.reason
             except Exception as exc:
                 matched = True

@@ -567,6 +567,7 @@ class ToolCall:
             tool_requires_approval=self.requires_approval,
             context=context,
             trusted=trusted,
+            risk=self.risk,
         )
         if decision.verdict is Verdict.DENY:
             raise PolicyDenied(self.id.value, decision.reason)

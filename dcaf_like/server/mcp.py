@@ -93,8 +93,9 @@ class MCPEndpoint:
         request = getattr(ctx, "request", None)
         identity = caller_of(request).identity if request is not None else None
         trusted = Trusted(identity, self.agent.deps)
+        risk = getattr(tool, "risk", None)  # optional on a tool, as its timeout: an MCP tool declares none
         decision = self.agent.approval_policy.decide(
-            name, arguments, tool_requires_approval=False, context=context, trusted=trusted
+            name, arguments, tool_requires_approval=False, context=context, trusted=trusted, risk=risk
         )
         if decision.verdict is Verdict.DENY:
             return _result(f"{name} was not run: denied by policy: {decision.reason}", error=True)

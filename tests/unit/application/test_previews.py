@@ -343,3 +343,29 @@ def test_a_synchronous_approver_is_shown_the_preview_and_the_risk_and_its_approv
     assert pending.preview_digest == call.preview_digest
     assert ran.text == "Scaled."
     assert RAN == [("api", 5)]
+
+
+def test_a_policy_rule_on_a_risk_holds_a_call_of_a_tool_that_declares_it():
+    """docs/approvals.md, "What the approver sees": ``require_approval(..., risks=["irreversible"])``
+    makes a call of a tool declaring that risk wait, though the tool itself asks no approval."""
+    from dcaf_like import ApprovalPolicy, require_approval
+
+    gone: list[str] = []
+
+    @tool(requires_approval=False, risk="irreversible")
+    def drop_volume(name: str) -> str:
+        """Drop a volume."""
+        gone.append(name)
+        return f"dropped {name}"
+
+    policy = ApprovalPolicy([require_approval("irreversible: a human decides", risks=["irreversible"])])
+    runtime = FakeRuntime([tool_call("drop_volume", name="data-1"), reply("Dropped.")])
+    agent = Agent(tools=[drop_volume], runtime=runtime, approval_policy=policy)
+
+    asked = agent.run("drop data-1")
+
+    [call] = asked.pending_tool_calls
+    assert (call.approval_reason, call.risk) == ("irreversible: a human decides", "irreversible")
+    assert gone == []
+    assert agent.approve(asked.conversation_id, call.id).text == "Dropped."
+    assert gone == ["data-1"]

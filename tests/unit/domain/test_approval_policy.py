@@ -89,3 +89,28 @@ def test_with_rules_returns_a_new_policy_and_keeps_the_old_one():
 
     assert decide(base, gated=False).verdict is Verdict.ALLOW
     assert decide(stricter, gated=False).verdict is Verdict.DENY
+
+
+def test_a_rule_may_name_the_risks_it_covers_as_the_tools_declare_them():
+    """docs/approvals.md, "What the approver sees": a rule with `risks` applies only to calls whose
+    tool declares one of them; a tool that declares none is not covered."""
+    from dcaf_like.domain import approvers
+
+    policy = ApprovalPolicy(
+        [
+            require_approval("irreversible: two SREs", risks=["irreversible"], approvers=approvers(2, "sre")),
+            deny(
+                "nothing irreversible in prod", risks="irreversible", when=context_in("k8s_namespace", "prod")
+            ),
+        ]
+    )
+
+    def with_risk(risk: str | None, ctx: PlatformContext = DEV) -> Any:
+        return policy.decide("restart", {}, tool_requires_approval=False, context=ctx, risk=risk)
+
+    irreversible = with_risk("irreversible")
+    assert (irreversible.verdict, irreversible.reason) == (Verdict.REQUIRE_APPROVAL, "irreversible: two SREs")
+    assert irreversible.approvers.describe().startswith("2 approvers from sre")
+    assert with_risk("reversible").verdict is Verdict.ALLOW
+    assert with_risk(None).verdict is Verdict.ALLOW
+    assert with_risk("irreversible", PROD).verdict is Verdict.DENY
