@@ -164,3 +164,75 @@ def test_allow_takes_names_not_paths():
         LocalCommandRunner(allow=["/usr/bin/kubectl"])
     with pytest.raises(TypeError, match="not one string"):
         LocalCommandRunner(allow="kubectl")
+
+
+# -- a command's dry run (docs/approvals.md, "A command's dry run") --------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["kubectl", "delete", "pod", "web-1", "-n", "prod"],
+        ["kubectl", "scale", "deployment/api", "--replicas=5"],
+        ["kubectl", "apply", "-f", "manifests/api.yaml"],
+        ["/usr/local/bin/kubectl", "set", "image", "deployment/api", "api=api:2"],
+    ],
+)
+def test_a_kubectl_command_that_changes_something_has_a_server_side_dry_run(argv):
+    from dcaf_like.commands import kubectl_dry_run
+
+    assert kubectl_dry_run(argv) == [*argv, "--dry-run=server", "-o", "yaml"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["kubectl", "get", "pods"],  # changes nothing: nothing to dry-run
+        ["kubectl", "exec", "web-1", "--", "rm", "-rf", "/"],
+        ["kubectl", "delete", "pod", "web-1", "--", "--dry-run=server"],  # after --, a dry run is an argument
+        ["kubectl", "delete", "pod", "web-1", "--dry-run=none"],  # the model's own dry run
+        ["kubectl", "--context", "prod", "delete", "pod", "web-1"],  # a global flag first
+        ["kubectl", "delete", "pod", "web-1", "--server=https://elsewhere"],
+        ["kubectl", "delete", "pod", "web-1", "-shttps://elsewhere"],
+        ["kubectl", "delete", "pod", "web-1", "--kubeconfig", "/tmp/theirs"],
+        ["kubectl", "delete", "pod", "web-1", "--token=abc"],
+        ["kubectl", "create", "--raw", "/api/v1/namespaces/prod/pods", "-f", "pod.json"],
+        ["kubectl", "apply", "-f", "https://example.com/manifest.yaml"],  # kubectl would fetch it
+        ["helm", "uninstall", "api"],
+    ],
+)
+def test_no_dry_run_is_made_where_it_would_not_be_safe_before_an_approval(argv):
+    from dcaf_like.commands import kubectl_dry_run
+
+    assert kubectl_dry_run(argv) is None
+
+
+def test_a_proposed_command_is_previewed_by_its_dry_run_and_only_the_approval_runs_it(tmp_path):
+    """The approver sees what the API server says the command would do; the command itself runs
+    only once approved; a command with no dry run says so instead of a preview."""
+    from dcaf_like import Agent
+    from dcaf_like.commands import kubectl_dry_run
+    from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+    log = tmp_path / "kubectl.log"
+    kubectl = script(tmp_path, "kubectl", f'echo "$*" >> {log}; echo "pod/web-1 deleted (plan: $*)"')
+    tool = command_tool(LocalCommandRunner(allow={"kubectl": kubectl}), dry_run=kubectl_dry_run)
+    script_ = [
+        tool_call("run_command", argv=["kubectl", "delete", "pod", "web-1"]),
+        reply("Deleted."),
+        tool_call("run_command", argv=["kubectl", "get", "pods"]),
+    ]
+    agent = Agent(tools=[tool], runtime=FakeRuntime(script_))
+
+    asked = agent.run("delete web-1")
+    [call] = asked.pending_tool_calls
+    assert "delete pod web-1 --dry-run=server -o yaml" in (call.preview or "")
+    assert log.read_text().splitlines() == ["delete pod web-1 --dry-run=server -o yaml"]
+
+    agent.approve(asked.conversation_id, call.id)
+    assert log.read_text().splitlines()[-1] == "delete pod web-1"  # the approved command, as approved
+
+    [reading] = agent.run("and the pods?", conversation_id=asked.conversation_id).pending_tool_calls
+    assert reading.preview is None
+    assert "has no dry run" in (reading.preview_error or "")
+    assert len(log.read_text().splitlines()) == 2  # nothing ran for it
