@@ -198,6 +198,11 @@ def test_a_kubectl_command_that_changes_something_has_a_server_side_dry_run(argv
         ["kubectl", "delete", "pod", "web-1", "--token=abc"],
         ["kubectl", "create", "--raw", "/api/v1/namespaces/prod/pods", "-f", "pod.json"],
         ["kubectl", "apply", "-f", "https://example.com/manifest.yaml"],  # kubectl would fetch it
+        ["kubectl", "apply", "-f", "/etc/shadow"],  # its content could come back in the preview's error
+        ["kubectl", "apply", "-f/etc/shadow"],
+        ["kubectl", "apply", "--filename=../../etc/shadow"],
+        ["kubectl", "apply", "-k", "overlays/prod"],  # a kustomization may fetch remote bases
+        ["kubectl", "delete", "pod", "web-1", "--log-file=/etc/cron.d/x"],  # kubectl would write it
         ["helm", "uninstall", "api"],
     ],
 )
