@@ -176,29 +176,39 @@ def test_a_worker_killed_mid_task_leaves_the_call_interrupted_and_never_run_agai
     assert status(agent, conversation_id, call_id) is ToolCallStatus.INTERRUPTED
 
 
-def test_a_job_runs_on_while_the_api_server_is_restarted(
+def free_port() -> str:
+    with socket.socket() as probe:  # uvicorn's workers cannot share port 0
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def test_a_job_runs_on_while_both_api_workers_are_restarted(
     setting: dict[str, str], model: OpenAICompatibleServer
 ) -> None:
-    """Tools on a job engine: an approval over HTTP enqueues the job; the API server is stopped and
-    another started while the tool runs; the job ends on the worker, the worker goes on with the run,
-    and the new server shows the result and the model's answer."""
+    """Tools on a job engine, the done-when's topology: two API workers (`serve --workers 2`) and two
+    Celery workers on one store. An approval over HTTP enqueues the job; the API server, both its
+    workers, is stopped and another started while the tool runs; the job ends on one Celery worker,
+    which goes on with the run, and the new server shows the result and the model's answer."""
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
-    serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
+
+    def serve() -> tuple[str, ...]:
+        return (TARGET, "--factory", "--port", free_port(), "--workers", "2", "--store", setting["STORE"])
+
     model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
     model.reply("n1 is drained.")
-    with worker(setting), dcaf_like_serve(*serve, env=env) as first:
+    with worker(setting), worker(setting), dcaf_like_serve(*serve(), env=env) as first:
         proposed = httpx.post(f"{first.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
         data = proposed.json()["data"]
         conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
         approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
         approved = httpx.post(f"{first.url}/api/chat", json=approval, timeout=30).json()
         assert approved["meta"]["stop_reason"] == "running_in_background"
-        wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+        wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on a worker")
         assert first.process is not None
-        first.process.terminate()
+        first.process.terminate()  # the server and both its workers
         first.process.wait(timeout=30)
-        with dcaf_like_serve(*serve, env=env) as second:
+        with dcaf_like_serve(*serve(), env=env) as second:
             Path(setting["DCAF_TEST_RELEASE"]).touch()
 
             def answered() -> dict[str, Any] | None:
@@ -240,9 +250,7 @@ def test_a_broker_message_replayed_or_forged_by_hand_runs_nothing(
     agent = api_agent(setting, monkeypatch)
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     Path(setting["DCAF_TEST_RELEASE"]).touch()
-    with socket.socket() as probe:  # the metrics server of the worker needs a port of its own
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = int(free_port())  # the metrics server of the worker needs a port of its own
     with worker(setting, "--metrics-port", str(port)):
         conversation_id, ran = approved_in(agent, "drain n1")
         wait_for(lambda: last_answer(agent, conversation_id) == "n1 is drained.", "the model's answer")
