@@ -3,7 +3,9 @@ child process, the real Redis broker (127.0.0.1:6379, database 9), the API side 
 the same SQLite store, one scripted OpenAI-compatible model for both. A job runs on the worker, its
 result is recorded and the worker goes on with the run (the model reads the result once); a worker
 killed with -9 mid-task leaves its call interrupted (at once on this machine), and a worker started
-after it never runs it again."""
+after it never runs it again. Over served agents: a job runs on while both API workers restart (two
+Celery workers beside them), twenty approvals at once enqueue one job, Stop stops a running job, and a
+broker message replayed or forged by hand runs nothing."""
 
 from __future__ import annotations
 
