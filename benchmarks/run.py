@@ -58,7 +58,8 @@ def in_a_child(script_name: str, quick: bool) -> str:
     """The table a benchmark script prints, run in a child process: provider_cpu.py (CPU per model
     call) imports LangChain and Agno, which would slow this one's collections; in_flight.py (runs in
     flight) and peer_stores.py (the peers on their own stores) start servers of their own; store_scale.py
-    (stores of any size) fills each store with 100,000 conversations and closes its loop's clients."""
+    (stores of any size) fills each store with 100,000 conversations and closes its loop's clients;
+    jobs.py (a job engine) starts Celery workers."""
     script = str(Path(__file__).resolve().parent / script_name)
     done = subprocess.run(
         [sys.executable, script, *(["--quick"] if quick else [])], capture_output=True, text=True
@@ -89,6 +90,7 @@ def main() -> None:
         in_a_child("in_flight.py", args.quick),
         in_a_child("peer_stores.py", args.quick),
         in_a_child("store_scale.py", args.quick),
+        in_a_child("jobs.py", args.quick),
     ]
     body = "\n\n".join(
         [

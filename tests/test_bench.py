@@ -60,6 +60,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "Runs in flight: turns started at a steady rate",
         "Servers on their own stores",
         "an owner's first page (theirs: 1 in 100)",
+        "Job engine: the approval",
         "DynamoDB (moto): items its queries read",
     ):
         assert table in out
@@ -183,3 +184,14 @@ def test_the_store_scale_benchmark_measures_every_operation_on_every_shared_stor
     assert len(operations) == 7, result.stdout
     for store in ("SQLite", "Redis", "PostgreSQL", "DynamoDB (moto)"):
         assert {(store, operation) for operation in operations} <= measured, result.stdout
+
+
+def test_the_job_engine_benchmark_runs_the_tools_in_process_and_on_two_celery_workers(redis_url):
+    """benchmarks/jobs.py --quick (docs/runs.md, "Tools on a job engine"): the approvals are timed and
+    every tool's result is recorded both ways (the script fails otherwise); figures not asserted."""
+    pytest.importorskip("celery", reason="the celery extra is not installed: pip install -e '.[celery]'")
+
+    result = bench("benchmarks/jobs.py", "--quick")
+
+    assert "| approve a call of a background tool (its job sent to Redis) |" in result.stdout
+    assert "| 2 Celery workers, 4 each |" in result.stdout
