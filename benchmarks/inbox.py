@@ -28,26 +28,30 @@ APPROVER = Identity("alice", frozenset({"approve"}))
 GROUPS = {"sre": frozenset({"alice", "bob"})}
 
 
+def conversation(n: int, *, waiting: bool, owner: str | None = None) -> Conversation:
+    """Conversation n, at time n: a call waiting for two SREs, or a question and its answer."""
+    c = Conversation.start(f"conv-{n:07d}", at=float(n), owner=owner)
+    c.add_user_message(f"check pod web-{n}", at=float(n))
+    if waiting:
+        c.add_assistant_message(f"deleting web-{n}", at=float(n))
+        call = c.request_tool_call(
+            "delete_pod",
+            ToolInput.of({"name": f"web-{n}", "namespace": "prod"}),
+            requires_approval=True,
+            approval_reason="prod needs two SREs",
+            requested_by="carol",
+            at=float(n),
+        )
+        call.approvers = approvers(2, "sre")
+    else:
+        c.add_assistant_message(f"web-{n} is running.", at=float(n))
+    return c
+
+
 def fill(store: Any, conversations: int, waiting: int, *, start: int = 0) -> None:
-    """Save conversations `start` to `conversations` - 1: the first `waiting` of all with a call waiting
-    for two SREs, the others with a question and an answer."""
+    """Save conversations `start` to `conversations` - 1: the first `waiting` of all wait."""
     for n in range(start, conversations):
-        c = Conversation.start(f"conv-{n:07d}", at=float(n))
-        c.add_user_message(f"check pod web-{n}", at=float(n))
-        if n < waiting:
-            c.add_assistant_message(f"deleting web-{n}", at=float(n))
-            call = c.request_tool_call(
-                "delete_pod",
-                ToolInput.of({"name": f"web-{n}", "namespace": "prod"}),
-                requires_approval=True,
-                approval_reason="prod needs two SREs",
-                requested_by="carol",
-                at=float(n),
-            )
-            call.approvers = approvers(2, "sre")
-        else:
-            c.add_assistant_message(f"web-{n} is running.", at=float(n))
-        store.save(c, 0)
+        store.save(conversation(n, waiting=n < waiting), 0)
 
 
 def timed(run: Any, repeats: int) -> float:

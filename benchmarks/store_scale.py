@@ -40,6 +40,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import inbox
 import stores as store_benchmarks
 
 from dcaf_like import Agent, ModelResponse
@@ -48,7 +49,7 @@ from dcaf_like.application.cursors import make_cursor
 from dcaf_like.application.inbox import ListWaitingApprovals
 from dcaf_like.application.messages import ModelRequest
 from dcaf_like.application.ports import AgentRuntime, ConversationRepository
-from dcaf_like.domain import Conversation, Identity, ToolInput, approvers
+from dcaf_like.domain import Conversation, Identity
 
 APPROVER = Identity("alice", frozenset({"approve"}))
 #: An API key's caller who sees only its own conversations: the first 100, then one in a hundred.
@@ -70,28 +71,13 @@ class Answering(AgentRuntime):
         return ModelResponse(text="web-2 is running again.")
 
 
-def conversation(n: int, *, waiting: bool) -> Conversation:
-    """Conversation n, saved at time n: a question and its answer, or a delete_pod waiting for two SREs."""
-    c = Conversation.start(f"conv-{n:07d}", at=float(n), owner=OWNER.name if owned(n) else None)
-    c.add_user_message(f"check pod web-{n}", at=float(n))
-    if waiting:
-        c.add_assistant_message(f"deleting web-{n}", at=float(n))
-        call = c.request_tool_call(
-            "delete_pod",
-            ToolInput.of({"name": f"web-{n}", "namespace": "prod"}),
-            requires_approval=True,
-            approval_reason="prod needs two SREs",
-            requested_by="carol",
-            at=float(n),
-        )
-        call.approvers = approvers(2, "sre")
-    else:
-        c.add_assistant_message(f"web-{n} is running.", at=float(n))
-    return c
-
-
 def owned(n: int) -> bool:
     return n < 100 or n % 100 == 0
+
+
+def conversation(n: int, *, waiting: bool) -> Conversation:
+    """Conversation n, saved at time n, as benchmarks/inbox.py makes them (OWNER's if `owned`)."""
+    return inbox.conversation(n, waiting=waiting, owner=OWNER.name if owned(n) else None)
 
 
 class Scale:
