@@ -46,8 +46,11 @@ class Portal:
             yield item
 
     def close(self) -> None:
-        if self.loop.is_running():
+        """Stop the loop, wait for its thread, close it. The stop is queued even if the thread has not
+        begun running the loop yet (a portal closed as soon as made): it stops at once when it does,
+        instead of running a loop closed under it."""
+        if self.thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=10)
-        if not self.loop.is_closed():
+        if not self.loop.is_closed() and not self.loop.is_running():
             self.loop.close()

@@ -84,3 +84,36 @@ def test_a_consumer_that_stops_early_closes_the_blocking_iterator_and_its_thread
 
     assert closed.wait(10)
     assert produced == [0, 1]
+
+
+def test_a_portal_closed_before_its_thread_runs_the_loop_stops_the_thread_without_an_error(monkeypatch):
+    """A portal closed before its thread began running the loop (an agent built and dropped at once,
+    on a loaded machine) stops the thread cleanly: it never runs a loop closed under it. The thread
+    here is held back until `close` has been called, as a busy scheduler may hold it."""
+    from dcaf_like.concurrency import portal as portals
+
+    closing = threading.Event()
+
+    class Late(threading.Thread):
+        def run(self) -> None:
+            closing.wait(10)  # until close() was called (a bound for a hang, not a measure)
+            super().run()
+
+    monkeypatch.setattr(portals.threading, "Thread", Late)
+    failures: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+    made = portals.Portal("late")
+    original = made.loop.call_soon_threadsafe
+
+    def queued(*args: object) -> object:  # close() reached the loop: let the thread go on
+        handle = original(*args)  # type: ignore[arg-type]
+        closing.set()
+        return handle
+
+    monkeypatch.setattr(made.loop, "call_soon_threadsafe", queued)
+
+    made.close()
+
+    assert not made.thread.is_alive()
+    assert made.loop.is_closed()
+    assert failures == []
