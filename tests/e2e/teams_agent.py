@@ -1,6 +1,7 @@
 """An agent for approvals by teams over several worker processes: "delete pod NAME" proposes
 ``delete_pod(name=NAME, namespace="prod")``, which needs two approvers from ``sre`` (the keys'
-``approve:sre`` scope, or the group's names: alice, bob). Each execution appends ``NAME`` to the file
+``approve:sre`` scope, or the group's names: alice, bob, and carol, who asks, so she is kept out as the
+requester and not as an outsider); dave is in ``dev``. Each execution appends ``NAME`` to the file
 ``DCAF_TEST_LEDGER``."""
 
 from __future__ import annotations
@@ -48,6 +49,6 @@ def make_agent() -> Agent:
         tools=[delete_pod],
         runtime=RulesRuntime(answer),  # type: ignore[arg-type]
         approval_policy=ApprovalPolicy([two_sres]),
-        groups={"sre": {"alice", "bob"}},
+        groups={"sre": {"alice", "bob", "carol"}, "dev": {"dave"}},
         name="ops",
     )
