@@ -203,6 +203,7 @@ def test_alice_and_bob_run_it_exactly_once(team: Team) -> None:
     assert done.status_code == 200, done.text
     data = done.json()["data"]
     assert [c["output"] for c in data["executed_tool_calls"]] == ['pod "web-1" deleted in prod']
+    assert done.json()["meta"]["stop_reason"] == "awaiting_requester"  # the model goes on for carol only
     assert data["tool_calls"] == []
     assert team.ran() == ["web-1"]
     replayed = team.decide("bob", conversation_id, approve(pending), on=one)
