@@ -2,10 +2,12 @@
 It runs once after alice and bob approve; not after alice approves twice, not when the requester (an
 SRE herself) approves, not when a ``dev`` member approves; an edit after the first approval needs both
 again; every counted approval and every refusal is in ``GET /api/audit``. Who approved comes only from
-the key: nothing in the body names an approver."""
+the key: nothing in the body names an approver. The approval that completes the count runs the call
+and stops there (``awaiting_requester``): the model goes on at the requester's next message."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -70,7 +72,12 @@ def cluster() -> Cluster:
 
 
 @pytest.fixture
-def server(start_server: Any, cluster: Cluster) -> httpx.Client:
+def model() -> FakeRuntime:
+    return FakeRuntime([deleting] * 20)
+
+
+@pytest.fixture
+def server(start_server: Any, cluster: Cluster, model: FakeRuntime) -> httpx.Client:
     policy = ApprovalPolicy(
         [
             require_approval(
@@ -80,7 +87,7 @@ def server(start_server: Any, cluster: Cluster) -> httpx.Client:
     )
     agent = Agent(
         tools=[cluster.delete_pod],
-        runtime=FakeRuntime([deleting] * 20),
+        runtime=model,
         repository=InMemoryConversationRepository(),
         approval_policy=policy,
         groups=GROUPS,
@@ -225,3 +232,65 @@ def test_an_approver_sees_nothing_else_of_the_requesters_conversation(server):
 
     assert error(read) == (404, "conversation_not_found")
     assert error(chat) == (404, "conversation_not_found")
+
+
+def test_the_last_approval_runs_the_call_and_leaves_the_next_step_to_the_requester(server, model, cluster):
+    """docs/approvals.md, "Approvals by teams": the model goes on for the requester only. bob's
+    approval completes the count in carol's conversation: the call runs, the model is not asked under
+    bob's identity, and the answer says why nothing more happened."""
+    conversation_id, pending = proposed(server)
+    assert decide(server, ALICE, conversation_id, approve(pending)).status_code == 200
+    asked = len(model.requests)
+
+    done = decide(server, BOB, conversation_id, approve(pending))
+
+    assert done.status_code == 200, done.text
+    answer = done.json()
+    assert answer["meta"]["stop_reason"] == "awaiting_requester"
+    assert answer["content"] == ""
+    assert answer["data"]["tool_calls"] == []
+    assert [(c["name"], c["output"]) for c in answer["data"]["executed_tool_calls"]] == [
+        ("delete_pod", "deleted web-2")
+    ]
+    assert cluster.deleted == ["prod/web-2"]
+    assert len(model.requests) == asked
+    read = server.get(f"/api/conversations/{conversation_id}", headers=key(CAROL)).json()
+    assert [(c["id"], c["status"], c["decided_by"]) for c in read["tool_calls"]] == [
+        (pending["id"], "executed", "bob")
+    ]
+    body = {"messages": [user("go on")], "conversation_id": conversation_id}
+    went_on = server.post("/api/chat", headers=key(CAROL), json=body)  # the requester's next message
+    assert went_on.status_code == 200, went_on.text
+    assert went_on.json()["meta"]["stop_reason"] == "awaiting_approval"
+    assert len(model.requests) == asked + 1
+    (following,) = went_on.json()["data"]["tool_calls"]
+    inbox = server.get("/api/approvals", headers=key(ALICE)).json()["approvals"]
+    assert [(i["id"], i["requested_by"]) for i in inbox] == [(following["id"], "carol")]
+
+
+def test_the_stream_of_the_last_approval_shows_the_call_run_and_no_model_turn(server, model, cluster):
+    """docs/approvals.md, "Approvals by teams": as over ``/api/chat``, streamed."""
+    conversation_id, pending = proposed(server)
+    assert decide(server, ALICE, conversation_id, approve(pending)).status_code == 200
+    asked = len(model.requests)
+
+    body = {"messages": [user(tool_calls=[approve(pending)])], "conversation_id": conversation_id}
+    with server.stream("POST", "/api/chat-stream", headers=key(BOB), json=body) as response:
+        assert response.status_code == 200
+        events = [json.loads(line) for line in response.iter_lines() if line]
+
+    # no text_delta, no tool_call_proposed: the model was not asked
+    assert [e["type"] for e in events] == [
+        "run_started",
+        "tool_started",
+        "tool_finished",
+        "executed_tool_calls",
+        "done",
+    ]
+    finished = events[2]["tool_call"]
+    assert (finished["id"], finished["output"]) == (pending["id"], "deleted web-2")
+    done = events[-1]["message"]
+    assert done["meta"]["stop_reason"] == "awaiting_requester"
+    assert done["data"]["tool_calls"] == []
+    assert cluster.deleted == ["prod/web-2"]
+    assert len(model.requests) == asked
