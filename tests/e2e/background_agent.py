@@ -1,6 +1,6 @@
 """An agent whose `drain_node` runs on a Celery worker (docs/runs.md, "Tools on a job engine").
 
-The broker and queue are ``DCAF_TEST_BROKER_URL`` and ``DCAF_TEST_QUEUE``. ``drain_node`` appends a
+The broker, result backend and queue are ``DCAF_TEST_BROKER_URL`` (both) and ``DCAF_TEST_QUEUE``. ``drain_node`` appends a
 line to the file ``DCAF_TEST_LEDGER`` when it starts, then waits for the file ``DCAF_TEST_RELEASE``
 (a node that takes as long as the test wants), and appends a line when it ends. Leases last
 ``DCAF_TEST_LEASE`` seconds. The model is the scripted OpenAI-compatible server at
@@ -34,7 +34,8 @@ def make_agent() -> Agent:
             out.write(f"{os.getpid()} finished {node}\n")
         return f"{node} drained"
 
-    executor = CeleryExecutor(os.environ["DCAF_TEST_BROKER_URL"], queue=os.environ["DCAF_TEST_QUEUE"])
+    broker = os.environ["DCAF_TEST_BROKER_URL"]
+    executor = CeleryExecutor(broker, backend=broker, queue=os.environ["DCAF_TEST_QUEUE"])
     script = [
         tool_calls(tool_call("drain_node", node="n1")),
         reply("n1 is drained."),

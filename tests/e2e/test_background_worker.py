@@ -8,10 +8,12 @@ after it never runs it again."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,14 +22,18 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from _helpdesk import approve, user
 from _server import dcaf_like_serve
 
 from dcaf_like import Agent, ToolDecision
+from dcaf_like.application.executors import ToolJob
 from dcaf_like.domain import ToolCallStatus
+from dcaf_like.domain.tool_call import fingerprint
 from dcaf_like.testing import OpenAICompatibleServer
 
 pytest.importorskip("celery", reason="the celery extra is not installed: pip install -e '.[celery]'")
+from dcaf_like.jobs.celery import TASK, CeleryExecutor  # noqa: E402
 
 BROKER = os.environ.get("DCAF_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
 TARGET = "tests/e2e/background_agent.py:make_agent"
@@ -107,6 +113,35 @@ def approved_in(agent: Agent, text: str, conversation_id: str | None = None) -> 
     return asked.conversation_id, pending.id
 
 
+def executor_of(agent: Agent) -> CeleryExecutor:
+    assert isinstance(agent.executor, CeleryExecutor)
+    return agent.executor
+
+
+def outcome_of(agent: Agent, task_id: str) -> dict[str, str]:
+    """What the worker's task returned for the message `task_id` (the result backend keeps it)."""
+    result: dict[str, str] = executor_of(agent).app.AsyncResult(task_id).get(timeout=60)
+    return result
+
+
+@contextlib.contextmanager
+def api_server(setting: dict[str, str]) -> Iterator[Any]:
+    """`dcaf-like serve` in a child process on the worker's store."""
+    env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
+    with dcaf_like_serve(TARGET, "--factory", "--port", "0", "--store", setting["STORE"], env=env) as server:
+        yield server
+
+
+def proposed_over_http(url: str, text: str) -> tuple[str, dict[str, Any]]:
+    data = httpx.post(f"{url}/api/chat", json={"messages": [user(text)]}, timeout=30).json()["data"]
+    [pending] = data["tool_calls"]
+    return data["conversation_id"], pending
+
+
+def approval(conversation_id: str, pending: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
+
+
 def status(agent: Agent, conversation_id: str, call_id: str) -> ToolCallStatus:
     return agent.repository.get(conversation_id).tool_call(call_id).status
 
@@ -179,22 +214,19 @@ def test_a_job_runs_on_while_the_api_server_is_restarted(
     another started while the tool runs; the job ends on the worker, the worker goes on with the run,
     and the new server shows the result and the model's answer."""
     ledger = Path(setting["DCAF_TEST_LEDGER"])
-    env = {**{k: v for k, v in os.environ.items() if k != "DCAF_STORE"}, **setting}
-    serve = (TARGET, "--factory", "--port", "0", "--store", setting["STORE"])
     model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
     model.reply("n1 is drained.")
-    with worker(setting), dcaf_like_serve(*serve, env=env) as first:
-        proposed = httpx.post(f"{first.url}/api/chat", json={"messages": [user("drain n1")]}, timeout=30)
-        data = proposed.json()["data"]
-        conversation_id, [pending] = data["conversation_id"], data["tool_calls"]
-        approval = {"messages": [user(conversation_id=conversation_id, tool_calls=[approve(pending)])]}
-        approved = httpx.post(f"{first.url}/api/chat", json=approval, timeout=30).json()
+    with worker(setting), api_server(setting) as first:
+        conversation_id, pending = proposed_over_http(first.url, "drain n1")
+        approved = httpx.post(
+            f"{first.url}/api/chat", json=approval(conversation_id, pending), timeout=30
+        ).json()
         assert approved["meta"]["stop_reason"] == "running_in_background"
         wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
         assert first.process is not None
         first.process.terminate()
         first.process.wait(timeout=30)
-        with dcaf_like_serve(*serve, env=env) as second:
+        with api_server(setting) as second:
             Path(setting["DCAF_TEST_RELEASE"]).touch()
 
             def answered() -> dict[str, Any] | None:
@@ -210,3 +242,102 @@ def test_a_job_runs_on_while_the_api_server_is_restarted(
         "started n1",
         "finished n1",
     ]
+
+
+def test_a_broker_message_replayed_by_hand_runs_nothing(
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch, model: OpenAICompatibleServer
+) -> None:
+    """Tools on a job engine, "at most once: the store decides": the message the approval put on the
+    broker, copied off Redis before a worker took it and pushed again after its job ran, is taken by
+    the worker and runs nothing; the tool ran once and the call is stored as it was."""
+    model.call([("drain_node", {"node": "n1"})])
+    model.reply("n1 is drained.")
+    agent = api_agent(setting, monkeypatch)
+    queue = setting["DCAF_TEST_QUEUE"]
+    broker = redis.Redis.from_url(BROKER)
+    Path(setting["DCAF_TEST_RELEASE"]).touch()
+    conversation_id, call_id = approved_in(agent, "drain n1")
+    [message] = broker.lrange(queue, 0, -1)  # no worker yet: the job waits on the broker
+    task_id = json.loads(message)["headers"]["id"]
+    with worker(setting) as process:
+        wait_for(lambda: last_answer(agent, conversation_id) == "n1 is drained.", "the model's answer")
+        assert outcome_of(agent, task_id)["outcome"] == "executed"
+        before = agent.repository.get(conversation_id)
+        executor_of(agent).app.AsyncResult(task_id).forget()  # so the replay's outcome is the one read
+        broker.lpush(queue, message)
+        replayed = outcome_of(agent, task_id)
+    after = agent.repository.get(conversation_id)
+    assert replayed["outcome"] == "refused"
+    assert Path(setting["DCAF_TEST_LEDGER"]).read_text().splitlines() == [
+        f"{process.pid} started n1",
+        f"{process.pid} finished n1",
+    ]
+    as_stored = (after.version, repr(after.tool_call(call_id)))  # every field (a call is an entity)
+    assert as_stored == (before.version, repr(before.tool_call(call_id)))
+    assert len(model.requests) == 2  # nor was the model asked again
+
+
+def test_a_forged_message_naming_a_call_never_approved_runs_nothing(
+    setting: dict[str, str], monkeypatch: pytest.MonkeyPatch, model: OpenAICompatibleServer
+) -> None:
+    """Tools on a job engine, "at most once: the store decides": a message sent to the broker by hand
+    that names a call the model proposed and nobody approved, with the fingerprint of its very
+    arguments, runs nothing; the call still waits for its approval."""
+    model.call([("drain_node", {"node": "n1"})])
+    agent = api_agent(setting, monkeypatch)
+    Path(setting["DCAF_TEST_RELEASE"]).touch()
+    asked = agent.run("drain n1")
+    [pending] = asked.pending_tool_calls
+    stored = agent.repository.get(asked.conversation_id).tool_call(pending.id)
+    forged = ToolJob(asked.conversation_id, pending.id, fingerprint(stored.name, stored.effective_input))
+    executor = executor_of(agent)
+    with worker(setting):
+        sent = executor.app.send_task(TASK, args=[forged.to_dict()], queue=executor.queue)
+        refused = outcome_of(agent, sent.id)
+    assert refused["outcome"] == "refused"
+    assert Path(setting["DCAF_TEST_LEDGER"]).read_text() == ""
+    assert status(agent, asked.conversation_id, pending.id) is ToolCallStatus.PENDING
+
+
+def test_twenty_concurrent_approvals_of_one_background_call_enqueue_one_job(
+    setting: dict[str, str], model: OpenAICompatibleServer
+) -> None:
+    """Tools on a job engine: twenty approvals of one call over HTTP at once: one is taken and its job
+    runs once on the worker; the other nineteen are told the call was already decided, at once or,
+    having lost the save to another approval (`409 concurrent_update`, docs/approvals.md), when they
+    try again."""
+    model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+    model.reply("n1 is drained.")
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    Path(setting["DCAF_TEST_RELEASE"]).touch()
+    with worker(setting) as process, api_server(setting) as server:
+        conversation_id, pending = proposed_over_http(server.url, "drain n1")
+        body = approval(conversation_id, pending)
+        start = threading.Barrier(20)
+        answers: list[httpx.Response] = []
+
+        def approve_once() -> None:
+            start.wait(timeout=30)
+            for _ in range(20):  # a client retries what lost the race, as docs/protocol.md says
+                answer = httpx.post(f"{server.url}/api/chat", json=body, timeout=60)
+                if answer.status_code != 409 or answer.json()["error"]["code"] != "concurrent_update":
+                    break
+            answers.append(answer)
+
+        approvers = [threading.Thread(target=approve_once) for _ in range(20)]
+        for approver in approvers:
+            approver.start()
+        for approver in approvers:
+            approver.join(timeout=90)
+
+        def answered() -> bool:
+            read = httpx.get(f"{server.url}/api/conversations/{conversation_id}", timeout=10).json()
+            return bool(read["messages"][-1]["content"] == "n1 is drained.")
+
+        wait_for(answered, "the model's answer after the job's result")
+        runs = ledger.read_text().splitlines()
+    taken = [a.json() for a in answers if a.status_code == 200]
+    told = [a.json()["error"]["code"] for a in answers if a.status_code != 200]
+    assert [t["meta"]["stop_reason"] for t in taken] == ["running_in_background"]
+    assert told == ["tool_call_already_decided"] * 19
+    assert runs == [f"{process.pid} started n1", f"{process.pid} finished n1"]
