@@ -33,7 +33,7 @@ from dcaf_like.domain.tool_call import fingerprint
 from dcaf_like.testing import OpenAICompatibleServer
 
 pytest.importorskip("celery", reason="the celery extra is not installed: pip install -e '.[celery]'")
-from dcaf_like.jobs.celery import TASK, CeleryExecutor  # noqa: E402
+from dcaf_like.jobs.celery import TASK, CeleryExecutor
 
 BROKER = os.environ.get("DCAF_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
 TARGET = "tests/e2e/background_agent.py:make_agent"
