@@ -2,7 +2,8 @@
 
 The broker and result backend are ``DCAF_TEST_BROKER_URL``, the queue ``DCAF_TEST_QUEUE``. ``drain_node``
 appends a line to the file ``DCAF_TEST_LEDGER`` when it starts, then waits for the file ``DCAF_TEST_RELEASE``
-(a node that takes as long as the test wants), and appends a line when it ends. Leases last
+(a node that takes as long as the test wants), and appends a line when it ends, or when it stops
+on a cancel (it looks while it waits). Leases last
 ``DCAF_TEST_LEASE`` seconds. The model is the scripted OpenAI-compatible server at
 ``DCAF_TEST_OPENAI_URL`` when it is set (API servers the test restarts), else a ``FakeRuntime``.
 """
@@ -13,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from dcaf_like import Agent, AgentRuntime, tool
+from dcaf_like import Agent, AgentRuntime, ToolContext, tool
 from dcaf_like.jobs.celery import CeleryExecutor
 from dcaf_like.runtimes.openai_chat import OpenAIRuntime
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
@@ -24,11 +25,15 @@ def make_agent() -> Agent:
     release = Path(os.environ["DCAF_TEST_RELEASE"])
 
     @tool(background=True)
-    def drain_node(node: str) -> str:
+    def drain_node(node: str, context: ToolContext) -> str:
         """Evict every pod of a node."""
         with ledger.open("a", encoding="utf-8") as out:
             out.write(f"{os.getpid()} started {node}\n")
         while not release.exists():  # the test says when the drain is over
+            if context.cancelled:
+                with ledger.open("a", encoding="utf-8") as out:
+                    out.write(f"{os.getpid()} stopped {node}\n")
+                context.check_cancelled()
             time.sleep(0.05)
         with ledger.open("a", encoding="utf-8") as out:
             out.write(f"{os.getpid()} finished {node}\n")

@@ -28,6 +28,7 @@ from _server import dcaf_like_serve
 
 from dcaf_like import Agent, ToolDecision
 from dcaf_like.application.executors import ToolJob
+from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.domain.tool_call import fingerprint
 from dcaf_like.testing import OpenAICompatibleServer
@@ -341,3 +342,34 @@ def test_twenty_concurrent_approvals_of_one_background_call_enqueue_one_job(
     assert [t["meta"]["stop_reason"] for t in taken] == ["running_in_background"]
     assert told == ["tool_call_already_decided"] * 19
     assert runs == [f"{process.pid} started n1", f"{process.pid} finished n1"]
+
+
+def test_a_stop_from_the_page_stops_the_job_on_the_worker(
+    setting: dict[str, str], model: OpenAICompatibleServer
+) -> None:
+    """Tools on a job engine, "a cancel reaches the job": the page's Stop (`POST
+    /api/conversations/{id}/cancel`) while the drain runs on the worker: the tool sees it within the
+    worker's half-second reads (the lease, ten minutes here, is not waited for), stops, and its call
+    fails as stopped; the model is not asked again until someone writes."""
+    model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
+    ledger = Path(setting["DCAF_TEST_LEDGER"])
+    with worker(setting) as process, api_server(setting) as server:
+        conversation_id, pending = proposed_over_http(server.url, "drain n1")
+        approving = approval(conversation_id, pending)
+        approved = httpx.post(f"{server.url}/api/chat", json=approving, timeout=30).json()
+        assert approved["meta"]["stop_reason"] == "running_in_background"
+        wait_for(lambda: "started n1" in ledger.read_text(), "the drain starting on the worker")
+        stop = httpx.post(f"{server.url}/api/conversations/{conversation_id}/cancel", timeout=30)
+        assert stop.json() == {"conversation_id": conversation_id, "cancel_requested": True}
+
+        def settled() -> dict[str, Any] | None:
+            read = httpx.get(f"{server.url}/api/conversations/{conversation_id}", timeout=10).json()
+            return read if read["tool_calls"][0]["status"] != "approved" else None
+
+        wait_for(settled, "the drain's call settled", seconds=90)
+        read = settled()
+    assert read is not None
+    [call] = read["tool_calls"]
+    assert (call["status"], call["error"]) == ("failed", STOPPED_BY_CANCEL)
+    assert ledger.read_text().splitlines() == [f"{process.pid} started n1", f"{process.pid} stopped n1"]
+    assert len(model.requests) == 1
