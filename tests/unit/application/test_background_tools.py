@@ -245,6 +245,37 @@ def test_a_worker_holds_the_call_under_a_lease_of_its_own_while_the_tool_runs() 
     assert until == clock.now + 30
 
 
+def test_a_worker_renews_the_lease_of_a_call_whose_tool_runs_past_a_third_of_it() -> None:
+    """Tools on a job engine: while the tool runs, the worker renews its call's lease every third of
+    the lease (here 0.3 s), apart from its half-second reads for a cancel."""
+    holder: dict[str, Any] = {}
+
+    def stored_lease() -> float | None:
+        [call] = holder["agent"].repository.get(holder["conversation"]).tool_calls.values()
+        return call.lease_expires_at
+
+    @tool(background=True)
+    def snapshot(volume: str) -> str:
+        """Snapshot a volume."""
+        claimed = stored_lease()
+        deadline = time.monotonic() + 60
+        while stored_lease() == claimed:  # a bounded wait for the renewal, not a measure of time
+            if time.monotonic() > deadline:
+                return "never renewed"
+            time.sleep(0.01)
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot", volume="v1")), reply("Saved.")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[snapshot], runtime=model, executor=kept, lease_ttl=0.3)
+    asked = agent.run("snapshot v1")
+    holder["conversation"] = asked.conversation_id
+    approve_all(agent, asked.conversation_id, asked)
+    assert agent.jobs.run(kept.jobs[0]).outcome == "executed"
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert call.result == "v1 saved"
+
+
 def test_a_result_is_not_recorded_once_another_worker_settled_the_call() -> None:
     """Tools on a job engine: a worker that lost its call (its lease ran out, the call was settled
     as interrupted) does not overwrite the record: the interrupted record stands."""
