@@ -303,15 +303,15 @@ def test_a_forged_message_naming_a_call_never_approved_runs_nothing(
 def test_twenty_concurrent_approvals_of_one_background_call_enqueue_one_job(
     setting: dict[str, str], model: OpenAICompatibleServer
 ) -> None:
-    """Tools on a job engine: twenty approvals of one call over HTTP at once: one is taken and its job
-    runs once on the worker; the other nineteen are told the call was already decided, at once or,
-    having lost the save to another approval (`409 concurrent_update`, docs/approvals.md), when they
-    try again."""
+    """Tools on a job engine: twenty approvals of one call over HTTP at once: one is taken and one job
+    is on the broker (no worker yet), which runs once when a worker starts; the other nineteen are
+    told the call was already decided, at once or, having lost the save to another approval (`409
+    concurrent_update`, docs/approvals.md), when they try again."""
     model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
     model.reply("n1 is drained.")
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     Path(setting["DCAF_TEST_RELEASE"]).touch()
-    with worker(setting) as process, api_server(setting) as server:
+    with api_server(setting) as server:
         conversation_id, pending = proposed_over_http(server.url, "drain n1")
         body = approval(conversation_id, pending)
         start = threading.Barrier(20)
@@ -330,17 +330,20 @@ def test_twenty_concurrent_approvals_of_one_background_call_enqueue_one_job(
             approver.start()
         for approver in approvers:
             approver.join(timeout=90)
+        enqueued = redis.Redis.from_url(BROKER).llen(setting["DCAF_TEST_QUEUE"])
 
         def answered() -> bool:
             read = httpx.get(f"{server.url}/api/conversations/{conversation_id}", timeout=10).json()
             return bool(read["messages"][-1]["content"] == "n1 is drained.")
 
-        wait_for(answered, "the model's answer after the job's result")
+        with worker(setting) as process:
+            wait_for(answered, "the model's answer after the job's result")
         runs = ledger.read_text().splitlines()
     taken = [a.json() for a in answers if a.status_code == 200]
     told = [a.json()["error"]["code"] for a in answers if a.status_code != 200]
     assert [t["meta"]["stop_reason"] for t in taken] == ["running_in_background"]
     assert told == ["tool_call_already_decided"] * 19
+    assert enqueued == 1
     assert runs == [f"{process.pid} started n1", f"{process.pid} finished n1"]
 
 
