@@ -169,7 +169,7 @@ class ToolJobs:
             return claim
         conversation, call = claim
         # A cancel of the conversation asked since the call was approved reaches its job: before the
-        # tool starts, or at each lease renewal while it runs (docs/runs.md, "Tools on a job engine").
+        # tool starts, or every half second while it runs, ADR 45 (docs/runs.md, "Tools on a job engine").
         since = call.decided_at or 0.0
         if call.context_fingerprint not in (None, conversation.platform_context.fingerprint):
             # Approved for one cluster or namespace, never run in another (docs/runs.md, "Tools on
