@@ -28,7 +28,7 @@ from dcaf_like.application.ports import (
     cancel_requested,
 )
 from dcaf_like.application.questions import answers_to, open_question
-from dcaf_like.application.runs import arun_tool, run_tool
+from dcaf_like.application.runs import CANCEL_POLL, arun_tool, run_tool
 from dcaf_like.application.tracing import NoTracer, Span, Tracer
 from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import CallOutcome, Conversation, Session, ToolCall, ToolCallStatus
@@ -171,7 +171,7 @@ class ToolJobs:
             return claim
         conversation, call = claim
         # A cancel of the conversation asked since the call was approved reaches its job: before the
-        # tool starts, or at each lease renewal while it runs (docs/runs.md, "Tools on a job engine").
+        # tool starts, or every half second while it runs, ADR 45 (docs/runs.md, "Tools on a job engine").
         since = call.decided_at or 0.0
         if call.context_fingerprint not in (None, conversation.platform_context.fingerprint):
             # Approved for one cluster or namespace, never run in another (docs/runs.md, "Tools on
@@ -198,13 +198,15 @@ class ToolJobs:
         effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
         attributes = {"dcaf.tool": tool.name, "dcaf.call_id": call.id.value, "dcaf.job": "background"}
         span = self.tracer.start("dcaf.tool", attributes, parent)
-        every = self.lease_ttl / 3
+        # Every half second a cancel is read, as a turn reads it; every third of the lease it is renewed.
+        beat = _Heartbeat(self, job, signal, since)
+        every = min(CANCEL_POLL, self.lease_ttl / 3)
         if blocking:
-            renewed = lambda: at_once(self._renew(job, True, signal, since))  # noqa: E731
-            outcome = run_tool(effect, span, renew=renewed, every=every)
+            beaten = lambda: at_once(beat(blocking=True))  # noqa: E731
+            outcome = run_tool(effect, span, renew=beaten, every=every)
         else:
-            renew = lambda: self._renew(job, False, signal, since)  # noqa: E731
-            outcome = await arun_tool(effect, span, renew=renew, every=every, monotonic=self.monotonic)
+            beating = lambda: beat(blocking=False)  # noqa: E731
+            outcome = await arun_tool(effect, span, renew=beating, every=every, monotonic=self.monotonic)
         return await self._record(job, outcome, (claimed_session, session), blocking)
 
     async def _claim(self, job: ToolJob, blocking: bool) -> tuple[Conversation, ToolCall] | JobOutcome:
@@ -225,16 +227,13 @@ class ToolJobs:
             return conversation, call
         return JobOutcome("refused", "the conversation kept changing under the claim")
 
-    async def _renew(self, job: ToolJob, blocking: bool, signal: threading.Event, since: float) -> None:
-        """Extend the lease of the call still running, and tell the tool of a cancel asked since its
-        approval (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`)."""
+    async def _renew(self, job: ToolJob, blocking: bool) -> None:
+        """Extend the lease of the call still running."""
 
         def renew(conversation: Conversation) -> None:
             conversation.lease_tool_call(job.call_id, self.worker, until=self.clock() + self.lease_ttl)
 
         await self._change(job, renew, blocking)
-        if not signal.is_set() and await self._cancelled(job, since, blocking):
-            signal.set()
 
     async def _cancelled(self, job: ToolJob, since: float, blocking: bool) -> bool:
         repository = self.repository
@@ -319,6 +318,26 @@ class ToolJobs:
             self.repository.save(conversation, expected)
         else:
             await self.repository.asave(conversation, expected)
+
+
+class _Heartbeat:
+    """What a job's worker does while its tool runs, called every :data:`CANCEL_POLL` seconds (or
+    every third of a shorter lease): it reads the store for a cancel asked since the call's approval
+    and tells the tool (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`),
+    and it renews the call's lease once a third of the lease has gone by since the last renewal
+    (ADR 45: the store's cancel flag, not Celery's revoke)."""
+
+    def __init__(self, jobs: ToolJobs, job: ToolJob, signal: threading.Event, since: float) -> None:
+        self.jobs, self.job, self.signal, self.since = jobs, job, signal, since
+        self.renew_at = jobs.monotonic() + jobs.lease_ttl / 3
+
+    async def __call__(self, *, blocking: bool) -> None:
+        jobs = self.jobs
+        if jobs.monotonic() >= self.renew_at:
+            await jobs._renew(self.job, blocking)
+            self.renew_at = jobs.monotonic() + jobs.lease_ttl / 3
+        if not self.signal.is_set() and await jobs._cancelled(self.job, self.since, blocking):
+            self.signal.set()
 
 
 def _refusal(conversation: Conversation | None, job: ToolJob, now: float) -> str | None:

@@ -18,8 +18,9 @@ from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
-from dcaf_like import Agent, InvalidRequest, ToolDecision, tool
+from dcaf_like import Agent, InvalidRequest, ToolContext, ToolDecision, tool
 from dcaf_like.application.executors import ToolExecutor, ToolJob
+from dcaf_like.application.runs import STOPPED_BY_CANCEL
 from dcaf_like.application.tool_jobs import InProcessExecutor, JobOutcome, ToolJobs
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
@@ -240,3 +241,39 @@ def test_the_jobs_of_one_batch_each_run_once(harness: Harness) -> None:
         assert sorted(drains.outcome().outcome for _ in jobs) == ["executed"] * 3
     assert sorted(drains.runs) == ["n0", "n1", "n2"]
     assert_the_model_reads_the_results(harness, agent, jobs[0].conversation_id)
+
+
+def test_a_cancel_asked_while_the_job_runs_stops_a_tool_that_looks(harness: Harness) -> None:
+    """Tools on a job engine, "a cancel reaches the job": asked while the tool runs, the tool's context
+    says so within the worker's half-second reads (a ten-minute lease is not waited for), the tool
+    stops there, and its call fails as stopped (ADR 45)."""
+    started = threading.Event()
+    outcomes: queue.Queue[JobOutcome] = queue.Queue()
+
+    @tool(background=True)
+    def evict_pods(node: str, context: ToolContext) -> str:
+        """Evict the pods of a node one by one."""
+        started.set()
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:  # a bounded wait for the cancel, not a measure of time
+            context.check_cancelled()
+            time.sleep(0.01)
+        return "never cancelled"
+
+    kept = KeptJobs()
+    model = FakeRuntime([tool_calls(tool_call("evict_pods", node="n0")), reply("Stopped.")])
+    agent = Agent(tools=[evict_pods], runtime=model, executor=kept, lease_ttl=600)
+    asked = agent.run("drain n0")
+    agent.decide(asked.conversation_id, [ToolDecision(c.id, True) for c in asked.pending_tool_calls])
+    [job] = kept.jobs
+    jobs = agent.jobs
+    jobs.on_outcome = outcomes.put
+    with harness(jobs) as executor:
+        handing = threading.Thread(target=executor.submit, args=(job,))  # in process: runs it there
+        handing.start()
+        assert started.wait(PATIENCE)
+        agent.cancel(asked.conversation_id)
+        assert outcomes.get(timeout=PATIENCE) == JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)
+        handing.join(PATIENCE)
+    call = agent.repository.get(job.conversation_id).tool_call(job.call_id)
+    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)

@@ -1,10 +1,10 @@
 """An agent whose `drain_node` runs on a Celery worker (docs/runs.md, "Tools on a job engine").
 
-The broker and queue are ``DCAF_TEST_BROKER_URL`` and ``DCAF_TEST_QUEUE``. ``drain_node`` appends a
-line to the file ``DCAF_TEST_LEDGER`` when it starts, then waits for the file ``DCAF_TEST_RELEASE``
-(a node that takes as long as the test wants), and appends a line when it ends. Leases last
-``DCAF_TEST_LEASE`` seconds. A cancel the worker reads at a lease renewal stops the drain (a line
-``stopped`` in the ledger). The model is the scripted OpenAI-compatible server at
+The broker and result backend are ``DCAF_TEST_BROKER_URL``, the queue ``DCAF_TEST_QUEUE``. ``drain_node``
+appends a line to the file ``DCAF_TEST_LEDGER`` when it starts, then waits for the file ``DCAF_TEST_RELEASE``
+(a node that takes as long as the test wants), and appends a line when it ends, or when it stops
+on a cancel (it looks while it waits). Leases last
+``DCAF_TEST_LEASE`` seconds. The model is the scripted OpenAI-compatible server at
 ``DCAF_TEST_OPENAI_URL`` when it is set (API servers the test restarts), else a ``FakeRuntime``.
 """
 
@@ -29,7 +29,7 @@ def make_agent() -> Agent:
         """Evict every pod of a node."""
         with ledger.open("a", encoding="utf-8") as out:
             out.write(f"{os.getpid()} started {node}\n")
-        while not release.exists():  # the test says when the drain is over, or a human stops it
+        while not release.exists():  # the test says when the drain is over
             if context.cancelled:
                 with ledger.open("a", encoding="utf-8") as out:
                     out.write(f"{os.getpid()} stopped {node}\n")
@@ -39,7 +39,8 @@ def make_agent() -> Agent:
             out.write(f"{os.getpid()} finished {node}\n")
         return f"{node} drained"
 
-    executor = CeleryExecutor(os.environ["DCAF_TEST_BROKER_URL"], queue=os.environ["DCAF_TEST_QUEUE"])
+    broker = os.environ["DCAF_TEST_BROKER_URL"]
+    executor = CeleryExecutor(broker, backend=broker, queue=os.environ["DCAF_TEST_QUEUE"])
     script = [
         tool_calls(tool_call("drain_node", node="n1")),
         reply("n1 is drained."),

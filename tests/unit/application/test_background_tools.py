@@ -245,6 +245,37 @@ def test_a_worker_holds_the_call_under_a_lease_of_its_own_while_the_tool_runs() 
     assert until == clock.now + 30
 
 
+def test_a_worker_renews_the_lease_of_a_call_whose_tool_runs_past_a_third_of_it() -> None:
+    """Tools on a job engine: while the tool runs, the worker renews its call's lease every third of
+    the lease (here 0.3 s), apart from its half-second reads for a cancel."""
+    holder: dict[str, Any] = {}
+
+    def stored_lease() -> float | None:
+        [call] = holder["agent"].repository.get(holder["conversation"]).tool_calls.values()
+        return call.lease_expires_at
+
+    @tool(background=True)
+    def snapshot(volume: str) -> str:
+        """Snapshot a volume."""
+        claimed = stored_lease()
+        deadline = time.monotonic() + 60
+        while stored_lease() == claimed:  # a bounded wait for the renewal, not a measure of time
+            if time.monotonic() > deadline:
+                return "never renewed"
+            time.sleep(0.01)
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot", volume="v1")), reply("Saved.")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[snapshot], runtime=model, executor=kept, lease_ttl=0.3)
+    asked = agent.run("snapshot v1")
+    holder["conversation"] = asked.conversation_id
+    approve_all(agent, asked.conversation_id, asked)
+    assert agent.jobs.run(kept.jobs[0]).outcome == "executed"
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert call.result == "v1 saved"
+
+
 def test_a_result_is_not_recorded_once_another_worker_settled_the_call() -> None:
     """Tools on a job engine: a worker that lost its call (its lease ran out, the call was settled
     as interrupted) does not overwrite the record: the interrupted record stands."""
@@ -366,9 +397,10 @@ def test_a_job_whose_tool_runs_past_its_time_limit_fails_as_timed_out() -> None:
     assert (call.status, call.outcome) == (ToolCallStatus.FAILED, CallOutcome.TIMEOUT)
 
 
-def test_a_cancel_asked_while_the_job_runs_reaches_the_tool_at_its_next_lease_renewal() -> None:
+def test_a_cancel_asked_while_the_job_runs_reaches_a_tool_under_a_short_lease() -> None:
     """Tools on a job engine: a cancel asked while the tool runs turns its context's `cancelled` true
-    at the worker's next lease renewal; a tool that looks stops, and its call fails as stopped."""
+    (here under a lease shorter than the half second between reads); a tool that looks stops, and its
+    call fails as stopped."""
     started = threading.Event()
 
     @tool(background=True)
@@ -396,6 +428,48 @@ def test_a_cancel_asked_while_the_job_runs_reaches_the_tool_at_its_next_lease_re
     assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)
     [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
     assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
+
+
+def test_a_cancel_reaches_the_job_long_before_its_lease_is_renewed() -> None:
+    """Tools on a job engine: the worker reads the store for a cancel every half second while the tool
+    runs, as a turn does, whatever the lease (ADR 45): under a ten-minute lease, not renewed meanwhile,
+    the tool sees the cancel and its call fails as stopped."""
+    started = threading.Event()
+    leases: list[float | None] = []
+    holder: dict[str, Any] = {}
+
+    def stored_lease() -> float | None:
+        [call] = holder["agent"].repository.get(holder["conversation"]).tool_calls.values()
+        return call.lease_expires_at
+
+    @tool(background=True)
+    def evict_pods(node: str, context: ToolContext) -> str:
+        """Evict the pods of a node one by one."""
+        leases.append(stored_lease())
+        started.set()
+        deadline = time.monotonic() + 60
+        while not context.cancelled and time.monotonic() < deadline:  # a bounded wait for the cancel
+            time.sleep(0.01)
+        leases.append(stored_lease())
+        context.check_cancelled()
+        return "never cancelled"
+
+    model = FakeRuntime([tool_calls(tool_call("evict_pods", node="n1")), reply("Stopped.")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[evict_pods], runtime=model, executor=kept, lease_ttl=600)
+    asked = agent.run("drain n1")
+    holder["conversation"] = asked.conversation_id
+    approve_all(agent, asked.conversation_id, asked)
+    outcomes: list[JobOutcome] = []
+    worker = threading.Thread(target=lambda: outcomes.append(agent.jobs.run(kept.jobs[0])))
+    worker.start()
+    assert started.wait(60)
+    agent.cancel(asked.conversation_id)
+    worker.join(90)
+    assert outcomes == [JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)]
+    [claimed, when_stopped] = leases
+    assert claimed is not None
+    assert when_stopped == claimed  # the half-second reads saved nothing
 
 
 # -- the run goes on when its last job ends (docs/runs.md, "Tools on a job engine") ---------------
