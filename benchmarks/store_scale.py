@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import time
 import zlib
@@ -188,14 +187,8 @@ def timed(run: Callable[[], None], repeats: int) -> float:
     or of 3 when one takes seconds (an owner's page on moto reads 5,000 conversations)."""
     started = time.perf_counter()
     run()
-    if time.perf_counter() - started > 0.5:
-        repeats = min(repeats, 3)
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+    slow = time.perf_counter() - started > 0.5
+    return inbox.timed(run, min(repeats, 3) if slow else repeats)
 
 
 def copy_dynamodb_items(store: Any, start: int, end: int) -> None:

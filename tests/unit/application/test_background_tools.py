@@ -417,17 +417,25 @@ def test_a_cancel_asked_while_the_job_runs_reaches_a_tool_under_a_short_lease() 
     kept = KeptJobs()
     agent = Agent(tools=[evict_pods], runtime=model, executor=kept, lease_ttl=0.3)
     asked = agent.run("drain n1")
+    [outcome] = cancelled_while_it_runs(agent, kept, asked, started)
+    assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)
+    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
+    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
+
+
+def cancelled_while_it_runs(
+    agent: Agent, kept: Any, asked: Any, started: threading.Event
+) -> list[JobOutcome]:
+    """Approve the call, run its job in a thread, cancel the conversation once the tool started, and
+    return what the job ended with."""
     approve_all(agent, asked.conversation_id, asked)
     outcomes: list[JobOutcome] = []
     worker = threading.Thread(target=lambda: outcomes.append(agent.jobs.run(kept.jobs[0])))
     worker.start()
     assert started.wait(60)
     agent.cancel(asked.conversation_id)
-    worker.join(60)
-    [outcome] = outcomes
-    assert outcome == JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)
-    [call] = agent.repository.get(asked.conversation_id).tool_calls.values()
-    assert (call.status, call.error) == (ToolCallStatus.FAILED, STOPPED_BY_CANCEL)
+    worker.join(90)
+    return outcomes
 
 
 def test_a_cancel_reaches_the_job_long_before_its_lease_is_renewed() -> None:
@@ -459,13 +467,7 @@ def test_a_cancel_reaches_the_job_long_before_its_lease_is_renewed() -> None:
     agent = holder["agent"] = Agent(tools=[evict_pods], runtime=model, executor=kept, lease_ttl=600)
     asked = agent.run("drain n1")
     holder["conversation"] = asked.conversation_id
-    approve_all(agent, asked.conversation_id, asked)
-    outcomes: list[JobOutcome] = []
-    worker = threading.Thread(target=lambda: outcomes.append(agent.jobs.run(kept.jobs[0])))
-    worker.start()
-    assert started.wait(60)
-    agent.cancel(asked.conversation_id)
-    worker.join(90)
+    outcomes = cancelled_while_it_runs(agent, kept, asked, started)
     assert outcomes == [JobOutcome("failed", STOPPED_BY_CANCEL, continues=True)]
     [claimed, when_stopped] = leases
     assert claimed is not None
