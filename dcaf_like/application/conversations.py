@@ -88,7 +88,8 @@ class ListConversations:
         _require(identity, "read", "list conversations")
         store = require(self.repository, Listing)
         position = None if cursor is None else _position(cursor)
-        owner = None if identity is None or identity.can("admin") else identity.name
+        sees_all = identity is None or identity.can("admin")
+        owner = None if sees_all or identity is None else identity.name
         found: list[Conversation] = []
         unreadable: list[StoredConversationUnreadable] = []
         asked, looked = limit, 0
@@ -108,7 +109,6 @@ class ListConversations:
                     break
             looked += len(page)
             if len(found) == limit or not more or looked >= SCAN_LIMIT:
-                sees_all = identity is None or identity.can("admin")
                 next_cursor = make_cursor(position) if more and position is not None else None
                 return Listed(found, unreadable if sees_all else [], next_cursor)
             asked = min(asked * 4, SCAN_LIMIT - looked)

@@ -19,7 +19,7 @@ MAX_CURSOR = 1024
 class InvalidCursor(InvalidRequest):
     """A cursor that is not one the list gave (HTTP 422 ``invalid_cursor``)."""
 
-    def __init__(self, detail: str, *, of: str = "this inbox") -> None:
+    def __init__(self, detail: str, *, of: str) -> None:
         super().__init__("cursor", f"not a cursor {of} gave: {detail}")
 
 

@@ -45,6 +45,22 @@ PURGE_EVERY = 64
 
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 
+
+def _fill_owners(db: Any, table: str) -> None:
+    """Migration 9's rows: each conversation's owner read from its header's JSON, in Python
+    (PostgreSQL's JSON types refuse a ``\u0000`` escape that a stored session may hold), a
+    thousand rows at a time through a server-side cursor."""
+    with db.cursor(name=f"{table}_owners") as rows:
+        rows.execute(f"SELECT namespace, id, body FROM {table}")
+        while batch := rows.fetchmany(1000):
+            owners = [(json.loads(body).get("owner"), ns, id_) for ns, id_, body in batch]
+            with db.cursor() as update:
+                update.executemany(
+                    f"UPDATE {table} SET owner = %s WHERE namespace = %s AND id = %s",
+                    [row for row in owners if row[0] is not None],
+                )
+
+
 # The schema's versions: each step brings a database from the version before it to its own. Never
 # change a step once released; add one. A step is statements (the table's name in `{table}`) or a
 # function of the connection and the table, for what SQL cannot do.
@@ -121,7 +137,7 @@ MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
     (
         "ALTER TABLE {table} ADD COLUMN owner text",
         "CREATE INDEX {table}_owner ON {table} (namespace, owner, updated_at, id)",
-        lambda db, table: _fill_owners(db, table),  # defined below
+        _fill_owners,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -668,21 +684,6 @@ class PostgresConversationRepository(BlockingRepository, GrantStore):
             f"PostgresConversationRepository({self.where!r}, table={self.table!r}, "
             f"namespace={self.namespace!r})"
         )
-
-
-def _fill_owners(db: Any, table: str) -> None:
-    """Migration 9's rows: each conversation's owner read from its header's JSON, in Python
-    (PostgreSQL's JSON types refuse a ``\u0000`` escape that a stored session may hold), a
-    thousand rows at a time through a server-side cursor."""
-    with db.cursor(name=f"{table}_owners") as rows:
-        rows.execute(f"SELECT namespace, id, body FROM {table}")
-        while batch := rows.fetchmany(1000):
-            owners = [(json.loads(body).get("owner"), ns, id_) for ns, id_, body in batch]
-            with db.cursor() as update:
-                update.executemany(
-                    f"UPDATE {table} SET owner = %s WHERE namespace = %s AND id = %s",
-                    [row for row in owners if row[0] is not None],
-                )
 
 
 def _save_statement(table: str, header: str, whole: bool) -> str:

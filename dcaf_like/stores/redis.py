@@ -288,6 +288,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         self._tip_script = self._sync.register_script(_TIP)
         #: The chain's head as this repository last saw it: a hint (a write checks it in its script).
         self._head: ChainHead | None = None
+        self._owners_seen = False  # the namespace keeps owners' sorted sets (its mark found once)
         self.where = _where(self._sync)
         self._failures = ClientErrors((redis_sync.RedisError,), f"redis store at {self.where}")
 
@@ -315,6 +316,13 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         each owner's sorted set: then every conversation is in its owner's (a namespace an earlier
         version started lists everyone's for an owner, and the list checks each)."""
         return f"{self.prefix}{{{self.namespace}}}:owners"
+
+    def _owners_kept(self) -> bool:
+        """Whether the namespace keeps each owner's sorted set: its mark read until it is found (a
+        mark is never taken away), then remembered."""
+        if not self._owners_seen:
+            self._owners_seen = bool(self._sync.exists(self._owners))
+        return self._owners_seen
 
     def _owned(self, owner: str | None) -> str:
         """The sorted set of an owner's conversations, scored as the index (one nobody owns: unused)."""
@@ -539,7 +547,7 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         found: list[Any]
         with self._failures:
             index = self._index
-            if owner is not None and self._sync.exists(self._owners):
+            if owner is not None and self._owners_kept():
                 index = self._owned(owner)
             if position is None:
                 newest = self._sync.zrevrangebyscore(

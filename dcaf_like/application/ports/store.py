@@ -132,8 +132,8 @@ class Listing(ConversationStore):
         place in the list (its order value, the time of its last save on the built-in stores, and its
         id), so the next page starts where this one ended, however many conversations there are, and
         one saved or deleted meanwhile neither repeats nor hides the others. With `owner`, a store
-        that indexes owners (SQLite, PostgreSQL) lists only that owner's; the others list everyone's,
-        and the list checks each conversation it reads. The built-in stores read an index. This
+        that indexes owners (the built-in shared stores) lists only that owner's; the others list
+        everyone's, and the list checks each conversation it reads. The built-in stores read an index. This
         default, for a store that implements only :meth:`list_ids`, reads every id and finds the
         position's id among them (a page after a conversation deleted meanwhile is empty)."""
         ids = self.list_ids(sys.maxsize)
