@@ -7,6 +7,7 @@ import copy
 import os
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -678,8 +679,14 @@ class Agent:
 
     # -- the handler interface the server speaks ------------------------------------------------
 
-    def handle(self, request: AgentRequest) -> AgentResponse:
+    def run_request(self, request: AgentRequest) -> AgentResponse:
+        """One turn of a typed request (what :meth:`run` builds from HelpDesk messages)."""
         return self._ready().execute(request)
+
+    def handle(self, request: AgentRequest) -> AgentResponse:
+        """The former name of :meth:`run_request`, kept for code written against it."""
+        warnings.warn("Agent.handle is now Agent.run_request", DeprecationWarning, stacklevel=2)
+        return self.run_request(request)
 
     async def ahandle(self, request: AgentRequest) -> AgentResponse:
         return await (await self._aready()).aexecute(request)

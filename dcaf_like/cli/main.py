@@ -22,8 +22,8 @@ from dcaf_like.application.errors import ApplicationError, MissingCapability
 from dcaf_like.application.ports import GrantStore, ServedAgent
 from dcaf_like.application.retention import DAY, DEFAULT_RETENTION_DAYS
 from dcaf_like.helpdesk.function_agent import as_served
+from dcaf_like.server.detached import SHUTDOWN_GRACE
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
-from dcaf_like.server.runs import SHUTDOWN_GRACE
 from dcaf_like.server.serving import run_uvicorn, serve, settle_heap, with_bound_name
 from dcaf_like.server.store_choice import DEFAULT_STORE, check_store, configured
 from dcaf_like.signing import signing_key
@@ -547,7 +547,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from dcaf_like.cli.terminal import ChatError, LocalAgent, RemoteAgent, TerminalChat
+    from dcaf_like.cli.terminal import ChatError, HttpTransport, InProcessTransport, TerminalChat
 
     if (args.target is None) == (args.url is None):
         print("dcaf-like chat: name an agent (FILE.py:NAME) or a server (--url), not both", file=sys.stderr)
@@ -558,16 +558,16 @@ def _chat(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"dcaf-like chat: {exc}", file=sys.stderr)
         return 2
-    transport: LocalAgent | RemoteAgent
+    transport: InProcessTransport | HttpTransport
     try:
         if args.url is not None:
-            transport = RemoteAgent(args.url, api_key=args.api_key or os.environ.get("DCAF_API_KEY"))
+            transport = HttpTransport(args.url, api_key=args.api_key or os.environ.get("DCAF_API_KEY"))
             if (problem := transport.check()) is not None:  # said now, not at the first message
                 print(f"dcaf-like chat: {problem}", file=sys.stderr)
                 return 2
         else:
             target, _ = configured(load_target(args.target, factory=args.factory), args.store, default=None)
-            transport = LocalAgent(target, user=getpass.getuser())
+            transport = InProcessTransport(target, user=getpass.getuser())
     except (TargetError, ApplicationError, StoreConfigError, TypeError) as exc:
         print(f"dcaf-like: {exc}", file=sys.stderr)
         return 2

@@ -2,8 +2,8 @@
 waiting for approval, y (approve), n (reject, with a reason) or e (edit the arguments, then approve).
 
 The chat speaks the HTTP protocol's events (docs/protocol.md) whichever way it reaches the agent: in
-this process (:class:`LocalAgent`, the agent loaded from ``FILE.py:NAME``) or over HTTP
-(:class:`RemoteAgent`, ``--url``, with the standard library's client). Either way the approvals are
+this process (:class:`InProcessTransport`, the agent loaded from ``FILE.py:NAME``) or over HTTP
+(:class:`HttpTransport`, ``--url``, with the standard library's client). Either way the approvals are
 checked where the agent runs, exactly as for any other client.
 
 Ctrl-C during a turn asks the agent to stop it (``agent.acancel``, or ``POST
@@ -81,7 +81,7 @@ CANCELLING: Event = {"type": "cancelling"}
 INTERRUPTED = object()  # Ctrl-C, as the SIGINT handler of a remote turn puts it in the line queue
 
 
-class LocalAgent:
+class InProcessTransport:
     """An agent in this process, driven on one event loop for the whole chat (async store clients
     stay bound to it)."""
 
@@ -144,7 +144,7 @@ async def _next(events: AsyncIterator[Any]) -> Any:
     return await anext(events)
 
 
-class RemoteAgent:
+class HttpTransport:
     """A served agent at `url`; `api_key` if its server wants one."""
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 300) -> None:

@@ -1,6 +1,7 @@
-"""The HelpDesk protocol's typed shapes, by the seed's names: a message's ``data`` (:class:`DataDTO`)
-and its entries. Each has ``to_dict()`` (the wire form :mod:`~dcaf_like.helpdesk.protocol` writes)
-and ``from_dict()``; a custom agent function may build its answer from them::
+"""The HelpDesk protocol's typed shapes, by the seed's names (the original DCAF code's: docs/protocol.md,
+"The seed"): a message's ``data`` (:class:`DataDTO`) and its entries. Each has ``to_dict()`` (the
+wire form :mod:`~dcaf_like.helpdesk.protocol` writes) and ``from_dict()``; a custom agent function may
+build its answer from them::
 
     AgentResponse(conversation_id="123", text="...", data=DataDTO(tool_calls=[ToolCallDTO(...)]),
                   has_pending_approvals=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -166,7 +167,7 @@ class FunctionAgent:
     ) -> AgentResponse:
         """One call of the function; `identity` and `deps` as for ``Agent.run`` (``context.identity``,
         ``context.deps``), the other keyword arguments as ``read_messages`` takes them."""
-        return self.handle(_trusted(read_messages(messages, **kwargs), identity, deps))
+        return self.run_request(_trusted(read_messages(messages, **kwargs), identity, deps))
 
     async def arun(
         self,
@@ -178,12 +179,20 @@ class FunctionAgent:
     ) -> AgentResponse:
         return await self.ahandle(_trusted(read_messages(messages, **kwargs), identity, deps))
 
-    def handle(self, request: AgentRequest) -> AgentResponse:
+    def run_request(self, request: AgentRequest) -> AgentResponse:
+        """One turn of a typed request (what :meth:`run` builds from HelpDesk messages)."""
         context = _context(request)
         value = self.func(function_messages(request), context)
         if inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value):
             return run_sync(_answer(_events(value, context)))
         return _response(value, context)
+
+    def handle(self, request: AgentRequest) -> AgentResponse:
+        """The former name of :meth:`run_request`, kept for code written against it."""
+        warnings.warn(
+            "FunctionAgent.handle is now FunctionAgent.run_request", DeprecationWarning, stacklevel=2
+        )
+        return self.run_request(request)
 
     async def ahandle(self, request: AgentRequest) -> AgentResponse:
         context = _context(request)

@@ -40,9 +40,9 @@ from dcaf_like.helpdesk.wire import (
 )
 from dcaf_like.server.a2a_tasks import A2ATasks, Incoming, task_data, task_dict
 from dcaf_like.server.auth import ANYONE, Caller, caller_of
+from dcaf_like.server.detached import Runs
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.failures import error_response
-from dcaf_like.server.runs import Runs
 from dcaf_like.version import __version__
 
 if TYPE_CHECKING:

@@ -38,9 +38,9 @@ from dcaf_like.helpdesk.protocol import (
     read_data,
 )
 from dcaf_like.server.auth import ANYONE, Caller, authorized
+from dcaf_like.server.detached import Runs, ShuttingDown
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import audit_refused
-from dcaf_like.server.runs import Runs, ShuttingDown
 
 logger = logging.getLogger("dcaf_like.a2a")
 

@@ -26,8 +26,9 @@ from dcaf_like.server._turn_dispatch import dispatch_turns_plainly
 from dcaf_like.server.approvals import approval_routes
 from dcaf_like.server.audit import audit_routes, signing
 from dcaf_like.server.auth import OPEN_PATHS, ApiKeys, AuthMiddleware, caller_of
-from dcaf_like.server.chat import TURN_PATHS, add_chat_routes, document_chat_body, turn_routes_first
+from dcaf_like.server.chat import TURN_PATHS, add_chat_routes, document_chat_body
 from dcaf_like.server.conversations import conversation_routes
+from dcaf_like.server.detached import SHUTDOWN_GRACE, Runs, drain_on_sigterm
 from dcaf_like.server.errors import HttpError
 from dcaf_like.server.escalations import sweep_period, sweeping
 from dcaf_like.server.failures import error_response, failure
@@ -36,7 +37,6 @@ from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES, RequestMiddlewar
 from dcaf_like.server.perimeter import Perimeter
 from dcaf_like.server.readiness import probe_routes
 from dcaf_like.server.run_events import run_event_routes
-from dcaf_like.server.runs import SHUTDOWN_GRACE, Runs, drain_on_sigterm
 from dcaf_like.server.store_choice import Store, configured
 from dcaf_like.server.ui import PAGE_PATHS, ui_routes
 from dcaf_like.signing import checked_signing_key, signing_key
@@ -158,7 +158,6 @@ def create_app(
         closing.append(add_a2a_routes(app, served, runs).aclose)
     app.include_router(probe_routes(served, runs))
     add_chat_routes(app, served, runs)
-    turn_routes_first(app)
     dispatch_turns_plainly(app, TURN_PATHS)
     document_chat_body(app)
     return app

@@ -32,11 +32,11 @@ from dcaf_like.helpdesk.protocol import (
 )
 from dcaf_like.helpdesk.wire import ChatRequest, ChatResponse, ErrorBody
 from dcaf_like.server.auth import Caller, caller_of, decisions_checked
+from dcaf_like.server.detached import Runs, ShuttingDown
 from dcaf_like.server.errors import http_error
 from dcaf_like.server.failures import audit_refused, error_response, failure, log_failure
 from dcaf_like.server.middleware import current_request_id
 from dcaf_like.server.run_events import sent
-from dcaf_like.server.runs import Runs, ShuttingDown
 
 TURN_PATHS = frozenset({"/api/chat", "/api/chat-stream"})
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -79,7 +79,8 @@ _CHAT_BODY = {
 def add_chat_routes(app: FastAPI, served: ServedAgent, runs: Runs) -> None:
     """The turn routes of `served`, on `app` itself (not through a router, whose routes FastAPI nests:
     every turn would first be matched against the routes before them); each turn runs in `runs`,
-    apart from its request. They go first among the app's routes: see :func:`turn_routes_first`."""
+    apart from its request. A plain route before each answers first
+    (:mod:`dcaf_like.server._turn_dispatch`)."""
 
     @app.post(
         "/api/chat",
@@ -191,13 +192,6 @@ async def answer_in_text(
     if question.kind is QuestionKind.SELECTION and answered.value not in question.options:
         return None
     return replace(request, text="", answers=(answered,))
-
-
-def turn_routes_first(app: FastAPI) -> None:
-    """Put the turn routes first among `app`'s routes. Starlette tries routes in order and FastAPI
-    registered its docs first: the routes every turn hits go to the front, so a turn matches its
-    route first (docs/benchmarks.md, "Figures behind the code's choices")."""
-    app.router.routes.sort(key=lambda route: getattr(route, "path", None) not in TURN_PATHS)
 
 
 async def chat_body(http: Request) -> ChatRequest:

@@ -52,7 +52,7 @@ from dcaf_like.domain import (
 )
 from dcaf_like.domain.grant import GrantNotFound, InvalidGrant
 from dcaf_like.helpdesk.protocol import ReportedRuns
-from dcaf_like.server.runs import ShuttingDown
+from dcaf_like.server.detached import ShuttingDown
 
 
 @dataclass(frozen=True, slots=True)

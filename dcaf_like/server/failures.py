@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from dcaf_like.application.ports import ServedAgent, arecord_decisions
+from dcaf_like.server.detached import ShuttingDown
 from dcaf_like.server.errors import HttpError, http_error
 from dcaf_like.server.middleware import current_request_id, logger
-from dcaf_like.server.runs import ShuttingDown
 
 
 def failure(exc: Exception, conversation_id: str | None) -> JSONResponse:

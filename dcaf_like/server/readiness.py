@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 
 from dcaf_like.application.executors import ReachableExecutor
 from dcaf_like.application.ports import AgentRuntime, ServedAgent
-from dcaf_like.server.runs import Runs
+from dcaf_like.server.detached import Runs
 from dcaf_like.version import __version__
 
 CHECK_TIMEOUT = 2.0

@@ -13,8 +13,8 @@ from dcaf_like.application.ports import ServedAgent
 from dcaf_like.application.retention import DEFAULT_RETENTION_DAYS
 from dcaf_like.domain.trail import DigestKey
 from dcaf_like.helpdesk.function_agent import as_served
+from dcaf_like.server.detached import SHUTDOWN_GRACE
 from dcaf_like.server.middleware import DEFAULT_MAX_BODY_BYTES
-from dcaf_like.server.runs import SHUTDOWN_GRACE
 from dcaf_like.server.store_choice import DEFAULT_STORE, Store, check_store, configured
 
 

@@ -304,7 +304,7 @@ def test_a_streamed_turn_sends_the_seeds_commands_and_executed_commands_events(s
 def test_the_terminal_chat_shows_a_command_as_its_argv_and_sends_the_decision_in_cmds(start_server, tmp_path):
     import io
 
-    from dcaf_like.cli.terminal import RemoteAgent, TerminalChat
+    from dcaf_like.cli.terminal import HttpTransport, TerminalChat
 
     runtime = FakeRuntime(
         [
@@ -326,7 +326,7 @@ def test_the_terminal_chat_shows_a_command_as_its_argv_and_sends_the_decision_in
             raise EOFError
         return answer
 
-    TerminalChat(RemoteAgent(str(client.base_url)), ask=ask, out=out).run()
+    TerminalChat(HttpTransport(str(client.base_url)), ask=ask, out=out).run()
 
     shown = out.getvalue()
     assert "The agent wants to run a command:\n  $ kubectl get pods -n 'prod x'\n" in shown

@@ -154,7 +154,7 @@ def test_an_agent_refuses_the_turn_naming_the_part_and_why(server, runtime):
     gif = attachment("image", media_type="image/gif", data="R0lGODlh")
 
     with pytest.raises(UnsupportedPart) as refused:
-        agent.handle(AgentRequest(text="why?", attachments=(PNG, gif)))
+        agent.run_request(AgentRequest(text="why?", attachments=(PNG, gif)))
 
     assert refused.value.index == 1
     assert "Gemini reads PNG, JPEG, WebP, HEIC and HEIF images, not image/gif" in str(refused.value)

@@ -81,7 +81,7 @@ def test_a_model_class_not_known_to_take_parts_refuses_them_unless_told():
     blind = Agent(runtime=AgnoRuntime(model()))
 
     with pytest.raises(UnsupportedPart, match="AwsBedrock"):
-        blind.handle(AgentRequest(text="what is wrong here?", attachments=(IMAGE,)))
+        blind.run_request(AgentRequest(text="what is wrong here?", attachments=(IMAGE,)))
     assert AgnoRuntime(model(), accepts={"image"}).accepts == {"image"}
 
 
@@ -92,7 +92,7 @@ def test_a_file_agnos_file_does_not_take_is_refused_naming_its_media_type(server
     values = attachment("file", media_type="application/yaml", data="a2V5OiB2YWx1ZQ==", name="values.yaml")
 
     with pytest.raises(UnsupportedPart, match="takes no application/yaml parts"):
-        Agent(runtime=runtime).handle(AgentRequest(text="and this?", attachments=(values,)))
+        Agent(runtime=runtime).run_request(AgentRequest(text="and this?", attachments=(values,)))
     with pytest.raises(ModelRequestInvalid, match=r"refuses file 'values\.yaml' \(application/yaml\)"):
         runtime.invoke(ModelRequest("", (UserTurn("and this?", (values,)),)))  # a request built by hand
     assert server.requests == []

@@ -221,7 +221,7 @@ def test_an_agent_refuses_the_turn_naming_the_part_and_why(server, runtime):
     url = attachment("image", url="https://grafana.example.com/cpu.png")
 
     with pytest.raises(UnsupportedPart) as refused:
-        agent.handle(AgentRequest(text="why?", attachments=(PNG, url)))
+        agent.run_request(AgentRequest(text="why?", attachments=(PNG, url)))
 
     assert refused.value.index == 1
     assert "image by URL" in str(refused.value)
@@ -233,10 +233,10 @@ def test_a_sixth_document_in_a_conversation_is_refused_before_it_is_kept(server,
     agent = Agent(runtime=runtime)
     server.reply("Five read.")
     five = tuple(file(f"r{i}.txt", "text/plain") for i in range(5))
-    first = agent.handle(AgentRequest(text="read these", attachments=five))
+    first = agent.run_request(AgentRequest(text="read these", attachments=five))
 
     with pytest.raises(UnsupportedPart, match="at most 5 documents"):
-        agent.handle(
+        agent.run_request(
             AgentRequest(text="and this", attachments=(REPORT,), conversation_id=first.conversation_id)
         )
 

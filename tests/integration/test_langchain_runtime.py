@@ -143,7 +143,7 @@ def test_an_agent_shows_the_model_the_parts_again_on_later_turns(server):
     server.reply("A crash loop.")
     server.reply("Still one.")
 
-    first = agent.handle(AgentRequest(text="what is wrong here?", attachments=(IMAGE, REPORT)))
+    first = agent.run_request(AgentRequest(text="what is wrong here?", attachments=(IMAGE, REPORT)))
     agent.run("and now?", conversation_id=first.conversation_id)
 
     [earlier, _, latest] = server.requests[1]["messages"]
@@ -162,6 +162,8 @@ def test_a_chat_model_not_known_to_take_parts_refuses_them_unless_told():
     told = LangChainRuntime(model(), accepts={"image"})
 
     with pytest.raises(UnsupportedPart, match="GenericFakeChatModel"):
-        blind.handle(AgentRequest(text="what is wrong here?", attachments=(IMAGE,)))
+        blind.run_request(AgentRequest(text="what is wrong here?", attachments=(IMAGE,)))
     assert told.accepts == {"image"}
-    assert Agent(runtime=told).handle(AgentRequest(text="and this?", attachments=(IMAGE,))).text == "seen"
+    assert (
+        Agent(runtime=told).run_request(AgentRequest(text="and this?", attachments=(IMAGE,))).text == "seen"
+    )

@@ -345,7 +345,7 @@ def test_a_message_with_a_file_while_calls_wait_for_a_decision_is_still_refused(
     )
 
     with pytest.raises(PendingToolCalls, match=first.pending_tool_calls[0].id):
-        agent.handle(with_file)
+        agent.run_request(with_file)
 
 
 def test_decisions_ride_along_with_a_new_message_in_the_helpdesk_style(cluster):
@@ -474,3 +474,19 @@ def test_an_expired_approval_is_refused_and_a_new_message_closes_it(cluster):
     assert second.rejected_tool_calls[0].id == call_id
     assert "approval window closed" in second.rejected_tool_calls[0].rejection_reason
     assert second.text == "OK, moving on."
+
+
+def test_handle_is_the_former_name_of_run_request_and_says_so():
+    """Code written against ``Agent.handle`` and ``FunctionAgent.handle`` still runs, with a
+    DeprecationWarning naming the new method."""
+    from dcaf_like import AgentResult, FunctionAgent
+
+    agent = Agent(runtime=FakeRuntime([reply("hello"), reply("hello again")]))
+    answer = agent.run_request(AgentRequest(text="hi"))
+    with pytest.warns(DeprecationWarning, match=r"Agent\.run_request"):
+        again = agent.handle(AgentRequest(text="hi", conversation_id=answer.conversation_id))
+    assert (answer.text, again.text) == ("hello", "hello again")
+
+    function = FunctionAgent(lambda messages, context: AgentResult(text=messages[-1]["content"].upper()))
+    with pytest.warns(DeprecationWarning, match=r"FunctionAgent\.run_request"):
+        assert function.handle(AgentRequest(text="hi")).text == "HI"

@@ -135,7 +135,7 @@ def test_declining_fails_the_call_and_the_model_reads_why():
     agent = Agent(tools=[scaler(ran)], runtime=runtime)
     asked = agent.run("scale web to zero")
 
-    declined = agent.handle(
+    declined = agent.run_request(
         AgentRequest(
             conversation_id=asked.conversation_id, answers=(QuestionAnswer.decline(asked.questions[0].id),)
         )

@@ -113,7 +113,7 @@ def test_policy_denials_approver_answers_and_closed_windows_are_recorded_by_kind
 
 def test_a_request_with_an_owner_uses_only_that_owners_conversations(cluster):
     agent = make_agent(cluster, tool_calls(tool_call("delete_pod", name="web-2")), reply("Deleted."))
-    started = agent.handle(AgentRequest("delete web-2", user="bob", owner="bob"))
+    started = agent.run_request(AgentRequest("delete web-2", user="bob", owner="bob"))
     call_id = started.pending_tool_calls[0].id
     approval = AgentRequest(
         conversation_id=started.conversation_id,
@@ -123,8 +123,8 @@ def test_a_request_with_an_owner_uses_only_that_owners_conversations(cluster):
     )
 
     with pytest.raises(ConversationNotFound):
-        agent.handle(approval)
-    operator = agent.handle(dataclasses.replace(approval, user="ops", owner="ops", sees_all=True))
+        agent.run_request(approval)
+    operator = agent.run_request(dataclasses.replace(approval, user="ops", owner="ops", sees_all=True))
 
     assert agent.conversation(started.conversation_id).owner == "bob"  # type: ignore[union-attr]
     assert operator.executed_tool_calls[0].id == call_id

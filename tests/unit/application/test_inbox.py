@@ -133,7 +133,7 @@ def test_one_inbox_under_todays_rule_lists_only_the_callers_own_conversations():
     agent = Agent(tools=[delete_pod], runtime=FakeRuntime([deleting("default")] * 4), clock=clock)
     mine = AgentRequest("delete web-2", identity=ALICE, owner="alice")  # as a server with keys asks
     theirs = AgentRequest("delete web-3", identity=BOB, owner="bob")
-    asked = [agent.handle(request) for request in (mine, theirs)]
+    asked = [agent.run_request(request) for request in (mine, theirs)]
     inbox = ListWaitingApprovals(agent.repository, {}, clock)
 
     listed = inbox.blocking(identity=ALICE, owner="alice").items

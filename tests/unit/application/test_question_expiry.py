@@ -124,7 +124,9 @@ def test_an_answer_after_the_window_closed_is_refused_and_changes_nothing_stored
     answer = QuestionAnswer.decline(question_id) if declined else QuestionAnswer(question_id, True)
 
     with pytest.raises(QuestionExpired) as info:
-        agent.handle(AgentRequest(conversation_id=asked.conversation_id, answers=(answer,), user="alice"))
+        agent.run_request(
+            AgentRequest(conversation_id=asked.conversation_id, answers=(answer,), user="alice")
+        )
 
     assert info.value.question_id == question_id
     assert ran == []
@@ -153,7 +155,7 @@ def test_answers_declines_and_expiries_are_in_the_audit_trail_without_the_answer
     answered = agent.run("log in")
     agent.answer(answered.conversation_id, answered.questions[0].id, "481-516-secret", user="alice")
     declined = agent.run("log in again")
-    agent.handle(
+    agent.run_request(
         AgentRequest(
             conversation_id=declined.conversation_id,
             answers=(QuestionAnswer.decline(declined.questions[0].id),),

@@ -8,7 +8,7 @@ from typing import Any
 
 from dcaf_like import Agent, ToolContext
 from dcaf_like.application.errors import ModelError
-from dcaf_like.cli.terminal import LocalAgent, TerminalChat
+from dcaf_like.cli.terminal import InProcessTransport, TerminalChat
 from dcaf_like.testing import FakeRuntime, fail
 
 PENDING = {
@@ -112,7 +112,7 @@ def test_a_rejection_without_a_reason_still_says_who_rejected_and_edit_is_refuse
 
 def test_a_local_agent_whose_model_fails_is_an_error_line_with_the_http_status():
     agent = Agent(runtime=FakeRuntime([fail(ModelError("provider down", runtime="fake"))]))
-    transport = LocalAgent(agent)
+    transport = InProcessTransport(agent)
     try:
         shown = chat(transport, "hello")
     finally:
@@ -146,7 +146,7 @@ def test_ctrl_c_during_a_turn_stops_the_run_at_its_next_step_and_the_chat_goes_o
         ]
     )
     agent = Agent(tools=[scale], runtime=runtime)
-    transport = LocalAgent(agent)
+    transport = InProcessTransport(agent)
     try:
         shown = chat(transport, "scale web and api", "go on")
     finally:
@@ -285,7 +285,7 @@ def test_a_question_is_prompted_in_its_kind_until_the_answer_is_one_it_takes():
     pick = tool_call("ask_user", question="Which namespace?", kind="selection", options=["prod", "staging"])
     sure = tool_call("ask_user", question="Delete them all?", kind="confirmation")
     runtime = FakeRuntime([tool_calls(pick), tool_calls(sure), reply("Deleting staging's pods.")])
-    agent = LocalAgent(Agent(tools=[ask_user], runtime=runtime))
+    agent = InProcessTransport(Agent(tools=[ask_user], runtime=runtime))
     try:
         shown = chat(agent, "clean up", "3", "2", "maybe", "y", "thanks")
     finally:
@@ -306,7 +306,7 @@ def test_a_declined_question_fails_the_call_and_the_chat_goes_on():
     from dcaf_like.testing import reply, tool_call, tool_calls
 
     runtime = FakeRuntime([tool_calls(tool_call("ask_user", question="Why?")), reply("As you wish.")])
-    agent = LocalAgent(Agent(tools=[ask_user], runtime=runtime))
+    agent = InProcessTransport(Agent(tools=[ask_user], runtime=runtime))
     try:
         shown = chat(agent, "go", "/decline")
     finally:

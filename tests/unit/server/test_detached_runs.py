@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from dcaf_like.server.runs import Runs, ShuttingDown
+from dcaf_like.server.detached import Runs, ShuttingDown
 
 
 def test_a_run_gives_its_caller_the_works_result():
