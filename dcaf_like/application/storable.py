@@ -33,7 +33,7 @@ def check_storable(value: Any, where: str) -> None:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise NotStorable(where, NOT_FINITE)
-    elif isinstance(value, Mapping):
+    elif isinstance(value, dict | Mapping):  # a dict first: no ABC check for it
         for key, item in value.items():
             check_storable(item, f"{where}.{key}")
     elif isinstance(value, list | tuple):

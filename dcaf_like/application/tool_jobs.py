@@ -9,7 +9,6 @@ delivered twice, replayed by hand, or forged runs nothing (docs/runs.md, "Tools 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from dcaf_like.application.effects import RunTool, ToolOutcome
 from dcaf_like.application.errors import ConcurrencyConflict
 from dcaf_like.application.executors import LEASED_TO_QUEUE, QUEUE_TTL, ToolExecutor, ToolJob
 from dcaf_like.application.ports import (
+    CancelSignal,
     ConversationStore,
     ExecutableTool,
     ToolContext,
@@ -327,7 +327,7 @@ class _Heartbeat:
     and it renews the call's lease once a third of the lease has gone by since the last renewal
     (ADR 45: the store's cancel flag, not Celery's revoke)."""
 
-    def __init__(self, jobs: ToolJobs, job: ToolJob, signal: threading.Event, since: float) -> None:
+    def __init__(self, jobs: ToolJobs, job: ToolJob, signal: CancelSignal, since: float) -> None:
         self.jobs, self.job, self.signal, self.since = jobs, job, signal, since
         self.renew_at = jobs.monotonic() + jobs.lease_ttl / 3
 

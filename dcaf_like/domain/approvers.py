@@ -208,7 +208,7 @@ class Approvers:
 
     @property
     def is_default(self) -> bool:
-        return self == ONE_APPROVER
+        return self is ONE_APPROVER or self == ONE_APPROVER
 
     def tightened(self, other: Approvers) -> Approvers:
         """Both rules at once, the requester kept out if either keeps them out: this rule's stages, in

@@ -40,7 +40,13 @@ from dcaf_like.application.ports.store import (
     record_decisions,
     require,
 )
-from dcaf_like.application.ports.tools import ExecutableTool, ToolCancelled, ToolContext, ToolOutput
+from dcaf_like.application.ports.tools import (
+    CancelSignal,
+    ExecutableTool,
+    ToolCancelled,
+    ToolContext,
+    ToolOutput,
+)
 
 __all__ = [
     "READ_CONCURRENCY",
@@ -58,6 +64,7 @@ __all__ = [
     "Position",
     "Retention",
     "ServedAgent",
+    "CancelSignal",
     "ToolCancelled",
     "ToolContext",
     "ToolOutput",

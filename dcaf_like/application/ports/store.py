@@ -411,8 +411,11 @@ _CANCELS: weakref.WeakKeyDictionary[ConversationRepository, dict[str, float]] = 
 
 def _local_cancels(store: ConversationRepository) -> dict[str, float]:
     """The in-process cancel marks of a store that keeps none of its own, kept beside it (never on it)."""
-    with _CANCELS_LOCK:
-        return _CANCELS.setdefault(store, {})
+    cancels = _CANCELS.get(store)
+    if cancels is None:
+        with _CANCELS_LOCK:
+            cancels = _CANCELS.setdefault(store, {})
+    return cancels
 
 
 _CANCELS_LOCK = threading.Lock()

@@ -28,6 +28,45 @@ class ToolCancelled(Exception):
     """Raised by :meth:`ToolContext.check_cancelled` in a tool whose run was asked to stop."""
 
 
+class CancelSignal:
+    """A :class:`threading.Event` for a call's cancel (``is_set``, ``set``, ``wait``), whose event is
+    built only when a tool first waits on it: most tools never wait, and every call has one
+    (docs/benchmarks.md, "Figures behind the code's choices")."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: threading.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        event = self._event  # read after the flag is written: a waiter that made it sees the flag
+        if event is not None:
+            event.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False if `timeout` (seconds) passed first."""
+        if self._set:
+            return True
+        with _FIRST_WAIT:
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        if self.is_set():  # set before the event existed: it saw none to set
+            event.set()
+        return event.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"CancelSignal(set={self._set})"
+
+
+_FIRST_WAIT = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext(Generic[DepsT]):
     """What a running tool may see besides its arguments, and how it reports its progress.
@@ -48,7 +87,7 @@ class ToolContext(Generic[DepsT]):
     answers: tuple[Answered, ...] = ()
     #: Set once the run is asked to stop while this call runs (docs/runs.md, "Stopping a running
     #: tool"); read it through :attr:`cancelled` or :meth:`check_cancelled`.
-    cancel_signal: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    cancel_signal: CancelSignal = field(default_factory=CancelSignal, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:
