@@ -95,10 +95,10 @@ def _fill_waiting(db: Any, table: str) -> None:
 
 # The schema's versions: each step brings a database from the version before it to its own. Never
 # change a step once released; add one. (Step 6 gained its last statement, the fill, after it was
-# first written: it adds only the rows a database made at 6 or later already has, every save since
-# writing them; a database that went past 6 before the fill lists its conversations saved before 6,
-# and not since, once a save touches them.) A step is statements (the table's name in `{table}`) or a
-# function of the connection and the table, for what SQL cannot do.
+# first written: it adds only rows that a database made at 6 or later already has, since every save
+# writes them. A database migrated past 6 before the fill was added leaves a conversation saved
+# before 6, and not since, out of the inbox until its next save.) A step is statements (the table's
+# name in `{table}`) or a function of the connection and the table, for what SQL cannot do.
 MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
     # 1: the conversations and the index that lists a namespace's most recent ones.
     (
