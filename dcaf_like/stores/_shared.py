@@ -3,17 +3,36 @@ the application (:class:`ClientErrors`), and the async methods of a store whose 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
-from dcaf_like.application.errors import StoreUnavailable
+from dcaf_like.application.errors import StoredConversationUnreadable, StoreUnavailable
 from dcaf_like.application.ports import ConversationRepository
+from dcaf_like.application.waiting import encode_entries, waiting_entries
 from dcaf_like.concurrency.threads import in_thread
 from dcaf_like.domain import Conversation, DecisionRecord
 
 # Seconds a store that keeps cancel requests apart from conversations keeps one: long enough for any
 # turn it may be meant for.
 CANCEL_KEPT = 3600
+
+
+def entries_to_fill(conversation_id: str, read: Callable[[], Conversation | None]) -> tuple[int, str]:
+    """A stored conversation's version and inbox entries, as a store filling its index for the
+    conversations an earlier version saved writes them ("" when none waits; (0, "") when it is gone).
+    One that cannot be read is logged and left out: its own page fails to read as well, and the fill
+    goes on with the others."""
+    try:
+        conversation = read()
+    except StoredConversationUnreadable as exc:
+        logging.getLogger("dcaf_like.stores").warning(
+            "inbox index not filled for %s: %s", conversation_id, exc
+        )
+        return 0, ""
+    if conversation is None:
+        return 0, ""
+    return conversation.version, encode_entries(waiting_entries(conversation))
 
 
 def check_retention(ttl: float | None, audit_ttl: float | None) -> None:

@@ -43,7 +43,10 @@ the item ``#waiting#<namespace>#<id>`` (``ns`` ``#waiting#<namespace>``, ``recor
 JSON, ``version`` the conversation's version that wrote them),
 put right after the save that changed them on the condition that it holds an older version (so two
 workers' writes land in the order of their saves); when none waits any more, an empty ``record``
-that DynamoDB's TTL removes an hour on. Deleting the conversation deletes it.
+that DynamoDB's TTL removes an hour on. Deleting the conversation deletes it. The index is whole in a
+table whose item ``#waiting-indexed`` :meth:`DynamoDBConversationRepository.create_table` put, and in a
+namespace with the item ``#waiting-indexed#<namespace>``: a namespace of a table made before the index
+gets it filled from its conversations at its first inbox read, then that item is put.
 
 A turn's windowed read (:meth:`DynamoDBConversationRepository.get_recent`, ADR 22) is one strongly
 consistent ``GetItem`` whose projection names the header and the pages from the window's on
@@ -89,7 +92,7 @@ from dcaf_like.stores._dynamodb_pages import (
     pages_for,
 )
 from dcaf_like.stores._schema import CALL, HEADER, MESSAGE, dumps
-from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, check_retention, entries_to_fill
 
 INDEX = "by_namespace"
 #: The index of each owner's conversations (``owner_ns``: ``<namespace>#<owner>``, ``updated_at``), made
@@ -97,6 +100,10 @@ INDEX = "by_namespace"
 #: that every conversation of the table carries its ``owner_ns`` (a table made before has neither).
 OWNER_INDEX = "by_owner"
 OWNERS_MARK = "#owners-indexed"
+#: The item that says every namespace of the table keeps the inbox's index whole (put by
+#: :meth:`DynamoDBConversationRepository.create_table`); ``<WAITING_MARK>#<namespace>``: that one
+#: namespace does, its conversations of before the index filled in.
+WAITING_MARK = "#waiting-indexed"
 # Seconds the inbox's emptied item of a conversation is kept (so that a late write of an older save
 # cannot bring back calls decided since) before DynamoDB's TTL removes it.
 WAITING_KEPT = 3600
@@ -150,6 +157,7 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         self._errors: tuple[type[BaseException], ...] = (botocore.exceptions.BotoCoreError,)
         self._memory = PageMemory(REMEMBERED_BYTES)
         self._owner_index: bool | None = None  # whether the table indexes owners: read at first need
+        self._waiting_whole = False  # the namespace's inbox index is whole (a mark found, or filled)
         #: The chain's head as this repository last saw it: a hint (each append checks it).
         self._head: ChainHead | None = None
 
@@ -288,13 +296,19 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         self, c: Conversation, entries: str, now: float, expires: dict[str, str] | None
     ) -> dict[str, Any]:
         """The conversation's inbox entries, as a put in its save's transaction (the save's own
-        compare-and-set orders them: no later save can have put its entries first). They expire
-        with the conversation, so a conversation its retention dropped is listed no more."""
+        compare-and-set orders them: no later save can have put its entries first)."""
+        return self._waiting_item(c.id, c.version, entries, now, expires)
+
+    def _waiting_item(
+        self, conversation_id: str, version: int, entries: str, now: float, expires: dict[str, str] | None
+    ) -> dict[str, Any]:
+        """A put of a conversation's inbox entries at `version`. They expire with the conversation, so
+        a conversation its retention dropped is listed no more."""
         item: dict[str, Any] = {
-            "pk": {"S": self._waiting_pk(c.id)},
+            "pk": {"S": self._waiting_pk(conversation_id)},
             "ns": {"S": self._waiting_ns},
             "updated_at": {"N": _number(now)},
-            "version": {"N": str(c.version)},
+            "version": {"N": str(version)},
             "record": {"S": entries},
         }
         if not entries:
@@ -304,7 +318,9 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
         return {"TableName": self.table, "Item": item}
 
     def list_waiting(self) -> list[WaitingEntry]:
-        """The index's items (a Query of its keys), then their entries (a BatchGetItem per 100)."""
+        """The index's items (a Query of its keys), then their entries (a BatchGetItem per 100); the
+        first read of a namespace in a table made before the index fills the index first."""
+        self._fill_waiting()
         keys = [item["pk"]["S"] for item in self._newest(self._waiting_ns, sys.maxsize, 1000)]
         items = self._items(keys, "#r, expires_at")
         return [
@@ -313,6 +329,65 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
             if not self._expired(item) and item.get("record", {}).get("S")
             for entry in decode_entries(item["record"]["S"])
         ]
+
+    def _fill_waiting(self) -> None:
+        """Fill the inbox's index from the namespace's conversations unless a mark says it is whole,
+        then put the namespace's mark: once per namespace (each entry written only if its conversation
+        is still at the version read, so workers filling at once, or saving meanwhile, leave the
+        newest entries)."""
+        if self._waiting_whole:
+            return
+        marks = [WAITING_MARK, f"{WAITING_MARK}#{self.namespace}"]
+        if not any(self._has(mark) for mark in marks):
+            prefix = len(self.namespace) + 1
+            for item in self._newest(self.namespace, sys.maxsize, 1000):
+                conversation_id = item["pk"]["S"][prefix:]
+                version, entries = entries_to_fill(conversation_id, partial(self.get, conversation_id))
+                if entries:
+                    saved_at = float(item["updated_at"]["N"])
+                    self._fill_entry(conversation_id, version, entries, saved_at, item.get("expires_at"))
+            self._call(
+                "PutItem", partial(self.client.put_item, TableName=self.table, Item={"pk": {"S": marks[1]}})
+            )
+        self._waiting_whole = True
+
+    def _has(self, pk: str) -> bool:
+        found = self._call(
+            "GetItem", partial(self.client.get_item, TableName=self.table, Key={"pk": {"S": pk}})
+        )
+        return "Item" in found
+
+    def _fill_entry(
+        self,
+        conversation_id: str,
+        version: int,
+        entries: str,
+        saved_at: float,
+        expires: dict[str, str] | None = None,
+    ) -> bool:
+        """Put a conversation's inbox entries read at `version` (saved at `saved_at`, kept until
+        `expires`, as the conversation), in one transaction on the conditions that the conversation is
+        still at that version and that the index holds no entries of it as new; False when either
+        fails."""
+        put = self._waiting_item(conversation_id, version, entries, saved_at, expires)
+        put["ConditionExpression"] = "attribute_not_exists(pk) OR version < :v"
+        put["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
+        same = {
+            "TableName": self.table,
+            "Key": {"pk": {"S": self._pk(conversation_id)}},
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": {":v": {"N": str(version)}},
+        }
+        try:
+            self.client.transact_write_items(TransactItems=[{"ConditionCheck": same}, {"Put": put}])
+        except self._client_error as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            if not any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons):
+                raise self._unavailable("TransactWriteItems", exc) from exc  # the next read fills again
+            return False
+        except self._errors as exc:
+            raise self._unavailable("TransactWriteItems", exc) from exc
+        return True
 
     @property
     def _waiting_ns(self) -> str:
@@ -890,10 +965,13 @@ class DynamoDBConversationRepository(BlockingRepository, GrantStore):
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
             ),
         )
-        # Made with the owners' index, before any conversation: every one will carry its owner_ns.
-        mark = {"TableName": self.table, "Item": {"pk": {"S": OWNERS_MARK}}}
-        self._call("PutItem", lambda: self.client.put_item(**mark))
-        self._owner_index = True
+        # Made with the owners' and the inbox's indexes, before any conversation: every one will carry
+        # its owner_ns and have its waiting calls in the inbox's index.
+        for mark in (OWNERS_MARK, WAITING_MARK):
+            self._call(
+                "PutItem", partial(self.client.put_item, TableName=self.table, Item={"pk": {"S": mark}})
+            )
+        self._owner_index = self._waiting_whole = True
 
     # -- shared -----------------------------------------------------------------------------------
 

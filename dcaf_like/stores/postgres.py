@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dcaf_like.application.errors import ConcurrencyConflict, StoreUnavailable
@@ -32,7 +33,13 @@ from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
-from dcaf_like.stores._shared import CANCEL_KEPT, BlockingRepository, ClientErrors, check_retention
+from dcaf_like.stores._shared import (
+    CANCEL_KEPT,
+    BlockingRepository,
+    ClientErrors,
+    check_retention,
+    entries_to_fill,
+)
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -61,9 +68,37 @@ def _fill_owners(db: Any, table: str) -> None:
                 )
 
 
+def _fill_waiting(db: Any, table: str) -> None:
+    """Migration 6's rows: the inbox's entries of the conversations stored before the index, each
+    decoded from its header and rows as schema version 5 holds them, two hundred conversations at a
+    time through a server-side cursor. In the migration's transaction, which every worker of this
+    version waits for: no save of one writes an entry meanwhile."""
+    with db.cursor(name=f"{table}_waiting_fill") as rows:
+        rows.execute(
+            f"SELECT t.namespace, t.id, t.body,"
+            f" ARRAY(SELECT m.body FROM {table}_messages m WHERE (m.namespace, m.id) = (t.namespace, t.id)"
+            " ORDER BY m.seq),"
+            f" ARRAY(SELECT c.body FROM {table}_calls c WHERE (c.namespace, c.id) = (t.namespace, t.id)"
+            f" ORDER BY c.seq) FROM {table} t"
+        )
+        while batch := rows.fetchmany(200):
+            filled = [
+                (ns, id_, entries_to_fill(id_, partial(decode_parts, body, messages, calls, id_))[1])
+                for ns, id_, body, messages, calls in batch
+            ]
+            with db.cursor() as insert:
+                insert.executemany(
+                    f"INSERT INTO {table}_waiting (namespace, id, body) VALUES (%s, %s, %s)",
+                    [row for row in filled if row[2]],
+                )
+
+
 # The schema's versions: each step brings a database from the version before it to its own. Never
-# change a step once released; add one. A step is statements (the table's name in `{table}`) or a
-# function of the connection and the table, for what SQL cannot do.
+# change a step once released; add one. (Step 6 gained its last statement, the fill, after it was
+# first written: it adds only rows that a database made at 6 or later already has, since every save
+# writes them. A database migrated past 6 before the fill was added leaves a conversation saved
+# before 6, and not since, out of the inbox until its next save.) A step is statements (the table's
+# name in `{table}`) or a function of the connection and the table, for what SQL cannot do.
 MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
     # 1: the conversations and the index that lists a namespace's most recent ones.
     (
@@ -115,11 +150,13 @@ MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
         " PRIMARY KEY (namespace, number))",
     ),
     # 6: the inbox's index (docs/approvals.md, "One inbox"): per conversation with calls waiting for
-    # approval, their entries as JSON, written by the save that changed them; deleted with it.
+    # approval, their entries as JSON, written by the save that changed them; deleted with it. The
+    # conversations stored before get theirs from their calls.
     (
         "CREATE TABLE {table}_waiting ("
         " namespace text NOT NULL, id text NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id),"
         " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
+        _fill_waiting,
     ),
     # 7: standing grants (docs/approvals.md, "Grants"): each grant's JSON by namespace and id.
     (

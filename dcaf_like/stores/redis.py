@@ -19,7 +19,9 @@ Layout (``{ns}`` is a Redis Cluster hash tag, so a conversation and its index li
   signed digests by number (a hash);
 - ``<prefix>{<namespace>}:waiting``: the inbox's index (docs/approvals.md, "One inbox"), a hash from
   the id of each conversation with calls waiting for approval to their entries (JSON), set by the
-  save that changed them;
+  save that changed them; whole when ``<prefix>{<namespace>}:waiting:whole`` exists (set with the
+  ``owners`` mark): a namespace an earlier version started gets it filled from its conversations at
+  the first inbox read, then marked;
 - ``<prefix>{<namespace>}:cancel:<id>``: when a cancel of the conversation's turn was last asked for
   (kept an hour: a turn that runs longer than that cannot be cancelled by then).
 
@@ -35,6 +37,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,24 +50,23 @@ from dcaf_like.domain import Conversation, DecisionRecord
 from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import changes, decode_parts
-from dcaf_like.stores._shared import CANCEL_KEPT, ClientErrors, check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, ClientErrors, check_retention, entries_to_fill
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
 # KEYS: conversation hash, index, its messages list, its calls list, the waiting hash, its owner's sorted
-# set, the namespace's `owners` mark (set when the index is first made). ARGV: expected version, new version,
-# header, now (s), id, ttl (ms, 0 = none), the conversation's own expiry (ms from now: the ttl, or longer
-# while an approval window is open), waiting_until (s, '' = nothing waits), '1' to write it whole (drop
-# the lists first), the index of the first message written, their count n, the n messages, the count k
-# of calls written, then k pairs (position, call), then the inbox's entries: 's' and the JSON to set
-# them (KEYS[5], the waiting hash, field id), 'd' and '' to drop them, '-' and '' to leave them; then
-# its owner ('' = nobody's). Returns -1 when written, else the stored version
-# (0: none). Messages from the first written replace the list's tail; a call replaces the one at its
-# position, or is appended (ADR 16).
+# set, the namespace's `owners` and `waiting:whole` marks (set when the index is first made). ARGV: expected
+# version, new version, header, now (s), id, ttl (ms, 0 = none), the conversation's own expiry (ms from now:
+# the ttl, or longer while an approval window is open), waiting_until (s, '' = nothing waits), '1' to write
+# it whole (drop the lists first), the index of the first message written, their count n, the n messages,
+# the count k of calls written, then k pairs (position, call), then the inbox's entries: 's' and the JSON to
+# set them (KEYS[5], the waiting hash, field id), 'd' and '' to drop them, '-' and '' to leave them; then
+# its owner ('' = nobody's). Returns -1 when written, else the stored version (0: none). Messages from the
+# first written replace the list's tail; a call replaces the one at its position, or is appended (ADR 16).
 #: The save script's own keys; the audited save's come after them.
-_SAVE_KEYS = 7
+_SAVE_KEYS = 8
 _SAVE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then
@@ -122,6 +124,7 @@ if ttl > 0 then
 end
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[7], '1')
+  redis.call('SET', KEYS[8], '1')
 end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
 if ARGV[w + 2] ~= '' then
@@ -136,6 +139,17 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
 return -1
+"""
+
+# KEYS: a conversation's hash, the waiting hash. ARGV: the version read, its id, its entries. The fill of
+# a namespace an earlier version started: the entries are set only if the conversation is still at the
+# version they were read from, so a fill never overwrites the entries of a save made since.
+_FILL = """
+if redis.call('HGET', KEYS[1], 'version') == ARGV[1] then
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+  return 1
+end
+return 0
 """
 
 # KEYS: the conversation's hash, messages list, calls list. One snapshot of the three, one round trip.
@@ -286,9 +300,11 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         self._audited_script = self._sync.register_script(_SAVE_AUDITED)
         self._append_script = self._sync.register_script(_APPEND)
         self._tip_script = self._sync.register_script(_TIP)
+        self._fill_script = self._sync.register_script(_FILL)
         #: The chain's head as this repository last saw it: a hint (a write checks it in its script).
         self._head: ChainHead | None = None
         self._owners_seen = False  # the namespace keeps owners' sorted sets (its mark found once)
+        self._waiting_seen = False  # the namespace's inbox index is whole (its mark found once)
         self.where = _where(self._sync)
         self._failures = ClientErrors((redis_sync.RedisError,), f"redis store at {self.where}")
 
@@ -309,6 +325,43 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
     @property
     def _waiting(self) -> str:
         return f"{self.prefix}{{{self.namespace}}}:waiting"
+
+    @property
+    def _waiting_whole(self) -> str:
+        """Set with the `owners` mark, or once the inbox's index of a namespace an earlier version
+        started is filled: every conversation's waiting calls are in it."""
+        return f"{self.prefix}{{{self.namespace}}}:waiting:whole"
+
+    def _fill_waiting(self) -> None:
+        """Fill the inbox's index from the namespace's conversations unless its mark says it is whole,
+        then set the mark: once per namespace (each entry written only if its conversation is still at
+        the version read, so workers filling at once, or saving meanwhile, leave the newest entries)."""
+        if self._waiting_seen or self._sync.exists(self._waiting_whole):
+            self._waiting_seen = True
+            return
+        ids = [_text(i) for i, _ in self._sync.zscan_iter(self._index, count=_PRUNE_BATCH)]
+        for start in range(0, len(ids), _PRUNE_BATCH):
+            batch = ids[start : start + _PRUNE_BATCH]
+            pipe = self._sync.pipeline(transaction=False)
+            for conversation_id in batch:
+                self._read_script(keys=self._parts(conversation_id), client=pipe)
+            found = pipe.execute()
+            pipe = self._sync.pipeline(transaction=False)
+            for conversation_id, parts in zip(batch, found, strict=True):
+                version, entries = entries_to_fill(
+                    conversation_id, partial(_decoded_one, conversation_id, parts)
+                )
+                if entries:
+                    self._fill_entry(conversation_id, version, entries, client=pipe)
+            pipe.execute()
+        self._sync.set(self._waiting_whole, "1")
+        self._waiting_seen = True
+
+    def _fill_entry(self, conversation_id: str, version: int, entries: str, *, client: Any = None) -> Any:
+        """Set a conversation's inbox entries read at `version`, if it is still at that version: 1 when
+        written, else 0 (queued in `client`, a pipeline: its answer then)."""
+        keys = [self._parts(conversation_id)[0], self._waiting]
+        return self._fill_script(keys=keys, args=[version, conversation_id, entries], client=client)
 
     @property
     def _owners(self) -> str:
@@ -372,7 +425,16 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
         (linked after `head`), and the chain's head once it is written."""
         hash_key, messages, calls = self._parts(conversation.id)
         owned = self._owned(conversation.owner)
-        keys = [hash_key, self._index, messages, calls, self._waiting, owned, self._owners]
+        keys = [
+            hash_key,
+            self._index,
+            messages,
+            calls,
+            self._waiting,
+            owned,
+            self._owners,
+            self._waiting_whole,
+        ]
         args = self._save_args(conversation, expected_version)
         records = conversation.unsaved_decisions
         if records and head is not None:
@@ -503,8 +565,10 @@ class RedisConversationRepository(ConversationRepository, GrantStore):
 
     def list_waiting(self) -> list[WaitingEntry]:
         """The index's entries of the conversations Redis still holds: those of one its ttl expired
-        or a prune forgot are dropped from the index here (two round trips, whatever the store holds)."""
+        or a prune forgot are dropped from the index here (two round trips, whatever the store holds;
+        the first read of a namespace an earlier version started fills the index first)."""
         with self._failures:
+            self._fill_waiting()
             found: dict[Any, Any] = self._sync.hgetall(self._waiting)
             ids = [_text(i) for i in found]
             pipe = self._sync.pipeline(transaction=False)
@@ -829,6 +893,10 @@ def _decoded(
         None if header is None else decode_parts(header, messages, calls, i, windowed=windowed)
         for i, (header, messages, calls) in pairs
     ]
+
+
+def _decoded_one(conversation_id: str, found: Any) -> Conversation | None:
+    return _decoded([conversation_id], [found])[0]
 
 
 def _waiting_args(entries: str | None) -> list[str]:

@@ -16,6 +16,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from dcaf_like.domain import Conversation, DecisionRecord, ToolCallStatus
 from dcaf_like.domain.grant import Grant
 from dcaf_like.domain.trail import AuditDigest, ChainHead, Trail
 from dcaf_like.stores._codec import Changes, changes, decode_parts
-from dcaf_like.stores._shared import CANCEL_KEPT, check_retention
+from dcaf_like.stores._shared import CANCEL_KEPT, check_retention, entries_to_fill
 
 logger = logging.getLogger("dcaf_like.stores")
 
@@ -103,16 +104,6 @@ BEGIN
     DELETE FROM {MESSAGES} WHERE namespace = old.namespace AND id = old.id;
     DELETE FROM {CALLS} WHERE namespace = old.namespace AND id = old.id;
 END;
-CREATE TABLE IF NOT EXISTS {WAITING} (
-    namespace TEXT NOT NULL,
-    id        TEXT NOT NULL,
-    body      TEXT NOT NULL,
-    PRIMARY KEY (namespace, id)
-) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS {TABLE}_waiting AFTER DELETE ON {TABLE}
-BEGIN
-    DELETE FROM {WAITING} WHERE namespace = old.namespace AND id = old.id;
-END;
 CREATE TABLE IF NOT EXISTS {AUDIT_TABLE} (
     seq             INTEGER PRIMARY KEY,
     namespace       TEXT    NOT NULL,
@@ -155,6 +146,14 @@ _ADDED_COLUMNS = {
     "window_call": "INTEGER",
     "owner": "TEXT",
 }
+# The inbox's index, made apart from the schema above: a file an earlier version wrote has
+# conversations and no index, and gets it filled from them in the transaction that makes it.
+_WAITING_SCHEMA = (
+    f"CREATE TABLE {WAITING} (namespace TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, "
+    "PRIMARY KEY (namespace, id)) WITHOUT ROWID",
+    f"CREATE TRIGGER {TABLE}_waiting AFTER DELETE ON {TABLE} "
+    f"BEGIN DELETE FROM {WAITING} WHERE namespace = old.namespace AND id = old.id; END",
+)
 _OWNERS_FILLED = f"UPDATE {TABLE} SET owner = json_extract(body, '$.owner') WHERE json_valid(body)"
 _OWNERS_INDEX = f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (namespace, owner, updated_at)"
 
@@ -225,15 +224,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
                 rows = db.execute(_READ_WINDOW, (*key, *self._kept(), *key, *key, *key, *key)).fetchall()
             else:
                 rows = db.execute(_READ, (*key, *self._kept(), *key, *key)).fetchall()
-        if not rows or rows[0][0] != 0:
-            return None
-        return decode_parts(
-            _text(rows[0][1], conversation_id),
-            [_text(body, conversation_id) for part, body, _ in rows if part == 1],
-            [_text(body, conversation_id) for part, body, _ in rows if part == 2],
-            conversation_id,
-            windowed=windowed,
-        )
+        return _decoded(rows, conversation_id, windowed=windowed)
 
     def _save(
         self,
@@ -625,6 +616,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
                     connection.execute(f"PRAGMA wal_autocheckpoint = {int(LOG_LIMIT)}")
                 connection.executescript(_SCHEMA)
                 _add_columns(connection)
+                _make_waiting(connection)
                 connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             except (sqlite3.Error, OSError) as exc:
                 connection.close()
@@ -755,6 +747,56 @@ def _add_columns(db: sqlite3.Connection) -> None:
                 if name == "owner":
                     db.execute(_OWNERS_FILLED)
     db.execute(_OWNERS_INDEX)
+
+
+def _make_waiting(db: sqlite3.Connection) -> None:
+    """Make the inbox's index if the file lacks it, filled from the conversations it holds (of every
+    namespace: none in a new file), in one write transaction: a save, of this process or another,
+    comes before it or after it, never in between."""
+    if _has_waiting(db):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_waiting(db):  # another process made it first
+            for statement in _WAITING_SCHEMA:
+                db.execute(statement)
+            keys = db.execute(f"SELECT namespace, id FROM {TABLE}").fetchall()
+            filled = [
+                (ns, id_, entries_to_fill(id_, partial(_read_any_age, db, ns, id_))[1]) for ns, id_ in keys
+            ]
+            db.executemany(
+                f"INSERT INTO {WAITING} (namespace, id, body) VALUES (?, ?, ?)",
+                [row for row in filled if row[2]],
+            )
+    except BaseException:
+        with suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _has_waiting(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (WAITING,)).fetchone() is not None
+
+
+def _read_any_age(db: sqlite3.Connection, namespace: str, conversation_id: str) -> Conversation | None:
+    """A conversation as stored, whatever its age (the index's fill reads the expired ones too)."""
+    key = (namespace, conversation_id)
+    rows = db.execute(_READ, (*key, float("-inf"), float("-inf"), *key, *key)).fetchall()
+    return _decoded(rows, conversation_id)
+
+
+def _decoded(rows: list[Any], conversation_id: str, *, windowed: bool = False) -> Conversation | None:
+    """A conversation from the rows of :data:`_READ` or :data:`_READ_WINDOW` (None: no header)."""
+    if not rows or rows[0][0] != 0:
+        return None
+    return decode_parts(
+        _text(rows[0][1], conversation_id),
+        [_text(body, conversation_id) for part, body, _ in rows if part == 1],
+        [_text(body, conversation_id) for part, body, _ in rows if part == 2],
+        conversation_id,
+        windowed=windowed,
+    )
 
 
 class _WouldWait(StoreUnavailable):
