@@ -646,3 +646,86 @@ def test_a_question_a_jobs_tool_asks_has_the_agents_question_window() -> None:
     clock.advance(600)
     with pytest.raises(QuestionExpired):
         agent.answer(asked.conversation_id, question.id, True)
+
+
+# -- a job's progress, kept on its call (docs/runs.md, "Tools on a job engine"; ADR 46) -------------
+
+
+def stored_call(agent: Agent, conversation_id: str) -> Any:
+    [call] = agent.repository.get(conversation_id).tool_calls.values()
+    return call
+
+
+def wait_for(what: Any, deadline: float = 30.0) -> None:
+    """Poll the store until `what()` holds (a generous deadline, not a measure of time)."""
+    until = time.monotonic() + deadline
+    while not what():
+        assert time.monotonic() < until, "not seen in the store in time"
+        time.sleep(0.01)
+
+
+def test_a_jobs_latest_progress_report_is_saved_on_its_call_while_the_tool_runs() -> None:
+    """docs/runs.md, "Tools on a job engine": the worker saves the tool's latest report on its call
+    with its next heartbeat, so whoever reads the conversation sees it; under a ten-minute lease,
+    not renewed meanwhile; the settled call keeps none."""
+    reported = threading.Event()
+    finish = threading.Event()
+
+    @tool(background=True)
+    def snapshot_volume(volume: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        context.progress("listing blocks")
+        context.progress("copying blocks", fraction=0.4)
+        reported.set()
+        assert finish.wait(60)
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume="vol-7")), reply("Saved.")])
+    kept = KeptJobs()
+    agent = Agent(tools=[snapshot_volume], runtime=model, executor=kept, lease_ttl=600)
+    asked = agent.run("snapshot vol-7")
+    approve_all(agent, asked.conversation_id, asked)
+    worker = threading.Thread(target=lambda: agent.jobs.run(kept.jobs[0]))
+    worker.start()
+    assert reported.wait(60)
+    claimed = stored_call(agent, asked.conversation_id).lease_expires_at
+
+    wait_for(lambda: stored_call(agent, asked.conversation_id).progress is not None)
+    running = stored_call(agent, asked.conversation_id)
+    assert (running.progress, running.progress_fraction) == ("copying blocks", 0.4)  # the latest only
+    assert running.lease_expires_at == claimed  # the lease was not renewed to save it
+    finish.set()
+    worker.join(60)
+
+    done = stored_call(agent, asked.conversation_id)
+    assert (done.status, done.result, done.progress) == (ToolCallStatus.EXECUTED, "vol-7 saved", None)
+
+
+def test_a_job_with_the_async_ports_saves_its_tools_progress_too() -> None:
+    """docs/runs.md, "Tools on a job engine": as with the blocking ports."""
+    seen: list[tuple[str | None, float | None]] = []
+    holder: dict[str, Any] = {}
+
+    @tool(background=True)
+    async def snapshot_volume(volume: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        context.progress("copying blocks", fraction=0.5)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # a bounded wait for the store to show it
+            call = stored_call(holder["agent"], holder["conversation"])
+            if call.progress is not None:
+                seen.append((call.progress, call.progress_fraction))
+                break
+            await asyncio.sleep(0.01)
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume="vol-7")), reply("Saved.")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[snapshot_volume], runtime=model, executor=kept, lease_ttl=600)
+    asked = agent.run("snapshot vol-7")
+    holder["conversation"] = asked.conversation_id
+    approve_all(agent, asked.conversation_id, asked)
+
+    assert asyncio.run(agent.jobs.arun(kept.jobs[0])).outcome == "executed"
+    assert seen == [("copying blocks", 0.5)]
+    assert stored_call(agent, asked.conversation_id).progress is None
