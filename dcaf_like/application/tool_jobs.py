@@ -194,7 +194,7 @@ class ToolJobs:
             context = replace(context, answers=answers_to(conversation, call.id.value))
         signal = context.cancel_signal
         # Every half second a cancel is read, as a turn reads it; every third of the lease it is
-        # renewed; and the tool's latest progress report, if it changed, is saved on its call.
+        # renewed, with the tool's latest progress report if it changed.
         beat = _Heartbeat(self, job, signal, since)
         context = replace(context, on_progress=beat.report)
         timeout: float | None = getattr(tool, "timeout", None)
@@ -230,14 +230,13 @@ class ToolJobs:
         return JobOutcome("refused", "the conversation kept changing under the claim")
 
     async def _renew(
-        self, job: ToolJob, blocking: bool, *, lease: bool, progress: tuple[str, float | None] | None
+        self, job: ToolJob, blocking: bool, *, progress: tuple[str, float | None] | None
     ) -> None:
-        """Save on the call still running: its lease extended (`lease`), and its tool's latest
-        `progress` report (None: no new one), in one save."""
+        """Extend the lease of the call still running, and keep its tool's latest `progress` report on
+        it (None: none new since the last renewal), in one save."""
 
         def renew(conversation: Conversation) -> None:
-            if lease:
-                conversation.lease_tool_call(job.call_id, self.worker, until=self.clock() + self.lease_ttl)
+            conversation.lease_tool_call(job.call_id, self.worker, until=self.clock() + self.lease_ttl)
             if progress is not None:
                 conversation.report_progress(job.call_id, *progress)
 
@@ -332,10 +331,11 @@ class _Heartbeat:
     """What a job's worker does while its tool runs, called every :data:`CANCEL_POLL` seconds (or
     every third of a shorter lease): it reads the store for a cancel asked since the call's approval
     and tells the tool (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`;
-    ADR 45: the store's cancel flag, not Celery's revoke); it renews the call's lease once a third
-    of the lease has gone by since the last renewal; and it saves the tool's latest progress report
-    on the call when it changed since the last save, so whoever reads the conversation sees it
-    (ADR 46). Reports between two beats are not saved: only the latest is."""
+    ADR 45: the store's cancel flag, not Celery's revoke); and it renews the call's lease once a
+    third of the lease has gone by since the last renewal, that save carrying the tool's latest
+    progress report when it changed, so whoever reads the conversation sees it (ADR 46: no save of
+    its own, which would make a turn running meanwhile lose its save). Only the latest report is
+    kept."""
 
     def __init__(self, jobs: ToolJobs, job: ToolJob, signal: threading.Event, since: float) -> None:
         self.jobs, self.job, self.signal, self.since = jobs, job, signal, since
@@ -345,20 +345,18 @@ class _Heartbeat:
         self._saved: tuple[str, float | None] | None = None
 
     def report(self, message: str, fraction: float | None) -> None:
-        """The tool's ``context.progress``: kept for the next beat to save."""
+        """The tool's ``context.progress``: kept for the next renewal to save."""
         with self._lock:
             self._reported = (message, fraction)
 
     async def __call__(self, *, blocking: bool) -> None:
         jobs = self.jobs
-        lease = jobs.monotonic() >= self.renew_at
-        with self._lock:
-            reported = self._reported
-        progress = reported if reported != self._saved else None
-        if lease or progress is not None:
-            await jobs._renew(self.job, blocking, lease=lease, progress=progress)
+        if jobs.monotonic() >= self.renew_at:
+            with self._lock:
+                reported = self._reported
+            progress = reported if reported != self._saved else None
+            await jobs._renew(self.job, blocking, progress=progress)
             self._saved = reported
-        if lease:
             self.renew_at = jobs.monotonic() + jobs.lease_ttl / 3
         if not self.signal.is_set() and await jobs._cancelled(self.job, self.since, blocking):
             self.signal.set()

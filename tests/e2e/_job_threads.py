@@ -46,7 +46,7 @@ def api_and_worker(
         runtime=worker_model,
         executor=engine,
         repository=SqliteConversationRepository(store, namespace="agent"),
-        lease_ttl=600,
+        lease_ttl=3,  # renewed every second: each renewal saves the tool's latest progress report
     )
     api = Agent(
         tools=tools,

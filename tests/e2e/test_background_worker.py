@@ -226,6 +226,7 @@ def test_a_job_runs_on_while_both_api_workers_are_restarted(
     progress report the worker saved on the call (docs/runs.md, "Tools on a job engine"); the job ends
     on one Celery worker, which goes on with the run, and the new server shows the result and the
     model's answer."""
+    setting = {**setting, "DCAF_TEST_LEASE": "3"}  # renewed every second, with the drain's progress
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
     model.reply("n1 is drained.")

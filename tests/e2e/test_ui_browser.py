@@ -539,7 +539,8 @@ def test_a_background_calls_progress_and_the_answer_after_it_appear_without_a_re
 ):
     """docs/ui.md, "The page": a call that runs on a job engine's worker shows the latest progress
     report saved on it, and the turn its end starts (the model's answer) appears in the page, which
-    reads the conversation from the store while the job runs (docs/runs.md, "Tools on a job engine")."""
+    reads the conversation from the store while the job runs, in a conversation reopened too
+    (docs/runs.md, "Tools on a job engine")."""
     reports: queue.Queue[tuple[str, float | None] | None] = queue.Queue()
 
     @tool(background=True)
@@ -564,7 +565,13 @@ def test_a_background_calls_progress_and_the_answer_after_it_appear_without_a_re
         expect(card.locator(".progress")).to_have_text("copying blocks (20%)")
         bar = card.get_by_role("progressbar", name="snapshot_volume progress")
         expect(bar).to_have_js_property("value", 0.2)
+        conversation_id = page.locator("#conversation-id").text_content()
+        page.goto(f"{client.base_url}#conversation={conversation_id}")
+        page.reload()  # reopened: the page watches the running call again
+        card = page.locator(".card", has_text="snapshot_volume")
+        expect(card.locator(".progress")).to_have_text("copying blocks (20%)")
         reports.put(("copying blocks", 0.6))
+        bar = card.get_by_role("progressbar", name="snapshot_volume progress")
         expect(bar).to_have_js_property("value", 0.6)
         screenshot(page, "background-progress")
         reports.put(None)

@@ -664,12 +664,22 @@ def wait_for(what: Any, deadline: float = 30.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_jobs_latest_progress_report_is_saved_on_its_call_while_the_tool_runs() -> None:
-    """docs/runs.md, "Tools on a job engine": the worker saves the tool's latest report on its call
-    with its next heartbeat, so whoever reads the conversation sees it; under a ten-minute lease,
-    not renewed meanwhile; the settled call keeps none."""
-    reported = threading.Event()
-    finish = threading.Event()
+class CountedBeats(InMemoryConversationRepository):
+    """The in-memory store, counting the cancel reads a job's heartbeat makes (one a beat)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.beats = 0
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        self.beats += 1
+        return super().cancel_requested(conversation_id, since=since)
+
+
+def reporting_job(lease_ttl: float) -> tuple[Agent, CountedBeats, str, threading.Thread, threading.Event]:
+    """A background snapshot whose tool reported twice and waits for the returned event, its job
+    running on a thread under `lease_ttl`."""
+    reported, finish = threading.Event(), threading.Event()
 
     @tool(background=True)
     def snapshot_volume(volume: str, context: ToolContext) -> str:
@@ -681,24 +691,46 @@ def test_a_jobs_latest_progress_report_is_saved_on_its_call_while_the_tool_runs(
         return f"{volume} saved"
 
     model = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume="vol-7")), reply("Saved.")])
-    kept = KeptJobs()
-    agent = Agent(tools=[snapshot_volume], runtime=model, executor=kept, lease_ttl=600)
+    kept, store = KeptJobs(), CountedBeats()
+    agent = Agent(
+        tools=[snapshot_volume], runtime=model, executor=kept, repository=store, lease_ttl=lease_ttl
+    )
     asked = agent.run("snapshot vol-7")
     approve_all(agent, asked.conversation_id, asked)
     worker = threading.Thread(target=lambda: agent.jobs.run(kept.jobs[0]))
     worker.start()
     assert reported.wait(60)
-    claimed = stored_call(agent, asked.conversation_id).lease_expires_at
+    return agent, store, asked.conversation_id, worker, finish
 
-    wait_for(lambda: stored_call(agent, asked.conversation_id).progress is not None)
-    running = stored_call(agent, asked.conversation_id)
-    assert (running.progress, running.progress_fraction) == ("copying blocks", 0.4)  # the latest only
-    assert running.lease_expires_at == claimed  # the lease was not renewed to save it
-    finish.set()
-    worker.join(60)
 
-    done = stored_call(agent, asked.conversation_id)
+def test_a_jobs_latest_progress_report_is_saved_on_its_call_with_the_lease_renewal() -> None:
+    """docs/runs.md, "Tools on a job engine": the save that renews the lease keeps the tool's latest
+    report on its call, so whoever reads the conversation sees it; the settled call keeps none."""
+    agent, _, conversation_id, worker, finish = reporting_job(lease_ttl=0.6)
+    try:
+        wait_for(lambda: stored_call(agent, conversation_id).progress is not None)
+        running = stored_call(agent, conversation_id)
+        assert (running.progress, running.progress_fraction) == ("copying blocks", 0.4)  # the latest only
+    finally:
+        finish.set()
+        worker.join(60)
+    done = stored_call(agent, conversation_id)
     assert (done.status, done.result, done.progress) == (ToolCallStatus.EXECUTED, "vol-7 saved", None)
+
+
+def test_a_jobs_progress_costs_no_save_of_its_own() -> None:
+    """ADR 46: between two renewals of its lease a job saves nothing, whatever its tool reports, so a
+    turn that runs on the conversation meanwhile (a message sent while the job runs) keeps its save."""
+    agent, store, conversation_id, worker, finish = reporting_job(lease_ttl=600)
+    try:
+        claimed = agent.repository.get(conversation_id).version
+        seen = store.beats
+        wait_for(lambda: store.beats >= seen + 3)  # heartbeats after the reports: none saved them
+        assert agent.repository.get(conversation_id).version == claimed
+        assert stored_call(agent, conversation_id).progress is None
+    finally:
+        finish.set()
+        worker.join(60)
 
 
 def test_a_job_with_the_async_ports_saves_its_tools_progress_too() -> None:
@@ -721,7 +753,7 @@ def test_a_job_with_the_async_ports_saves_its_tools_progress_too() -> None:
 
     model = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume="vol-7")), reply("Saved.")])
     kept = KeptJobs()
-    agent = holder["agent"] = Agent(tools=[snapshot_volume], runtime=model, executor=kept, lease_ttl=600)
+    agent = holder["agent"] = Agent(tools=[snapshot_volume], runtime=model, executor=kept, lease_ttl=0.6)
     asked = agent.run("snapshot vol-7")
     holder["conversation"] = asked.conversation_id
     approve_all(agent, asked.conversation_id, asked)
