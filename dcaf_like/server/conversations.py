@@ -316,7 +316,7 @@ def _title(conversation: Conversation) -> str:
 
 
 def _progress_of(call: ToolCall) -> dict[str, Any] | None:
-    if call.status is not ToolCallStatus.APPROVED or call.progress is None:
+    if call.progress is None:  # only a running call holds a report
         return None
     return {"message": call.progress, "fraction": call.progress_fraction}
 

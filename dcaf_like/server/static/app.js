@@ -793,7 +793,9 @@ function showConversation(conversation) {
 // stopped run, a model that failed) is waited for a few minutes, then no more.
 const WATCH_EVERY_MS = 1000;
 const ANSWER_WAIT_MS = 5 * 60 * 1000;
-const watch = { id: null, timer: null, shown: null, owedSince: 0 };
+// `round`: moved on by each start and end of a watch, so that a read still under way when one ends or
+// another starts is dropped.
+const watch = { id: null, round: 0, timer: null, shown: null, owedSince: 0 };
 
 // What a read must change on the page besides progress: the messages, and each call's and question's status.
 const shapeOf = (conversation) => JSON.stringify([conversation.messages.length,
@@ -811,34 +813,34 @@ function answerOwed(conversation) {
 
 // Watch the shown conversation (`conversation`: as the log shows it now; null: read it to show it).
 function watchJobs(conversation) {
-  clearTimeout(watch.timer);
+  unwatch();
   watch.id = state.conversationId;
   watch.shown = conversation ? shapeOf(conversation) : null;
   watch.owedSince = 0;
-  watch.timer = setTimeout(readJobs, WATCH_EVERY_MS);
+  readLater(watch.round);
 }
 
 function unwatch() {
   clearTimeout(watch.timer);
   watch.id = null;
+  watch.round += 1;
 }
 
-async function readJobs() {
+const readLater = (round) => { watch.timer = setTimeout(() => readJobs(round), WATCH_EVERY_MS); };
+
+async function readJobs(round) {
   const id = watch.id;
-  if (!id || id !== state.conversationId) return;
-  if (state.busy) { // this page's own exchange streams the run meanwhile
-    watch.timer = setTimeout(readJobs, WATCH_EVERY_MS);
-    return;
-  }
+  if (round !== watch.round || id !== state.conversationId) return;
+  if (state.busy) { readLater(round); return; } // this page's own exchange streams the run meanwhile
   let conversation;
   try {
     conversation = await (await request(`api/conversations/${encodeURIComponent(id)}`)).json();
   } catch (error) {
-    if (id === watch.id) { unwatch(); showError(error); }
+    if (round === watch.round) { unwatch(); showError(error); }
     return;
   }
-  if (id !== watch.id || id !== state.conversationId) return; // another conversation was opened
-  if (state.busy) { watch.timer = setTimeout(readJobs, WATCH_EVERY_MS); return; }
+  if (round !== watch.round || id !== state.conversationId) return; // the watch ended meanwhile
+  if (state.busy) { readLater(round); return; }
   const shape = shapeOf(conversation);
   if (shape !== watch.shown) {
     showConversation(conversation);
@@ -852,7 +854,7 @@ async function readJobs() {
   else if (answerOwed(conversation)) watch.owedSince = watch.owedSince || Date.now();
   else { unwatch(); return; }
   if (watch.owedSince && Date.now() - watch.owedSince > ANSWER_WAIT_MS) { unwatch(); return; }
-  watch.timer = setTimeout(readJobs, WATCH_EVERY_MS);
+  readLater(round);
 }
 
 function newChat() {
