@@ -193,13 +193,15 @@ class ToolJobs:
         if conversation.questions:
             context = replace(context, answers=answers_to(conversation, call.id.value))
         signal = context.cancel_signal
+        # Every half second a cancel is read, as a turn reads it; every third of the lease it is
+        # renewed, with the tool's latest progress report if it changed.
+        beat = _Heartbeat(self, job, signal, since)
+        context = replace(context, on_progress=beat.report)
         timeout: float | None = getattr(tool, "timeout", None)
         limit = f"the tool's time limit of {timeout:g} s" if timeout is not None else ""
         effect = RunTool(tool, call.effective_input.as_dict(), context, timeout, limit)
         attributes = {"dcaf.tool": tool.name, "dcaf.call_id": call.id.value, "dcaf.job": "background"}
         span = self.tracer.start("dcaf.tool", attributes, parent)
-        # Every half second a cancel is read, as a turn reads it; every third of the lease it is renewed.
-        beat = _Heartbeat(self, job, signal, since)
         every = min(CANCEL_POLL, self.lease_ttl / 3)
         if blocking:
             beaten = lambda: at_once(beat(blocking=True))  # noqa: E731
@@ -227,11 +229,16 @@ class ToolJobs:
             return conversation, call
         return JobOutcome("refused", "the conversation kept changing under the claim")
 
-    async def _renew(self, job: ToolJob, blocking: bool) -> None:
-        """Extend the lease of the call still running."""
+    async def _renew(
+        self, job: ToolJob, blocking: bool, *, progress: tuple[str, float | None] | None
+    ) -> None:
+        """Extend the lease of the call still running, and keep its tool's latest `progress` report on
+        it (None: none new since the last renewal), in one save."""
 
         def renew(conversation: Conversation) -> None:
             conversation.lease_tool_call(job.call_id, self.worker, until=self.clock() + self.lease_ttl)
+            if progress is not None:
+                conversation.report_progress(job.call_id, *progress)
 
         await self._change(job, renew, blocking)
 
@@ -323,18 +330,33 @@ class ToolJobs:
 class _Heartbeat:
     """What a job's worker does while its tool runs, called every :data:`CANCEL_POLL` seconds (or
     every third of a shorter lease): it reads the store for a cancel asked since the call's approval
-    and tells the tool (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`),
-    and it renews the call's lease once a third of the lease has gone by since the last renewal
-    (ADR 45: the store's cancel flag, not Celery's revoke)."""
+    and tells the tool (its context's :attr:`~dcaf_like.application.ports.ToolContext.cancelled`;
+    ADR 45: the store's cancel flag, not Celery's revoke); and it renews the call's lease once a
+    third of the lease has gone by since the last renewal, that save carrying the tool's latest
+    progress report when it changed, so whoever reads the conversation sees it (ADR 46: no save of
+    its own, which would make a turn running meanwhile lose its save). Only the latest report is
+    kept."""
 
     def __init__(self, jobs: ToolJobs, job: ToolJob, signal: CancelSignal, since: float) -> None:
         self.jobs, self.job, self.signal, self.since = jobs, job, signal, since
         self.renew_at = jobs.monotonic() + jobs.lease_ttl / 3
+        self._lock = threading.Lock()  # the tool reports from its own thread
+        self._reported: tuple[str, float | None] | None = None
+        self._saved: tuple[str, float | None] | None = None
+
+    def report(self, message: str, fraction: float | None) -> None:
+        """The tool's ``context.progress``: kept for the next renewal to save."""
+        with self._lock:
+            self._reported = (message, fraction)
 
     async def __call__(self, *, blocking: bool) -> None:
         jobs = self.jobs
         if jobs.monotonic() >= self.renew_at:
-            await jobs._renew(self.job, blocking)
+            with self._lock:
+                reported = self._reported
+            progress = reported if reported != self._saved else None
+            await jobs._renew(self.job, blocking, progress=progress)
+            self._saved = reported
             self.renew_at = jobs.monotonic() + jobs.lease_ttl / 3
         if not self.signal.is_set() and await jobs._cancelled(self.job, self.since, blocking):
             self.signal.set()

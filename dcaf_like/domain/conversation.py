@@ -607,6 +607,14 @@ class Conversation:
         self.version += 1
         return call
 
+    def report_progress(self, call_id: str, message: str, fraction: float | None = None) -> ToolCall:
+        """The tool of this approved call, running, said how far it got (kept on the call)."""
+        call = self.tool_call(call_id)
+        call.report_progress(message, fraction)
+        self._changed(call_id)
+        self.version += 1
+        return call
+
     def settle_abandoned_calls(
         self, *, at: float | None = None, gone: Callable[[str], bool] | None = None
     ) -> list[ToolCall]:

@@ -309,6 +309,11 @@ class ToolCall:
     # claim of the one worker that sends each notice; None: not yet).
     reminded_at: float | None = None
     escalated_at: float | None = None
+    # The latest progress report of its tool, kept while it runs on a job engine's worker so that
+    # anyone who reads the conversation sees it: the tool's words, and how far it got (0 to 1; None:
+    # unknown). Only an approved call holds one: it goes when the call settles.
+    progress: str | None = None
+    progress_fraction: float | None = None
 
     @property
     def preview_digest(self) -> str | None:
@@ -440,6 +445,12 @@ class ToolCall:
         self.lease_owner = owner
         self.lease_expires_at = until
 
+    def report_progress(self, message: str, fraction: float | None = None) -> None:
+        """Its tool, running, said how far it got: kept until the next report or the call settles."""
+        if self.status is not ToolCallStatus.APPROVED:
+            raise IllegalTransition(self.id.value, self.status.value, "reported progress")
+        self.progress, self.progress_fraction = message, fraction
+
     def ask(self) -> None:
         """Its tool asked the user a question before it acted: the call waits, holding no lease."""
         self._move(ToolCallStatus.ASKING)
@@ -472,6 +483,8 @@ class ToolCall:
         if not can_transition(self.status, to_status):
             raise IllegalTransition(self.id.value, self.status.value, to_status.value)
         self.status = to_status
+        if to_status is not ToolCallStatus.APPROVED:  # a report says how far a running tool got
+            self.progress = self.progress_fraction = None
 
     def approve(
         self,

@@ -21,7 +21,7 @@ from dcaf_like.application.conversations import DeleteConversation, ListConversa
 from dcaf_like.application.dto import ToolCallView
 from dcaf_like.application.notifications import approvals_of
 from dcaf_like.application.ports import ConversationStore
-from dcaf_like.domain import Conversation, Role, ToolCallStatus
+from dcaf_like.domain import Conversation, Role, ToolCall, ToolCallStatus
 from dcaf_like.helpdesk.protocol import described
 from dcaf_like.helpdesk.wire import (
     APPROVAL_REASON_DOC,
@@ -92,6 +92,13 @@ class MessageOut(BaseModel):
     attachments: list[AttachmentOut] = Field(default_factory=list, description="Its images and files.")
 
 
+class ProgressOut(BaseModel):
+    """A running tool's latest report of how far it got (``context.progress``)."""
+
+    message: str
+    fraction: float | None = Field(default=None, description="0 to 1; null: the tool does not know.")
+
+
 class ToolCallRecord(BaseModel):
     """A call with its decision and outcome, in the names of every form of a call (ADR 20)."""
 
@@ -131,6 +138,11 @@ class ToolCallRecord(BaseModel):
     outcome: str | None = None
     #: Seconds its tool ran (None: it did not run, or ran before durations were kept).
     execution_time: float | None = None
+    progress: ProgressOut | None = Field(
+        default=None,
+        description="While it runs on a job engine's worker: its tool's latest progress report "
+        "(docs/runs.md, 'Tools on a job engine'); null: none, or the call is not running.",
+    )
     approvals: dict[str, Any] | None = Field(
         default=None,
         description="Under a rule asking more than one approver (docs/approvals.md, 'Approvals by teams'): "
@@ -303,6 +315,12 @@ def _title(conversation: Conversation) -> str:
     return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "\u2026"
 
 
+def _progress_of(call: ToolCall) -> dict[str, Any] | None:
+    if call.progress is None:  # only a running call holds a report
+        return None
+    return {"message": call.progress, "fraction": call.progress_fraction}
+
+
 def conversation_record(conversation: Conversation) -> dict[str, Any]:
     """A conversation whole, as ``GET /api/conversations/{id}`` answers (and ``dcaf-like chat`` reads
     one in this process)."""
@@ -340,6 +358,7 @@ def conversation_record(conversation: Conversation) -> dict[str, Any]:
                 "lease_expires_at": call.lease_expires_at if call.status is ToolCallStatus.APPROVED else None,
                 "outcome": view.outcome,
                 "execution_time": view.execution_time,
+                "progress": _progress_of(call),
                 "approvals": approvals_of(view),
                 "approved_by_grant": view.approved_by_grant,
             }

@@ -288,6 +288,10 @@ ADDED: dict[type, dict[str, Any]] = {
         # "Escalation").
         "reminded_at": None,
         "escalated_at": None,
+        # Absent before a job's progress was kept, and whenever no tool of the call reported any
+        # (docs/runs.md, "Tools on a job engine").
+        "progress": None,
+        "progress_fraction": None,
     },
     Question: {
         "expires_at": None,  # absent before questions expired: such a question waits as long as it takes
@@ -310,6 +314,8 @@ SPARSE: dict[type, frozenset[str]] = {
             "preview_bound",
             "reminded_at",
             "escalated_at",
+            "progress",
+            "progress_fraction",
         }
     ),
 }

@@ -204,6 +204,39 @@ def test_a_question_and_the_call_waiting_for_it_survive_saves_and_its_answer_too
     assert answered.tool_call(call.id.value).lease_owner == "worker-b"
 
 
+def test_a_running_calls_progress_survives_saves_and_goes_when_it_settles(make: Factory) -> None:
+    """docs/runs.md, "Tools on a job engine": a job's latest progress report is kept on its call in the
+    store, so any API worker that reads the conversation sees it; the settled call keeps none."""
+    store = make()
+    conversation = Conversation.start("conv_progress", at=1_700_000_000.0)
+    conversation.add_user_message("snapshot vol-7", at=1_700_000_000.0)
+    conversation.add_assistant_message("", at=1_700_000_001.0)
+    call = conversation.request_tool_call(
+        "snapshot", ToolInput.of({"volume": "vol-7"}), requires_approval=False
+    )
+    conversation.approve_tool_call(call.id.value, by="policy", kind=DeciderKind.POLICY, at=1_700_000_001.0)
+    conversation.lease_tool_call(call.id.value, "worker-a", until=1_700_000_061.0)
+    store.save(conversation, 0)
+    running = store.get(conversation.id)
+    assert running is not None
+    assert running.tool_call(call.id.value).progress is None
+
+    running.report_progress(call.id.value, "copying blocks", 0.25)
+    store.save(running, conversation.version)
+    reported = store.get(conversation.id)
+    assert reported is not None
+    assert same(reported, running)
+    kept = reported.tool_call(call.id.value)
+    assert (kept.progress, kept.progress_fraction) == ("copying blocks", 0.25)
+
+    reported.record_tool_result(call.id.value, "snap-1", at=1_700_000_030.0)
+    store.save(reported, running.version)
+    settled = store.get(conversation.id)
+    assert settled is not None
+    done = settled.tool_call(call.id.value)
+    assert (done.progress, done.progress_fraction) == (None, None)
+
+
 def test_a_questions_window_its_expiry_and_their_audit_records_survive_saves(make: Factory) -> None:
     """A question's window (`expires_at`) is stored with it, and so is its expiry by the system; the
     records of the answer and the expiry are appended to the trail, naming the question."""

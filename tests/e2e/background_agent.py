@@ -1,9 +1,9 @@
 """An agent whose `drain_node` runs on a Celery worker (docs/runs.md, "Tools on a job engine").
 
 The broker and result backend are ``DCAF_TEST_BROKER_URL``, the queue ``DCAF_TEST_QUEUE``. ``drain_node``
-appends a line to the file ``DCAF_TEST_LEDGER`` when it starts, then waits for the file ``DCAF_TEST_RELEASE``
-(a node that takes as long as the test wants), and appends a line when it ends, or when it stops
-on a cancel (it looks while it waits). Leases last
+appends a line to the file ``DCAF_TEST_LEDGER`` when it starts, reports its progress, then waits for
+the file ``DCAF_TEST_RELEASE`` (a node that takes as long as the test wants), and appends a line when
+it ends, or when it stops on a cancel (it looks while it waits). Leases last
 ``DCAF_TEST_LEASE`` seconds. The model is the scripted OpenAI-compatible server at
 ``DCAF_TEST_OPENAI_URL`` when it is set (API servers the test restarts), else a ``FakeRuntime``.
 """
@@ -29,6 +29,7 @@ def make_agent() -> Agent:
         """Evict every pod of a node."""
         with ledger.open("a", encoding="utf-8") as out:
             out.write(f"{os.getpid()} started {node}\n")
+        context.progress(f"evicting the pods of {node}", fraction=0.5)
         while not release.exists():  # the test says when the drain is over
             if context.cancelled:
                 with ledger.open("a", encoding="utf-8") as out:

@@ -222,8 +222,11 @@ def test_a_job_runs_on_while_both_api_workers_are_restarted(
 ) -> None:
     """Tools on a job engine, the done-when's topology: two API workers (`serve --workers 2`) and two
     Celery workers on one store. An approval over HTTP enqueues the job; the API server, both its
-    workers, is stopped and another started while the tool runs; the job ends on one Celery worker,
-    which goes on with the run, and the new server shows the result and the model's answer."""
+    workers, is stopped and another started while the tool runs; the new server shows the tool's
+    progress report the worker saved on the call (docs/runs.md, "Tools on a job engine"); the job ends
+    on one Celery worker, which goes on with the run, and the new server shows the result and the
+    model's answer."""
+    setting = {**setting, "DCAF_TEST_LEASE": "3"}  # renewed every second, with the drain's progress
     ledger = Path(setting["DCAF_TEST_LEDGER"])
     model.call([("drain_node", {"node": "n1"})], text="I will drain n1.")
     model.reply("n1 is drained.")
@@ -238,6 +241,13 @@ def test_a_job_runs_on_while_both_api_workers_are_restarted(
         first.process.terminate()  # the server and both its workers
         first.process.wait(timeout=30)
         with api_server(setting, workers=2) as second:
+
+            def progress() -> Any:
+                read = httpx.get(f"{second.url}/api/conversations/{conversation_id}", timeout=10).json()
+                return read["tool_calls"][0]["progress"]
+
+            wait_for(progress, "the drain's progress, read from the store")
+            assert progress() == {"message": "evicting the pods of n1", "fraction": 0.5}
             Path(setting["DCAF_TEST_RELEASE"]).touch()
 
             def answered() -> dict[str, Any] | None:
@@ -247,7 +257,7 @@ def test_a_job_runs_on_while_both_api_workers_are_restarted(
             wait_for(answered, "the model's answer after the job's result")
             read = answered()
     assert read is not None
-    assert [c["status"] for c in read["tool_calls"]] == ["executed"]
+    assert [(c["status"], c["progress"]) for c in read["tool_calls"]] == [("executed", None)]
     assert tool_results(model.requests[-1]) == ["n1 drained"]
     assert [line.split(" ", 1)[1] for line in ledger.read_text().splitlines()] == [
         "started n1",

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _job_threads import api_and_worker
 from _server import dcaf_like_serve
 
 from dcaf_like import (
@@ -531,6 +532,57 @@ def test_an_approved_calls_running_card_shows_the_arguments_as_edited(page, star
     expect(running.locator(".args")).to_have_text(json.dumps({"deployment": "web", "replicas": 3}, indent=2))
     go.set()
     expect(page.locator(".card.executed .output")).to_have_text("web scaled to 3")
+
+
+def test_a_background_calls_progress_and_the_answer_after_it_appear_without_a_reload(
+    page, start_server, tmp_path
+):
+    """docs/ui.md, "The page": a call that runs on a job engine's worker shows the latest progress
+    report saved on it, and the turn its end starts (the model's answer) appears in the page, which
+    reads the conversation from the store while the job runs, in a conversation reopened too
+    (docs/runs.md, "Tools on a job engine")."""
+    reports: queue.Queue[tuple[str, float | None] | None] = queue.Queue()
+
+    @tool(background=True)
+    def snapshot_volume(volume_id: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        while (report := reports.get(timeout=60)) is not None:  # each report when the test says
+            context.progress(report[0], fraction=report[1])
+        return "snap-1 created"
+
+    proposing = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume_id="vol-7"))])
+    api, engine = api_and_worker(
+        [snapshot_volume], proposing, FakeRuntime([reply("vol-7 is saved.")]), tmp_path / "store.sqlite3"
+    )
+    try:
+        client = start_server(api)
+        page.goto(str(client.base_url))
+        send(page, "snapshot vol-7")
+        page.locator(".card.pending").get_by_role("button", name="Approve", exact=True).click()
+
+        card = page.locator(".card", has_text="snapshot_volume")
+        reports.put(("copying blocks", 0.2))
+        expect(card.locator(".progress")).to_have_text("copying blocks (20%)")
+        bar = card.get_by_role("progressbar", name="snapshot_volume progress")
+        expect(bar).to_have_js_property("value", 0.2)
+        conversation_id = page.locator("#conversation-id").text_content()
+        page.goto(f"{client.base_url}#conversation={conversation_id}")
+        page.reload()  # reopened: the page watches the running call again
+        card = page.locator(".card", has_text="snapshot_volume")
+        expect(card.locator(".progress")).to_have_text("copying blocks (20%)")
+        reports.put(("copying blocks", 0.6))
+        bar = card.get_by_role("progressbar", name="snapshot_volume progress")
+        expect(bar).to_have_js_property("value", 0.6)
+        screenshot(page, "background-progress")
+        reports.put(None)
+
+        expect(page.locator(".card.executed .output")).to_have_text("snap-1 created")
+        expect(page.locator(".message.assistant").last).to_have_text("vol-7 is saved.")
+        expect(page.locator(".card", has_text="snapshot_volume")).to_have_count(1)
+        expect(page.locator(".card progress")).to_have_count(0)
+    finally:
+        reports.put(None)
+        engine.join()
 
 
 def test_stop_says_stopping_on_the_running_card_until_the_stopped_call_settles_it(page, start_server):

@@ -156,6 +156,7 @@ function finished(event) {
   }
   showSession(message.data.session);
   loadConversations();
+  if (message.meta && message.meta.stop_reason === "running_in_background") watchJobs(null);
 }
 
 // -- cards ----------------------------------------------------------------------------------------
@@ -745,6 +746,16 @@ function whenText(seconds) {
 async function openConversation(id) {
   const conversation = await (await request(`api/conversations/${encodeURIComponent(id)}`)).json();
   newChat();
+  showConversation(conversation);
+  loadConversations();
+  if (running(conversation)) watchJobs(conversation);
+}
+
+// A conversation as the store holds it, in place of what the log shows.
+function showConversation(conversation) {
+  state.assistant = null;
+  state.calls.clear();
+  $("log").replaceChildren();
   state.conversationId = conversation.id;
   const calls = new Map(conversation.tool_calls.map((call) => [call.id, call]));
   const asked = new Map((conversation.questions || []).filter((q) => q.status === "open").map((q) => [q.call_id, q]));
@@ -764,14 +775,90 @@ async function openConversation(id) {
         place(executedCard({ ...call, output: call.output ?? `Error: ${call.error}` }));
       } else {
         place(callCard(call.id, titleOf(call), call.status, argsOf(call, pretty)));
+        if (call.progress) showProgress({ id: call.id, name: call.name, ...call.progress });
       }
     }
   }
   showSession(conversation.session);
-  loadConversations();
+}
+
+// -- calls that run in the background ---------------------------------------------------------------
+
+// A background call runs on a job engine's worker, and so does the turn its end starts (the model
+// reads the results): no stream of this page carries either. While a call of the shown conversation
+// runs, and until the model's answer after it is saved, the page reads the conversation again and
+// again (from the store: any server answers alike, docs/runs.md, "Tools on a job engine"). A running
+// call's card shows the latest progress report saved on it; once a call settles, a message arrives or
+// a question is asked, the conversation is shown again as stored. An answer that does not come (a
+// stopped run, a model that failed) is waited for a few minutes, then no more.
+const WATCH_EVERY_MS = 1000;
+const ANSWER_WAIT_MS = 5 * 60 * 1000;
+// `round`: moved on by each start and end of a watch, so that a read still under way when one ends or
+// another starts is dropped.
+const watch = { id: null, round: 0, timer: null, shown: null, owedSince: 0 };
+
+// What a read must change on the page besides progress: the messages, and each call's and question's status.
+const shapeOf = (conversation) => JSON.stringify([conversation.messages.length,
+  conversation.tool_calls.map((call) => call.status), (conversation.questions || []).map((q) => q.status)]);
+
+const running = (conversation) => conversation.tool_calls.some((call) => call.status === "approved");
+
+// Nothing waits or runs, and a call settled after the last message: the model is owed a turn.
+function answerOwed(conversation) {
+  if (conversation.tool_calls.some((call) => ["pending", "approved", "asking"].includes(call.status))) return false;
+  const messages = conversation.messages;
+  const last = messages.length ? messages[messages.length - 1].at : 0;
+  return conversation.tool_calls.some((call) => (call.finished_at || 0) > last);
+}
+
+// Watch the shown conversation (`conversation`: as the log shows it now; null: read it to show it).
+function watchJobs(conversation) {
+  unwatch();
+  watch.id = state.conversationId;
+  watch.shown = conversation ? shapeOf(conversation) : null;
+  watch.owedSince = 0;
+  readLater(watch.round);
+}
+
+function unwatch() {
+  clearTimeout(watch.timer);
+  watch.id = null;
+  watch.round += 1;
+}
+
+const readLater = (round) => { watch.timer = setTimeout(() => readJobs(round), WATCH_EVERY_MS); };
+
+async function readJobs(round) {
+  const id = watch.id;
+  if (round !== watch.round || id !== state.conversationId) return;
+  if (state.busy) { readLater(round); return; } // this page's own exchange streams the run meanwhile
+  let conversation;
+  try {
+    conversation = await (await request(`api/conversations/${encodeURIComponent(id)}`)).json();
+  } catch (error) {
+    if (round === watch.round) { unwatch(); showError(error); }
+    return;
+  }
+  if (round !== watch.round || id !== state.conversationId) return; // the watch ended meanwhile
+  if (state.busy) { readLater(round); return; }
+  const shape = shapeOf(conversation);
+  if (shape !== watch.shown) {
+    showConversation(conversation);
+    loadConversations();
+    watch.shown = shape;
+  } else {
+    conversation.tool_calls.filter((call) => call.status === "approved" && call.progress)
+      .forEach((call) => showProgress({ id: call.id, name: call.name, ...call.progress }));
+  }
+  if (running(conversation)) watch.owedSince = 0;
+  else if (answerOwed(conversation)) watch.owedSince = watch.owedSince || Date.now();
+  else { unwatch(); return; }
+  if (watch.owedSince && Date.now() - watch.owedSince > ANSWER_WAIT_MS) { unwatch(); return; }
+  readLater(round);
 }
 
 function newChat() {
+  unwatch();
   state.conversationId = null;
   state.assistant = null;
   state.calls.clear();

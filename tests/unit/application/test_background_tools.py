@@ -646,3 +646,118 @@ def test_a_question_a_jobs_tool_asks_has_the_agents_question_window() -> None:
     clock.advance(600)
     with pytest.raises(QuestionExpired):
         agent.answer(asked.conversation_id, question.id, True)
+
+
+# -- a job's progress, kept on its call (docs/runs.md, "Tools on a job engine"; ADR 46) -------------
+
+
+def stored_call(agent: Agent, conversation_id: str) -> Any:
+    [call] = agent.repository.get(conversation_id).tool_calls.values()
+    return call
+
+
+def wait_for(what: Any, deadline: float = 30.0) -> None:
+    """Poll the store until `what()` holds (a generous deadline, not a measure of time)."""
+    until = time.monotonic() + deadline
+    while not what():
+        assert time.monotonic() < until, "not seen in the store in time"
+        time.sleep(0.01)
+
+
+class CountedBeats(InMemoryConversationRepository):
+    """The in-memory store, counting the cancel reads a job's heartbeat makes (one a beat)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.beats = 0
+
+    def cancel_requested(self, conversation_id: str, *, since: float) -> bool:
+        self.beats += 1
+        return super().cancel_requested(conversation_id, since=since)
+
+
+def reporting_job(lease_ttl: float) -> tuple[Agent, CountedBeats, str, threading.Thread, threading.Event]:
+    """A background snapshot whose tool reported twice and waits for the returned event, its job
+    running on a thread under `lease_ttl`."""
+    reported, finish = threading.Event(), threading.Event()
+
+    @tool(background=True)
+    def snapshot_volume(volume: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        context.progress("listing blocks")
+        context.progress("copying blocks", fraction=0.4)
+        reported.set()
+        assert finish.wait(60)
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume="vol-7")), reply("Saved.")])
+    kept, store = KeptJobs(), CountedBeats()
+    agent = Agent(
+        tools=[snapshot_volume], runtime=model, executor=kept, repository=store, lease_ttl=lease_ttl
+    )
+    asked = agent.run("snapshot vol-7")
+    approve_all(agent, asked.conversation_id, asked)
+    worker = threading.Thread(target=lambda: agent.jobs.run(kept.jobs[0]))
+    worker.start()
+    assert reported.wait(60)
+    return agent, store, asked.conversation_id, worker, finish
+
+
+def test_a_jobs_latest_progress_report_is_saved_on_its_call_with_the_lease_renewal() -> None:
+    """docs/runs.md, "Tools on a job engine": the save that renews the lease keeps the tool's latest
+    report on its call, so whoever reads the conversation sees it; the settled call keeps none."""
+    agent, _, conversation_id, worker, finish = reporting_job(lease_ttl=0.6)
+    try:
+        wait_for(lambda: stored_call(agent, conversation_id).progress is not None)
+        running = stored_call(agent, conversation_id)
+        assert (running.progress, running.progress_fraction) == ("copying blocks", 0.4)  # the latest only
+    finally:
+        finish.set()
+        worker.join(60)
+    done = stored_call(agent, conversation_id)
+    assert (done.status, done.result, done.progress) == (ToolCallStatus.EXECUTED, "vol-7 saved", None)
+
+
+def test_a_jobs_progress_costs_no_save_of_its_own() -> None:
+    """ADR 46: between two renewals of its lease a job saves nothing, whatever its tool reports, so a
+    turn that runs on the conversation meanwhile (a message sent while the job runs) keeps its save."""
+    agent, store, conversation_id, worker, finish = reporting_job(lease_ttl=600)
+    try:
+        claimed = agent.repository.get(conversation_id).version
+        seen = store.beats
+        wait_for(lambda: store.beats >= seen + 3)  # heartbeats after the reports: none saved them
+        assert agent.repository.get(conversation_id).version == claimed
+        assert stored_call(agent, conversation_id).progress is None
+    finally:
+        finish.set()
+        worker.join(60)
+
+
+def test_a_job_with_the_async_ports_saves_its_tools_progress_too() -> None:
+    """docs/runs.md, "Tools on a job engine": as with the blocking ports."""
+    seen: list[tuple[str | None, float | None]] = []
+    holder: dict[str, Any] = {}
+
+    @tool(background=True)
+    async def snapshot_volume(volume: str, context: ToolContext) -> str:
+        """Snapshot a volume."""
+        context.progress("copying blocks", fraction=0.5)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # a bounded wait for the store to show it
+            call = stored_call(holder["agent"], holder["conversation"])
+            if call.progress is not None:
+                seen.append((call.progress, call.progress_fraction))
+                break
+            await asyncio.sleep(0.01)
+        return f"{volume} saved"
+
+    model = FakeRuntime([tool_calls(tool_call("snapshot_volume", volume="vol-7")), reply("Saved.")])
+    kept = KeptJobs()
+    agent = holder["agent"] = Agent(tools=[snapshot_volume], runtime=model, executor=kept, lease_ttl=0.6)
+    asked = agent.run("snapshot vol-7")
+    holder["conversation"] = asked.conversation_id
+    approve_all(agent, asked.conversation_id, asked)
+
+    assert asyncio.run(agent.jobs.arun(kept.jobs[0])).outcome == "executed"
+    assert seen == [("copying blocks", 0.5)]
+    assert stored_call(agent, asked.conversation_id).progress is None

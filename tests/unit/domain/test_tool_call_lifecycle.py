@@ -275,3 +275,22 @@ def test_random_operation_sequences_keep_the_safety_invariants(ops):
             assert call_id in ever_approved
             assert call.decided_by == "u"
     assert set(executed) <= ever_approved
+
+
+@pytest.mark.parametrize("status", sorted(set(S) - {S.APPROVED}))
+def test_only_a_running_call_takes_a_progress_report(status):
+    """docs/runs.md, "Tools on a job engine": a report says how far a running tool got."""
+    conversation, call = in_status(status)
+    with pytest.raises(IllegalTransition):
+        conversation.report_progress(call.id.value, "copying blocks", 0.5)
+
+
+@pytest.mark.parametrize("target", sorted(t for s, t in LEGAL if s is S.APPROVED))
+def test_a_call_that_stops_running_drops_its_progress_report(target):
+    """docs/runs.md, "Tools on a job engine": the call keeps its tool's latest report while it runs."""
+    conversation, call = in_status(S.APPROVED)
+    conversation.report_progress(call.id.value, "copying blocks", 0.5)
+    conversation.report_progress(call.id.value, "waiting for the provider")
+    assert (call.progress, call.progress_fraction) == ("waiting for the provider", None)
+    MOVES[target](conversation, call.id.value)
+    assert (call.progress, call.progress_fraction) == (None, None)
