@@ -9,6 +9,7 @@ delivered twice, replayed by hand, or forged runs nothing (docs/runs.md, "Tools 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
