@@ -2,9 +2,9 @@
 
 The turn (:mod:`dcaf_like.application.turn`) yields these; the driver
 (:mod:`dcaf_like.application.service`) performs them with its ports, and the tool runner
-(:mod:`dcaf_like.application.runs`) reads them without knowing the turn's rules. Effects and outcomes
-live for one step of one turn and never leave the application layer. They are not frozen: a frozen
-dataclass's __init__ is slower than a plain one's, and a turn makes several.
+(:mod:`dcaf_like.application.tool_execution`) reads them without knowing the turn's rules. Effects and
+outcomes live for one step of one turn and never leave the application layer. They are not frozen: a
+frozen dataclass's __init__ is slower than a plain one's, and a turn makes several.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dcaf_like.application.hooks import Purpose
 from dcaf_like.application.messages import ModelCompleted, ModelResponse, ReasoningDelta, TextDelta
 from dcaf_like.application.ports import AgentRuntime, ConversationStore, acancel_requested
 from dcaf_like.application.run_state import TurnRun
-from dcaf_like.application.runs import CANCEL_POLL, CancelPoll, RunCancelled
+from dcaf_like.application.tool_execution import CANCEL_POLL, CancelPoll, RunCancelled
 from dcaf_like.application.tracing import NO_SPAN, Span, Tracer
 from dcaf_like.concurrency.time_limits import OutOfTime, aiterate_within, awithin, iterate_within, within
 

@@ -29,7 +29,7 @@ from dcaf_like.application.ports import (
     cancel_requested,
 )
 from dcaf_like.application.questions import answers_to, open_question
-from dcaf_like.application.runs import CANCEL_POLL, arun_tool, run_tool
+from dcaf_like.application.tool_execution import CANCEL_POLL, arun_tool, run_tool
 from dcaf_like.application.tracing import NoTracer, Span, Tracer
 from dcaf_like.concurrency.bridges import at_once
 from dcaf_like.domain import CallOutcome, Conversation, Session, ToolCall, ToolCallStatus

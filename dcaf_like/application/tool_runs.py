@@ -18,7 +18,7 @@ from dcaf_like.application.events import CancelRequested, ToolProgress
 from dcaf_like.application.executors import LEASED_TO_QUEUE, ToolExecutor, ToolJob
 from dcaf_like.application.ports import ConversationStore, acancel_requested
 from dcaf_like.application.run_state import TurnRun
-from dcaf_like.application.runs import (
+from dcaf_like.application.tool_execution import (
     CANCEL_POLL,
     STOPPED_BY_CANCEL,
     CancelPoll,

@@ -75,7 +75,7 @@ def create_app(
     server at ``/mcp`` too (streamable HTTP; docs/mcp.md). With `metrics`, ``GET /metrics``.
 
     On SIGTERM the server drains for up to `shutdown_grace` seconds before it shuts down: new turns
-    get 503 with ``Retry-After``, ``/ready`` 503, the turns under way go on (``runs.py``).
+    get 503 with ``Retry-After``, ``/ready`` 503, the turns under way go on (``detached.py``).
 
     With `audit_key` (else ``DCAF_AUDIT_KEY``), the server signs the audit trail's head every so many
     records or minutes (docs/operations.md, "Proving the trail"); without one the trail is chained but
@@ -93,7 +93,7 @@ def create_app(
     )
     key = checked_signing_key(audit_key) if audit_key is not None else signing_key()
     sweep_every = sweep_period(escalation_sweep)
-    # Every turn runs apart from its request: a client that goes away does not stop it (runs.py).
+    # Every turn runs apart from its request: a client that goes away does not stop it (detached.py).
     runs = Runs(grace=shutdown_grace)
     # What the server's shutdown waits for, in this order, before the agent lets go of its clients.
     closing: list[Callable[[], Awaitable[None]]] = [runs.aclose]

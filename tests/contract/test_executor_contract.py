@@ -20,7 +20,7 @@ import pytest
 
 from dcaf_like import Agent, InvalidRequest, ToolContext, ToolDecision, tool
 from dcaf_like.application.executors import ToolExecutor, ToolJob
-from dcaf_like.application.runs import STOPPED_BY_CANCEL
+from dcaf_like.application.tool_execution import STOPPED_BY_CANCEL
 from dcaf_like.application.tool_jobs import InProcessExecutor, JobOutcome, ToolJobs
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls

@@ -31,7 +31,7 @@ from _server import dcaf_like_serve
 
 from dcaf_like import Agent, ToolDecision
 from dcaf_like.application.executors import ToolJob
-from dcaf_like.application.runs import STOPPED_BY_CANCEL
+from dcaf_like.application.tool_execution import STOPPED_BY_CANCEL
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.domain.tool_call import fingerprint
 from dcaf_like.testing import OpenAICompatibleServer

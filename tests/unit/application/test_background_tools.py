@@ -23,7 +23,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.application.executors import LEASED_TO_QUEUE, InvalidJob
-from dcaf_like.application.runs import STOPPED_BY_CANCEL
+from dcaf_like.application.tool_execution import STOPPED_BY_CANCEL
 from dcaf_like.application.tool_jobs import JobOutcome
 from dcaf_like.domain import CallOutcome, ToolCallStatus
 from dcaf_like.stores.memory import InMemoryConversationRepository

@@ -25,7 +25,7 @@ from dcaf_like import (
     Veto,
     tool,
 )
-from dcaf_like.application.runs import CANCEL_POLL, STOPPED_BY_CANCEL
+from dcaf_like.application.tool_execution import CANCEL_POLL, STOPPED_BY_CANCEL
 from dcaf_like.domain import ToolCallStatus
 from dcaf_like.domain.conversation import STOPPED_WHILE_RUNNING
 from dcaf_like.testing import FakeRuntime, ManualClock, reply, tool_call, tool_calls

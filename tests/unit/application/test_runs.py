@@ -22,7 +22,7 @@ from dcaf_like import (
     tool,
 )
 from dcaf_like.application.effects import RunTool, timed_out
-from dcaf_like.application.runs import CANCEL_POLL, STOPPED_BY_CANCEL
+from dcaf_like.application.tool_execution import CANCEL_POLL, STOPPED_BY_CANCEL
 from dcaf_like.application.transcript import transcript
 from dcaf_like.domain import Conversation, ToolCallStatus, ToolInput
 from dcaf_like.helpdesk.protocol import assistant_message
