@@ -1,8 +1,10 @@
-"""The inbox of a store an earlier version wrote, before the index of waiting calls (docs/approvals.md,
-"One inbox"; docs/stores.md, "The inbox's index in a store of before"): a SQLite file gets the index
-filled when it is opened, a PostgreSQL database when it is migrated past schema version 5, a Redis
-namespace and a DynamoDB namespace at their first inbox read; every call waiting for approval is listed,
-no settled one, and a fill racing a newer save never brings back entries that save removed."""
+"""The inbox of a store an earlier version wrote, before the index of waiting calls or with the index
+as the version that made it left it, without the entries of the conversations saved before
+(docs/approvals.md, "One inbox"; docs/stores.md, "The inbox's index in a store of before"): a SQLite
+file gets the index filled when it is opened, a PostgreSQL database when it is migrated to schema
+version 10, a Redis namespace and a DynamoDB namespace at their first inbox read; every call waiting
+for approval is listed once, no settled one, and a fill racing a newer save never brings back entries
+that save removed."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from dcaf_like.domain import Conversation, ToolInput
 from dcaf_like.stores import postgres as postgres_store
 from dcaf_like.stores._codec import changes, encode
 from dcaf_like.stores.dynamodb import WAITING_MARK
-from dcaf_like.stores.sqlite import TABLE, WAITING
+from dcaf_like.stores.sqlite import MARKS, TABLE, WAITING
 
 
 def proposing(conversation_id: str, *names: str) -> Conversation:
@@ -77,6 +79,7 @@ def test_a_sqlite_file_written_before_the_index_lists_every_waiting_call_once_op
     with sqlite3.connect(path) as db:  # as the version before the index left the file
         db.execute(f"DROP TRIGGER {TABLE}_waiting")
         db.execute(f"DROP TABLE {WAITING}")
+        db.execute(f"DROP TABLE {MARKS}")
 
     ops, billing = (SqliteConversationRepository(path, namespace=n) for n in ("ops", "billing"))
 
@@ -84,6 +87,35 @@ def test_a_sqlite_file_written_before_the_index_lists_every_waiting_call_once_op
     settled(ops, "a")
     assert listed(ops) == [("b", "web-3")]
     reopened = SqliteConversationRepository(path, namespace="ops")  # the index is made once
+    assert listed(reopened) == [("b", "web-3")]
+    for store in (ops, billing, reopened):
+        store.close()
+
+
+def test_a_sqlite_file_whose_index_an_earlier_version_made_unfilled_lists_every_waiting_call_once_opened(
+    tmp_path: Path,
+):
+    path = tmp_path / "earlier.sqlite3"
+    for namespace in ("ops", "billing"):
+        store = SqliteConversationRepository(path, namespace=namespace)
+        store.save(proposing("a", "web-1", "web-2"), 0)
+        store.save(proposing("b", "web-3"), 0)
+        store.save(idle("c"), 0)
+        store.close()
+    with sqlite3.connect(path) as db:  # as the version that made the index left the file: "a" saved
+        db.execute(f"DROP TABLE {MARKS}")  # before it, "b" since
+        db.execute(f"DELETE FROM {WAITING} WHERE id = 'a'")
+        kept = db.execute(f"SELECT namespace, body FROM {WAITING} WHERE id = 'b' ORDER BY 1").fetchall()
+
+    ops, billing = (SqliteConversationRepository(path, namespace=n) for n in ("ops", "billing"))
+
+    assert listed(ops) == listed(billing) == LISTED
+    with sqlite3.connect(path) as db:
+        assert (
+            db.execute(f"SELECT namespace, body FROM {WAITING} WHERE id = 'b' ORDER BY 1").fetchall() == kept
+        )
+    settled(ops, "a")
+    reopened = SqliteConversationRepository(path, namespace="ops")  # marked whole: no second fill
     assert listed(reopened) == [("b", "web-3")]
     for store in (ops, billing, reopened):
         store.close()
@@ -97,6 +129,7 @@ def test_a_conversation_the_fill_cannot_read_is_logged_and_left_out(tmp_path: Pa
     with sqlite3.connect(path) as db:
         db.execute(f"DROP TRIGGER {TABLE}_waiting")
         db.execute(f"DROP TABLE {WAITING}")
+        db.execute(f"DROP TABLE {MARKS}")
         db.execute(  # a damaged header
             f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body) VALUES (?, ?, ?, ?, ?)",
             ("default", "x", 1, 1.0, "{"),
@@ -150,6 +183,53 @@ def test_a_postgres_database_of_schema_version_5_lists_every_waiting_call_once_m
     assert listed(ops) == listed(billing) == LISTED
     settled(ops, "a")
     assert listed(ops) == [("b", "web-3")]
+    ops.close()
+    billing.close()
+
+
+def test_a_postgres_database_whose_step_6_left_the_index_unfilled_lists_every_waiting_call_once_migrated(
+    postgres_url, postgres_table
+):
+    psycopg = pytest.importorskip("psycopg")
+    made = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made.migrate()
+    made.close()
+    old = proposing("d", "web-4")  # a whole document (format 1), stored before step 4, never saved since
+    for namespace in ("ops", "billing"):
+        store = PostgresConversationRepository(postgres_url, table=postgres_table, namespace=namespace)
+        store.save(proposing("a", "web-1", "web-2"), 0)
+        store.save(proposing("b", "web-3"), 0)
+        store.save(idle("c"), 0)
+        store.close()
+    with psycopg.connect(postgres_url) as db:  # as the version that made the index left it at 9: "a"
+        db.execute(f"DELETE FROM {postgres_table}_waiting WHERE id = 'a'")  # saved before 6, "b" since
+        for namespace in ("ops", "billing"):
+            db.execute(
+                f"INSERT INTO {postgres_table} (namespace, id, version, updated_at, body, owner) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (namespace, old.id, old.version, 1.0, encode(old), old.owner),
+            )
+        db.execute(f"UPDATE {postgres_table}_schema_version SET version = 9")
+        kept = db.execute(  # xmin: the transaction that wrote the row version
+            f"SELECT namespace, xmin::text, body FROM {postgres_table}_waiting WHERE id = 'b' ORDER BY 1"
+        ).fetchall()
+
+    ops, billing = (
+        PostgresConversationRepository(postgres_url, table=postgres_table, namespace=n)
+        for n in ("ops", "billing")
+    )
+    assert ops.migrate() == 9
+
+    assert listed(ops) == listed(billing) == [*LISTED, ("d", "web-4")]
+    with psycopg.connect(postgres_url) as db:
+        assert (
+            kept
+            == db.execute(
+                f"SELECT namespace, xmin::text, body FROM {postgres_table}_waiting WHERE id = 'b' ORDER BY 1"
+            ).fetchall()
+        )
+    settled(ops, "a")
+    assert listed(ops) == [("b", "web-3"), ("d", "web-4")]
     ops.close()
     billing.close()
 
