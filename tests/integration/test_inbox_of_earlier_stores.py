@@ -9,8 +9,9 @@ that save removed."""
 from __future__ import annotations
 
 import sqlite3
+import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,15 @@ def test_a_sqlite_file_whose_index_an_earlier_version_made_unfilled_lists_every_
     assert listed(reopened) == [("b", "web-3")]
     for store in (ops, billing, reopened):
         store.close()
+
+
+def test_a_new_sqlite_file_is_marked_whole_with_its_empty_index(tmp_path: Path):
+    store = SqliteConversationRepository(tmp_path / "new.sqlite3")
+
+    assert store.list_waiting() == []
+    with sqlite3.connect(store.path) as db:
+        assert db.execute(f"SELECT name FROM {MARKS}").fetchall() == [("waiting-whole",)]
+    store.close()
 
 
 def test_a_conversation_the_fill_cannot_read_is_logged_and_left_out(tmp_path: Path, caplog):
@@ -232,6 +242,49 @@ def test_a_postgres_database_whose_step_6_left_the_index_unfilled_lists_every_wa
     assert listed(ops) == [("b", "web-3"), ("d", "web-4")]
     ops.close()
     billing.close()
+
+
+def test_a_postgres_fill_reads_after_a_save_in_flight_of_a_worker_of_the_earlier_version(
+    postgres_url, postgres_table
+):
+    """docs/stores.md, "The inbox's index in a store of before": migration 10 locks the table against
+    writes before it reads, so a worker still running the version at 9 (which keeps the index and does
+    not migrate again) saves before the fill reads: its decided calls never come back."""
+    psycopg = pytest.importorskip("psycopg")
+    made = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made.save(proposing("a", "web-1"), 0)
+    decided = made.get("a")
+    assert decided is not None
+    read_at = decided.version
+    for call in decided.pending_tool_calls:
+        decided.reject_tool_call(call.id.value, "not now", by="alice")
+    sql, params = made._save_statement(decided, read_at)  # the save, as the earlier version writes it
+    made.close()
+    with psycopg.connect(postgres_url, autocommit=True) as db:  # at 9, "a" saved before 6
+        db.execute(f"DELETE FROM {postgres_table}_waiting")
+        db.execute(f"UPDATE {postgres_table}_schema_version SET version = 9")
+    earlier_worker = psycopg.connect(postgres_url)
+    earlier_worker.execute(sql, params)  # in flight: its transaction not yet committed
+    store = PostgresConversationRepository(postgres_url, table=postgres_table)
+
+    with ThreadPoolExecutor(1) as pool, psycopg.connect(postgres_url, autocommit=True) as watch:
+        migrating = pool.submit(store.migrate)
+        deadline = time.monotonic() + 60
+        while (
+            not wait([migrating], timeout=0.01).done
+            and not watch.execute(
+                "SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE c.relname = %s AND NOT l.granted)",
+                (postgres_table,),
+            ).fetchone()[0]
+        ):
+            assert time.monotonic() < deadline, "the migration neither ended nor waited for the table"
+        earlier_worker.commit()
+        assert migrating.result(timeout=60) == 9
+
+    assert store.list_waiting() == []
+    earlier_worker.close()
+    store.close()
 
 
 def test_a_redis_namespace_an_earlier_version_started_lists_every_waiting_call_at_its_first_read(
