@@ -69,10 +69,13 @@ def _fill_owners(db: Any, table: str) -> None:
 
 
 def _fill_waiting(db: Any, table: str) -> None:
-    """Migration 6's rows: the inbox's entries of the conversations stored before the index, each
-    decoded from its header and rows as schema version 5 holds them, two hundred conversations at a
-    time through a server-side cursor. In the migration's transaction, which every worker of this
-    version waits for: no save of one writes an entry meanwhile."""
+    """Migration 10's rows: the inbox's entries of every conversation that has none, decoded from its
+    header and rows (or its whole document of format 1), two hundred conversations at a time through a
+    server-side cursor. Those saved before step 6 have none, and step 6 as released made the index
+    without them. In the migration's transaction, which every worker of this version waits for; the
+    table is locked against writes first, so a worker of an earlier version (which keeps the index
+    but does not migrate again) saves before the fill reads or after it commits, never in between."""
+    db.execute(f"LOCK TABLE {table} IN SHARE MODE")
     with db.cursor(name=f"{table}_waiting_fill") as rows:
         rows.execute(
             f"SELECT t.namespace, t.id, t.body,"
@@ -80,6 +83,7 @@ def _fill_waiting(db: Any, table: str) -> None:
             " ORDER BY m.seq),"
             f" ARRAY(SELECT c.body FROM {table}_calls c WHERE (c.namespace, c.id) = (t.namespace, t.id)"
             f" ORDER BY c.seq) FROM {table} t"
+            f" LEFT JOIN {table}_waiting w ON (w.namespace, w.id) = (t.namespace, t.id) WHERE w.id IS NULL"
         )
         while batch := rows.fetchmany(200):
             filled = [
@@ -88,17 +92,15 @@ def _fill_waiting(db: Any, table: str) -> None:
             ]
             with db.cursor() as insert:
                 insert.executemany(
-                    f"INSERT INTO {table}_waiting (namespace, id, body) VALUES (%s, %s, %s)",
+                    f"INSERT INTO {table}_waiting (namespace, id, body) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (namespace, id) DO NOTHING",
                     [row for row in filled if row[2]],
                 )
 
 
 # The schema's versions: each step brings a database from the version before it to its own. Never
-# change a step once released; add one. (Step 6 gained its last statement, the fill, after it was
-# first written: it adds only rows that a database made at 6 or later already has, since every save
-# writes them. A database migrated past 6 before the fill was added leaves a conversation saved
-# before 6, and not since, out of the inbox until its next save.) A step is statements (the table's
-# name in `{table}`) or a function of the connection and the table, for what SQL cannot do.
+# change a step once released; add one. A step is statements (the table's name in `{table}`) or a
+# function of the connection and the table, for what SQL cannot do.
 MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
     # 1: the conversations and the index that lists a namespace's most recent ones.
     (
@@ -150,13 +152,11 @@ MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
         " PRIMARY KEY (namespace, number))",
     ),
     # 6: the inbox's index (docs/approvals.md, "One inbox"): per conversation with calls waiting for
-    # approval, their entries as JSON, written by the save that changed them; deleted with it. The
-    # conversations stored before get theirs from their calls.
+    # approval, their entries as JSON, written by the save that changed them; deleted with it.
     (
         "CREATE TABLE {table}_waiting ("
         " namespace text NOT NULL, id text NOT NULL, body text NOT NULL, PRIMARY KEY (namespace, id),"
         " FOREIGN KEY (namespace, id) REFERENCES {table} (namespace, id) ON DELETE CASCADE)",
-        _fill_waiting,
     ),
     # 7: standing grants (docs/approvals.md, "Grants"): each grant's JSON by namespace and id.
     (
@@ -176,6 +176,9 @@ MIGRATIONS: tuple[tuple[str | Callable[[Any, str], None], ...], ...] = (
         "CREATE INDEX {table}_owner ON {table} (namespace, owner, updated_at, id)",
         _fill_owners,
     ),
+    # 10: the inbox's entries of the conversations saved before step 6 and not since, which step 6
+    # left out (docs/stores.md, "The inbox's index in a store of before").
+    (_fill_waiting,),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

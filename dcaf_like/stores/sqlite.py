@@ -51,6 +51,10 @@ GRANTS = "dcaf_grants"
 # their entries as JSON, written in the transaction of the save that changed them and deleted with the
 # conversation's header.
 WAITING = "dcaf_waiting"
+# What the file holds whole, of every namespace, a row each by name. WAITING_WHOLE: every
+# conversation's entries are in WAITING (saves keep them so from then on).
+MARKS = "dcaf_marks"
+WAITING_WHOLE = "waiting-whole"
 _CANCELS = (
     f"CREATE TABLE IF NOT EXISTS {CANCELS} "
     "(namespace TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (namespace, id))"
@@ -132,6 +136,7 @@ CREATE TABLE IF NOT EXISTS {DIGESTS} (
     digest    TEXT    NOT NULL,
     PRIMARY KEY (namespace, number)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {MARKS} (name TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 # Columns added since the table was first released: added to a file that lacks them when it is opened
@@ -146,13 +151,21 @@ _ADDED_COLUMNS = {
     "window_call": "INTEGER",
     "owner": "TEXT",
 }
-# The inbox's index, made apart from the schema above: a file an earlier version wrote has
-# conversations and no index, and gets it filled from them in the transaction that makes it.
+# The inbox's index, made apart from the schema above and filled once, in the transaction that
+# writes the mark WAITING_WHOLE: a file an earlier version wrote may hold conversations with calls
+# waiting and no entries for them, with no index (before it existed) or with one (the version that
+# made it did not fill it).
 _WAITING_SCHEMA = (
-    f"CREATE TABLE {WAITING} (namespace TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, "
-    "PRIMARY KEY (namespace, id)) WITHOUT ROWID",
-    f"CREATE TRIGGER {TABLE}_waiting AFTER DELETE ON {TABLE} "
+    f"CREATE TABLE IF NOT EXISTS {WAITING} (namespace TEXT NOT NULL, id TEXT NOT NULL, "
+    "body TEXT NOT NULL, PRIMARY KEY (namespace, id)) WITHOUT ROWID",
+    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_waiting AFTER DELETE ON {TABLE} "
     f"BEGIN DELETE FROM {WAITING} WHERE namespace = old.namespace AND id = old.id; END",
+)
+_MARKED = f"SELECT 1 FROM {MARKS} WHERE name = ?"
+# The conversations without entries, which the fill reads (those with entries have the right ones).
+_UNINDEXED = (
+    f"SELECT t.namespace, t.id FROM {TABLE} t LEFT JOIN {WAITING} w "
+    "ON w.namespace = t.namespace AND w.id = t.id WHERE w.id IS NULL"
 )
 _OWNERS_FILLED = f"UPDATE {TABLE} SET owner = json_extract(body, '$.owner') WHERE json_valid(body)"
 _OWNERS_INDEX = f"CREATE INDEX IF NOT EXISTS {TABLE}_owner ON {TABLE} (namespace, owner, updated_at)"
@@ -750,24 +763,26 @@ def _add_columns(db: sqlite3.Connection) -> None:
 
 
 def _make_waiting(db: sqlite3.Connection) -> None:
-    """Make the inbox's index if the file lacks it, filled from the conversations it holds (of every
-    namespace: none in a new file), in one write transaction: a save, of this process or another,
-    comes before it or after it, never in between."""
-    if _has_waiting(db):
+    """Make the inbox's index whole, once per file: unless it is marked so, make the index if the file
+    lacks it, fill the entries of the conversations that have none (of every namespace; none in a new
+    file) and mark it, in one write transaction: a save, of this process or another, comes before it
+    or after it, never in between. Marked, this is one read."""
+    if _whole(db):
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        if not _has_waiting(db):  # another process made it first
+        if not _whole(db):  # another process made it whole first
             for statement in _WAITING_SCHEMA:
                 db.execute(statement)
-            keys = db.execute(f"SELECT namespace, id FROM {TABLE}").fetchall()
             filled = [
-                (ns, id_, entries_to_fill(id_, partial(_read_any_age, db, ns, id_))[1]) for ns, id_ in keys
+                (ns, id_, entries_to_fill(id_, partial(_read_any_age, db, ns, id_))[1])
+                for ns, id_ in db.execute(_UNINDEXED).fetchall()
             ]
             db.executemany(
-                f"INSERT INTO {WAITING} (namespace, id, body) VALUES (?, ?, ?)",
+                f"INSERT OR IGNORE INTO {WAITING} (namespace, id, body) VALUES (?, ?, ?)",
                 [row for row in filled if row[2]],
             )
+            db.execute(f"INSERT INTO {MARKS} (name) VALUES (?)", (WAITING_WHOLE,))
     except BaseException:
         with suppress(sqlite3.Error):
             db.execute("ROLLBACK")
@@ -775,8 +790,8 @@ def _make_waiting(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _has_waiting(db: sqlite3.Connection) -> bool:
-    return db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (WAITING,)).fetchone() is not None
+def _whole(db: sqlite3.Connection) -> bool:
+    return db.execute(_MARKED, (WAITING_WHOLE,)).fetchone() is not None
 
 
 def _read_any_age(db: sqlite3.Connection, namespace: str, conversation_id: str) -> Conversation | None:

@@ -1,14 +1,17 @@
-"""The inbox of a store an earlier version wrote, before the index of waiting calls (docs/approvals.md,
-"One inbox"; docs/stores.md, "The inbox's index in a store of before"): a SQLite file gets the index
-filled when it is opened, a PostgreSQL database when it is migrated past schema version 5, a Redis
-namespace and a DynamoDB namespace at their first inbox read; every call waiting for approval is listed,
-no settled one, and a fill racing a newer save never brings back entries that save removed."""
+"""The inbox of a store an earlier version wrote, before the index of waiting calls or with the index
+as the version that made it left it, without the entries of the conversations saved before
+(docs/approvals.md, "One inbox"; docs/stores.md, "The inbox's index in a store of before"): a SQLite
+file gets the index filled when it is opened, a PostgreSQL database when it is migrated to schema
+version 10, a Redis namespace and a DynamoDB namespace at their first inbox read; every call waiting
+for approval is listed once, no settled one, and a fill racing a newer save never brings back entries
+that save removed."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,7 @@ from dcaf_like.domain import Conversation, ToolInput
 from dcaf_like.stores import postgres as postgres_store
 from dcaf_like.stores._codec import changes, encode
 from dcaf_like.stores.dynamodb import WAITING_MARK
-from dcaf_like.stores.sqlite import TABLE, WAITING
+from dcaf_like.stores.sqlite import MARKS, TABLE, WAITING
 
 
 def proposing(conversation_id: str, *names: str) -> Conversation:
@@ -77,6 +80,7 @@ def test_a_sqlite_file_written_before_the_index_lists_every_waiting_call_once_op
     with sqlite3.connect(path) as db:  # as the version before the index left the file
         db.execute(f"DROP TRIGGER {TABLE}_waiting")
         db.execute(f"DROP TABLE {WAITING}")
+        db.execute(f"DROP TABLE {MARKS}")
 
     ops, billing = (SqliteConversationRepository(path, namespace=n) for n in ("ops", "billing"))
 
@@ -89,6 +93,44 @@ def test_a_sqlite_file_written_before_the_index_lists_every_waiting_call_once_op
         store.close()
 
 
+def test_a_sqlite_file_whose_index_an_earlier_version_made_unfilled_lists_every_waiting_call_once_opened(
+    tmp_path: Path,
+):
+    path = tmp_path / "earlier.sqlite3"
+    for namespace in ("ops", "billing"):
+        store = SqliteConversationRepository(path, namespace=namespace)
+        store.save(proposing("a", "web-1", "web-2"), 0)
+        store.save(proposing("b", "web-3"), 0)
+        store.save(idle("c"), 0)
+        store.close()
+    with sqlite3.connect(path) as db:  # as the version that made the index left the file: "a" saved
+        db.execute(f"DROP TABLE {MARKS}")  # before it, "b" since
+        db.execute(f"DELETE FROM {WAITING} WHERE id = 'a'")
+        kept = db.execute(f"SELECT namespace, body FROM {WAITING} WHERE id = 'b' ORDER BY 1").fetchall()
+
+    ops, billing = (SqliteConversationRepository(path, namespace=n) for n in ("ops", "billing"))
+
+    assert listed(ops) == listed(billing) == LISTED
+    with sqlite3.connect(path) as db:
+        assert (
+            db.execute(f"SELECT namespace, body FROM {WAITING} WHERE id = 'b' ORDER BY 1").fetchall() == kept
+        )
+    settled(ops, "a")
+    reopened = SqliteConversationRepository(path, namespace="ops")  # marked whole: no second fill
+    assert listed(reopened) == [("b", "web-3")]
+    for store in (ops, billing, reopened):
+        store.close()
+
+
+def test_a_new_sqlite_file_is_marked_whole_with_its_empty_index(tmp_path: Path):
+    store = SqliteConversationRepository(tmp_path / "new.sqlite3")
+
+    assert store.list_waiting() == []
+    with sqlite3.connect(store.path) as db:
+        assert db.execute(f"SELECT name FROM {MARKS}").fetchall() == [("waiting-whole",)]
+    store.close()
+
+
 def test_a_conversation_the_fill_cannot_read_is_logged_and_left_out(tmp_path: Path, caplog):
     path = tmp_path / "earlier.sqlite3"
     store = SqliteConversationRepository(path)
@@ -97,6 +139,7 @@ def test_a_conversation_the_fill_cannot_read_is_logged_and_left_out(tmp_path: Pa
     with sqlite3.connect(path) as db:
         db.execute(f"DROP TRIGGER {TABLE}_waiting")
         db.execute(f"DROP TABLE {WAITING}")
+        db.execute(f"DROP TABLE {MARKS}")
         db.execute(  # a damaged header
             f"INSERT INTO {TABLE} (namespace, id, version, updated_at, body) VALUES (?, ?, ?, ?, ?)",
             ("default", "x", 1, 1.0, "{"),
@@ -152,6 +195,96 @@ def test_a_postgres_database_of_schema_version_5_lists_every_waiting_call_once_m
     assert listed(ops) == [("b", "web-3")]
     ops.close()
     billing.close()
+
+
+def test_a_postgres_database_whose_step_6_left_the_index_unfilled_lists_every_waiting_call_once_migrated(
+    postgres_url, postgres_table
+):
+    psycopg = pytest.importorskip("psycopg")
+    made = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made.migrate()
+    made.close()
+    old = proposing("d", "web-4")  # a whole document (format 1), stored before step 4, never saved since
+    for namespace in ("ops", "billing"):
+        store = PostgresConversationRepository(postgres_url, table=postgres_table, namespace=namespace)
+        store.save(proposing("a", "web-1", "web-2"), 0)
+        store.save(proposing("b", "web-3"), 0)
+        store.save(idle("c"), 0)
+        store.close()
+    with psycopg.connect(postgres_url) as db:  # as the version that made the index left it at 9: "a"
+        db.execute(f"DELETE FROM {postgres_table}_waiting WHERE id = 'a'")  # saved before 6, "b" since
+        for namespace in ("ops", "billing"):
+            db.execute(
+                f"INSERT INTO {postgres_table} (namespace, id, version, updated_at, body, owner) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (namespace, old.id, old.version, 1.0, encode(old), old.owner),
+            )
+        db.execute(f"UPDATE {postgres_table}_schema_version SET version = 9")
+        kept = db.execute(  # xmin: the transaction that wrote the row version
+            f"SELECT namespace, xmin::text, body FROM {postgres_table}_waiting WHERE id = 'b' ORDER BY 1"
+        ).fetchall()
+
+    ops, billing = (
+        PostgresConversationRepository(postgres_url, table=postgres_table, namespace=n)
+        for n in ("ops", "billing")
+    )
+    assert ops.migrate() == 9
+
+    assert listed(ops) == listed(billing) == [*LISTED, ("d", "web-4")]
+    with psycopg.connect(postgres_url) as db:
+        assert (
+            kept
+            == db.execute(
+                f"SELECT namespace, xmin::text, body FROM {postgres_table}_waiting WHERE id = 'b' ORDER BY 1"
+            ).fetchall()
+        )
+    settled(ops, "a")
+    assert listed(ops) == [("b", "web-3"), ("d", "web-4")]
+    ops.close()
+    billing.close()
+
+
+def test_a_postgres_fill_reads_after_a_save_in_flight_of_a_worker_of_the_earlier_version(
+    postgres_url, postgres_table
+):
+    """docs/stores.md, "The inbox's index in a store of before": migration 10 locks the table against
+    writes before it reads, so a worker still running the version at 9 (which keeps the index and does
+    not migrate again) saves before the fill reads: its decided calls never come back."""
+    psycopg = pytest.importorskip("psycopg")
+    made = PostgresConversationRepository(postgres_url, table=postgres_table)
+    made.save(proposing("a", "web-1"), 0)
+    decided = made.get("a")
+    assert decided is not None
+    read_at = decided.version
+    for call in decided.pending_tool_calls:
+        decided.reject_tool_call(call.id.value, "not now", by="alice")
+    sql, params = made._save_statement(decided, read_at)  # the save, as the earlier version writes it
+    made.close()
+    with psycopg.connect(postgres_url, autocommit=True) as db:  # at 9, "a" saved before 6
+        db.execute(f"DELETE FROM {postgres_table}_waiting")
+        db.execute(f"UPDATE {postgres_table}_schema_version SET version = 9")
+    earlier_worker = psycopg.connect(postgres_url)
+    earlier_worker.execute(sql, params)  # in flight: its transaction not yet committed
+    store = PostgresConversationRepository(postgres_url, table=postgres_table)
+
+    with ThreadPoolExecutor(1) as pool, psycopg.connect(postgres_url, autocommit=True) as watch:
+        migrating = pool.submit(store.migrate)
+        deadline = time.monotonic() + 60
+        while (
+            not wait([migrating], timeout=0.01).done
+            and not watch.execute(
+                "SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE c.relname = %s AND NOT l.granted)",
+                (postgres_table,),
+            ).fetchone()[0]
+        ):
+            assert time.monotonic() < deadline, "the migration neither ended nor waited for the table"
+        earlier_worker.commit()
+        assert migrating.result(timeout=60) == 9
+
+    assert store.list_waiting() == []
+    earlier_worker.close()
+    store.close()
 
 
 def test_a_redis_namespace_an_earlier_version_started_lists_every_waiting_call_at_its_first_read(

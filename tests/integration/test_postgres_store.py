@@ -56,7 +56,7 @@ def test_the_first_use_creates_the_schema_at_the_current_version(postgres_url, p
 
     saved(store, "c1")
 
-    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 9
+    assert schema_version(postgres_url, postgres_table) == postgres_store.SCHEMA_VERSION == 10
     with psycopg.connect(postgres_url) as db:
         columns = {r[0] for r in db.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (postgres_table,)
@@ -87,7 +87,7 @@ def test_a_database_made_by_the_first_version_is_migrated_and_keeps_its_conversa
 
     assert loaded is not None
     assert loaded.messages[0].text == "stored before the migration"
-    assert schema_version(postgres_url, postgres_table) == 9
+    assert schema_version(postgres_url, postgres_table) == 10
     loaded.add_assistant_message("after")
     store.save(loaded, old.version)
     assert store.list_ids() == ["from-v1"]
