@@ -59,7 +59,7 @@ def in_a_child(script_name: str, quick: bool) -> str:
     call) imports LangChain and Agno, which would slow this one's collections; in_flight.py (runs in
     flight) and peer_stores.py (the peers on their own stores) start servers of their own; store_scale.py
     (stores of any size) fills each store with 100,000 conversations and closes its loop's clients;
-    jobs.py (a job engine) starts Celery workers."""
+    jobs.py (a job engine) starts Celery workers; turn_instructions.py runs each turn under callgrind."""
     script = str(Path(__file__).resolve().parent / script_name)
     done = subprocess.run(
         [sys.executable, script, *(["--quick"] if quick else [])], capture_output=True, text=True
@@ -91,6 +91,7 @@ def main() -> None:
         in_a_child("peer_stores.py", args.quick),
         in_a_child("store_scale.py", args.quick),
         in_a_child("jobs.py", args.quick),
+        in_a_child("turn_instructions.py", args.quick),
     ]
     body = "\n\n".join(
         [

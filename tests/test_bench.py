@@ -62,6 +62,7 @@ def test_the_benchmarks_run_and_report_every_peer_side_by_side(redis_url, postgr
         "an owner's first page (theirs: 1 in 100)",
         "Job engine: the approval",
         "DynamoDB (moto): items its queries read",
+        "A turn, in instructions (callgrind)",  # docs/benchmarks.md, "A turn against Agno's"
     ):
         assert table in out
     assert "written to" not in out  # the quick mode leaves the docs alone
@@ -196,3 +197,4 @@ def test_the_job_engine_benchmark_runs_the_tools_in_process_and_on_two_celery_wo
 
     assert "| approve a call of a background tool (its job sent to Redis) |" in result.stdout
     assert "| 2 Celery workers, 4 each |" in result.stdout
+
