@@ -42,11 +42,9 @@ def child(framework: str, warmup: int, turns: int) -> None:
 def instructions(framework: str, seed: int, warmup: int, turns: int, directory: str) -> int:
     """Every instruction a child process running `turns` turns (after `warmup`) executed."""
     out = Path(directory) / f"{framework}.{seed}.{turns}.out"
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     subprocess.run(
-        [
-            "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-            sys.executable, __file__, "--child", framework, str(warmup), str(turns),
-        ],  # fmt: skip
+        [*valgrind, sys.executable, __file__, "--child", framework, str(warmup), str(turns)],
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONHASHSEED": str(seed), "AGNO_TELEMETRY": "false"},

@@ -197,4 +197,3 @@ def test_the_job_engine_benchmark_runs_the_tools_in_process_and_on_two_celery_wo
 
     assert "| approve a call of a background tool (its job sent to Redis) |" in result.stdout
     assert "| 2 Celery workers, 4 each |" in result.stdout
-
