@@ -210,7 +210,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
         self._lock = threading.Lock()
         # Threads of this process take turns to write: waiting on SQLite's own lock means its busy
         # handler's sleeps (up to 100 ms each); other processes still wait on the file lock.
-        self._write_turn = threading.Lock()
+        self._write_lock = threading.Lock()
 
     # -- the port ---------------------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
     def save(self, conversation: Conversation, expected_version: int) -> None:
         self._save(
             conversation, expected_version, _rows(conversation, expected_version), self._connection(),
-            self._write_turn,
+            self._write_lock,
         )  # fmt: skip
 
     def _get(
@@ -245,13 +245,13 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
         expected_version: int,
         rows: _Rows,
         connection: sqlite3.Connection,
-        turn: AbstractContextManager[Any],
+        lock: AbstractContextManager[Any],
     ) -> None:
         now = self.clock()
         waiting = waiting_until(conversation)
         body, (window_message, window_call) = rows.header, rows.window
         key = (self.namespace, conversation.id)
-        with self._writing(connection, turn, synced=rows.claims) as db:
+        with self._writing(connection, lock, synced=rows.claims) as db:
             if self.ttl is not None:
                 db.execute(
                     f"DELETE FROM {TABLE} WHERE namespace = ? AND {_GONE}",
@@ -370,7 +370,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
         )
 
     def append_digest(self, digest: AuditDigest) -> bool:
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             written = db.execute(
                 f"INSERT OR IGNORE INTO {DIGESTS} (namespace, number, digest) VALUES (?, ?, ?)",
                 (self.namespace, digest.number, digest.to_json()),
@@ -379,7 +379,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
 
     def record_decisions(self, records: Sequence[DecisionRecord]) -> None:
         if records:
-            with self._writing(self._connection(), self._write_turn) as db:
+            with self._writing(self._connection(), self._write_lock) as db:
                 self._append(db, records)
 
     def decision_records(self, conversation_id: str | None = None, limit: int = 100) -> list[DecisionRecord]:
@@ -409,7 +409,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
         return await asyncio.to_thread(self.decision_records, conversation_id, limit)
 
     def delete(self, conversation_id: str) -> bool:
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             deleted = db.execute(
                 f"DELETE FROM {TABLE} WHERE namespace = ? AND id = ?", (self.namespace, conversation_id)
             ).rowcount
@@ -423,14 +423,14 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
 
     # Standing grants (docs/approvals.md, "Grants").
     def add_grant(self, grant: Grant) -> None:
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             db.execute(
                 f"INSERT INTO {GRANTS} (namespace, id, body) VALUES (?, ?, ?)",
                 (self.namespace, grant.id, json.dumps(grant.to_dict())),
             )
 
     def revoke_grant(self, grant_id: str, *, by: str, at: float) -> Grant | None:
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             row = db.execute(
                 f"SELECT body FROM {GRANTS} WHERE namespace = ? AND id = ?", (self.namespace, grant_id)
             ).fetchone()
@@ -444,7 +444,7 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
         return revoked
 
     def delete_grants(self, grant_ids: Sequence[str]) -> None:
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             db.executemany(
                 f"DELETE FROM {GRANTS} WHERE namespace = ? AND id = ?",
                 [(self.namespace, i) for i in grant_ids],
@@ -497,12 +497,12 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
             with self._reading(self._connection()) as db:
                 (count,) = db.execute(f"SELECT count(*) {gone[0]}", gone[1]).fetchone()
             return int(count)
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             return int(db.execute(f"DELETE {gone[0]}", gone[1]).rowcount)
 
     # Cancel requests, in a table of their own made when the first is asked for.
     def request_cancel(self, conversation_id: str, *, at: float) -> None:
-        with self._writing(self._connection(), self._write_turn) as db:
+        with self._writing(self._connection(), self._write_lock) as db:
             db.execute(_CANCELS)
             db.execute(
                 f"INSERT INTO {CANCELS} (namespace, id, at) VALUES (?, ?, ?) "
@@ -555,16 +555,16 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
         body = _rows(conversation, expected_version)
         if body.claims:  # its commit waits for the disk: never on the event loop
             await asyncio.to_thread(
-                self._save, conversation, expected_version, body, self._connection(), self._write_turn
+                self._save, conversation, expected_version, body, self._connection(), self._write_lock
             )
             return
         try:
             self._save(
-                conversation, expected_version, body, self._loop_connection(), _NoWait(self._write_turn)
+                conversation, expected_version, body, self._loop_connection(), _NoWait(self._write_lock)
             )
         except _WouldWait:
             await asyncio.to_thread(
-                self._save, conversation, expected_version, body, self._connection(), self._write_turn
+                self._save, conversation, expected_version, body, self._connection(), self._write_lock
             )
             return
         self._loop_saves += 1
@@ -648,11 +648,11 @@ class SqliteConversationRepository(ConversationRepository, GrantStore):
 
     @contextmanager
     def _writing(
-        self, connection: sqlite3.Connection, turn: AbstractContextManager[Any], *, synced: bool = False
+        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any], *, synced: bool = False
     ) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: the write lock is taken before the version is compared. Under
-        this process's write turn, so no other thread is in a transaction on `connection`."""
-        with turn, self._synced(connection, synced), self._transaction(connection) as db:
+        `lock`, this process's write lock, so no other thread is in a transaction on `connection`."""
+        with lock, self._synced(connection, synced), self._transaction(connection) as db:
             yield db
 
     @contextmanager

@@ -71,12 +71,12 @@ async def test_a_claim_saved_while_another_thread_writes_waits_its_turn_instead_
 
     # Another thread of this process is in the middle of a write on the shared connection.
     shared = store._connection()
-    store._write_turn.acquire()
+    store._write_lock.acquire()
     shared.execute("BEGIN IMMEDIATE")
     saving = asyncio.create_task(store.asave(claimed, stored_version))
     await asyncio.sleep(0.05)  # let the save reach the lock (it must wait there, not fail)
     shared.execute("COMMIT")
-    store._write_turn.release()
+    store._write_lock.release()
     await saving
 
     stored = store.get(waiting.conversation_id)
