@@ -88,13 +88,73 @@ def test_the_example_delete_pod_previews_the_pod_as_it_is_and_is_rechecked_befor
     [call] = proposed.pending_tool_calls
 
     assert (call.risk, call.preview_kind) == ("reversible", "json")
-    assert json.loads(call.preview or "")["status now"] == "CrashLoopBackOff"
+    assert json.loads(call.preview or "") == {
+        "pod": "default/web-2",
+        "status now": "CrashLoopBackOff",
+        "node": "node-b",
+        "images": ["nginx:1.27"],
+        "owner": "ReplicaSet web-6b7c9 (of Deployment web)",
+        "after": "deleted; its owner, ReplicaSet web-6b7c9 (of Deployment web), starts a replacement",
+    }
     cluster.pods["default"]["web-2"] = "Running"  # it recovered after the approver looked
     again = agent.decide(
         proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=call.preview_digest)]
     )
     assert [c.id for c in again.pending_tool_calls] == [call.id]
     assert "web-2" in cluster.pods["default"]
+
+
+def test_the_example_delete_pod_says_a_pod_without_an_owner_will_not_come_back():
+    """docs/approvals.md, "What the approver sees": a pod no controller owns is gone once deleted."""
+    import json
+
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    runtime = FakeRuntime([tool_call("delete_pod", name="worker-1", namespace="prod")])
+    [call] = k8s_agent.build_agent(runtime).run("delete worker-1").pending_tool_calls
+
+    shown = json.loads(call.preview or "")
+    assert (shown["owner"], shown["after"]) == ("none", "deleted; no owner: it will not come back")
+    assert (shown["node"], shown["images"]) == ("node-d", ["worker:0.9"])
+
+
+def test_the_example_delete_pod_of_a_pod_that_does_not_exist_has_no_preview_and_says_why():
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-9", namespace="prod")])
+    [call] = k8s_agent.build_agent(runtime).run("delete web-9").pending_tool_calls
+
+    assert call.preview is None
+    assert "no pod web-9 in prod" in (call.preview_error or "")
+
+
+def test_the_walkthrough_shows_the_approver_the_pod_its_owner_and_the_risk_before_asking():
+    """docs/approvals.md, "What the approver sees": the walkthrough's approver reads the preview."""
+    out = run_example(stdin="n\n")
+
+    asked = out.split("approve? [y/N]")[0]
+    assert "risk: reversible" in asked
+    assert '"pod": "default/web-2"' in asked
+    assert '"node": "node-b"' in asked
+    assert '"owner": "ReplicaSet web-6b7c9 (of Deployment web)"' in asked
+
+
+def test_the_demo_client_shows_the_preview_laid_out_or_why_there_is_none():
+    import json
+
+    import ops_demo
+
+    preview = json.dumps({"pod": "prod/worker-1", "after": "deleted; no owner: it will not come back"})
+    shown = ops_demo.shown_preview({"preview": preview, "preview_kind": "json", "preview_digest": "d"})
+    failed = ops_demo.shown_preview({"preview": None, "preview_error": "no pod web-9 in prod"})
+
+    assert shown.splitlines() == [
+        "    {",
+        '      "pod": "prod/worker-1",',
+        '      "after": "deleted; no owner: it will not come back"',
+        "    }",
+    ]
+    assert failed == "    (no preview: no pod web-9 in prod)"
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
