@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,11 @@ import triage_function  # noqa: E402
 
 
 def run_example(*args: str, stdin: str = "", example: str = "k8s_agent.py") -> str:
+    """The example's output, run with this checkout's dcaf_like (first on its path)."""
+    path = os.pathsep.join(filter(None, [str(EXAMPLES.parent), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / example), *args],
+        env={**os.environ, "PYTHONPATH": path},
         input=stdin,
         capture_output=True,
         text=True,
@@ -241,6 +245,19 @@ def test_the_command_agent_runs_each_approved_kubectl_command_against_the_fake_k
     assert "program 'sh' is not allowed; the allowed programs are: kubectl" in out
     assert 'pod "web-2" deleted' in out
     assert "pods now: ['web-1']" in out
+
+
+def test_the_command_agent_shows_the_dry_run_of_a_deletion_before_asking():
+    """docs/approvals.md, "A command's dry run": the example's allow-list declares kubectl's dry run,
+    so the approver of the deletion reads what it would remove; a listing has none, and says so."""
+    out = run_example(stdin="y\nn\n", example="command_agent.py")
+
+    listing, deletion = out.split("the agent wants to run: $ ")[1:3]
+    assert "(no preview: CommandFailed: this command has no dry run" in listing
+    assert deletion.startswith("kubectl delete pod web-2 -n default\n  its dry run says:\n")
+    assert "    kind: Pod\n    metadata:\n      name: web-2\n" in deletion
+    assert "phase: CrashLoopBackOff" in deletion
+    assert "pods now: ['web-1', 'web-2']" in out  # the dry run deleted nothing, and the no was a no
 
 
 def test_the_command_agent_runs_nothing_the_operator_rejects():
