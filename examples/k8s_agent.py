@@ -21,8 +21,10 @@ from dcaf_like import Agent, AgentRuntime, ApprovalPolicy, ToolDecision, argumen
 
 
 class Cluster:
-    """Pods by namespace (``pods``: name -> status), and what each pod runs (``specs``: its node, its
-    images, and the controller that owns it, the one that recreates it when it is deleted)."""
+    """Pods by namespace (``pods``: name -> status), what each pod runs (``specs``: its node, its
+    images, and the controller that owns it, the one that recreates it when it is deleted), and the
+    replicas each deployment asks for (``deployments``). A toy: scaling a deployment changes its
+    count of replicas and starts or stops no pod."""
 
     def __init__(self) -> None:
         self.pods = {
@@ -46,9 +48,10 @@ class Cluster:
                 "coredns": {"node": "node-a", "images": ["coredns:1.11"], "owner": "ReplicaSet coredns-5d7"}
             },
         }
+        self.deployments = {"default": {"web": 2}, "prod": {"web": 1}, "kube-system": {"coredns": 1}}
 
     def tools(self) -> list:
-        pods, specs = self.pods, self.specs
+        pods, specs, deployments = self.pods, self.specs, self.deployments
 
         @tool(requires_approval=False)
         def list_pods(namespace: str = "default") -> dict[str, str]:
@@ -97,7 +100,36 @@ class Cluster:
             specs.get(namespace, {}).pop(name, None)
             return f'pod "{name}" deleted'
 
-        return [list_pods, describe_pod, delete_pod]
+        def what_scaling_does(name: str, replicas: int, namespace: str = "default") -> str:
+            """The preview an approver sees: the deployment's replicas now and after, as a diff."""
+            now = deployments.get(namespace, {}).get(name)
+            if now is None:
+                raise LookupError(f"no deployment {name} in {namespace}")
+            if replicas < 0:
+                raise ValueError("replicas cannot be negative")
+            return (
+                f"--- deployment {namespace}/{name}\n+++ deployment {namespace}/{name}\n"
+                f"@@ spec @@\n-replicas: {now}\n+replicas: {replicas}\n"
+            )
+
+        # Rechecked like delete_pod: a deployment scaled by someone else since is not scaled again.
+        @tool(risk="reversible", preview=what_scaling_does, recheck=True)
+        def scale_deployment(name: str, replicas: int, namespace: str = "default") -> str:
+            """Set how many replicas of a deployment run.
+
+            Args:
+                name: The deployment to scale.
+                replicas: How many pods it should run (0 stops them all).
+                namespace: The deployment's namespace.
+            """
+            if replicas < 0:
+                raise ValueError("replicas cannot be negative")
+            if name not in deployments.get(namespace, {}):
+                raise LookupError(f"no deployment {name} in {namespace}")
+            deployments[namespace][name] = replicas
+            return f"deployment {name} scaled to {replicas}"
+
+        return [list_pods, describe_pod, delete_pod, scale_deployment]
 
 
 POLICY = ApprovalPolicy(
@@ -113,7 +145,7 @@ def build_agent(runtime: AgentRuntime | str | None, cluster: Cluster | None = No
         tools=cluster.tools(),
         system=SYSTEM,
         name="k8s-operator",
-        description="Inspects and repairs pods; deleting one needs your approval.",
+        description="Inspects and repairs pods; deleting one or scaling a deployment needs your approval.",
         runtime=runtime,
         approval_policy=POLICY,
     )

@@ -132,6 +132,52 @@ def test_the_example_delete_pod_of_a_pod_that_does_not_exist_has_no_preview_and_
     assert "no pod web-9 in prod" in (call.preview_error or "")
 
 
+def test_the_example_scale_deployment_previews_replicas_before_and_after_and_is_rechecked():
+    """docs/approvals.md, "What the approver sees": scale_deployment shows the replicas as a diff."""
+    from dcaf_like import ToolDecision
+    from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+    cluster = k8s_agent.Cluster()
+    runtime = FakeRuntime(
+        [tool_call("scale_deployment", name="web", replicas=3, namespace="prod"), reply("Done.")]
+    )
+    agent = k8s_agent.build_agent(runtime, cluster)
+    proposed = agent.run("scale web in prod to 3")
+    [call] = proposed.pending_tool_calls
+
+    assert (call.risk, call.preview_kind) == ("reversible", "diff")
+    assert call.preview == (
+        "--- deployment prod/web\n+++ deployment prod/web\n@@ spec @@\n-replicas: 1\n+replicas: 3\n"
+    )
+    cluster.deployments["prod"]["web"] = 2  # someone scaled it after the approver looked
+    again = agent.decide(
+        proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=call.preview_digest)]
+    )
+    [waiting] = again.pending_tool_calls
+    assert "-replicas: 2\n+replicas: 3" in (waiting.preview or "")
+    assert cluster.deployments["prod"]["web"] == 2
+    agent.decide(
+        proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=waiting.preview_digest)]
+    )
+    assert cluster.deployments["prod"]["web"] == 3
+
+
+def test_the_example_agent_refuses_to_scale_in_kube_system():
+    from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+    cluster = k8s_agent.Cluster()
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("scale_deployment", name="coredns", replicas=0, namespace="kube-system")),
+            reply("I may not."),
+        ]
+    )
+    response = k8s_agent.build_agent(runtime, cluster).run("stop coredns")
+
+    assert "platform team" in response.rejected_tool_calls[0].rejection_reason
+    assert cluster.deployments["kube-system"]["coredns"] == 1
+
+
 def test_the_walkthrough_shows_the_approver_the_pod_its_owner_and_the_risk_before_asking():
     """docs/approvals.md, "What the approver sees": the walkthrough's approver reads the preview."""
     out = run_example(stdin="n\n")
