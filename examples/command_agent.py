@@ -7,9 +7,12 @@ The agent is served over HTTP on a loopback port and driven by a HelpDesk client
 library's urllib): commands arrive in ``data.cmds``, each decision goes back in ``cmds`` with the
 command's id and argv, the output comes back in ``data.executed_cmds``. The commands run against
 ``examples/bin/kubectl``, a fake kubectl keeping a two-pod cluster in a temporary file, through
-``LocalCommandRunner``: no shell, only the programs on its allow-list (here ``kubectl``), in its
-working directory, within its timeout and output cap. The model is scripted, so the walkthrough
-always takes the same path, including a program off the allow-list (refused before anyone is asked).
+``LocalCommandRunner``: no shell, only the programs on its allow-list (here ``kubectl``, which
+declares its dry run), in its working directory, within its timeout and output cap. Before you are
+asked, a command that changes something is run as its server-side dry run (``--dry-run=server``),
+and you are shown what it says: the pod the deletion would remove. The model is scripted, so the
+walkthrough always takes the same path, including a program off the allow-list (refused before
+anyone is asked).
 """
 
 from __future__ import annotations
@@ -25,24 +28,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dcaf_like import (
-    Agent,
-    LocalCommandRunner,
-    ModelRequest,
-    ModelResponse,
-    ToolResult,
-    command_tool,
-    create_app,
-)
+from dcaf_like import Agent, ModelRequest, ModelResponse, ToolResult, create_app
+from dcaf_like.commands import LocalCommandRunner, Program, command_tool, kubectl_dry_run
 from dcaf_like.testing import FakeRuntime, tool_call, tool_calls
 
 HERE = Path(__file__).resolve().parent
 
 
 def build_agent(workdir: Path, runtime: Any = None) -> Agent:
-    """The agent: one tool, ``run_command``, whose runner runs only ``kubectl`` (the fake one)."""
+    """The agent: one tool, ``run_command``, whose runner runs only ``kubectl`` (the fake one), each
+    command that changes something previewed by its server-side dry run."""
     runner = LocalCommandRunner(
-        allow=["kubectl"],
+        allow=[Program("kubectl", dry_run=kubectl_dry_run)],
         path=str(HERE / "bin"),  # where `kubectl` is looked up: the fake one shipped with the example
         cwd=workdir,
         timeout=10,
@@ -122,8 +119,15 @@ def converse(url: str, question: str, approve: Callable[[dict[str, Any]], bool])
         decisions = []
         for command in data["cmds"]:
             print(f"the agent wants to run: $ {command['command']}")
+            if command.get("preview") is not None:
+                print("  its dry run says:")
+                print("\n".join(f"    {line}" for line in command["preview"].splitlines()))
+            elif command.get("preview_error"):
+                print(f"  (no preview: {command['preview_error']})")
             if approve(command):
-                decisions.append({"id": command["id"], "argv": command["argv"], "execute": True})
+                # Bound to the dry run shown: had it changed, the server would refuse this approval.
+                shown = {"preview_digest": command["preview_digest"]} if "preview_digest" in command else {}
+                decisions.append({"id": command["id"], "argv": command["argv"], "execute": True, **shown})
             else:
                 reason = "the operator said no"
                 decisions.append({"id": command["id"], "execute": False, "rejection_reason": reason})

@@ -78,6 +78,11 @@ def ask(question: str, *, url: str = URL, answer: Any = input) -> dict[str, Any]
             for call in reply["data"]["tool_calls"]:
                 print(f"\nThe agent wants to run {call['name']}({json.dumps(call['input'])})")
                 print(f"  why it needs approval: {call.get('approval_reason') or 'the tool requires it'}")
+                if call.get("risk"):
+                    print(f"  risk: {call['risk']}")
+                if "preview_digest" in call:  # echoed back with the decision: the approval is of this preview
+                    print("  what it would do:")
+                    print(shown_preview(call))
                 yes = _confirm(answer, "  approve? [y/N] ")
                 decisions.append(
                     {**call, "execute": yes}
@@ -90,6 +95,16 @@ def ask(question: str, *, url: str = URL, answer: Any = input) -> dict[str, Any]
             print(f"ran {done['name']}({json.dumps(done['input'])}) -> {done['output']}")
         print(f"\n{reply['content']}")
         return reply
+
+
+def shown_preview(call: dict[str, Any]) -> str:
+    """A call's preview as the terminal shows it, indented: JSON laid out, a diff or text as it is."""
+    if call.get("preview") is None:
+        return f"    (no preview: {call.get('preview_error')})"
+    text = call["preview"]
+    if call.get("preview_kind") == "json":
+        text = json.dumps(json.loads(text), indent=2)
+    return "\n".join(f"    {line}" for line in text.splitlines())
 
 
 def _confirm(answer: Any, prompt: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,11 @@ import triage_function  # noqa: E402
 
 
 def run_example(*args: str, stdin: str = "", example: str = "k8s_agent.py") -> str:
+    """The example's output, run with this checkout's dcaf_like (first on its path)."""
+    path = os.pathsep.join(filter(None, [str(EXAMPLES.parent), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / example), *args],
+        env={**os.environ, "PYTHONPATH": path},
         input=stdin,
         capture_output=True,
         text=True,
@@ -88,13 +92,119 @@ def test_the_example_delete_pod_previews_the_pod_as_it_is_and_is_rechecked_befor
     [call] = proposed.pending_tool_calls
 
     assert (call.risk, call.preview_kind) == ("reversible", "json")
-    assert json.loads(call.preview or "")["status now"] == "CrashLoopBackOff"
+    assert json.loads(call.preview or "") == {
+        "pod": "default/web-2",
+        "status now": "CrashLoopBackOff",
+        "node": "node-b",
+        "images": ["nginx:1.27"],
+        "owner": "ReplicaSet web-6b7c9 (of Deployment web)",
+        "after": "deleted; its owner, ReplicaSet web-6b7c9 (of Deployment web), starts a replacement",
+    }
     cluster.pods["default"]["web-2"] = "Running"  # it recovered after the approver looked
     again = agent.decide(
         proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=call.preview_digest)]
     )
     assert [c.id for c in again.pending_tool_calls] == [call.id]
     assert "web-2" in cluster.pods["default"]
+
+
+def test_the_example_delete_pod_says_a_pod_without_an_owner_will_not_come_back():
+    """docs/approvals.md, "What the approver sees": a pod no controller owns is gone once deleted."""
+    import json
+
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    runtime = FakeRuntime([tool_call("delete_pod", name="worker-1", namespace="prod")])
+    [call] = k8s_agent.build_agent(runtime).run("delete worker-1").pending_tool_calls
+
+    shown = json.loads(call.preview or "")
+    assert (shown["owner"], shown["after"]) == ("none", "deleted; no owner: it will not come back")
+    assert (shown["node"], shown["images"]) == ("node-d", ["worker:0.9"])
+
+
+def test_the_example_delete_pod_of_a_pod_that_does_not_exist_has_no_preview_and_says_why():
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    runtime = FakeRuntime([tool_call("delete_pod", name="web-9", namespace="prod")])
+    [call] = k8s_agent.build_agent(runtime).run("delete web-9").pending_tool_calls
+
+    assert call.preview is None
+    assert "no pod web-9 in prod" in (call.preview_error or "")
+
+
+def test_the_example_scale_deployment_previews_replicas_before_and_after_and_is_rechecked():
+    """docs/approvals.md, "What the approver sees": scale_deployment shows the replicas as a diff."""
+    from dcaf_like import ToolDecision
+    from dcaf_like.testing import FakeRuntime, reply, tool_call
+
+    cluster = k8s_agent.Cluster()
+    runtime = FakeRuntime(
+        [tool_call("scale_deployment", name="web", replicas=3, namespace="prod"), reply("Done.")]
+    )
+    agent = k8s_agent.build_agent(runtime, cluster)
+    proposed = agent.run("scale web in prod to 3")
+    [call] = proposed.pending_tool_calls
+
+    assert (call.risk, call.preview_kind) == ("reversible", "diff")
+    assert call.preview == (
+        "--- deployment prod/web\n+++ deployment prod/web\n@@ spec @@\n-replicas: 1\n+replicas: 3\n"
+    )
+    cluster.deployments["prod"]["web"] = 2  # someone scaled it after the approver looked
+    again = agent.decide(
+        proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=call.preview_digest)]
+    )
+    [waiting] = again.pending_tool_calls
+    assert "-replicas: 2\n+replicas: 3" in (waiting.preview or "")
+    assert cluster.deployments["prod"]["web"] == 2
+    agent.decide(
+        proposed.conversation_id, [ToolDecision(call.id, True, preview_digest=waiting.preview_digest)]
+    )
+    assert cluster.deployments["prod"]["web"] == 3
+
+
+def test_the_example_agent_refuses_to_scale_in_kube_system():
+    from dcaf_like.testing import FakeRuntime, reply, tool_call, tool_calls
+
+    cluster = k8s_agent.Cluster()
+    runtime = FakeRuntime(
+        [
+            tool_calls(tool_call("scale_deployment", name="coredns", replicas=0, namespace="kube-system")),
+            reply("I may not."),
+        ]
+    )
+    response = k8s_agent.build_agent(runtime, cluster).run("stop coredns")
+
+    assert "platform team" in response.rejected_tool_calls[0].rejection_reason
+    assert cluster.deployments["kube-system"]["coredns"] == 1
+
+
+def test_the_walkthrough_shows_the_approver_the_pod_its_owner_and_the_risk_before_asking():
+    """docs/approvals.md, "What the approver sees": the walkthrough's approver reads the preview."""
+    out = run_example(stdin="n\n")
+
+    asked = out.split("approve? [y/N]")[0]
+    assert "risk: reversible" in asked
+    assert '"pod": "default/web-2"' in asked
+    assert '"node": "node-b"' in asked
+    assert '"owner": "ReplicaSet web-6b7c9 (of Deployment web)"' in asked
+
+
+def test_the_demo_client_shows_the_preview_laid_out_or_why_there_is_none():
+    import json
+
+    import ops_demo
+
+    preview = json.dumps({"pod": "prod/worker-1", "after": "deleted; no owner: it will not come back"})
+    shown = ops_demo.shown_preview({"preview": preview, "preview_kind": "json", "preview_digest": "d"})
+    failed = ops_demo.shown_preview({"preview": None, "preview_error": "no pod web-9 in prod"})
+
+    assert shown.splitlines() == [
+        "    {",
+        '      "pod": "prod/worker-1",',
+        '      "after": "deleted; no owner: it will not come back"',
+        "    }",
+    ]
+    assert failed == "    (no preview: no pod web-9 in prod)"
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
@@ -181,6 +291,19 @@ def test_the_command_agent_runs_each_approved_kubectl_command_against_the_fake_k
     assert "program 'sh' is not allowed; the allowed programs are: kubectl" in out
     assert 'pod "web-2" deleted' in out
     assert "pods now: ['web-1']" in out
+
+
+def test_the_command_agent_shows_the_dry_run_of_a_deletion_before_asking():
+    """docs/approvals.md, "A command's dry run": the example's allow-list declares kubectl's dry run,
+    so the approver of the deletion reads what it would remove; a listing has none, and says so."""
+    out = run_example(stdin="y\nn\n", example="command_agent.py")
+
+    listing, deletion = out.split("the agent wants to run: $ ")[1:3]
+    assert "(no preview: CommandFailed: this command has no dry run" in listing
+    assert deletion.startswith("kubectl delete pod web-2 -n default\n  its dry run says:\n")
+    assert "    kind: Pod\n    metadata:\n      name: web-2\n" in deletion
+    assert "phase: CrashLoopBackOff" in deletion
+    assert "pods now: ['web-1', 'web-2']" in out  # the dry run deleted nothing, and the no was a no
 
 
 def test_the_command_agent_runs_nothing_the_operator_rejects():

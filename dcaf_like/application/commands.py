@@ -9,12 +9,16 @@ would not run is refused before anyone is asked), and :meth:`CommandRunner.run` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 RUN_COMMAND = "run_command"
 """The name of the command tool; a protocol shows its calls as commands (HelpDesk ``cmds``)."""
+
+DryRun = Callable[[Sequence[str]], Sequence[str] | None]
+"""A command's dry run: the argv that shows what the command would do and changes nothing, or None
+when the command has none."""
 
 
 class CommandRefused(Exception):
@@ -61,6 +65,20 @@ class CommandRunner(Protocol):
 
     def run(self, argv: Sequence[str]) -> CommandResult:
         """Run `argv` (checked again first); raise :class:`CommandFailed` if it could not finish."""
+
+
+@runtime_checkable
+class DeclaresDryRuns(Protocol):
+    """A :class:`CommandRunner` whose allow-list declares, per program, the dry run that previews its
+    commands (``LocalCommandRunner(allow=[Program("kubectl", dry_run=kubectl_dry_run)])``).
+    `dry_run_programs` are the programs that declare one."""
+
+    @property
+    def dry_run_programs(self) -> tuple[str, ...]: ...
+
+    def dry_run(self, argv: Sequence[str]) -> tuple[str, ...] | None:
+        """The argv of `argv`'s dry run, as its program declares it; None when its program declares
+        none or this command has none. Runs nothing; raises :class:`CommandRefused` as ``check``."""
 
 
 def checked_argv(argv: Any) -> tuple[str, ...]:

@@ -4,15 +4,16 @@
 call like any other (a server-minted id, bound to its exact argv, single use, the approval policy
 and the audit trail), shown by the HelpDesk protocol as a command (``cmds``, ``executed_cmds``).
 It always requires approval; a program the runner does not allow is refused when the model proposes
-it, before any human is asked and before anything runs. With ``dry_run=kubectl_dry_run`` the approver
-is shown, as the call's preview, what the API server says the command would do (``--dry-run=server``),
-for the commands that can be dry-run safely (docs/approvals.md, "A command's dry run").
+it, before any human is asked and before anything runs. A program whose entry on the runner's
+allow-list declares a dry run (``Program("kubectl", dry_run=kubectl_dry_run)``) has its commands
+previewed by it: the approver is shown, as the call's preview, what the API server says the command
+would do (``--dry-run=server``), for the commands that can be dry-run safely (docs/approvals.md, "A
+command's dry run").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import PurePath
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dcaf_like.application.commands import (
@@ -21,10 +22,13 @@ from dcaf_like.application.commands import (
     CommandRefused,
     CommandResult,
     CommandRunner,
+    DeclaresDryRuns,
+    DryRun,
     checked_argv,
 )
 from dcaf_like.application.errors import InvalidToolArguments
-from dcaf_like.commands.local import LocalCommandRunner
+from dcaf_like.commands.kubectl import KUBECTL_DRY_RUNS, kubectl_dry_run
+from dcaf_like.commands.local import LocalCommandRunner, Program
 from dcaf_like.tools import Tool
 
 _SCHEMA = {
@@ -42,87 +46,10 @@ _SCHEMA = {
 }
 
 
-#: A command's dry run: the argv that shows what it would do and changes nothing, or None (none).
-DryRun = Callable[[Sequence[str]], Sequence[str] | None]
-
-#: kubectl's commands that take ``--dry-run=server``: the API server checks and renders the change
-#: and keeps nothing.
-KUBECTL_DRY_RUNS = frozenset(
-    {"annotate", "apply", "create", "delete", "label", "patch", "replace", "scale", "set"}
-)
-#: Flags a dry run is never made with, before a human approved anything: another server, cluster,
-#: identity or credentials; raw requests; a dry run of the model's own; the end of the flags (after
-#: ``--`` the dry run would be an argument, and the command would run for real); files kubectl would
-#: write (logs, profiles, caches) or a kustomization it would build (which may fetch remote bases).
-_NO_DRY_RUN_WITH = frozenset(
-    {
-        "--",
-        "--dry-run",
-        "--raw",
-        "--log-file",
-        "--log-dir",
-        "--profile",
-        "--profile-output",
-        "--cache-dir",
-        "-k",
-        "--kustomize",
-        "--server",
-        "--kubeconfig",
-        "--context",
-        "--cluster",
-        "--user",
-        "--token",
-        "--as",
-        "--as-group",
-        "--as-uid",
-        "--username",
-        "--password",
-        "--certificate-authority",
-        "--client-certificate",
-        "--client-key",
-        "--insecure-skip-tls-verify",
-        "--tls-server-name",
-    }
-)
-
-
-def kubectl_dry_run(argv: Sequence[str]) -> list[str] | None:
-    """The server-side dry run of a kubectl command that changes something (``kubectl <command> ...
-    --dry-run=server -o yaml``), or None when the command has none or it cannot be made safely: a
-    command not in :data:`KUBECTL_DRY_RUNS` (or after a global flag), a flag of
-    :data:`_NO_DRY_RUN_WITH`, ``-s`` (the server), anything by URL (kubectl would fetch it), or a
-    manifest (``-f``) outside the runner's folder: an absolute path, or one through ``..`` (its
-    content could come back in the preview's error, to someone who approved nothing)."""
-    if len(argv) < 2 or PurePath(argv[0]).name != "kubectl" or argv[1] not in KUBECTL_DRY_RUNS:
-        return None
-    arguments = list(argv[2:])
-    for n, argument in enumerate(arguments):
-        flag = argument.split("=", 1)[0]
-        if flag in _NO_DRY_RUN_WITH or "://" in argument:
-            return None
-        short = argument.startswith("-") and not argument.startswith("--")
-        if short and argument[1:2] in ("s", "k"):
-            return None
-        manifest = _manifest(argument, arguments[n + 1] if n + 1 < len(arguments) else "")
-        if manifest is not None and (PurePath(manifest).is_absolute() or ".." in PurePath(manifest).parts):
-            return None
-    return [*argv, "--dry-run=server", "-o", "yaml"]
-
-
-def _manifest(argument: str, following: str) -> str | None:
-    """The file `argument` names after ``-f`` / ``--filename`` (in any of their forms), else None."""
-    if argument in ("-f", "--filename"):
-        return following
-    if argument.startswith("--filename="):
-        return argument.removeprefix("--filename=")
-    if argument.startswith("-f") and not argument.startswith("--"):
-        return argument[2:].removeprefix("=")
-    return None
-
-
 class CommandTool(Tool):
-    """The command tool of one runner; its arguments are checked by the runner when proposed. With
-    `dry_run`, a proposed command's preview is its dry run's output, run by the same runner."""
+    """The command tool of one runner; its arguments are checked by the runner when proposed. A
+    proposed command's preview is its dry run's output, run by the same runner: the dry run its
+    program declares on the runner's allow-list, or `dry_run`'s, for every program, when given."""
 
     def __init__(
         self, runner: CommandRunner, *, timeout: float | None = None, dry_run: DryRun | None = None
@@ -130,13 +57,14 @@ class CommandTool(Tool):
         if not isinstance(runner, CommandRunner):
             raise TypeError(f"command_tool takes a CommandRunner, not {type(runner).__name__}")
         self.runner = runner
+        planner = _planner(runner, dry_run)
 
         def dry_run_of(argv: list[str]) -> str:
-            assert dry_run is not None
-            planned = dry_run(checked_argv(argv))
+            assert planner is not None
+            planned = planner(checked_argv(argv))
             if planned is None:
                 raise CommandFailed("this command has no dry run: what it would do is what it says")
-            return runner.run(checked_argv(list(planned))).text()
+            return runner.run(planned).text()
 
         def run_command(argv: list[str]) -> str:
             try:
@@ -152,7 +80,7 @@ class CommandTool(Tool):
             requires_approval=True,
             schema=_SCHEMA,
             timeout=timeout,
-            preview=None if dry_run is None else dry_run_of,
+            preview=None if planner is None else dry_run_of,
         )
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -171,9 +99,33 @@ def command_tool(
     """The tool ``run_command(argv)`` an agent takes among its tools to propose terminal commands,
     each run by `runner` once a human approved its exact argv: ``Agent(tools=[command_tool(
     LocalCommandRunner(allow=["kubectl"]))])``. `timeout` bounds the tool as a whole (the runner has
-    its own timeout, which kills the command). `dry_run` (``kubectl_dry_run``, or a function of your
-    own) gives each proposed command a preview: the output of its dry run."""
+    its own timeout, which kills the command). A proposed command is previewed by the output of its
+    dry run: the one its program declares on the runner's allow-list (``Program("kubectl",
+    dry_run=kubectl_dry_run)``), or, for a runner whose allow-list declares none, `dry_run`
+    (``kubectl_dry_run``, or a function of your own), asked of every command."""
     return CommandTool(runner, timeout=timeout, dry_run=dry_run)
+
+
+def _planner(
+    runner: CommandRunner, dry_run: DryRun | None
+) -> Callable[[tuple[str, ...]], tuple[str, ...] | None] | None:
+    """What turns a command into its dry run: the dry run each program declares on `runner`'s
+    allow-list, else `dry_run` asked of every command, else nothing (no preview)."""
+    if isinstance(runner, DeclaresDryRuns) and runner.dry_run_programs:
+        if dry_run is not None:
+            raise ValueError(
+                "the runner's allow-list declares its programs' dry runs: give them there or as "
+                "dry_run=, not both"
+            )
+        return runner.dry_run
+    if dry_run is None:
+        return None
+
+    def planned(argv: tuple[str, ...]) -> tuple[str, ...] | None:
+        dry = dry_run(argv)
+        return None if dry is None else checked_argv(list(dry))
+
+    return planned
 
 
 def _description(programs: tuple[str, ...]) -> str:
@@ -191,8 +143,11 @@ __all__ = [
     "CommandResult",
     "CommandRunner",
     "CommandTool",
+    "DeclaresDryRuns",
     "DryRun",
+    "KUBECTL_DRY_RUNS",
     "LocalCommandRunner",
+    "Program",
     "command_tool",
     "kubectl_dry_run",
 ]

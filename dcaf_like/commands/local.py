@@ -9,11 +9,30 @@ import signal
 import subprocess
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from dcaf_like.application.commands import CommandFailed, CommandRefused, CommandResult, checked_argv
+from dcaf_like.application.commands import (
+    CommandFailed,
+    CommandRefused,
+    CommandResult,
+    DryRun,
+    checked_argv,
+)
 
 _CHUNK = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A program on a runner's allow-list: its `name` (the model's ``argv[0]``), its `executable`
+    (looked up on the runner's path when empty) and its `dry_run`, if it has one: the function that
+    turns one of its commands into the command that shows what it would do and changes nothing
+    (``kubectl_dry_run``), run as the call's preview before anyone approved it."""
+
+    name: str
+    executable: str = ""
+    dry_run: DryRun | None = None
 
 
 class LocalCommandRunner:
@@ -23,15 +42,16 @@ class LocalCommandRunner:
 
     `allow` lists the programs that may run, by the name the model uses as ``argv[0]``: a name is
     looked up on `path` (default: this process's ``PATH``) when the command runs; a mapping gives
-    each name its executable (``{"kubectl": "/usr/local/bin/kubectl"}``). Empty by default:
-    commands are off until configured. ``argv[0]`` must be one of these names exactly (a path such as
-    ``/tmp/kubectl`` is not ``kubectl``). `cwd` is where commands run (default: this process's
-    working directory); `env` their environment (default: this process's).
+    each name its executable (``{"kubectl": "/usr/local/bin/kubectl"}``); a :class:`Program` gives
+    a name its executable and its dry run (``Program("kubectl", dry_run=kubectl_dry_run)``). Empty
+    by default: commands are off until configured. ``argv[0]`` must be one of these names exactly
+    (a path such as ``/tmp/kubectl`` is not ``kubectl``). `cwd` is where commands run (default: this
+    process's working directory); `env` their environment (default: this process's).
     """
 
     def __init__(
         self,
-        allow: Iterable[str] | Mapping[str, str] = (),
+        allow: Iterable[str | Program] | Mapping[str, str] = (),
         *,
         cwd: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
@@ -41,15 +61,20 @@ class LocalCommandRunner:
     ) -> None:
         if isinstance(allow, str):
             raise TypeError("allow is a list of program names, not one string")
-        executables = dict(allow) if isinstance(allow, Mapping) else dict.fromkeys(allow, "")
-        for name in executables:
-            if not name or "/" in name or os.sep in name or "\0" in name:
+        programs = (
+            [Program(name, executable) for name, executable in allow.items()]
+            if isinstance(allow, Mapping)
+            else [entry if isinstance(entry, Program) else Program(entry) for entry in allow]
+        )
+        for program in programs:
+            name = program.name
+            if not isinstance(name, str) or not name or "/" in name or os.sep in name or "\0" in name:
                 raise ValueError(f"allow: {name!r} is not a program's name (give paths as a mapping)")
         if not (timeout > 0):
             raise ValueError("timeout must be a positive number of seconds")
         if max_output < 1:
             raise ValueError("max_output must be at least one byte")
-        self._executables = executables
+        self._programs = {program.name: program for program in programs}
         self.cwd = Path(cwd) if cwd is not None else None
         self.timeout = timeout
         self.max_output = max_output
@@ -58,19 +83,38 @@ class LocalCommandRunner:
 
     @property
     def programs(self) -> tuple[str, ...]:
-        return tuple(self._executables)
+        return tuple(self._programs)
+
+    @property
+    def dry_run_programs(self) -> tuple[str, ...]:
+        """The programs whose commands have a dry run, as their entry on the allow-list declares."""
+        return tuple(name for name, program in self._programs.items() if program.dry_run is not None)
 
     def check(self, argv: Sequence[str]) -> None:
         program = checked_argv(argv)[0]
-        if not self._executables:
+        if not self._programs:
             raise CommandRefused("no program is allowed: commands are off until the operator allows some")
-        if program not in self._executables:
-            allowed = ", ".join(self._executables)
+        if program not in self._programs:
+            allowed = ", ".join(self._programs)
             raise CommandRefused(f"program {program!r} is not allowed; the allowed programs are: {allowed}")
+
+    def dry_run(self, argv: Sequence[str]) -> tuple[str, ...] | None:
+        """The argv of `argv`'s dry run, by its program's declared dry run; None when the program
+        declares none or the command has none. A dry run runs the same program (refused otherwise):
+        the allow-list declared it for that program. Runs nothing."""
+        self.check(argv)
+        declared = self._programs[argv[0]].dry_run
+        planned = None if declared is None else declared(argv)
+        if planned is None:
+            return None
+        dry = checked_argv(list(planned))
+        if dry[0] != argv[0]:
+            raise CommandRefused(f"the dry run of {argv[0]!r} runs another program, {dry[0]!r}")
+        return dry
 
     def run(self, argv: Sequence[str]) -> CommandResult:
         self.check(argv)
-        executable = self._executables[argv[0]] or shutil.which(argv[0], path=self.path)
+        executable = self._programs[argv[0]].executable or shutil.which(argv[0], path=self.path)
         if not executable:
             raise CommandFailed(f"program {argv[0]!r} was not found on this machine")
         try:
@@ -104,7 +148,7 @@ class LocalCommandRunner:
         return CommandResult(exit_code, _decoded(kept), truncated=dropped.is_set())
 
     def __repr__(self) -> str:
-        return f"LocalCommandRunner(allow={list(self._executables)!r}, cwd={self.cwd!r})"
+        return f"LocalCommandRunner(allow={list(self._programs)!r}, cwd={self.cwd!r})"
 
 
 def _read(process: subprocess.Popen[bytes], kept: bytearray, cap: int, dropped: threading.Event) -> None:

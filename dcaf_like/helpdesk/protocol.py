@@ -308,6 +308,7 @@ def data_decisions(
                 argv=command.argv,
                 reason=command.rejection_reason,
                 rejected=command.rejected,
+                preview_digest=command.preview_digest,
                 path=f"{path}.cmds[{i}]",
             )
         )
@@ -325,11 +326,13 @@ def command_decision(
     argv: Sequence[str] | None = None,
     reason: str | None = None,
     rejected: bool = False,
+    preview_digest: str | None = None,
     path: str,
 ) -> ToolDecision | None:
     """What a command echoed back decides: the decision on the call of the command tool its `id`
     names, bound to the argv the client shows (``argv``, or ``command`` split as a shell would, never
-    run by one). A command without an id was never proposed here: asking to run it is refused."""
+    run by one) and to the dry run it shows (``preview_digest``). A command without an id was never
+    proposed here: asking to run it is refused."""
     if not call_id:
         if execute:
             raise command_refused(path)
@@ -345,7 +348,13 @@ def command_decision(
         shown = split
     arguments = {"argv": shown} if shown is not None else None
     return decision(
-        call_id, execute=execute, name=RUN_COMMAND, arguments=arguments, reason=reason, rejected=rejected
+        call_id,
+        execute=execute,
+        name=RUN_COMMAND,
+        arguments=arguments,
+        reason=reason,
+        rejected=rejected,
+        preview_digest=preview_digest,
     )
 
 
@@ -520,7 +529,8 @@ def rejected_call(call: ToolCallView) -> dict[str, Any]:
 
 def pending_command(call: ToolCallView, argv: Sequence[str]) -> dict[str, Any]:
     """A command waiting for a decision, as ``data.cmds`` lists it: the call of the command tool, its
-    argv and the same argv as one line (quoted as a shell would read it; no shell runs it)."""
+    argv and the same argv as one line (quoted as a shell would read it; no shell runs it), and its
+    dry run's preview when the command tool previews commands."""
     return {
         "id": call.id,
         "command": shlex.join(argv),
@@ -529,6 +539,7 @@ def pending_command(call: ToolCallView, argv: Sequence[str]) -> dict[str, Any]:
         "tool_description": call.description,
         "approval_reason": call.approval_reason,
         "reason": call.approval_reason,  # deprecated: approval_reason
+        **preview_fields(call),
     }
 
 

@@ -89,6 +89,10 @@ class CommandIn(BaseModel):
     execute: bool = Field(False, description="true approves the proposed command.")
     rejection_reason: str | None = Field(None, description="With execute false: reject, giving this reason.")
     rejected: bool = Field(False, description="With execute false: reject without a reason.")
+    preview_digest: str | None = Field(
+        None,
+        description="The preview_digest of the dry run the approver saw; must be the command's current one.",
+    )
 
 
 _REPORTED = (

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -125,10 +126,14 @@ def until(ready: Callable[[], bool], what: str, seconds: float = 20) -> None:
 
 
 def store_url_of(kind: str, request: Any, tmp_path: Path) -> str:
-    """The ``--store`` URL of a store of `kind` (``sqlite``, ``redis``, ``postgres``) of this test's own,
-    for tests that run several server processes on one store."""
+    """The ``--store`` URL of a store of `kind` (``sqlite``, ``redis``, ``postgres``, ``dynamodb``) of
+    this test's own, for tests that run several server processes on one store. DynamoDB is moto's
+    emulator, a table of the test's own that the first server to open it creates."""
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'conversations.sqlite3'}"
     if kind == "postgres":
         return f"{request.getfixturevalue('postgres_url')}?table={request.getfixturevalue('postgres_table')}"
+    if kind == "dynamodb":
+        endpoint = request.getfixturevalue("dynamodb_endpoint")
+        return f"dynamodb://t-{uuid.uuid4().hex[:12]}?region=eu-west-1&endpoint={endpoint}&create=1"
     return f"{request.getfixturevalue('redis_url')}?prefix={request.getfixturevalue('redis_prefix')}"

@@ -457,3 +457,43 @@ def test_a_command_approval_from_outside_the_perimeter_runs_nothing(commands, he
         response.read()
         assert_refused(commands, response, status, code, version)
     assert commands.status() == "pending"
+
+
+def test_a_command_waits_with_its_programs_dry_run_and_the_approval_binds_to_it(start_server, tmp_path):
+    """docs/approvals.md, "A command's dry run"; docs/protocol.md, "Terminal commands": a command
+    whose program declares a dry run on the runner's allow-list shows it in ``cmds``; an approval
+    echoing another ``preview_digest`` is refused (409 ``preview_changed``) and runs nothing."""
+    from dcaf_like.commands import Program, kubectl_dry_run
+
+    script = tmp_path / "kubectl"
+    script.write_text(FAKE_KUBECTL)
+    script.chmod(0o755)
+    log = tmp_path / "ran.log"
+    env = {"PATH": os.environ.get("PATH", ""), "KUBECTL_LOG": str(log)}
+    runner = LocalCommandRunner(allow=[Program("kubectl", str(script), dry_run=kubectl_dry_run)], env=env)
+    argv = ["kubectl", "delete", "pod", "web-1", "-n", "prod"]
+    runtime = FakeRuntime([tool_call("run_command", argv=argv), "Deleted."])
+    client = start_server(Agent(tools=[command_tool(runner)], runtime=runtime))
+
+    body = client.post("/api/chat", json={"messages": [user("delete web-1 in prod")]}).json()
+    [pending] = body["data"]["cmds"]
+    conversation_id = body["data"]["conversation_id"]
+
+    assert pending["preview"] == "fake kubectl ran: delete pod web-1 -n prod --dry-run=server -o yaml\n"
+    assert (pending["preview_kind"], pending["preview_error"]) == ("text", None)
+    assert log.read_text().splitlines() == ["delete pod web-1 -n prod --dry-run=server -o yaml"]
+
+    def send(command: dict[str, Any]) -> httpx.Response:
+        message = user("", cmds=[command], conversation_id=conversation_id)
+        return client.post("/api/chat", json={"messages": [message]})
+
+    other = send({**pending, "execute": True, "preview_digest": "sha256:" + "0" * 64})
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "preview_changed"
+    assert other.json()["error"]["preview"]["preview_digest"] == pending["preview_digest"]
+    assert len(log.read_text().splitlines()) == 1  # the dry run only
+
+    taken = send({**pending, "execute": True})  # echoes the preview_digest it was shown
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["data"]["executed_cmds"][0]["status"] == "executed"
+    assert log.read_text().splitlines()[-1] == "delete pod web-1 -n prod"

@@ -77,6 +77,8 @@ def test_the_demo_serves_the_agent_and_its_client_approves_a_deletion(tmp_path, 
 
     printed = capsys.readouterr().out
     assert "The agent wants to run delete_pod(" in printed
+    assert "risk: reversible" in printed
+    assert '"owner": "ReplicaSet web-7d9f8 (of Deployment web)"' in printed  # the preview, before the yes
     assert 'ran delete_pod({"name": "web-1", "namespace": "prod"}) -> pod "web-1" deleted' in printed
     assert reply["content"] == "I deleted web-1 in prod."
     banner = "".join(output)

@@ -25,7 +25,7 @@ from dcaf_like.testing import FakeRuntime
 SECRET = "the e2e audit key: not a real one"
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
+@pytest.fixture(params=["sqlite", "postgres", "redis", "dynamodb"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return store_url_of(request.param, request, tmp_path)
 

@@ -922,6 +922,44 @@ def test_a_command_shows_as_the_argv_it_runs_and_runs_once_approved(page, start_
     expect(page.locator(".card.executed .args")).to_have_text("$ kubectl rollout restart 'web app' -n prod")
 
 
+def test_a_command_card_shows_its_dry_run_and_the_approval_echoes_the_preview_shown(
+    page, start_server, tmp_path
+):
+    """docs/approvals.md, "A command's dry run": the card of a command whose program declares a dry
+    run shows the dry run's output, and its approval is bound to it (the ``preview_digest`` shown)."""
+    import json
+
+    from dcaf_like import LocalCommandRunner, command_tool
+    from dcaf_like.commands import Program, kubectl_dry_run
+
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text('#!/bin/sh\necho "pod/$3 deleted ($*)"\n')
+    kubectl.chmod(0o755)
+    runner = LocalCommandRunner(allow=[Program("kubectl", str(kubectl), dry_run=kubectl_dry_run)])
+    argv = ["kubectl", "delete", "pod", "web-2", "-n", "prod"]
+    runtime = FakeRuntime([tool_call("run_command", argv=argv), reply("Deleted.")])
+    client = start_server(Agent(tools=[command_tool(runner)], runtime=runtime))
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(json.loads(r.post_data or "{}")) if r.method == "POST" else None)
+    page.goto(str(client.base_url))
+
+    send(page, "delete web-2")
+
+    card = page.locator(".card.pending")
+    expect(card.locator(".preview")).to_have_text(
+        "pod/web-2 deleted (delete pod web-2 -n prod --dry-run=server -o yaml)\n"
+    )
+    shown = card.get_attribute("data-preview-digest")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator(".card.executed .output")).to_have_text(
+        "pod/web-2 deleted (delete pod web-2 -n prod)\n"
+    )
+    [decision] = sent[-1]["messages"][-1]["data"]["cmds"]
+    assert decision["execute"] is True
+    assert shown
+    assert decision["preview_digest"] == shown
+
+
 WHERE_AGENT_SCRIPT = [tool_calls("where"), reply("There."), tool_calls("where"), reply("Still there.")]
 
 

@@ -285,18 +285,7 @@ function pendingCard(call) {
     el("pre", { class: "args" }, pretty(call.input)),
     previewOf(call));
   if (call.risk) card.dataset.risk = call.risk;
-  if (call.preview_digest) card.dataset.previewDigest = call.preview_digest;
-  // Bound to the preview shown: a decision sent against another is refused (409 preview_changed).
-  let bound = call.preview_digest ? { preview_digest: call.preview_digest } : {};
-  // Refused as sent against another preview: show the current one, and bind the next decision to it.
-  card.addEventListener("preview-changed", (event) => {
-    const current = { ...call, ...event.detail };
-    const shown = card.querySelector(".preview, .preview-error");
-    const fresh = previewOf(current);
-    if (shown && fresh) shown.replaceWith(fresh);
-    bound = { preview_digest: current.preview_digest };
-    card.dataset.previewDigest = current.preview_digest;
-  });
+  const bound = boundToPreview(card, call);
 
   const decide = decider(card, (decision) => turn("", [{ id: call.id, ...decision }]));
   const [reason, rejectForm] = rejection(decide);
@@ -323,7 +312,7 @@ function pendingCard(call) {
   } }, el("div", { class: "edit-area" }, edited, changes), el("button", { type: "submit" }, "Approve edited"));
 
   const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true, ...bound }, "approved") }, "Approve"),
+    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true, ...bound() }, "approved") }, "Approve"),
     el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
       "Reject"),
     call.editable ? el("button", { type: "button", class: "edit", onclick: () => { editForm.hidden = false; showChanges(); } },
@@ -332,16 +321,35 @@ function pendingCard(call) {
   return card;
 }
 
-// A command waiting for a decision: the exact argv it runs, and the buttons (a command is not edited:
-// the agent proposes another). The decision goes back in `cmds`, with the argv the user saw.
+// A card's decision is bound to the preview it shows: one sent against another is refused (409
+// preview_changed); the card then shows the current preview and binds the next decision to it.
+function boundToPreview(card, call) {
+  if (call.preview_digest) card.dataset.previewDigest = call.preview_digest;
+  let bound = call.preview_digest ? { preview_digest: call.preview_digest } : {};
+  card.addEventListener("preview-changed", (event) => {
+    const current = { ...call, ...event.detail };
+    const shown = card.querySelector(".preview, .preview-error");
+    const fresh = previewOf(current);
+    if (shown && fresh) shown.replaceWith(fresh);
+    bound = { preview_digest: current.preview_digest };
+    card.dataset.previewDigest = current.preview_digest;
+  });
+  return () => bound;
+}
+
+// A command waiting for a decision: the exact argv it runs, its dry run's preview when it has one,
+// and the buttons (a command is not edited: the agent proposes another). The decision goes back in
+// `cmds`, with the argv the user saw and the preview it was shown.
 function commandCard(command) {
   const card = callCard(command.id, "command", "pending",
     el("p", { class: "why" }, command.approval_reason || ""),
-    el("pre", { class: "args command" }, commandLine(command.argv)));
+    el("pre", { class: "args command" }, commandLine(command.argv)),
+    previewOf(command));
+  const bound = boundToPreview(card, command);
   const decide = decider(card, (decision) => turn("", null, [{ id: command.id, argv: command.argv, ...decision }]));
   const [reason, rejectForm] = rejection(decide);
   const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true }, "approved") }, "Approve"),
+    el("button", { type: "button", class: "approve", onclick: () => decide({ execute: true, ...bound() }, "approved") }, "Approve"),
     el("button", { type: "button", class: "reject", onclick: () => { rejectForm.hidden = false; reason.focus(); } },
       "Reject"));
   card.append(actions, rejectForm);

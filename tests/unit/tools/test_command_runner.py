@@ -10,6 +10,7 @@ import pytest
 
 from dcaf_like import CommandRunner, InvalidToolArguments, LocalCommandRunner, command_tool
 from dcaf_like.application.commands import CommandFailed, CommandRefused, CommandResult, checked_argv
+from dcaf_like.testing import tool_calls
 
 PYTHON = {"python": sys.executable}
 
@@ -214,7 +215,8 @@ def test_no_dry_run_is_made_where_it_would_not_be_safe_before_an_approval(argv):
 
 def test_a_proposed_command_is_previewed_by_its_dry_run_and_only_the_approval_runs_it(tmp_path):
     """The approver sees what the API server says the command would do; the command itself runs
-    only once approved; a command with no dry run says so instead of a preview."""
+    only once approved; a command with no dry run says so instead of a preview. Here the dry run is
+    given as ``dry_run=``, asked of every command (for a runner whose allow-list declares none)."""
     from dcaf_like import Agent
     from dcaf_like.commands import kubectl_dry_run
     from dcaf_like.testing import FakeRuntime, reply, tool_call
@@ -241,3 +243,102 @@ def test_a_proposed_command_is_previewed_by_its_dry_run_and_only_the_approval_ru
     assert reading.preview is None
     assert "has no dry run" in (reading.preview_error or "")
     assert len(log.read_text().splitlines()) == 2  # nothing ran for it
+
+
+# -- a dry run declared per program on the runner's allow-list (docs/approvals.md, "A command's dry run")
+
+
+def test_each_program_is_previewed_by_the_dry_run_its_entry_on_the_allow_list_declares(tmp_path):
+    """kubectl declares its dry run, helm none: a kubectl command waits with what the server says it
+    would do, a helm command with the reason it has no preview, and neither runs before an approval."""
+    from dcaf_like import Agent
+    from dcaf_like.commands import Program, kubectl_dry_run
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    log = tmp_path / "ran.log"
+    kubectl = script(tmp_path, "kubectl", f'echo "kubectl $*" >> {log}; echo "pod/web-1 deleted (plan: $*)"')
+    helm = script(tmp_path, "helm", f'echo "helm $*" >> {log}')
+    runner = LocalCommandRunner(
+        allow=[Program("kubectl", kubectl, dry_run=kubectl_dry_run), Program("helm", helm)]
+    )
+    script_ = [
+        tool_calls(
+            tool_call("run_command", argv=["kubectl", "delete", "pod", "web-1"]),
+            tool_call("run_command", argv=["helm", "uninstall", "api"]),
+        )
+    ]
+    agent = Agent(tools=[command_tool(runner)], runtime=FakeRuntime(script_))
+
+    deleting, uninstalling = agent.run("clean up").pending_tool_calls
+
+    assert "plan: delete pod web-1 --dry-run=server -o yaml" in (deleting.preview or "")
+    assert uninstalling.preview is None
+    assert "has no dry run" in (uninstalling.preview_error or "")
+    assert log.read_text().splitlines() == ["kubectl delete pod web-1 --dry-run=server -o yaml"]
+    assert runner.dry_run_programs == ("kubectl",)
+
+
+def test_a_declared_dry_run_keeps_kubectls_safety_rules_and_runs_nothing_where_unsafe(tmp_path):
+    from dcaf_like import Agent
+    from dcaf_like.commands import Program, kubectl_dry_run
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    log = tmp_path / "ran.log"
+    kubectl = script(tmp_path, "kubectl", f'echo "$*" >> {log}')
+    runner = LocalCommandRunner(allow=[Program("kubectl", kubectl, dry_run=kubectl_dry_run)])
+    proposed = ["kubectl", "--context", "prod", "delete", "pod", "web-1"]
+    agent = Agent(
+        tools=[command_tool(runner)], runtime=FakeRuntime([tool_call("run_command", argv=proposed)])
+    )
+
+    [call] = agent.run("delete web-1 in prod").pending_tool_calls
+
+    assert call.preview is None
+    assert "has no dry run" in (call.preview_error or "")
+    assert not log.exists()  # nothing ran
+
+
+def test_a_dry_run_that_would_run_another_program_is_refused_and_runs_nothing(tmp_path):
+    from dcaf_like import Agent
+    from dcaf_like.commands import Program
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    log = tmp_path / "ran.log"
+    kubectl = script(tmp_path, "kubectl", f'echo "kubectl $*" >> {log}')
+    helm = script(tmp_path, "helm", f'echo "helm $*" >> {log}')
+    runner = LocalCommandRunner(
+        allow=[Program("kubectl", kubectl, dry_run=lambda argv: ["helm", "list"]), Program("helm", helm)]
+    )
+    agent = Agent(
+        tools=[command_tool(runner)],
+        runtime=FakeRuntime([tool_call("run_command", argv=["kubectl", "delete", "pod", "web-1"])]),
+    )
+
+    [call] = agent.run("delete web-1").pending_tool_calls
+
+    assert call.preview is None
+    assert "the dry run of 'kubectl' runs another program, 'helm'" in (call.preview_error or "")
+    assert not log.exists()
+
+
+def test_a_runner_whose_allow_list_declares_no_dry_run_gives_no_preview():
+    from dcaf_like.commands import Program
+
+    assert command_tool(LocalCommandRunner(allow=["kubectl"])).preview is None
+    assert command_tool(LocalCommandRunner(allow=[Program("kubectl")])).preview is None
+
+
+def test_dry_runs_are_declared_on_the_allow_list_or_as_dry_run_not_both():
+    from dcaf_like.commands import Program, kubectl_dry_run
+
+    runner = LocalCommandRunner(allow=[Program("kubectl", dry_run=kubectl_dry_run)])
+
+    with pytest.raises(ValueError, match="give them there or as dry_run=, not both"):
+        command_tool(runner, dry_run=kubectl_dry_run)
+
+
+def test_a_program_entry_takes_a_name_not_a_path():
+    from dcaf_like.commands import Program
+
+    with pytest.raises(ValueError, match="not a program's name"):
+        LocalCommandRunner(allow=[Program("/usr/bin/kubectl")])
