@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from dcaf_like.agent import Agent
-    from dcaf_like.application.commands import CommandResult, CommandRunner
+    from dcaf_like.application.command_runner import CommandResult, CommandRunner
     from dcaf_like.application.context import ContextPolicy, ContextWindow
     from dcaf_like.application.cursors import InvalidCursor
     from dcaf_like.application.dto import (
@@ -158,7 +158,7 @@ if TYPE_CHECKING:
 # Where each public name is defined: its module is imported when the name is first used.
 _HOMES: dict[str, tuple[str, ...]] = {
     "dcaf_like.agent": ("Agent",),
-    "dcaf_like.application.commands": (
+    "dcaf_like.application.command_runner": (
         "CommandResult",
         "CommandRunner",
     ),

@@ -36,7 +36,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TextIO
 
-from dcaf_like.application.commands import command_argv
+from dcaf_like.application.command_runner import command_argv
 from dcaf_like.application.errors import ConversationNotFound
 from dcaf_like.domain.conversation import new_conversation_id
 from dcaf_like.domain.merge_patch import merge_patch

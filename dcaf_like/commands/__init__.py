@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dcaf_like.application.commands import (
+from dcaf_like.application.command_runner import (
     RUN_COMMAND,
     CommandFailed,
     CommandRefused,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dcaf_like.application.commands import (
+from dcaf_like.application.command_runner import (
     CommandFailed,
     CommandRefused,
     CommandResult,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dcaf_like.application.commands import RUN_COMMAND
+from dcaf_like.application.command_runner import RUN_COMMAND
 from dcaf_like.application.dto import AttachmentView, ToolCallView
 from dcaf_like.helpdesk.protocol import attachment_view, executed_call, pending_call
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dcaf_like.application.commands import RUN_COMMAND, command_argv
+from dcaf_like.application.command_runner import RUN_COMMAND, command_argv
 from dcaf_like.application.dto import (
     AgentRequest,
     AgentResponse,

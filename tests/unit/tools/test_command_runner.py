@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dcaf_like import CommandRunner, InvalidToolArguments, LocalCommandRunner, command_tool
-from dcaf_like.application.commands import CommandFailed, CommandRefused, CommandResult, checked_argv
+from dcaf_like.application.command_runner import CommandFailed, CommandRefused, CommandResult, checked_argv
 from dcaf_like.testing import tool_calls
 
 PYTHON = {"python": sys.executable}
