@@ -299,7 +299,7 @@ def test_the_command_agent_shows_the_dry_run_of_a_deletion_before_asking():
     out = run_example(stdin="y\nn\n", example="command_agent.py")
 
     listing, deletion = out.split("the agent wants to run: $ ")[1:3]
-    assert "(no preview: CommandFailed: this command has no dry run" in listing
+    assert "(no preview: NoDryRun: this command has no dry run" in listing
     assert deletion.startswith("kubectl delete pod web-2 -n default\n  its dry run says:\n")
     assert "    kind: Pod\n    metadata:\n      name: web-2\n" in deletion
     assert "phase: CrashLoopBackOff" in deletion

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from dcaf_like.application.effects import RunTool, ToolOutcome, timed_out
 from dcaf_like.application.errors import scrub_exception
-from dcaf_like.application.ports import ToolCancelled, ToolOutput
+from dcaf_like.application.ports import NoPreview, ToolCancelled, ToolOutput
 from dcaf_like.application.questions import UserInputRequired
 from dcaf_like.application.tracing import Span
 from dcaf_like.application.workers import host_name
@@ -175,6 +175,8 @@ class _Report:
             logger.debug("tool %s failed", self.effect.tool.name, exc_info=self.error)
 
     def _kind(self) -> str:
+        if isinstance(self.error, NoPreview):  # a preview that says why it has none: no fault
+            return "ok"
         outcome = self.outcome
         if outcome is None:  # its run was stopped under it: by a human's cancel, or by a shutdown
             return "cancelled" if self.effect.context.cancel_signal.is_set() else "interrupted"

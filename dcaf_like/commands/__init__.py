@@ -27,6 +27,7 @@ from dcaf_like.application.command_runner import (
     checked_argv,
 )
 from dcaf_like.application.errors import InvalidToolArguments
+from dcaf_like.application.ports import NoPreview
 from dcaf_like.commands.kubectl import KUBECTL_DRY_RUNS, kubectl_dry_run
 from dcaf_like.commands.local import LocalCommandRunner, Program
 from dcaf_like.tools import Tool
@@ -46,6 +47,11 @@ _SCHEMA = {
 }
 
 
+class NoDryRun(CommandFailed, NoPreview):
+    """A proposed command whose program declares no dry run, or one kubectl's dry run would not be
+    safe for: its call waits without a preview, saying why."""
+
+
 class CommandTool(Tool):
     """The command tool of one runner; its arguments are checked by the runner when proposed. A
     proposed command's preview is its dry run's output, run by the same runner: the dry run its
@@ -63,7 +69,7 @@ class CommandTool(Tool):
             assert planner is not None
             planned = planner(checked_argv(argv))
             if planned is None:
-                raise CommandFailed("this command has no dry run: what it would do is what it says")
+                raise NoDryRun("this command has no dry run: what it would do is what it says")
             return runner.run(planned).text()
 
         def run_command(argv: list[str]) -> str:

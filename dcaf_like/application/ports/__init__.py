@@ -43,6 +43,7 @@ from dcaf_like.application.ports.store import (
 from dcaf_like.application.ports.tools import (
     CancelSignal,
     ExecutableTool,
+    NoPreview,
     ToolCancelled,
     ToolContext,
     ToolOutput,
@@ -65,6 +66,7 @@ __all__ = [
     "Retention",
     "ServedAgent",
     "CancelSignal",
+    "NoPreview",
     "ToolCancelled",
     "ToolContext",
     "ToolOutput",

@@ -28,6 +28,11 @@ class ToolCancelled(Exception):
     """Raised by :meth:`ToolContext.check_cancelled` in a tool whose run was asked to stop."""
 
 
+class NoPreview(Exception):
+    """Raised by a tool's preview that has nothing to show for this call (a command whose program has
+    no dry run): the call waits with the reason as its ``preview_error``, and no failure is logged."""
+
+
 class CancelSignal:
     """A :class:`threading.Event` for a call's cancel (``is_set``, ``set``, ``wait``), whose event is
     built only when a tool first waits on it: most tools never wait, and every call has one

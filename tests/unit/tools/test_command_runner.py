@@ -3,6 +3,7 @@ output limits. And the command tool that hands it approved calls."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -342,3 +343,26 @@ def test_a_program_entry_takes_a_name_not_a_path():
 
     with pytest.raises(ValueError, match="not a program's name"):
         LocalCommandRunner(allow=[Program("/usr/bin/kubectl")])
+
+
+def test_a_command_without_a_dry_run_waits_without_a_preview_and_logs_no_failure(tmp_path, caplog):
+    """docs/approvals.md, "A command's dry run": a command with no dry run is no fault. Its call says
+    why it has no preview, and no tool failure is logged for it (an operator's WARNING lines are
+    for what went wrong)."""
+    from dcaf_like import Agent
+    from dcaf_like.commands import Program, kubectl_dry_run
+    from dcaf_like.testing import FakeRuntime, tool_call
+
+    kubectl = script(tmp_path, "kubectl", "echo ran")
+    runner = LocalCommandRunner(allow=[Program("kubectl", kubectl, dry_run=kubectl_dry_run)])
+    agent = Agent(
+        tools=[command_tool(runner)],
+        runtime=FakeRuntime([tool_call("run_command", argv=["kubectl", "get", "pods"])]),
+    )
+
+    with caplog.at_level(logging.DEBUG, logger="dcaf_like"):
+        [call] = agent.run("which pods?").pending_tool_calls
+
+    assert call.preview is None
+    assert "has no dry run" in (call.preview_error or "")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
