@@ -174,7 +174,7 @@ def running_workers(workers: int, directory: str) -> Iterator[Server]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [
-        sys.executable, "-m", "dcaf_like.cli.main", "serve", f"{__file__}:answering_agent", "--factory",
+        sys.executable, "-m", "dcaf_like.cli", "serve", f"{__file__}:answering_agent", "--factory",
         "--workers", str(workers), "--port", str(port), "--store", f"sqlite:///{directory}/workers.sqlite3",
         "--no-ui", "--log-level", "warning",
     ]  # fmt: skip

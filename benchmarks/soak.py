@@ -99,7 +99,7 @@ def _free_port() -> int:
 def serving(store: str, workers: int, ledger: Path) -> Iterator[Served]:
     port = _free_port()
     command = [
-        sys.executable, "-m", "dcaf_like.cli.main", "serve", f"{__file__}:make_agent", "--factory",
+        sys.executable, "-m", "dcaf_like.cli", "serve", f"{__file__}:make_agent", "--factory",
         "--port", str(port), "--workers", str(workers), "--store", store, "--no-ui", "--log-level", "warning",
     ]  # fmt: skip
     environment = {k: v for k, v in os.environ.items() if k != "DCAF_STORE"}
