@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -57,6 +58,19 @@ def _stranded_tasks() -> list[asyncio.Task[Any]]:
     if every is None:  # Python 3.12 keeps scheduled tasks under another name
         every = getattr(asyncio.tasks, "_scheduled_tasks", ())
     return [t for t in list(every) if not t.done() and t.get_loop().is_closed()]
+
+
+@pytest.fixture(autouse=True)
+def _package_logging_as_it_was() -> Iterator[None]:
+    """After each test, the package's logger as it was before: a test that configures logging as the
+    server does (``propagate`` off, a handler of its own) would otherwise hide every later line from
+    ``caplog`` in the same worker, and a test that checks a line is (or is not) logged would pass or
+    fail by which tests ran before it."""
+    logger = logging.getLogger("dcaf_like")
+    before = (logger.propagate, logger.level, list(logger.handlers), logger.disabled)
+    yield
+    logger.propagate, logger.level, handlers, logger.disabled = before
+    logger.handlers[:] = handlers
 
 
 @pytest.fixture(autouse=True)
