@@ -62,15 +62,30 @@ def _stranded_tasks() -> list[asyncio.Task[Any]]:
 
 @pytest.fixture(autouse=True)
 def _package_logging_as_it_was() -> Iterator[None]:
-    """After each test, the package's logger as it was before: a test that configures logging as the
-    server does (``propagate`` off, a handler of its own) would otherwise hide every later line from
-    ``caplog`` in the same worker, and a test that checks a line is (or is not) logged would pass or
-    fail by which tests ran before it."""
-    logger = logging.getLogger("dcaf_like")
-    before = (logger.propagate, logger.level, list(logger.handlers), logger.disabled)
+    """After each test, the package's loggers as the suite found them: a test or a fixture that
+    configures logging as the server does (``propagate`` off, handlers of its own, a ``dictConfig``
+    that disables the loggers it does not name) would otherwise hide every later line from ``caplog``
+    in the same worker, and a test that checks a line is (or is not) logged would pass or fail by
+    which tests ran before it. As found at start, not before each test: a session fixture (a server in
+    a thread) may configure logging while the first test that uses it is set up."""
     yield
-    logger.propagate, logger.level, handlers, logger.disabled = before
-    logger.handlers[:] = handlers
+    for name in _package_loggers():
+        logger = logging.getLogger(name)
+        propagate, level, handlers, disabled = _PRISTINE.get(name, (True, logging.NOTSET, [], False))
+        logger.propagate, logger.level, logger.disabled = propagate, level, disabled
+        logger.handlers[:] = handlers
+
+
+def _package_loggers() -> list[str]:
+    names = list(logging.root.manager.loggerDict)
+    return ["dcaf_like", *(n for n in names if n.startswith("dcaf_like."))]
+
+
+def _logger_state(logger: logging.Logger) -> tuple[bool, int, list[logging.Handler], bool]:
+    return logger.propagate, logger.level, list(logger.handlers), logger.disabled
+
+
+_PRISTINE = {name: _logger_state(logging.getLogger(name)) for name in _package_loggers()}
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ that save removed."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 import uuid
@@ -145,6 +146,7 @@ def test_a_conversation_the_fill_cannot_read_is_logged_and_left_out(tmp_path: Pa
             ("default", "x", 1, 1.0, "{"),
         )
 
+    caplog.set_level(logging.WARNING, logger="dcaf_like.stores")  # whatever the root's level here
     reopened = SqliteConversationRepository(path)
 
     assert listed(reopened) == [("b", "web-3")]
